@@ -1,0 +1,134 @@
+//! Shared test helpers: the runtime matrix and in-flight counters.
+
+#![allow(dead_code, unused_macros, unused_imports)]
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Instantiates each async test body once per runtime:
+/// `smol` (`smol::block_on`), `run_sync` (tollgate's entry point) and, with the `tokio`
+/// feature, `tokio_current` and `tokio_multi` (two workers). A test `foo` becomes
+/// `foo::smol`, `foo::run_sync`, `foo::tokio_current`, `foo::tokio_multi`.
+///
+/// Without the feature the tokio runtimes would only exercise the process-wide fallback,
+/// which smol already covers; the tokio-specific behaviour (runtime keys, tokio's clock)
+/// exists only with the feature.
+macro_rules! matrix {
+    ($( $(#[$attr:meta])* async fn $name:ident() $body:block )*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(#[$attr])*
+            async fn body() $body
+
+            #[test]
+            fn smol() {
+                smol::block_on(body());
+            }
+
+            #[test]
+            fn run_sync() {
+                tollgate::run_sync(body());
+            }
+
+            #[cfg(feature = "tokio")]
+            #[test]
+            fn tokio_current() {
+                $crate::common::tokio_current().block_on(body());
+            }
+
+            #[cfg(feature = "tokio")]
+            #[test]
+            fn tokio_multi() {
+                $crate::common::tokio_multi().block_on(body());
+            }
+        }
+    )*};
+}
+pub(crate) use matrix;
+
+pub fn tokio_current() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio current-thread runtime")
+}
+
+pub fn tokio_multi() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio multi-thread runtime")
+}
+
+/// Spawns on the runtime the caller runs on: tokio's when one is current, smol's global
+/// executor otherwise. The returned future yields the task's output and re-raises its panic.
+pub fn spawn<F>(future: F) -> impl Future<Output = F::Output> + Send
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    enum Task<T> {
+        Tokio(tokio::task::JoinHandle<T>),
+        Smol(smol::Task<T>),
+    }
+    let task = match tokio::runtime::Handle::try_current() {
+        Ok(handle) => Task::Tokio(handle.spawn(future)),
+        Err(_) => Task::Smol(smol::spawn(future)),
+    };
+    async move {
+        match task {
+            Task::Tokio(handle) => match handle.await {
+                Ok(output) => output,
+                Err(error) => std::panic::resume_unwind(error.into_panic()),
+            },
+            Task::Smol(task) => task.await,
+        }
+    }
+}
+
+/// Counts how many sections are running at once and remembers the peak.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl InFlight {
+    /// Marks one section as running until the guard drops.
+    pub fn enter(&self) -> InFlightGuard<'_> {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        InFlightGuard(self)
+    }
+
+    pub fn now(&self) -> usize {
+        self.now.load(Ordering::SeqCst)
+    }
+
+    pub fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+}
+
+#[must_use]
+pub struct InFlightGuard<'a>(&'a InFlight);
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The message of a caught panic, whatever its payload type.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "<non-string panic payload>".to_owned()
+    }
+}
