@@ -55,6 +55,9 @@
 )]
 
 mod error;
+// Used by the bounded map and race combinators.
+#[allow(dead_code)]
+mod ready_set;
 mod rt;
 pub mod testing;
 pub mod time;
