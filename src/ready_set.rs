@@ -161,7 +161,8 @@ mod tests {
         let parent = Waker::from(count.clone());
         let set = ReadySet::new(2);
         set.register(&Context::from_waker(&parent));
-        set.waker(1).clone().wake();
+        let owned = set.waker(1).clone(); // the by-value `wake` path
+        owned.wake();
         set.waker(1).wake_by_ref(); // already marked: no second parent wake-up
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
         assert_eq!(ready(&set), [1]);
