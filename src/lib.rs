@@ -55,19 +55,20 @@
 )]
 
 mod error;
-// Used by the bounded map and race combinators.
-#[allow(dead_code)]
+mod map;
 mod ready_set;
 mod rt;
 pub mod testing;
 pub mod time;
 
 pub use crate::error::Error;
+pub use crate::map::{BoundedStreamExt, amap_iter, gather_limit, map_async, try_map_async};
 pub use crate::rt::{AlreadyInRuntime, RuntimeKey, run_sync, try_run_sync};
 pub use crate::time::{Elapsed, sleep, timeout};
 
 /// The futures tollgate's functions return, named so they can be stored in structs.
 pub mod futures {
+    pub use crate::map::{GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync};
     pub use crate::time::{Sleep, Timeout};
 }
 
