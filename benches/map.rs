@@ -73,7 +73,7 @@ where
     } else {
         Vec::with_capacity(n as usize)
     };
-    let mut store = |(i, value): (u64, u64), out: &mut Vec<u64>| {
+    let store = |(i, value): (u64, u64), out: &mut Vec<u64>| {
         if ordered {
             out[i as usize] = value;
         } else {
@@ -113,9 +113,13 @@ where
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
 
-    group.bench_function(BenchmarkId::new("sequential", n), |b| {
-        b.iter(|| black_box(rt.block_on(sequential(n, f))))
-    });
+    // 20,000 sequential 1 ms sleeps take 20 s: the timers case compares with its ideal
+    // (20 ms) instead.
+    if name != "timers" {
+        group.bench_function(BenchmarkId::new("sequential", n), |b| {
+            b.iter(|| black_box(rt.block_on(sequential(n, f))))
+        });
+    }
     if ordered {
         group.bench_function(BenchmarkId::new("tollgate", n), |b| {
             b.iter(|| black_box(rt.block_on(map_async(0..n, limit, f))))

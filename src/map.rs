@@ -85,16 +85,28 @@ impl<T> InOrder<T> {
     }
 }
 
-impl<T> Results<T> for InOrder<T> {
-    #[inline]
-    fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
-        let k = seq - self.head;
-        let len = self.waiting.len();
-        if k < len {
+impl<T> InOrder<T> {
+    /// Stores an output that is not the next one after the last stored: leaves gaps
+    /// (`None`) for the items before it.
+    #[cold]
+    fn accept_out_of_line(&mut self, k: usize, value: T) {
+        if k < self.waiting.len() {
             self.waiting[k] = Some(value);
         } else {
             self.waiting.resize_with(k, || None);
             self.waiting.push_back(Some(value));
+        }
+    }
+}
+
+impl<T> Results<T> for InOrder<T> {
+    #[inline(always)]
+    fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
+        let k = seq - self.head;
+        if k == self.waiting.len() {
+            self.waiting.push_back(Some(value));
+        } else {
+            self.accept_out_of_line(k, value);
         }
         ControlFlow::Continue(())
     }
@@ -241,7 +253,7 @@ impl<Fut: Future> Engine<Fut> {
     }
 
     /// One round: poll the woken futures, then refill every free slot.
-    #[inline]
+    #[inline(always)]
     fn pass<S, F, R>(
         &mut self,
         source: Pin<&mut S>,
@@ -255,15 +267,17 @@ impl<Fut: Future> Engine<Fut> {
         F: FnMut(S::Item) -> Fut,
         R: Results<Fut::Output>,
     {
-        let polled = self
-            .pool
-            .poll_woken(|seq, output| results.accept(seq, output))?;
-        *budget = budget.saturating_sub(polled);
+        if self.pool.has_woken() {
+            let polled = self
+                .pool
+                .poll_woken(|seq, output| results.accept(seq, output))?;
+            *budget = budget.saturating_sub(polled);
+        }
         self.fill(source, f, results, cx, budget)
     }
 
     /// Starts items while a slot is free, the window allows and the budget lasts.
-    #[inline]
+    #[inline(always)]
     fn fill<S, F, R>(
         &mut self,
         mut source: Pin<&mut S>,
@@ -314,8 +328,8 @@ impl<Fut: Future> Engine<Fut> {
     {
         let this = StopOnUnwind(self);
         let mut budget = BUDGET;
-        let mut registered = false;
         loop {
+            this.0.pool.enter();
             if this
                 .0
                 .pass(source.as_mut(), f, results, cx, &mut budget)
@@ -331,10 +345,7 @@ impl<Fut: Future> Engine<Fut> {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            if !registered {
-                this.0.pool.register(cx);
-                registered = true;
-            }
+            this.0.pool.register(cx);
             if !this.0.pool.has_woken() {
                 return Poll::Pending;
             }
@@ -423,13 +434,13 @@ impl<S: Stream, Fut: Future, R> Core<S, Fut, R> {
         }
         let engine = StopOnUnwind(this.engine);
         let mut budget = BUDGET;
+        engine.0.pool.enter();
         if let Some(value) = results.pop() {
             // Yielding `value` released a place in the window: refill before returning.
             let _ = engine.0.pass(source.as_mut(), f, results, cx, &mut budget);
             *streak += 1;
             return Poll::Ready(Some(value));
         }
-        let mut registered = false;
         loop {
             let _ = engine.0.pass(source.as_mut(), f, results, cx, &mut budget);
             if let Some(value) = results.pop() {
@@ -445,13 +456,11 @@ impl<S: Stream, Fut: Future, R> Core<S, Fut, R> {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            if !registered {
-                engine.0.pool.register(cx);
-                registered = true;
-            }
+            engine.0.pool.register(cx);
             if !engine.0.pool.has_woken() {
                 return Poll::Pending;
             }
+            engine.0.pool.enter();
         }
     }
 }

@@ -17,7 +17,7 @@
 //! per slot until its slots are actually used.
 
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Wake, Waker};
 
@@ -25,22 +25,37 @@ use atomic_waker::AtomicWaker;
 
 const BITS: usize = u64::BITS as usize;
 
+/// Below this many words the summary costs more than it saves: scan the words directly.
+const SUMMARY_FROM_WORDS: usize = 8;
+
 #[derive(Debug, Default)]
 struct Shared {
     words: Box<[AtomicU64]>,
     /// Bit `w % 64` of `summary[w / 64]`: word `w` may be non-empty. A hint, never a
-    /// promise in the other direction: a set bit may point to an empty word.
+    /// promise in the other direction: a set bit may point to an empty word. Empty when
+    /// there are fewer than `SUMMARY_FROM_WORDS` words.
     summary: Box<[AtomicU64]>,
+    /// The parent is inside its poll and will look at the words before it returns
+    /// `Pending` (after [`ReadySet::register`] clears this): wake-ups need not wake it.
+    active: AtomicBool,
     parent: AtomicWaker,
 }
 
 impl Shared {
+    #[inline]
     fn mark(&self, index: usize) {
         let word = index / BITS;
-        let previous = self.words[word].fetch_or(1 << (index % BITS), Ordering::AcqRel);
+        // SeqCst: the `active` check below pairs with `register`'s store and look
+        // (store `active`, then load the words) so that one of the two sides sees the
+        // other.
+        let previous = self.words[word].fetch_or(1 << (index % BITS), Ordering::SeqCst);
         if previous == 0 {
-            self.summary[word / BITS].fetch_or(1 << (word % BITS), Ordering::AcqRel);
-            self.parent.wake();
+            if let Some(summary) = self.summary.get(word / BITS) {
+                summary.fetch_or(1 << (word % BITS), Ordering::SeqCst);
+            }
+            if !self.active.load(Ordering::SeqCst) {
+                self.parent.wake();
+            }
         }
     }
 }
@@ -77,9 +92,14 @@ impl ReadySet {
         let words = slots.div_ceil(BITS);
         let shared = Arc::new(Shared {
             words: (0..words).map(|_| AtomicU64::new(0)).collect(),
-            summary: (0..words.div_ceil(BITS))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+            summary: if words < SUMMARY_FROM_WORDS {
+                Box::default()
+            } else {
+                (0..words.div_ceil(BITS))
+                    .map(|_| AtomicU64::new(0))
+                    .collect()
+            },
+            active: AtomicBool::new(false),
             parent: AtomicWaker::new(),
         });
         let wakers = (0..slots).map(|_| OnceLock::new()).collect();
@@ -102,11 +122,23 @@ impl ReadySet {
         })
     }
 
-    /// Remembers the parent task to wake. Call it before looking for ready slots
-    /// ([`take_word`](Self::take_word), [`drain`](Self::drain), [`any`](Self::any)) when
-    /// the parent is about to return `Pending`, so that no wake-up between the two is
-    /// lost.
+    /// The parent is polling: until it calls [`register`](Self::register), wake-ups only
+    /// mark their slots and do not wake it. Call it on entering the parent's poll when
+    /// the parent will look for ready slots before returning `Pending`, and return
+    /// `Ready` or call `register` and look again before returning `Pending`.
+    #[inline]
+    pub(crate) fn enter(&self) {
+        if !self.shared.active.load(Ordering::Relaxed) {
+            self.shared.active.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Remembers the parent task to wake (and ends [`enter`](Self::enter)). Call it before
+    /// looking for ready slots ([`take_word`](Self::take_word), [`drain`](Self::drain),
+    /// [`any`](Self::any)) when the parent is about to return `Pending`, so that no
+    /// wake-up between the two is lost.
     pub(crate) fn register(&self, cx: &Context<'_>) {
+        self.shared.active.store(false, Ordering::SeqCst);
         self.shared.parent.register(cx.waker());
     }
 
@@ -126,8 +158,10 @@ impl ReadySet {
             return 0;
         }
         // Clear the summary hint first: a wake after the swap below re-sets both.
-        self.shared.summary[word / BITS].fetch_and(!(1 << (word % BITS)), Ordering::AcqRel);
-        slot.swap(0, Ordering::AcqRel)
+        if let Some(summary) = self.shared.summary.get(word / BITS) {
+            summary.fetch_and(!(1 << (word % BITS)), Ordering::SeqCst);
+        }
+        slot.swap(0, Ordering::SeqCst)
     }
 
     /// The number of bit words; see [`take_word`](Self::take_word).
@@ -136,46 +170,72 @@ impl ReadySet {
         self.shared.words.len()
     }
 
-    /// Whether any slot may be ready (a cheap look at the summary words; it may answer
-    /// `true` once for a word whose bits were just taken).
+    /// Whether any slot may be ready (a cheap look; it may answer `true` once for a word
+    /// whose bits were just taken).
     #[inline]
     pub(crate) fn any(&self) -> bool {
-        self.shared
-            .summary
-            .iter()
-            .any(|word| word.load(Ordering::Acquire) != 0)
+        let shared = &*self.shared;
+        let hints = if shared.summary.is_empty() {
+            &shared.words
+        } else {
+            &shared.summary
+        };
+        hints.iter().any(|word| word.load(Ordering::SeqCst) != 0)
     }
 
-    /// Takes every ready slot, calling `f` with each index, skipping empty words through
-    /// the summary. If `f` breaks, the slots not yet passed to it stay marked.
+    /// Takes every ready slot, calling `f` with each index (skipping empty words through
+    /// the summary when there is one). If `f` breaks, the slots not yet passed to it stay
+    /// marked.
     #[inline]
     pub(crate) fn drain(&self, mut f: impl FnMut(usize) -> ControlFlow<()>) -> ControlFlow<()> {
         let shared = &*self.shared;
+        if shared.summary.is_empty() {
+            for word in 0..shared.words.len() {
+                take_bits(shared, word, &mut f)?;
+            }
+            return ControlFlow::Continue(());
+        }
         for (s, summary) in shared.summary.iter().enumerate() {
-            if summary.load(Ordering::Acquire) == 0 {
+            if summary.load(Ordering::Relaxed) == 0 {
                 continue;
             }
-            let mut words = summary.swap(0, Ordering::AcqRel);
+            let mut words = summary.swap(0, Ordering::SeqCst);
             while words != 0 {
                 let word = s * BITS + words.trailing_zeros() as usize;
                 words &= words - 1;
-                let mut bits = shared.words[word].swap(0, Ordering::AcqRel);
-                while bits != 0 {
-                    let index = word * BITS + bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    if f(index).is_break() {
-                        // Put back what was taken and not handed out.
-                        for_each_bit(word, bits, |index| shared.mark(index));
-                        if words != 0 {
-                            summary.fetch_or(words, Ordering::AcqRel);
-                        }
-                        return ControlFlow::Break(());
+                if take_bits(shared, word, &mut f).is_break() {
+                    if words != 0 {
+                        summary.fetch_or(words, Ordering::SeqCst);
                     }
+                    return ControlFlow::Break(());
                 }
             }
         }
         ControlFlow::Continue(())
     }
+}
+
+/// Takes the bits of one word and hands them to `f`; on a break, marks the rest again.
+#[inline]
+fn take_bits(
+    shared: &Shared,
+    word: usize,
+    f: &mut impl FnMut(usize) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    let slot = &shared.words[word];
+    if slot.load(Ordering::Relaxed) == 0 {
+        return ControlFlow::Continue(());
+    }
+    let mut bits = slot.swap(0, Ordering::SeqCst);
+    while bits != 0 {
+        let index = word * BITS + bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if f(index).is_break() {
+            for_each_bit(word, bits, |index| shared.mark(index));
+            return ControlFlow::Break(());
+        }
+    }
+    ControlFlow::Continue(())
 }
 
 /// Calls `f` with the slot index of every set bit of `bits`, taken from word `word`.
@@ -267,6 +327,21 @@ mod tests {
         set.waker(5).wake_by_ref(); // the word was taken: wakes again
         assert_eq!(count.0.load(Ordering::SeqCst), 3);
         assert_eq!(drained(&set), [5]);
+    }
+
+    #[test]
+    fn wakes_while_the_parent_is_polling_only_mark() {
+        let (count, parent) = counting_waker();
+        let set = ReadySet::new(3);
+        set.register(&Context::from_waker(&parent));
+        set.enter();
+        set.waker(0).wake_by_ref();
+        assert_eq!(count.0.load(Ordering::SeqCst), 0, "the parent will look anyway");
+        set.register(&Context::from_waker(&parent));
+        assert!(set.any(), "register, then look: the mark is there");
+        assert_eq!(drained(&set), [0]);
+        set.waker(1).wake_by_ref();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "after register, wakes wake");
     }
 
     #[test]

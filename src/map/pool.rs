@@ -82,6 +82,14 @@ impl<Fut> Pool<Fut> {
         self.busy >= self.limit
     }
 
+    /// The owner is polling: wake-ups only mark their futures until
+    /// [`register`](Self::register). The owner must return `Ready`, or `register` and
+    /// check [`has_woken`](Self::has_woken) before it returns `Pending`.
+    #[inline]
+    pub(crate) fn enter(&self) {
+        self.ready.enter();
+    }
+
     /// Remembers the owner's task; call before [`has_woken`](Self::has_woken) when about
     /// to return `Pending`.
     pub(crate) fn register(&self, cx: &Context<'_>) {
@@ -137,7 +145,7 @@ impl<Fut: Future> Pool<Fut> {
     /// once and leaves no trace; otherwise it stays in flight under `tag`.
     ///
     /// The pool must not be full.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn start(&mut self, fut: Fut, tag: usize) -> Option<Fut::Output> {
         let index = self.idle_slot();
         let slot = &mut self.slots[index];
