@@ -6,8 +6,9 @@
 //!   `tollgate-stream`: `stream.map_bounded(..)` + collect;
 //! - `futures`: `futures::StreamExt::buffered` / `buffer_unordered`;
 //! - `futures-buffered`: `BufferedStreamExt::buffered_ordered` / `buffered_unordered`;
-//! - `tokio-joinset`: a `tokio::sync::Semaphore` permit per item and `JoinSet::spawn`;
-//! all of the above under a tokio current-thread runtime, and then `tollgate` again under
+//! - `tokio-joinset`: a `tokio::sync::Semaphore` permit per item and `JoinSet::spawn`.
+//!
+//! All of the above run under a tokio current-thread runtime; then `tollgate` again under
 //! other executors: `tollgate@smol`, `tollgate@tokio-multi` (spawned onto a 2-worker
 //! runtime), `tollgate@futures-executor`, `tollgate@run_sync`.
 //!
@@ -126,31 +127,37 @@ where
         });
         group.bench_function(BenchmarkId::new("tollgate-stream", n), |b| {
             b.iter(|| {
-                black_box(rt.block_on(
-                    futures::stream::iter(0..n)
-                        .map_bounded(limit, f)
-                        .collect::<Vec<_>>(),
-                ))
+                black_box(
+                    rt.block_on(
+                        futures::stream::iter(0..n)
+                            .map_bounded(limit, f)
+                            .collect::<Vec<_>>(),
+                    ),
+                )
             })
         });
         group.bench_function(BenchmarkId::new("futures-buffered", n), |b| {
             b.iter(|| {
-                black_box(rt.block_on(
-                    futures::stream::iter(0..n)
-                        .map(f)
-                        .buffered_ordered(limit)
-                        .collect::<Vec<_>>(),
-                ))
+                black_box(
+                    rt.block_on(
+                        futures::stream::iter(0..n)
+                            .map(f)
+                            .buffered_ordered(limit)
+                            .collect::<Vec<_>>(),
+                    ),
+                )
             })
         });
         group.bench_function(BenchmarkId::new("futures", n), |b| {
             b.iter(|| {
-                black_box(rt.block_on(
-                    futures::stream::iter(0..n)
-                        .map(f)
-                        .buffered(limit)
-                        .collect::<Vec<_>>(),
-                ))
+                black_box(
+                    rt.block_on(
+                        futures::stream::iter(0..n)
+                            .map(f)
+                            .buffered(limit)
+                            .collect::<Vec<_>>(),
+                    ),
+                )
             })
         });
     } else {
@@ -159,22 +166,26 @@ where
         });
         group.bench_function(BenchmarkId::new("futures-buffered", n), |b| {
             b.iter(|| {
-                black_box(rt.block_on(
-                    futures::stream::iter(0..n)
-                        .map(f)
-                        .buffered_unordered(limit)
-                        .collect::<Vec<_>>(),
-                ))
+                black_box(
+                    rt.block_on(
+                        futures::stream::iter(0..n)
+                            .map(f)
+                            .buffered_unordered(limit)
+                            .collect::<Vec<_>>(),
+                    ),
+                )
             })
         });
         group.bench_function(BenchmarkId::new("futures", n), |b| {
             b.iter(|| {
-                black_box(rt.block_on(
-                    futures::stream::iter(0..n)
-                        .map(f)
-                        .buffer_unordered(limit)
-                        .collect::<Vec<_>>(),
-                ))
+                black_box(
+                    rt.block_on(
+                        futures::stream::iter(0..n)
+                            .map(f)
+                            .buffer_unordered(limit)
+                            .collect::<Vec<_>>(),
+                    ),
+                )
             })
         });
     }

@@ -9,11 +9,36 @@
 //!
 //! | need | tollgate |
 //! | --- | --- |
+//! | run `f` over many items, at most `limit` at once | [`map_async`], [`try_map_async`], [`amap_iter`], [`gather_limit`], [`BoundedStreamExt`] (see [Bounded mapping](#bounded-mapping)) |
 //! | deadline on any future | [`timeout`], [`sleep`], [`Elapsed`] |
 //! | sync entry point that refuses to nest | [`run_sync`], [`try_run_sync`] |
 //! | which runtime am I on? | [`RuntimeKey`] |
 //! | wait in a test for background work | [`testing::eventually`] |
 //! | one error type over all of them | [`Error`] |
+//!
+//! # Bounded mapping
+//!
+//! At most `limit` futures in flight, input pulled lazily (a generator of ten million items
+//! never becomes ten million futures), every freed slot refilled in the same poll, no
+//! allocation per item. Ordered results never stall on a slow item: the others keep
+//! running and their outputs wait in a bounded reorder buffer (`.window(n)`).
+//!
+//! | | collect into a `Vec` | stream as they come |
+//! | --- | --- | --- |
+//! | input order, failures are items | [`map_async`], [`gather_limit`] | [`map_bounded`](BoundedStreamExt::map_bounded) |
+//! | input order, first error cancels the rest | [`try_map_async`] | `map_bounded` + `try_next()?` (stops at the first error in input order), then drop the stream |
+//! | completion order, failures are items | `amap_iter(..).collect()` | [`amap_iter`], [`map_unordered`](BoundedStreamExt::map_unordered) |
+//! | completion order, first error cancels the rest | `amap_iter(..).try_collect()` | `amap_iter` + `try_next()?`, then drop the stream |
+//!
+//! Dropping a stream or future cancels (drops) everything in flight and pulls nothing more.
+//!
+//! **Pitfall: slow work in the loop body.** A stream only runs while it is polled. In
+//! `while let Some(page) = pages.next().await { save(page).await }` nobody polls the mapped
+//! futures while `save` runs (futures-rs #2387): they stop at their next `.await`. tollgate
+//! limits the damage (each poll starts every free slot before it returns, so all `limit`
+//! requests are already out and the network keeps answering; finished outputs wait in the
+//! window instead of blocking the others), but the cure is to put the slow step inside the
+//! mapped future: `map_async(urls, 8, |url| async move { save(fetch(url).await).await })`.
 //!
 //! # Runtimes
 //!

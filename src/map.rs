@@ -1017,12 +1017,11 @@ where
             out: this.out,
             error: this.error,
         };
-        let flow = std::task::ready!(core.engine.poll_drive(
-            core.source,
-            stream.f,
-            &mut results,
-            cx
-        ));
+        let flow =
+            std::task::ready!(
+                core.engine
+                    .poll_drive(core.source, stream.f, &mut results, cx)
+            );
         *this.finished = true;
         match flow {
             ControlFlow::Continue(()) => Poll::Ready(Ok(std::mem::take(this.out))),

@@ -336,12 +336,20 @@ mod tests {
         set.register(&Context::from_waker(&parent));
         set.enter();
         set.waker(0).wake_by_ref();
-        assert_eq!(count.0.load(Ordering::SeqCst), 0, "the parent will look anyway");
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            0,
+            "the parent will look anyway"
+        );
         set.register(&Context::from_waker(&parent));
         assert!(set.any(), "register, then look: the mark is there");
         assert_eq!(drained(&set), [0]);
         set.waker(1).wake_by_ref();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1, "after register, wakes wake");
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            1,
+            "after register, wakes wake"
+        );
     }
 
     #[test]

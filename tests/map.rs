@@ -16,7 +16,9 @@ use common::{InFlight, matrix, panic_message};
 use futures::FutureExt as _;
 use futures_lite::future::{pending, poll_once, yield_now};
 use futures_lite::{StreamExt, stream};
-use tollgate::{BoundedStreamExt, amap_iter, gather_limit, map_async, sleep, timeout, try_map_async};
+use tollgate::{
+    BoundedStreamExt, amap_iter, gather_limit, map_async, sleep, timeout, try_map_async,
+};
 
 const GENEROUS: Duration = Duration::from_secs(60);
 
@@ -634,7 +636,8 @@ fn only_woken_futures_are_polled() {
     });
     let mut all = pin!(gather_limit(jobs, 8));
     assert!(all.as_mut().poll(&mut cx).is_pending());
-    let snapshot = |polls: &[Arc<AtomicUsize>]| polls.iter().map(|p| p.load(SeqCst)).collect::<Vec<_>>();
+    let snapshot =
+        |polls: &[Arc<AtomicUsize>]| polls.iter().map(|p| p.load(SeqCst)).collect::<Vec<_>>();
     assert_eq!(snapshot(&polls), [1; 8]);
     assert_eq!(count.0.load(SeqCst), 0);
     gates[3].open();
@@ -680,13 +683,13 @@ fn a_freed_slot_is_refilled_in_the_same_poll() {
 #[test]
 #[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
 fn limit_zero_panics_in_map_async() {
-    let _ = map_async(0..3, 0, |i| async move { i });
+    drop(map_async(0..3, 0, |i| async move { i }));
 }
 
 #[test]
 #[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
 fn limit_zero_panics_in_try_map_async() {
-    let _ = try_map_async(0..3, 0, |i| async move { Ok::<_, ()>(i) });
+    drop(try_map_async(0..3, 0, |i| async move { Ok::<_, ()>(i) }));
 }
 
 #[test]
@@ -698,7 +701,7 @@ fn limit_zero_panics_in_amap_iter() {
 #[test]
 #[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
 fn limit_zero_panics_in_gather_limit() {
-    let _ = gather_limit([async { 1 }], 0);
+    drop(gather_limit([async { 1 }], 0));
 }
 
 #[test]
@@ -716,7 +719,7 @@ fn limit_zero_panics_in_map_unordered() {
 #[test]
 #[should_panic(expected = "tollgate: the window (3) must be at least the concurrency limit (4)")]
 fn a_window_below_the_limit_panics() {
-    let _ = map_async(0..3, 4, |i| async move { i }).window(3);
+    drop(map_async(0..3, 4, |i| async move { i }).window(3));
 }
 
 #[test]
@@ -740,13 +743,16 @@ fn the_limit_panic_points_at_the_caller() {
     }
     let line = line!() + 2;
     let payload = std::panic::catch_unwind(|| {
-        let _ = map_async(0..3, 0, |i| async move { i });
+        drop(map_async(0..3, 0, |i| async move { i }));
     });
     let _ = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| previous(info)));
     assert!(panic_message(&*payload.unwrap_err()).contains("at least 1"));
     let (file, at) = seen.lock().unwrap().clone().unwrap();
-    assert!(file.ends_with("map.rs") && file.starts_with("tests"), "{file}");
+    assert!(
+        file.ends_with("map.rs") && file.starts_with("tests"),
+        "{file}"
+    );
     assert_eq!(at, line);
 }
 
@@ -783,13 +789,19 @@ mod tokio_spawn {
 
     async fn fetch(url: String) -> Result<String, MyError> {
         sleep(Duration::from_millis(1)).await;
-        if url.ends_with('7') { Err(MyError) } else { Ok(format!("<html>{url}</html>")) }
+        if url.ends_with('7') {
+            Err(MyError)
+        } else {
+            Ok(format!("<html>{url}</html>"))
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn map_async_can_be_spawned_on_a_multi_thread_runtime() {
-        let urls: Vec<String> = (0..20).map(|i| format!("https://example.com/{i}")).collect();
-        let pages = tokio::spawn(map_async(urls, 8, |url| fetch(url))).await.unwrap();
+        let urls: Vec<String> = (0..20)
+            .map(|i| format!("https://example.com/{i}"))
+            .collect();
+        let pages = tokio::spawn(map_async(urls, 8, fetch)).await.unwrap();
         assert_eq!(pages.len(), 20);
         assert!(pages[7].is_err());
         assert_eq!(pages.iter().filter(|page| page.is_ok()).count(), 18);

@@ -128,6 +128,8 @@ impl<Fut> Pool<Fut> {
         assert!(index < self.limit, "tollgate: pool overfilled");
         if index == self.ready.len() {
             let ready = ReadySet::new(index.saturating_mul(2).min(self.limit));
+            // Slots are only started from inside the owner's poll.
+            ready.enter();
             // The running futures hold the old wakers: poll each once with its new one.
             for busy in 0..index {
                 ready.mark(busy);
@@ -289,7 +291,11 @@ mod tests {
         assert!(pool.has_woken());
         let before = polls.load(Ordering::SeqCst);
         assert_eq!(woken(&mut pool), [(42, 7)]);
-        assert_eq!(polls.load(Ordering::SeqCst), before + 1, "only the woken slot");
+        assert_eq!(
+            polls.load(Ordering::SeqCst),
+            before + 1,
+            "only the woken slot"
+        );
         assert_eq!(pool.len(), 1);
         pool.clear();
         assert!(pool.is_empty());
