@@ -108,8 +108,10 @@ where
     let rt = current();
     let rt_multi = multi();
     let mut group = c.benchmark_group(name);
+    // Timer runs are short and jittery: more samples.
+    let samples = if name == "timers" { 30 } else { 10 };
     group
-        .sample_size(10)
+        .sample_size(samples)
         .sampling_mode(SamplingMode::Flat)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));

@@ -186,6 +186,7 @@ impl<Fut: Future> Pool<Fut> {
             ..
         } = self;
         let mut polled = 0;
+        let freed_from = idle.len();
         let flow = ready.drain(|index| {
             // Stale bits (a finished future's waker, a slot not yet created by this ready
             // set's predecessor) point at idle slots: nothing to poll.
@@ -206,6 +207,10 @@ impl<Fut: Future> Pool<Fut> {
                 Poll::Pending => ControlFlow::Continue(()),
             }
         });
+        // Slots finish here in index order; reuse them in that order too (the lowest on
+        // top), so that items started in input order sit in increasing slots and the
+        // next drain finds them in input order: the reorder buffer stays empty.
+        idle[freed_from..].reverse();
         match flow {
             ControlFlow::Continue(()) => ControlFlow::Continue(polled),
             ControlFlow::Break(()) => ControlFlow::Break(()),
