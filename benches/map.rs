@@ -10,15 +10,18 @@
 //!
 //! All of the above run under a tokio current-thread runtime; then `tollgate` again under
 //! other executors: `tollgate@smol`, `tollgate@tokio-multi` (spawned onto a 2-worker
-//! runtime), `tollgate@futures-executor`, `tollgate@run_sync`.
+//! runtime), `tollgate@futures-executor`, `tollgate@run_sync`; and `sequential@run_sync`
+//! and `futures-buffered@run_sync`, for ratios under a light executor too.
 //!
 //! Cases: `ready` (1,000,000 futures ready at once, limit 64), `pend_once` (200,000
 //! futures that return `Pending` once and wake themselves, limit 64), `unordered_pend_once`
 //! (the same, completion order), `timers` (20,000 1 ms sleeps, limit 1,000: the ideal is
 //! 20 ms).
 //!
-//! Run: `cargo bench --bench map` (add `-- pend_once` to run one group). The numbers are
-//! per run of `n` items; divide by `n` for per-item cost.
+//! Run: `cargo bench --bench map` (about 2.5 minutes; add `-- pend_once` to run one
+//! group). The numbers are per run of `n` items; divide by `n` for per-item cost. Without
+//! the `tokio` feature every row sleeps on async-io's timers (with it, tokio's 1 ms timer
+//! granularity doubles the timers case for every tokio row alike).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -214,6 +217,25 @@ where
     });
     group.bench_function(BenchmarkId::new("tollgate@run_sync", n), |b| {
         b.iter(|| black_box(tollgate::run_sync(run())))
+    });
+    // The floor and the closest anchor under the same light executor, for like-for-like
+    // ratios without tokio's scheduler in the way.
+    if name != "timers" {
+        group.bench_function(BenchmarkId::new("sequential@run_sync", n), |b| {
+            b.iter(|| black_box(tollgate::run_sync(sequential(n, f))))
+        });
+    }
+    group.bench_function(BenchmarkId::new("futures-buffered@run_sync", n), |b| {
+        b.iter(|| {
+            let source = futures::stream::iter(0..n).map(f);
+            black_box(tollgate::run_sync(async move {
+                if ordered {
+                    source.buffered_ordered(limit).collect::<Vec<_>>().await
+                } else {
+                    source.buffered_unordered(limit).collect::<Vec<_>>().await
+                }
+            }))
+        })
     });
     group.finish();
 }

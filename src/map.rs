@@ -768,7 +768,10 @@ impl<S: Stream + ?Sized> BoundedStreamExt for S {}
 /// `Vec<Result<T, E>>` (asyncio's `return_exceptions=True`). For all-or-nothing, use
 /// [`try_map_async`].
 ///
-/// This is [`BoundedStreamExt::map_bounded`] over the iterator, collected.
+/// This is [`BoundedStreamExt::map_bounded`] over the iterator, collected. Each future is
+/// polled inline (never spawned) as soon as it is created, and a future that is ready at
+/// once costs no allocation and no wake-up. After a few hundred units of work in one poll
+/// it yields to the executor, so a long run of ready futures does not starve other tasks.
 ///
 /// # Examples
 ///
