@@ -326,27 +326,27 @@ impl<Fut: Future> Engine<Fut> {
         F: FnMut(S::Item) -> Fut,
         R: Results<Fut::Output>,
     {
-        let this = StopOnUnwind(self);
+        let this = StopOnUnwind::new(self);
         let mut budget = BUDGET;
         loop {
-            this.0.pool.enter();
+            this.engine.pool.enter();
             if this
-                .0
+                .engine
                 .pass(source.as_mut(), f, results, cx, &mut budget)
                 .is_break()
             {
-                this.0.stop();
+                this.engine.stop();
                 return Poll::Ready(ControlFlow::Break(()));
             }
-            if this.0.is_done() {
+            if this.engine.is_done() {
                 return Poll::Ready(ControlFlow::Continue(()));
             }
             if budget == 0 {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            this.0.pool.register(cx);
-            if !this.0.pool.has_woken() {
+            this.engine.pool.register(cx);
+            if !this.engine.pool.has_woken() {
                 return Poll::Pending;
             }
         }
@@ -355,12 +355,26 @@ impl<Fut: Future> Engine<Fut> {
 
 /// Drops the futures in flight when a panic (in a future, in `f`, in the source) unwinds
 /// through a poll, so the panic reaches the caller after the others are gone.
-struct StopOnUnwind<'a, Fut: Future>(&'a mut Engine<Fut>);
+struct StopOnUnwind<'a, Fut: Future> {
+    engine: &'a mut Engine<Fut>,
+    /// Polled from a destructor during another panic: not ours to clean up after.
+    already_panicking: bool,
+}
+
+impl<'a, Fut: Future> StopOnUnwind<'a, Fut> {
+    #[inline]
+    fn new(engine: &'a mut Engine<Fut>) -> Self {
+        Self {
+            engine,
+            already_panicking: std::thread::panicking(),
+        }
+    }
+}
 
 impl<Fut: Future> Drop for StopOnUnwind<'_, Fut> {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.stop();
+        if std::thread::panicking() && !self.already_panicking {
+            self.engine.stop();
         }
     }
 }
@@ -432,23 +446,29 @@ impl<S: Stream, Fut: Future, R> Core<S, Fut, R> {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        let engine = StopOnUnwind(this.engine);
+        let engine = StopOnUnwind::new(this.engine);
         let mut budget = BUDGET;
-        engine.0.pool.enter();
+        engine.engine.pool.enter();
         if let Some(value) = results.pop() {
             // Yielding `value` released a place in the window: refill before returning.
-            let _ = engine.0.pass(source.as_mut(), f, results, cx, &mut budget);
+            let _ = engine
+                .engine
+                .pass(source.as_mut(), f, results, cx, &mut budget);
             *streak += 1;
             return Poll::Ready(Some(value));
         }
         loop {
-            let _ = engine.0.pass(source.as_mut(), f, results, cx, &mut budget);
+            let _ = engine
+                .engine
+                .pass(source.as_mut(), f, results, cx, &mut budget);
             if let Some(value) = results.pop() {
-                let _ = engine.0.fill(source.as_mut(), f, results, cx, &mut budget);
+                let _ = engine
+                    .engine
+                    .fill(source.as_mut(), f, results, cx, &mut budget);
                 *streak += 1;
                 return Poll::Ready(Some(value));
             }
-            if engine.0.is_done() {
+            if engine.engine.is_done() {
                 return Poll::Ready(None);
             }
             *streak = 0;
@@ -456,11 +476,11 @@ impl<S: Stream, Fut: Future, R> Core<S, Fut, R> {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            engine.0.pool.register(cx);
-            if !engine.0.pool.has_woken() {
+            engine.engine.pool.register(cx);
+            if !engine.engine.pool.has_woken() {
                 return Poll::Pending;
             }
-            engine.0.pool.enter();
+            engine.engine.pool.enter();
         }
     }
 }

@@ -681,6 +681,30 @@ fn a_freed_slot_is_refilled_in_the_same_poll() {
 }
 
 #[test]
+fn a_map_driven_from_a_destructor_during_a_panic_still_completes() {
+    // The unwind guard must only react to panics that start inside its own poll.
+    struct MapOnDrop(Arc<Mutex<Option<usize>>>);
+    impl Drop for MapOnDrop {
+        fn drop(&mut self) {
+            let out = futures_lite::future::block_on(map_async(0..1000, 4, |i| async move {
+                yield_now().await;
+                i
+            }));
+            *self.0.lock().unwrap() = Some(out.len());
+        }
+    }
+    let len = Arc::new(Mutex::new(None));
+    let guard = MapOnDrop(len.clone());
+    let payload = std::panic::catch_unwind(AssertUnwindSafe(move || {
+        let _guard = guard;
+        panic!("outer panic");
+    }))
+    .unwrap_err();
+    assert_eq!(panic_message(&*payload), "outer panic");
+    assert_eq!(*len.lock().unwrap(), Some(1000));
+}
+
+#[test]
 #[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
 fn limit_zero_panics_in_map_async() {
     drop(map_async(0..3, 0, |i| async move { i }));
