@@ -58,15 +58,17 @@ impl Options {
         mem::forget(previous);
     }
 
+    #[cold]
     fn full(&self, reason: Reason) -> BulkheadFull {
-        BulkheadFull {
+        BulkheadFull(Box::new(Full {
             name: self.name.clone(),
             limit: self.limit,
             reason,
-        }
+        }))
     }
 
     /// The runtime whose semaphore the calling code uses.
+    #[inline]
     pub(crate) fn runtime(&self) -> RuntimeKey {
         if self.global {
             RuntimeKey::process()
@@ -125,7 +127,11 @@ impl Name {
 /// # }).unwrap();
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BulkheadFull {
+pub struct BulkheadFull(Box<Full>);
+
+/// Boxed so that `Result<Permit, BulkheadFull>` stays small on the fast path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Full {
     name: Name,
     limit: usize,
     reason: Reason,
@@ -140,17 +146,17 @@ enum Reason {
 impl BulkheadFull {
     /// The bulkhead's name, if it was given one.
     pub fn name(&self) -> Option<&str> {
-        self.name.as_str()
+        self.0.name.as_str()
     }
 
     /// The bulkhead's limit on concurrent work.
     pub fn limit(&self) -> usize {
-        self.limit
+        self.0.limit
     }
 
     /// `Some(timeout)` when the wait for a slot lasted the whole wait timeout.
     pub fn timed_out(&self) -> Option<Duration> {
-        match self.reason {
+        match self.0.reason {
             Reason::TimedOut(timeout) => Some(timeout),
             Reason::QueueFull(_) => None,
         }
@@ -158,7 +164,7 @@ impl BulkheadFull {
 
     /// `Some(max_waiting)` when the queue of waiters was already at its bound.
     pub fn queue_full(&self) -> Option<usize> {
-        match self.reason {
+        match self.0.reason {
             Reason::QueueFull(max_waiting) => Some(max_waiting),
             Reason::TimedOut(_) => None,
         }
@@ -167,11 +173,16 @@ impl BulkheadFull {
 
 impl fmt::Display for BulkheadFull {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.name.as_str() {
-            Some(name) => write!(f, "bulkhead `{name}` (limit {})", self.limit)?,
-            None => write!(f, "bulkhead (limit {})", self.limit)?,
+        let Full {
+            name,
+            limit,
+            reason,
+        } = &*self.0;
+        match name.as_str() {
+            Some(name) => write!(f, "bulkhead `{name}` (limit {limit})")?,
+            None => write!(f, "bulkhead (limit {limit})")?,
         }
-        match self.reason {
+        match *reason {
             Reason::TimedOut(Duration::ZERO) => {
                 f.write_str(" has no free slot and a wait timeout of zero")
             }
@@ -242,6 +253,7 @@ pub(crate) struct Wait {
 }
 
 impl Wait {
+    #[inline]
     pub(crate) const fn new() -> Self {
         Self {
             waiter: Waiter::new(),
@@ -250,7 +262,21 @@ impl Wait {
     }
 
     /// `Ready(Ok(()))` once the caller holds a permit of `semaphore`.
+    #[inline]
     pub(crate) fn poll(
+        &mut self,
+        semaphore: &Semaphore,
+        options: &Options,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), BulkheadFull>> {
+        if self.waiter.is_idle() && semaphore.try_take() {
+            return Poll::Ready(Ok(()));
+        }
+        self.poll_slow(semaphore, options, cx)
+    }
+
+    #[cold]
+    fn poll_slow(
         &mut self,
         semaphore: &Semaphore,
         options: &Options,
@@ -563,19 +589,26 @@ impl Bulkhead {
     }
 
     /// The semaphore the calling code uses: `None` for the inline one.
+    #[inline]
     fn current(&self) -> Option<Arc<Semaphore>> {
         let runtime = self.options.runtime();
         if runtime == RuntimeKey::process() {
-            return None;
+            None
+        } else {
+            Some(self.for_runtime(runtime))
         }
+    }
+
+    /// The semaphore of a runtime other than the process-wide one.
+    fn for_runtime(&self, runtime: RuntimeKey) -> Arc<Semaphore> {
         let id = self.id();
         if let Ok(Some(semaphore)) = CACHE.try_with(|cache| cache.borrow().get(id, runtime)) {
-            return Some(semaphore);
+            return semaphore;
         }
         let semaphore = self.insert_runtime(runtime);
         // `try_with` fails only while the thread is being torn down: skip the cache then.
         let _ = CACHE.try_with(|cache| cache.borrow_mut().put(id, runtime, &semaphore));
-        Some(semaphore)
+        semaphore
     }
 
     fn id(&self) -> u64 {
@@ -642,6 +675,7 @@ impl Bulkhead {
     /// drop(permit);
     /// assert!(bulkhead.try_acquire().is_some());
     /// ```
+    #[inline]
     pub fn try_acquire(&self) -> Option<Permit<'_>> {
         let slot = Slot {
             bulkhead: self,
@@ -696,6 +730,7 @@ impl Bulkhead {
     ///
     /// Cancelling the future loses its place in the queue. If a permit had already been
     /// handed to it, that permit goes on to the next waiter: nothing leaks.
+    #[inline]
     pub fn acquire(&self) -> BulkheadAcquire<'_> {
         BulkheadAcquire(AcquireInner::new(Slot {
             bulkhead: self,
@@ -729,6 +764,7 @@ impl Bulkhead {
     /// # Cancel safety
     ///
     /// As [`acquire`](Self::acquire).
+    #[inline]
     pub fn acquire_arc(self: &Arc<Self>) -> BulkheadAcquireArc {
         BulkheadAcquireArc(AcquireInner::new(Slot {
             bulkhead: self.clone(),
@@ -867,6 +903,7 @@ struct Slot<B: Deref<Target = Bulkhead>> {
 }
 
 impl<B: Deref<Target = Bulkhead>> Slot<B> {
+    #[inline]
     fn semaphore(&self) -> &Semaphore {
         match &self.shared {
             Some(semaphore) => semaphore,
@@ -883,6 +920,7 @@ struct AcquireInner<B: Deref<Target = Bulkhead>> {
 }
 
 impl<B: Deref<Target = Bulkhead>> AcquireInner<B> {
+    #[inline]
     fn new(slot: Slot<B>) -> Self {
         Self {
             slot: Some(slot),
@@ -890,6 +928,7 @@ impl<B: Deref<Target = Bulkhead>> AcquireInner<B> {
         }
     }
 
+    #[inline]
     fn poll(&mut self, cx: &mut Context<'_>, what: &str) -> Poll<Result<Slot<B>, BulkheadFull>> {
         let Some(slot) = &self.slot else {
             panic!("{what} polled after completion");
@@ -927,6 +966,7 @@ impl fmt::Debug for BulkheadAcquire<'_> {
 impl<'a> Future for BulkheadAcquire<'a> {
     type Output = Result<Permit<'a>, BulkheadFull>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
             .poll(cx, "BulkheadAcquire")
@@ -947,6 +987,7 @@ impl fmt::Debug for BulkheadAcquireArc {
 impl Future for BulkheadAcquireArc {
     type Output = Result<PermitArc, BulkheadFull>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
             .poll(cx, "BulkheadAcquireArc")
@@ -970,6 +1011,7 @@ impl fmt::Debug for Permit<'_> {
 }
 
 impl Drop for Permit<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.slot.semaphore().release();
     }
@@ -992,6 +1034,7 @@ impl fmt::Debug for PermitArc {
 }
 
 impl Drop for PermitArc {
+    #[inline]
     fn drop(&mut self) {
         self.slot.semaphore().release();
     }

@@ -146,6 +146,7 @@ impl Semaphore {
     /// drop(guard);
     /// assert!(semaphore.try_acquire().is_some());
     /// ```
+    #[inline]
     pub fn try_acquire(&self) -> Option<SemaphoreGuard<'_>> {
         // Not `then_some`: a guard built for a failed attempt would release on drop.
         self.try_take().then(|| SemaphoreGuard { semaphore: self })
@@ -188,6 +189,7 @@ impl Semaphore {
     /// Cancelling the future (dropping it before it completes) loses its place in the
     /// queue. If a permit had already been handed to it, that permit goes on to the next
     /// waiter: nothing leaks.
+    #[inline]
     pub fn acquire(&self) -> SemaphoreAcquire<'_> {
         SemaphoreAcquire {
             semaphore: Some(self),
@@ -215,6 +217,7 @@ impl Semaphore {
     ///
     /// As [`acquire`](Self::acquire): cancelling loses the place in the queue, and a
     /// permit already handed over goes on to the next waiter.
+    #[inline]
     pub fn acquire_arc(self: &Arc<Self>) -> SemaphoreAcquireArc {
         SemaphoreAcquireArc {
             semaphore: Some(self.clone()),
@@ -338,6 +341,7 @@ impl Semaphore {
     }
 
     /// Grants free permits to waiters, oldest first, and wakes them outside the lock.
+    #[cold]
     fn hand_off(&self) {
         loop {
             let mut wake = WakeList::new();
@@ -372,9 +376,25 @@ impl Semaphore {
         false
     }
 
-    /// The slow path of every acquire future: `Ready(Ok(()))` once the caller holds a
+    /// The body of every acquire future: `Ready(Ok(()))` once the caller holds a
     /// permit, `Ready(Err(QueueFull))` when the queue already holds `max_waiting` waiters.
+    #[inline]
     pub(crate) fn poll_acquire(
+        &self,
+        waiter: &mut Waiter,
+        cx: &mut Context<'_>,
+        max_waiting: usize,
+    ) -> Poll<Result<(), QueueFull>> {
+        if waiter.node.is_none() && self.try_take() {
+            return Poll::Ready(Ok(()));
+        }
+        self.poll_acquire_slow(waiter, cx, max_waiting)
+    }
+
+    /// [`poll_acquire`](Self::poll_acquire) when the fast path did not do: queue, or check
+    /// the place in the queue.
+    #[cold]
+    fn poll_acquire_slow(
         &self,
         waiter: &mut Waiter,
         cx: &mut Context<'_>,
@@ -397,9 +417,6 @@ impl Semaphore {
             }
             queue.free(index);
             waiter.node = None;
-            return Poll::Ready(Ok(()));
-        }
-        if self.try_take() {
             return Poll::Ready(Ok(()));
         }
         let mut queue = self.lock();
@@ -462,6 +479,7 @@ impl Semaphore {
         }
     }
 
+    #[cold]
     pub(crate) fn note_rejected(&self) {
         self.rejected.fetch_add(1, Ordering::Relaxed);
     }
@@ -516,6 +534,12 @@ pub(crate) struct Waiter {
 impl Waiter {
     pub(crate) const fn new() -> Self {
         Self { node: None }
+    }
+
+    /// Not in the queue and holding no granted permit.
+    #[inline]
+    pub(crate) fn is_idle(&self) -> bool {
+        self.node.is_none()
     }
 }
 
@@ -682,6 +706,7 @@ impl fmt::Debug for SemaphoreAcquire<'_> {
 impl<'a> Future for SemaphoreAcquire<'a> {
     type Output = SemaphoreGuard<'a>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         let semaphore = this
@@ -721,6 +746,7 @@ impl fmt::Debug for SemaphoreAcquireArc {
 impl Future for SemaphoreAcquireArc {
     type Output = SemaphoreGuardArc;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         let semaphore = this
@@ -758,6 +784,7 @@ impl fmt::Debug for SemaphoreGuard<'_> {
 }
 
 impl Drop for SemaphoreGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.semaphore.release();
     }
@@ -778,6 +805,7 @@ impl fmt::Debug for SemaphoreGuardArc {
 }
 
 impl Drop for SemaphoreGuardArc {
+    #[inline]
     fn drop(&mut self) {
         self.semaphore.release();
     }
