@@ -44,7 +44,6 @@ fn uncontended(c: &mut Criterion) {
         .build()
         .unwrap();
 
-
     let mut group = c.benchmark_group("uncontended");
     group.sample_size(20);
     group.measurement_time(Duration::from_secs(3));
@@ -61,9 +60,7 @@ fn uncontended(c: &mut Criterion) {
         b.iter_custom(|iters| smol::block_on(acquire_loop!(iters, async_lock.acquire().await)))
     });
     group.bench_function(BenchmarkId::new("tokio-semaphore", "smol"), |b| {
-        b.iter_custom(|iters| {
-            smol::block_on(acquire_loop!(iters, tokio_semaphore.acquire().await))
-        })
+        b.iter_custom(|iters| smol::block_on(acquire_loop!(iters, tokio_semaphore.acquire().await)))
     });
 
     // run_sync: a per-call runtime key, looked up on every acquire.
@@ -71,9 +68,7 @@ fn uncontended(c: &mut Criterion) {
         b.iter_custom(|iters| tollgate::run_sync(acquire_loop!(iters, bulkhead.acquire().await)))
     });
     group.bench_function(BenchmarkId::new("async-lock", "run_sync"), |b| {
-        b.iter_custom(|iters| {
-            tollgate::run_sync(acquire_loop!(iters, async_lock.acquire().await))
-        })
+        b.iter_custom(|iters| tollgate::run_sync(acquire_loop!(iters, async_lock.acquire().await)))
     });
 
     // tokio: with the `tokio` feature, the runtime's id is looked up on every acquire.
@@ -84,9 +79,7 @@ fn uncontended(c: &mut Criterion) {
         b.iter_custom(|iters| tokio_rt.block_on(acquire_loop!(iters, semaphore.acquire().await)))
     });
     group.bench_function(BenchmarkId::new("async-lock", "tokio"), |b| {
-        b.iter_custom(|iters| {
-            tokio_rt.block_on(acquire_loop!(iters, async_lock.acquire().await))
-        })
+        b.iter_custom(|iters| tokio_rt.block_on(acquire_loop!(iters, async_lock.acquire().await)))
     });
     group.bench_function(BenchmarkId::new("tokio-semaphore", "tokio"), |b| {
         b.iter_custom(|iters| {
@@ -177,17 +170,20 @@ fn contended(c: &mut Criterion) {
         };
     }
 
-    on_smol!("tollgate-bulkhead", bulkhead, |b: &Arc<tollgate::Bulkhead>| b
-        .acquire_arc());
-    on_smol!("tollgate-semaphore", semaphore, |s: &Arc<tollgate::Semaphore>| s
-        .acquire_arc());
-    on_smol!("async-lock", async_lock, |s: &Arc<async_lock::Semaphore>| s
-        .acquire_arc());
-    on_smol!(
-        "tokio-semaphore",
-        tokio_semaphore,
-        |s: &Arc<tokio::sync::Semaphore>| s.clone().acquire_owned()
-    );
+    on_smol!("tollgate-bulkhead", bulkhead, |b: &Arc<
+        tollgate::Bulkhead,
+    >| b.acquire_arc());
+    on_smol!("tollgate-semaphore", semaphore, |s: &Arc<
+        tollgate::Semaphore,
+    >| s.acquire_arc());
+    on_smol!("async-lock", async_lock, |s: &Arc<
+        async_lock::Semaphore,
+    >| s.acquire_arc());
+    on_smol!("tokio-semaphore", tokio_semaphore, |s: &Arc<
+        tokio::sync::Semaphore,
+    >| s
+        .clone()
+        .acquire_owned());
 
     let current = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -199,13 +195,10 @@ fn contended(c: &mut Criterion) {
         .build()
         .unwrap();
     for (flavor, runtime) in [("tokio-current", &current), ("tokio-multi", &multi)] {
-        on_tokio!(
-            "tollgate-bulkhead",
-            flavor,
-            runtime,
-            bulkhead,
-            |b: &Arc<tollgate::Bulkhead>| b.acquire_arc()
-        );
+        on_tokio!("tollgate-bulkhead", flavor, runtime, bulkhead, |b: &Arc<
+            tollgate::Bulkhead,
+        >| b
+            .acquire_arc());
         on_tokio!(
             "tollgate-semaphore",
             flavor,
@@ -213,13 +206,10 @@ fn contended(c: &mut Criterion) {
             semaphore,
             |s: &Arc<tollgate::Semaphore>| s.acquire_arc()
         );
-        on_tokio!(
-            "async-lock",
-            flavor,
-            runtime,
-            async_lock,
-            |s: &Arc<async_lock::Semaphore>| s.acquire_arc()
-        );
+        on_tokio!("async-lock", flavor, runtime, async_lock, |s: &Arc<
+            async_lock::Semaphore,
+        >| s
+            .acquire_arc());
         on_tokio!(
             "tokio-semaphore",
             flavor,

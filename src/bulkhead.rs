@@ -378,6 +378,8 @@ impl Wait {
 /// ```compile_fail
 /// static NOTHING: tollgate::Bulkhead = tollgate::Bulkhead::new(0);
 /// ```
+#[doc(alias = "semaphore")]
+#[doc(alias = "limiter")]
 pub struct Bulkhead {
     options: Options,
     /// The process-wide key's semaphore, and the only one of a `global` bulkhead.
@@ -933,10 +935,7 @@ impl<B: Deref<Target = Bulkhead>> AcquireInner<B> {
         let Some(slot) = &self.slot else {
             panic!("{what} polled after completion");
         };
-        let result = match self
-            .wait
-            .poll(slot.semaphore(), &slot.bulkhead.options, cx)
-        {
+        let result = match self.wait.poll(slot.semaphore(), &slot.bulkhead.options, cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(result) => result,
         };

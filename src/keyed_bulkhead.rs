@@ -64,8 +64,11 @@ use crate::semaphore::Semaphore;
 pub struct KeyedBulkhead<K: Hash + Eq> {
     options: Options,
     /// `None` until first used, so that `new` can be `const`.
-    map: Mutex<Option<HashMap<K, Vec<Arc<KeySlot<K>>>>>>,
+    map: Mutex<Option<Slots<K>>>,
 }
+
+/// Each key's slots, one per runtime that uses it (a single one when `global`).
+type Slots<K> = HashMap<K, Vec<Arc<KeySlot<K>>>>;
 
 /// The semaphore of one (key, runtime) pair.
 struct KeySlot<K> {
@@ -433,11 +436,7 @@ impl<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> KeyedAcquireInner<B, K> 
         }
     }
 
-    fn poll(
-        &mut self,
-        cx: &mut Context<'_>,
-        what: &str,
-    ) -> Poll<Result<Hold<B, K>, BulkheadFull>> {
+    fn poll(&mut self, cx: &mut Context<'_>, what: &str) -> Poll<Result<Hold<B, K>, BulkheadFull>> {
         let Some(hold) = &self.hold else {
             panic!("{what} polled after completion");
         };

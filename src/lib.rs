@@ -9,9 +9,8 @@
 //!
 //! | need | tollgate |
 //! | --- | --- |
-//! | per-resource cap, wait timeout, bounded wait queue, stats (one cap per runtime) | [`Bulkhead`], [`BulkheadFull`], [`BulkheadStats`] |
+//! | per-resource cap, wait timeout, bounded wait queue, stats; one cap per runtime | [`Bulkhead`] (+ [`BulkheadFull`], [`BulkheadStats`]) over a FIFO [`Semaphore`] that also serves blocking threads |
 //! | one cap per host, created on demand, idle hosts forgotten | [`KeyedBulkhead`] |
-//! | a fair (FIFO) semaphore for any executor and for blocking threads | [`Semaphore`] |
 //! | deadline on any future | [`timeout`], [`sleep`], [`Elapsed`] |
 //! | sync entry point that refuses to nest | [`run_sync`], [`try_run_sync`] |
 //! | which runtime am I on? | [`RuntimeKey`] |

@@ -85,7 +85,6 @@ const NIL: usize = usize::MAX;
 /// # drop(second);
 /// # });
 /// ```
-#[doc(alias = "semaphore")]
 pub struct Semaphore {
     state: AtomicU64,
     limit: u64,
@@ -739,7 +738,8 @@ pub struct SemaphoreAcquireArc {
 
 impl fmt::Debug for SemaphoreAcquireArc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SemaphoreAcquireArc").finish_non_exhaustive()
+        f.debug_struct("SemaphoreAcquireArc")
+            .finish_non_exhaustive()
     }
 }
 

@@ -295,8 +295,14 @@ fn eight_blocking_threads_never_exceed_a_limit_of_two() {
         }
     });
     let stats = bulkhead.stats();
-    assert!(in_flight.peak() <= 2 && stats.peak_in_flight <= 2, "{stats:?}");
-    assert_eq!((stats.in_flight, stats.waiting, stats.admitted), (0, 0, 1600));
+    assert!(
+        in_flight.peak() <= 2 && stats.peak_in_flight <= 2,
+        "{stats:?}"
+    );
+    assert_eq!(
+        (stats.in_flight, stats.waiting, stats.admitted),
+        (0, 0, 1600)
+    );
 }
 
 #[test]
@@ -371,7 +377,11 @@ fn ten_thousand_sequential_run_sync_calls_leave_at_most_one_entry() {
             drop(SCRIPT.acquire().await.unwrap());
         });
     }
-    assert!(SCRIPT.tracked_runtimes() <= 1, "{}", SCRIPT.tracked_runtimes());
+    assert!(
+        SCRIPT.tracked_runtimes() <= 1,
+        "{}",
+        SCRIPT.tracked_runtimes()
+    );
 }
 
 #[test]
@@ -381,7 +391,11 @@ fn an_ended_runtime_is_kept_while_a_permit_of_it_is_out() {
     for _ in 0..3 {
         run_sync(async { drop(ESCAPE.acquire().await.unwrap()) });
     }
-    assert_eq!(ESCAPE.tracked_runtimes(), 2, "the escaped permit's runtime and the last");
+    assert_eq!(
+        ESCAPE.tracked_runtimes(),
+        2,
+        "the escaped permit's runtime and the last"
+    );
     drop(escaped);
     run_sync(async { drop(ESCAPE.acquire().await.unwrap()) });
     assert_eq!(ESCAPE.tracked_runtimes(), 1);
@@ -413,7 +427,10 @@ fn errors_convert_and_describe_themselves() {
     is_error(&error);
     drop(permits);
     let debug = format!("{bulkhead:?}");
-    assert!(debug.contains("host example.com") && debug.contains("limit: 3"), "{debug}");
+    assert!(
+        debug.contains("host example.com") && debug.contains("limit: 3"),
+        "{debug}"
+    );
 }
 
 #[test]
@@ -478,7 +495,11 @@ mod with_tokio {
                 drop(TESTS.acquire().await.unwrap());
             });
         }
-        assert!(TESTS.tracked_runtimes() <= 1, "{}", TESTS.tracked_runtimes());
+        assert!(
+            TESTS.tracked_runtimes() <= 1,
+            "{}",
+            TESTS.tracked_runtimes()
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -228,7 +228,11 @@ fn two_concurrent_run_sync_calls_get_a_cap_per_key_each_unless_global() {
         })
         .collect();
     let shared: Vec<bool> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    assert_eq!(shared.iter().filter(|got| **got).count(), 1, "one global slot");
+    assert_eq!(
+        shared.iter().filter(|got| **got).count(),
+        1,
+        "one global slot"
+    );
     assert!(PER_RUNTIME.is_empty() && GLOBAL.is_empty());
 }
 
@@ -253,7 +257,10 @@ fn the_futures_and_permits_are_send() {
     drop(permit);
     assert_send_sync_static(&HOSTS.try_acquire("b"));
     let debug = format!("{HOSTS:?}");
-    assert!(debug.contains("KeyedBulkhead") && debug.contains("keys: 0"), "{debug}");
+    assert!(
+        debug.contains("KeyedBulkhead") && debug.contains("keys: 0"),
+        "{debug}"
+    );
 }
 
 #[cfg(feature = "tokio")]

@@ -47,7 +47,11 @@ fn a_release_wakes_the_waiter_with_the_permit_already_handed_over() {
     drop(held);
     assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "woken exactly once");
     assert_eq!(semaphore.waiting(), 0);
-    assert_eq!(semaphore.available_permits(), 0, "handed over, not put back");
+    assert_eq!(
+        semaphore.available_permits(),
+        0,
+        "handed over, not put back"
+    );
     assert!(semaphore.try_acquire().is_none());
     let guard = match poll(&mut waiter, &waker) {
         Poll::Ready(guard) => guard,
@@ -71,7 +75,7 @@ fn permits_go_to_the_oldest_waiter_whoever_polls_first() {
 
     let mut order = Vec::new();
     let mut current = Some(held);
-    let mut done = vec![false; WAITERS];
+    let mut done = [false; WAITERS];
     while order.len() < WAITERS {
         drop(current.take());
         // Poll newest first: an unfair semaphore would admit the newest.
@@ -178,7 +182,10 @@ fn a_zero_permit_semaphore_is_refused_with_a_clear_message() {
     let payload =
         std::panic::catch_unwind(|| Semaphore::new(Semaphore::MAX_PERMITS + 1)).unwrap_err();
     assert!(panic_message(&*payload).contains("MAX_PERMITS"));
-    assert_eq!(Semaphore::new(Semaphore::MAX_PERMITS).limit(), Semaphore::MAX_PERMITS);
+    assert_eq!(
+        Semaphore::new(Semaphore::MAX_PERMITS).limit(),
+        Semaphore::MAX_PERMITS
+    );
 }
 
 #[test]
