@@ -478,6 +478,10 @@ impl Bulkhead {
             limit > 0,
             "tollgate::Bulkhead::new: a limit of 0 would refuse all work; use at least 1"
         );
+        assert!(
+            limit <= Semaphore::MAX_PERMITS,
+            "tollgate::Bulkhead::new: more than Semaphore::MAX_PERMITS (2^31 - 1)"
+        );
         Self {
             options: Options::new(limit),
             process: Semaphore::new(limit),
@@ -694,6 +698,17 @@ impl Bulkhead {
 
     /// Like [`try_acquire`](Self::try_acquire), with a permit that owns an `Arc` of the
     /// bulkhead, so it is `'static`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let bulkhead = Arc::new(tollgate::Bulkhead::new(1));
+    /// let permit = bulkhead.try_acquire_arc().unwrap();
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
+    /// assert!(bulkhead.try_acquire().is_some());
+    /// ```
     pub fn try_acquire_arc(self: &Arc<Self>) -> Option<PermitArc> {
         let slot = Slot {
             bulkhead: self.clone(),

@@ -120,6 +120,19 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
 
     /// Gives up waiting for a key's slot after `timeout`; zero means "a free slot or fail
     /// at once". As [`Bulkhead::timeout`](crate::Bulkhead::timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(1).timeout(Duration::from_millis(5));
+    /// # futures_lite::future::block_on(async {
+    /// let _held = per_host.acquire("example.com").await.unwrap();
+    /// let error = per_host.acquire("example.com").await.unwrap_err();
+    /// assert_eq!(error.timed_out(), Some(Duration::from_millis(5)));
+    /// # });
+    /// ```
     pub const fn timeout(mut self, timeout: Duration) -> Self {
         self.options.timeout = Some(timeout);
         self
@@ -128,24 +141,67 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     /// Refuses at once when no slot of the key is free and `max_waiting` callers already
     /// wait for that key; 0 means no queue. As
     /// [`Bulkhead::max_waiting`](crate::Bulkhead::max_waiting).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(1).max_waiting(0);
+    /// # futures_lite::future::block_on(async {
+    /// let _held = per_host.acquire("example.com").await.unwrap();
+    /// let error = per_host.acquire("example.com").await.unwrap_err();
+    /// assert_eq!(error.queue_full(), Some(0));
+    /// assert!(per_host.acquire("other.example").await.is_ok());
+    /// # });
+    /// ```
     pub const fn max_waiting(mut self, max_waiting: usize) -> Self {
         self.options.max_waiting = Some(max_waiting);
         self
     }
 
     /// Names the keyed bulkhead in [`BulkheadFull`] errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// static PER_HOST: tollgate::KeyedBulkhead<String> =
+    ///     tollgate::KeyedBulkhead::new(1).name("per-host").max_waiting(0);
+    ///
+    /// let _held = PER_HOST.try_acquire("example.com").unwrap();
+    /// let refused = futures_lite::future::block_on(PER_HOST.acquire("example.com"));
+    /// assert_eq!(refused.unwrap_err().name(), Some("per-host"));
+    /// ```
     pub const fn name(mut self, name: &'static str) -> Self {
         self.options.set_static_name(name);
         self
     }
 
     /// Like [`name`](Self::name), with a name built at run time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let crawl = "nightly";
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(2).with_name(format!("{crawl} per-host"));
+    /// # drop(per_host);
+    /// ```
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.options.name = Name::Shared(name.into().into());
         self
     }
 
     /// Makes each key's cap shared by all runtimes instead of one per runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedBulkhead, run_sync};
+    ///
+    /// static PER_HOST: KeyedBulkhead<String> = KeyedBulkhead::new(1).global();
+    ///
+    /// let held = PER_HOST.try_acquire("example.com").unwrap();
+    /// assert!(run_sync(async { PER_HOST.try_acquire("example.com").is_none() }));
+    /// drop(held);
+    /// ```
     pub const fn global(mut self) -> Self {
         self.options.global = true;
         self

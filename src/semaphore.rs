@@ -810,3 +810,24 @@ impl Drop for SemaphoreGuardArc {
         self.semaphore.release();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admission_count_survives_its_wrap_around() {
+        let semaphore = Semaphore::new(2);
+        semaphore
+            .state
+            .store(ADMIT_MAX << ADMIT_SHIFT, Ordering::Relaxed);
+        assert_eq!(semaphore.counters().admitted, ADMIT_MAX);
+        let guard = semaphore.try_acquire().unwrap(); // the counter wraps here
+        let counters = semaphore.counters();
+        assert_eq!(counters.admitted, ADMIT_MAX + 1);
+        assert_eq!(counters.in_flight, 1);
+        drop(guard);
+        assert_eq!(semaphore.counters().in_flight, 0);
+        assert_eq!(semaphore.available_permits(), 2);
+    }
+}
