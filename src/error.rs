@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::bulkhead::BulkheadFull;
 use crate::rt::AlreadyInRuntime;
 use crate::testing::EventuallyFailed;
 use crate::time::Elapsed;
@@ -31,6 +32,8 @@ pub enum Error {
     AlreadyInRuntime(AlreadyInRuntime),
     /// [`eventually`](crate::testing::eventually) gave up.
     EventuallyFailed(EventuallyFailed),
+    /// A [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead) refused.
+    BulkheadFull(BulkheadFull),
 }
 
 impl fmt::Display for Error {
@@ -39,6 +42,7 @@ impl fmt::Display for Error {
             Error::Elapsed(error) => error.fmt(f),
             Error::AlreadyInRuntime(error) => error.fmt(f),
             Error::EventuallyFailed(error) => error.fmt(f),
+            Error::BulkheadFull(error) => error.fmt(f),
         }
     }
 }
@@ -51,6 +55,7 @@ impl std::error::Error for Error {
             Error::Elapsed(error) => error.source(),
             Error::AlreadyInRuntime(error) => error.source(),
             Error::EventuallyFailed(error) => error.source(),
+            Error::BulkheadFull(error) => error.source(),
         }
     }
 }
@@ -65,4 +70,4 @@ macro_rules! from_error {
     )*};
 }
 
-from_error!(Elapsed, AlreadyInRuntime, EventuallyFailed);
+from_error!(Elapsed, AlreadyInRuntime, EventuallyFailed, BulkheadFull);

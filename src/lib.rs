@@ -9,6 +9,8 @@
 //!
 //! | need | tollgate |
 //! | --- | --- |
+//! | per-resource cap, wait timeout, bounded wait queue, stats; one cap per runtime | [`Bulkhead`] (+ [`BulkheadFull`], [`BulkheadStats`]) over a FIFO [`Semaphore`] that also serves blocking threads |
+//! | one cap per host, created on demand, idle hosts forgotten | [`KeyedBulkhead`] |
 //! | deadline on any future | [`timeout`], [`sleep`], [`Elapsed`] |
 //! | sync entry point that refuses to nest | [`run_sync`], [`try_run_sync`] |
 //! | which runtime am I on? | [`RuntimeKey`] |
@@ -54,20 +56,29 @@
     unreachable_pub
 )]
 
+mod bulkhead;
 mod error;
+mod keyed_bulkhead;
 // Used by the bounded map and race combinators.
 #[allow(dead_code)]
 mod ready_set;
 mod rt;
+mod semaphore;
 pub mod testing;
 pub mod time;
 
+pub use crate::bulkhead::{Bulkhead, BulkheadFull, BulkheadStats, Permit, PermitArc};
 pub use crate::error::Error;
+pub use crate::keyed_bulkhead::{KeyedBulkhead, KeyedPermit, KeyedPermitArc};
 pub use crate::rt::{AlreadyInRuntime, RuntimeKey, run_sync, try_run_sync};
+pub use crate::semaphore::{Semaphore, SemaphoreGuard, SemaphoreGuardArc};
 pub use crate::time::{Elapsed, sleep, timeout};
 
 /// The futures tollgate's functions return, named so they can be stored in structs.
 pub mod futures {
+    pub use crate::bulkhead::{BulkheadAcquire, BulkheadAcquireArc, BulkheadRun};
+    pub use crate::keyed_bulkhead::{KeyedAcquire, KeyedAcquireArc, KeyedRun};
+    pub use crate::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::time::{Sleep, Timeout};
 }
 
