@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::race::RaceFailed;
+use crate::retry::RetryError;
 use crate::rt::AlreadyInRuntime;
 use crate::testing::EventuallyFailed;
 use crate::time::Elapsed;
@@ -31,6 +33,10 @@ pub enum Error {
     AlreadyInRuntime(AlreadyInRuntime),
     /// [`eventually`](crate::testing::eventually) gave up.
     EventuallyFailed(EventuallyFailed),
+    /// No contestant of a [`race`](crate::race) succeeded; each error is boxed.
+    RaceFailed(RaceFailed<Box<dyn std::error::Error + Send + Sync>>),
+    /// A [`retry`](crate::retry) gave up; each attempt's error is boxed.
+    RetryError(RetryError<Box<dyn std::error::Error + Send + Sync>>),
 }
 
 impl fmt::Display for Error {
@@ -39,6 +45,8 @@ impl fmt::Display for Error {
             Error::Elapsed(error) => error.fmt(f),
             Error::AlreadyInRuntime(error) => error.fmt(f),
             Error::EventuallyFailed(error) => error.fmt(f),
+            Error::RaceFailed(error) => error.fmt(f),
+            Error::RetryError(error) => error.fmt(f),
         }
     }
 }
@@ -51,6 +59,8 @@ impl std::error::Error for Error {
             Error::Elapsed(error) => error.source(),
             Error::AlreadyInRuntime(error) => error.source(),
             Error::EventuallyFailed(error) => error.source(),
+            Error::RaceFailed(error) => error.source(),
+            Error::RetryError(error) => error.source(),
         }
     }
 }

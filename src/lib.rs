@@ -9,6 +9,8 @@
 //!
 //! | need | tollgate |
 //! | --- | --- |
+//! | ask several mirrors, first success wins, losers cancelled | [`race`] (+ [`.timeout(d)`](futures::Race::timeout)), [`RaceFailed`] |
+//! | retry transient failures with backoff and per-attempt timeouts | [`retry`], [`RetryError`] |
 //! | deadline on any future | [`timeout`], [`sleep`], [`Elapsed`] |
 //! | sync entry point that refuses to nest | [`run_sync`], [`try_run_sync`] |
 //! | which runtime am I on? | [`RuntimeKey`] |
@@ -55,19 +57,25 @@
 )]
 
 mod error;
+mod race;
 // Used by the bounded map and race combinators.
 #[allow(dead_code)]
 mod ready_set;
+mod retry;
 mod rt;
 pub mod testing;
 pub mod time;
 
 pub use crate::error::Error;
+pub use crate::race::{IntoContestants, RaceFailed, race};
+pub use crate::retry::{Attempt, RetryError, retry};
 pub use crate::rt::{AlreadyInRuntime, RuntimeKey, run_sync, try_run_sync};
 pub use crate::time::{Elapsed, sleep, timeout};
 
 /// The futures tollgate's functions return, named so they can be stored in structs.
 pub mod futures {
+    pub use crate::race::{Either, Race};
+    pub use crate::retry::{Retry, RetryFuture};
     pub use crate::time::{Sleep, Timeout};
 }
 
