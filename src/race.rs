@@ -40,7 +40,7 @@ pub enum Tuple {}
 /// error types. Contestants are numbered in the order the iterator yields them, or by their
 /// position in the tuple; [`RaceFailed`] reports errors with those numbers.
 ///
-/// `Marker` only tells the two families of impls apart ([`Iterable`] and [`Tuple`]); it is
+/// `Marker` only tells the two families of impls apart (`Iterable` and `Tuple`); it is
 /// inferred, so you never write it. The trait is sealed.
 ///
 /// # Examples

@@ -570,10 +570,7 @@ where
 }
 
 /// Ends the retry: drops the attempt or pause and the deadline timer, hands out the record.
-fn finish<F, Fut, P, E>(
-    this: &mut RetryFutureProj<'_, F, Fut, P, E>,
-    stop: Stop,
-) -> RetryError<E> {
+fn finish<F, Fut, P, E>(this: &mut RetryFutureProj<'_, F, Fut, P, E>, stop: Stop) -> RetryError<E> {
     this.step.set(Step::Done);
     this.deadline.set(Deadline::Off);
     RetryError {
@@ -685,7 +682,10 @@ impl<E> RetryError<E> {
 
     /// Takes the last attempt's error, or `None` when it timed out.
     pub fn into_last_error(self) -> Option<E> {
-        self.attempts.into_iter().last().and_then(Attempt::into_error)
+        self.attempts
+            .into_iter()
+            .last()
+            .and_then(Attempt::into_error)
     }
 
     /// Whether the retry stopped early because [`.when`](Retry::when) called the last
