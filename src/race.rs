@@ -1,19 +1,23 @@
 //! [`race`]: the first success among many futures wins, the losers are dropped, and when
 //! nobody wins [`RaceFailed`] carries every contestant's error.
 //!
-//! The race polls its contestants itself (no spawning). Each contestant gets its own waker
-//! from a [`ReadySet`], so a wake-up polls that contestant only: racing 10,000 futures costs
-//! O(10,000) polls in total, not O(10,000) per wake-up.
+//! The race polls its contestants itself (no spawning). Each contestant is polled with its
+//! own waker (see [`Wakeups`]), so a wake-up polls that contestant only: racing 10,000
+//! futures costs O(10,000) polls in total, not O(10,000) per wake-up.
 
 use std::fmt;
 use std::future::Future;
 use std::mem;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use crate::ready_set::{ReadySet, for_each_bit};
+use atomic_waker::AtomicWaker;
+
+use crate::ready_set::for_each_bit;
 use crate::time::{Sleep, sleep};
 
 /// One contestant, boxed so it stays pinned while the others come and go.
@@ -228,6 +232,125 @@ tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8
 tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8, F9 f9, F10 f10);
 tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8, F9 f9, F10 f10, F11 f11);
 
+const BITS: usize = u64::BITS as usize;
+
+/// The ready bits and the race's own waker, shared with the contestants' wakers.
+#[derive(Debug)]
+struct Shared {
+    parent: AtomicWaker,
+    /// Bits of contestants 0..64, inline: most races are small.
+    first: AtomicU64,
+    /// Bits of contestants 64.., one word per 64.
+    rest: Box<[AtomicU64]>,
+}
+
+impl Shared {
+    fn word(&self, word: usize) -> &AtomicU64 {
+        match word {
+            0 => &self.first,
+            _ => &self.rest[word - 1],
+        }
+    }
+
+    fn mark(&self, index: usize) {
+        let bit = 1 << (index % BITS);
+        if self.word(index / BITS).fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+            self.parent.wake();
+        }
+    }
+}
+
+/// The waker of one contestant: marks its bit and wakes the race.
+#[derive(Debug)]
+struct SlotWaker {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl Wake for SlotWaker {
+    fn wake(self: Arc<Self>) {
+        self.shared.mark(self.index);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.shared.mark(self.index);
+    }
+}
+
+/// Which contestants were woken since the race last looked: the idea of `ReadySet`, with
+/// wakers made lazily and reused.
+///
+/// `ReadySet` makes every slot's waker up front, an allocation each. But many contestants
+/// never keep their waker: one that finishes on its first poll (a cached answer, a refused
+/// connection), or one that only wakes itself during the poll (`yield_now`). So a poll
+/// borrows a spare waker, and when the contestant has not kept a clone of it, the waker
+/// goes back to be renumbered for the next poll. A contestant that keeps a clone (a socket
+/// or timer registration) keeps its waker for as long as it runs. A race whose contestants
+/// keep none allocates one waker in total.
+#[derive(Debug)]
+struct Wakeups {
+    shared: Arc<Shared>,
+    spare: Option<Arc<SlotWaker>>,
+}
+
+impl Wakeups {
+    fn new(slots: usize) -> Self {
+        let words = slots.div_ceil(BITS).max(1);
+        Self {
+            shared: Arc::new(Shared {
+                parent: AtomicWaker::new(),
+                first: AtomicU64::new(0),
+                rest: (1..words).map(|_| AtomicU64::new(0)).collect(),
+            }),
+            spare: None,
+        }
+    }
+
+    /// A waker for contestant `index`. Give it back with [`Self::recycle`] when the
+    /// contestant did not keep it.
+    fn lend(&mut self, index: usize) -> Arc<SlotWaker> {
+        if let Some(mut spare) = self.spare.take() {
+            if let Some(unshared) = Arc::get_mut(&mut spare) {
+                unshared.index = index;
+                return spare;
+            }
+        }
+        Arc::new(SlotWaker {
+            shared: self.shared.clone(),
+            index,
+        })
+    }
+
+    /// Keeps a waker for the next contestant, unless someone still holds a clone of it
+    /// (then it may still be woken, and must keep its number).
+    fn recycle(&mut self, mut waker: Arc<SlotWaker>) {
+        if Arc::get_mut(&mut waker).is_some() {
+            self.spare = Some(waker);
+        }
+    }
+
+    /// Remembers the race's task. Call it before [`Self::take_word`] on every poll, so no
+    /// wake-up between the two is lost.
+    fn register(&self, cx: &Context<'_>) {
+        self.shared.parent.register(cx.waker());
+    }
+
+    fn words(&self) -> usize {
+        1 + self.shared.rest.len()
+    }
+
+    /// Takes (and clears) the woken bits of contestants `64 * word ..`.
+    fn take_word(&self, word: usize) -> u64 {
+        let bits = self.shared.word(word);
+        // Most words are empty: a load does not take the cache line the way a swap does.
+        if bits.load(Ordering::Acquire) == 0 {
+            0
+        } else {
+            bits.swap(0, Ordering::AcqRel)
+        }
+    }
+}
+
 /// Runs every contestant at once; the first to return `Ok` wins and the others are dropped.
 ///
 /// A contestant that returns `Err` does not end the race: the others keep running. When
@@ -299,7 +422,8 @@ where
     let mut slots = Vec::new();
     contestants.push_into(&mut slots, |future| future);
     Race {
-        ready: ReadySet::new(slots.len()),
+        wakeups: Wakeups::new(slots.len()),
+        wakers: Vec::new(),
         running: slots.len(),
         slots,
         errors: Vec::new(),
@@ -325,7 +449,10 @@ enum State {
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Race<F, E> {
     slots: Vec<Slot<F>>,
-    ready: ReadySet,
+    /// By index, the waker of each running contestant that kept a clone of it, as the
+    /// `Arc` (to tell whether it is still shared) and the `Waker` made from it.
+    wakers: Vec<Option<(Arc<SlotWaker>, Waker)>>,
+    wakeups: Wakeups,
     /// Contestants neither failed nor dropped.
     running: usize,
     /// Errors in the order they came.
@@ -376,6 +503,7 @@ impl<F, E> Race<F, E> {
     /// Drops every contestant still running.
     fn drop_contestants(&mut self) {
         drop(mem::take(&mut self.slots));
+        drop(mem::take(&mut self.wakers));
         self.running = 0;
     }
 
@@ -405,30 +533,52 @@ impl<F, E> fmt::Debug for Race<F, E> {
     }
 }
 
-/// Polls contestant `index` with its own waker. Returns the winner's value; records a
-/// failure and drops the failed contestant.
-fn poll_contestant<F, T, E>(
-    slots: &mut [Slot<F>],
-    ready: &ReadySet,
-    running: &mut usize,
-    errors: &mut Vec<(usize, E)>,
-    index: usize,
-) -> Option<T>
-where
-    F: Future<Output = Result<T, E>>,
-{
-    // A contestant that already failed may still be woken by a stale waker: skip it.
-    let future = slots[index].as_mut()?;
-    let mut cx = Context::from_waker(ready.waker(index));
-    match future.as_mut().poll(&mut cx) {
-        Poll::Pending => None,
-        Poll::Ready(Ok(value)) => Some(value),
-        Poll::Ready(Err(error)) => {
-            slots[index] = None;
-            *running -= 1;
-            errors.push((index, error));
-            None
+/// What polling one contestant gave.
+enum Polled<T> {
+    Pending,
+    /// The contestant failed; its error is recorded.
+    Failed,
+    Won(T),
+}
+
+impl<F, E> Race<F, E> {
+    /// Polls contestant `index` with its own waker; records and drops a failed contestant.
+    fn poll_contestant<T>(&mut self, index: usize) -> Polled<T>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        // A contestant that already failed may still be woken by a stale waker: skip it.
+        let Some(future) = self.slots[index].as_mut() else {
+            return Polled::Pending;
+        };
+        let (slot_waker, waker) = match self.wakers[index].take() {
+            Some(kept) => kept,
+            None => {
+                let slot_waker = self.wakeups.lend(index);
+                let waker = Waker::from(slot_waker.clone());
+                (slot_waker, waker)
+            }
+        };
+        let polled = match future.as_mut().poll(&mut Context::from_waker(&waker)) {
+            Poll::Pending => Polled::Pending,
+            Poll::Ready(Ok(value)) => Polled::Won(value),
+            Poll::Ready(Err(error)) => {
+                self.slots[index] = None;
+                self.running -= 1;
+                self.errors.push((index, error));
+                Polled::Failed
+            }
+        };
+        // Two owners, `slot_waker` and `waker`, mean the contestant kept no clone: nobody
+        // else can wake this slot (a wake during the poll has already set its bit), and
+        // no one can clone it now, so it can be lent out again.
+        if matches!(polled, Polled::Pending) && Arc::strong_count(&slot_waker) > 2 {
+            self.wakers[index] = Some((slot_waker, waker));
+        } else {
+            drop(waker);
+            self.wakeups.recycle(slot_waker);
         }
+        polled
     }
 }
 
@@ -448,34 +598,25 @@ where
                 if let Some(duration) = this.timeout {
                     this.timer = Some(Box::pin(sleep(duration)));
                 }
-                this.ready.register(cx);
+                this.wakeups.register(cx);
+                this.wakers.resize_with(this.slots.len(), || None);
                 for index in 0..this.slots.len() {
-                    winner = poll_contestant(
-                        &mut this.slots,
-                        &this.ready,
-                        &mut this.running,
-                        &mut this.errors,
-                        index,
-                    );
-                    if winner.is_some() {
+                    if let Polled::Won(value) = this.poll_contestant(index) {
+                        winner = Some(value);
                         break;
                     }
                 }
             }
             State::Running => {
                 // Register before taking the bits: a wake-up after the take reaches us.
-                this.ready.register(cx);
-                for word in 0..this.ready.words() {
-                    let bits = this.ready.take_word(word);
+                this.wakeups.register(cx);
+                for word in 0..this.wakeups.words() {
+                    let bits = this.wakeups.take_word(word);
                     for_each_bit(word, bits, |index| {
                         if winner.is_none() {
-                            winner = poll_contestant(
-                                &mut this.slots,
-                                &this.ready,
-                                &mut this.running,
-                                &mut this.errors,
-                                index,
-                            );
+                            if let Polled::Won(value) = this.poll_contestant(index) {
+                                winner = Some(value);
+                            }
                         }
                     });
                     if winner.is_some() {
@@ -601,5 +742,35 @@ where
 {
     fn from(error: RaceFailed<E>) -> Self {
         crate::Error::RaceFailed(error.map_errors(Into::into))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unshared_waker_is_renumbered_and_reused() {
+        let mut wakeups = Wakeups::new(130);
+        assert_eq!(wakeups.words(), 3);
+        let first = wakeups.lend(0);
+        let kept = first.clone();
+        wakeups.recycle(first);
+        // Someone still holds it: not reused.
+        let second = wakeups.lend(1);
+        assert!(!Arc::ptr_eq(&kept, &second));
+        let address = Arc::as_ptr(&second);
+        wakeups.recycle(second);
+        let third = wakeups.lend(129);
+        assert_eq!(Arc::as_ptr(&third), address);
+        assert_eq!(third.index, 129);
+
+        Waker::from(third).wake();
+        Waker::from(kept).wake_by_ref();
+        let mut woken = Vec::new();
+        for word in 0..wakeups.words() {
+            for_each_bit(word, wakeups.take_word(word), |index| woken.push(index));
+        }
+        assert_eq!(woken, [0, 129]);
     }
 }

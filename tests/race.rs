@@ -377,6 +377,63 @@ fn only_the_woken_contestant_is_polled_again() {
 }
 
 #[test]
+fn wakers_stay_with_their_contestant_whatever_the_others_do() {
+    // 0 keeps its waker and fails at once; 1 wakes itself once, then keeps its waker;
+    // 2 pends without keeping a waker; 3 keeps its waker and wins when told to.
+    let kept: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None; 4]));
+    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
+    let finish = Arc::new(AtomicBool::new(false));
+    let contestant = |me: usize| {
+        let (kept, polls, finish) = (kept.clone(), polls.clone(), finish.clone());
+        poll_fn(move |cx| {
+            let n = polls[me].fetch_add(1, Ordering::SeqCst) + 1;
+            match (me, n) {
+                (0, _) => {
+                    kept.lock().unwrap()[0] = Some(cx.waker().clone());
+                    Poll::Ready(Err(0))
+                }
+                (1, 1) => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                (2, _) => Poll::Pending,
+                (3, _) if finish.load(Ordering::SeqCst) => Poll::Ready(Ok(3)),
+                _ => {
+                    kept.lock().unwrap()[me] = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+    };
+    let mut race = pin!(race((0..4).map(contestant)));
+    let parent = Arc::new(CountWakes::default());
+    let waker = Waker::from(parent.clone());
+    let mut cx = Context::from_waker(&waker);
+    let counts = || -> Vec<usize> { polls.iter().map(|p| p.load(Ordering::SeqCst)).collect() };
+    let wake = |me: usize| kept.lock().unwrap()[me].clone().unwrap().wake();
+
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 1, 1, 1]);
+    assert_eq!(parent.0.load(Ordering::SeqCst), 1, "1 woke itself");
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 2, 1, 1]);
+
+    // 0 has failed: its waker wakes the race but polls nobody.
+    wake(0);
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 2, 1, 1]);
+
+    wake(1);
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 3, 1, 1]);
+
+    finish.store(true, Ordering::SeqCst);
+    wake(3);
+    assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
+    assert_eq!(counts(), [1, 3, 1, 2]);
+}
+
+#[test]
 #[should_panic(expected = "`Race` polled after it completed")]
 fn polling_after_completion_panics() {
     let mut race = pin!(race([ready(Ok::<u8, ()>(1))]));
