@@ -11,7 +11,7 @@ use std::mem;
 use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -20,8 +20,12 @@ use atomic_waker::AtomicWaker;
 use crate::ready_set::for_each_bit;
 use crate::time::{Sleep, sleep};
 
-/// One contestant, boxed so it stays pinned while the others come and go.
-type Slot<F> = Option<Pin<Box<F>>>;
+/// One contestant: the future, boxed so it stays pinned while the others come and go
+/// (`None` once it failed), and its waker if it kept a clone of it.
+struct Slot<F> {
+    future: Option<Pin<Box<F>>>,
+    lent: Option<Lent>,
+}
 
 mod sealed {
     /// Keeps [`IntoContestants`](super::IntoContestants) implemented only here, so its
@@ -71,9 +75,9 @@ pub trait IntoContestants<Marker>: sealed::Sealed<Marker> + Sized {
     /// One contestant as the race stores it.
     type Future: Future<Output = Result<Self::Ok, Self::Error>>;
 
-    /// Appends every contestant, in index order, boxed and wrapped by `wrap`.
+    /// Appends every contestant, in index order, wrapped by `wrap`.
     #[doc(hidden)]
-    fn push_into<W, Wrap>(self, out: &mut Vec<Slot<W>>, wrap: Wrap)
+    fn push_into<W, Wrap>(self, out: &mut Vec<W>, wrap: Wrap)
     where
         Wrap: Fn(Self::Future) -> W;
 }
@@ -94,14 +98,14 @@ where
     type Error = E;
     type Future = <I::Item as IntoFuture>::IntoFuture;
 
-    fn push_into<W, Wrap>(self, out: &mut Vec<Slot<W>>, wrap: Wrap)
+    fn push_into<W, Wrap>(self, out: &mut Vec<W>, wrap: Wrap)
     where
         Wrap: Fn(Self::Future) -> W,
     {
         let contestants = self.into_iter();
         out.reserve(contestants.size_hint().0);
         for contestant in contestants {
-            out.push(Some(Box::pin(wrap(contestant.into_future()))));
+            out.push(wrap(contestant.into_future()));
         }
     }
 }
@@ -177,11 +181,11 @@ where
     type Error = E;
     type Future = A::IntoFuture;
 
-    fn push_into<W, Wrap>(self, out: &mut Vec<Slot<W>>, wrap: Wrap)
+    fn push_into<W, Wrap>(self, out: &mut Vec<W>, wrap: Wrap)
     where
         Wrap: Fn(Self::Future) -> W,
     {
-        out.push(Some(Box::pin(wrap(self.0.into_future()))));
+        out.push(wrap(self.0.into_future()));
     }
 }
 
@@ -208,12 +212,12 @@ macro_rules! tuple_contestants {
                 <($($tail,)+) as IntoContestants<Tuple>>::Future,
             >;
 
-            fn push_into<W, Wrap>(self, out: &mut Vec<Slot<W>>, wrap: Wrap)
+            fn push_into<W, Wrap>(self, out: &mut Vec<W>, wrap: Wrap)
             where
                 Wrap: Fn(Self::Future) -> W,
             {
                 let ($head_var, $($tail_var,)+) = self;
-                out.push(Some(Box::pin(wrap(Either::left($head_var.into_future())))));
+                out.push(wrap(Either::left($head_var.into_future())));
                 ($($tail_var,)+).push_into(out, |future| wrap(Either::right(future)));
             }
         }
@@ -264,16 +268,41 @@ impl Shared {
 #[derive(Debug)]
 struct SlotWaker {
     shared: Arc<Shared>,
-    index: usize,
+    /// Changed only while nobody but the race holds the waker (see [`Lent::unshared`]).
+    index: AtomicUsize,
 }
 
 impl Wake for SlotWaker {
     fn wake(self: Arc<Self>) {
-        self.shared.mark(self.index);
+        self.shared.mark(self.index.load(Ordering::Relaxed));
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.shared.mark(self.index);
+        self.shared.mark(self.index.load(Ordering::Relaxed));
+    }
+}
+
+/// A contestant's waker, with the `Arc` it was made from so the race can tell whether
+/// anyone else holds a clone.
+#[derive(Debug)]
+struct Lent {
+    slot: Arc<SlotWaker>,
+    waker: Waker,
+}
+
+impl Lent {
+    /// Whether only the race holds this waker: `slot` and `waker` are the two owners.
+    /// Then nobody else can wake it (a wake during the last poll has already set its bit)
+    /// and nobody can clone it, so it may be renumbered.
+    fn unshared(&self) -> bool {
+        if Arc::strong_count(&self.slot) == 2 {
+            // Pairs with the release decrement of a clone dropped on another thread: its
+            // last use of `index` happens before we renumber it.
+            fence(Ordering::Acquire);
+            true
+        } else {
+            false
+        }
     }
 }
 
@@ -290,7 +319,7 @@ impl Wake for SlotWaker {
 #[derive(Debug)]
 struct Wakeups {
     shared: Arc<Shared>,
-    spare: Option<Arc<SlotWaker>>,
+    spare: Option<Lent>,
 }
 
 impl Wakeups {
@@ -306,26 +335,26 @@ impl Wakeups {
         }
     }
 
-    /// A waker for contestant `index`. Give it back with [`Self::recycle`] when the
-    /// contestant did not keep it.
-    fn lend(&mut self, index: usize) -> Arc<SlotWaker> {
-        if let Some(mut spare) = self.spare.take() {
-            if let Some(unshared) = Arc::get_mut(&mut spare) {
-                unshared.index = index;
-                return spare;
-            }
+    /// A waker for contestant `index`. Hand it back with [`Self::give_back`] unless the
+    /// contestant kept a clone.
+    fn lend(&mut self, index: usize) -> Lent {
+        if let Some(spare) = self.spare.take() {
+            spare.slot.index.store(index, Ordering::Relaxed);
+            return spare;
         }
-        Arc::new(SlotWaker {
+        let slot = Arc::new(SlotWaker {
             shared: self.shared.clone(),
-            index,
-        })
+            index: AtomicUsize::new(index),
+        });
+        let waker = Waker::from(slot.clone());
+        Lent { slot, waker }
     }
 
-    /// Keeps a waker for the next contestant, unless someone still holds a clone of it
-    /// (then it may still be woken, and must keep its number).
-    fn recycle(&mut self, mut waker: Arc<SlotWaker>) {
-        if Arc::get_mut(&mut waker).is_some() {
-            self.spare = Some(waker);
+    /// Keeps a waker for the next contestant if nobody else holds a clone of it (else it
+    /// may still be woken, and must keep its number: it is dropped).
+    fn give_back(&mut self, lent: Lent) {
+        if self.spare.is_none() && lent.unshared() {
+            self.spare = Some(lent);
         }
     }
 
@@ -420,10 +449,12 @@ where
     C: IntoContestants<M>,
 {
     let mut slots = Vec::new();
-    contestants.push_into(&mut slots, |future| future);
+    contestants.push_into(&mut slots, |future| Slot {
+        future: Some(Box::pin(future)),
+        lent: None,
+    });
     Race {
         wakeups: Wakeups::new(slots.len()),
-        wakers: Vec::new(),
         running: slots.len(),
         slots,
         errors: Vec::new(),
@@ -449,9 +480,6 @@ enum State {
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Race<F, E> {
     slots: Vec<Slot<F>>,
-    /// By index, the waker of each running contestant that kept a clone of it, as the
-    /// `Arc` (to tell whether it is still shared) and the `Waker` made from it.
-    wakers: Vec<Option<(Arc<SlotWaker>, Waker)>>,
     wakeups: Wakeups,
     /// Contestants neither failed nor dropped.
     running: usize,
@@ -503,7 +531,6 @@ impl<F, E> Race<F, E> {
     /// Drops every contestant still running.
     fn drop_contestants(&mut self) {
         drop(mem::take(&mut self.slots));
-        drop(mem::take(&mut self.wakers));
         self.running = 0;
     }
 
@@ -547,36 +574,31 @@ impl<F, E> Race<F, E> {
     where
         F: Future<Output = Result<T, E>>,
     {
+        let slot = &mut self.slots[index];
         // A contestant that already failed may still be woken by a stale waker: skip it.
-        let Some(future) = self.slots[index].as_mut() else {
+        let Some(future) = slot.future.as_mut() else {
             return Polled::Pending;
         };
-        let (slot_waker, waker) = match self.wakers[index].take() {
+        let lent = match slot.lent.take() {
             Some(kept) => kept,
-            None => {
-                let slot_waker = self.wakeups.lend(index);
-                let waker = Waker::from(slot_waker.clone());
-                (slot_waker, waker)
-            }
+            None => self.wakeups.lend(index),
         };
-        let polled = match future.as_mut().poll(&mut Context::from_waker(&waker)) {
+        let polled = match future.as_mut().poll(&mut Context::from_waker(&lent.waker)) {
             Poll::Pending => Polled::Pending,
             Poll::Ready(Ok(value)) => Polled::Won(value),
             Poll::Ready(Err(error)) => {
-                self.slots[index] = None;
+                slot.future = None;
                 self.running -= 1;
                 self.errors.push((index, error));
                 Polled::Failed
             }
         };
-        // Two owners, `slot_waker` and `waker`, mean the contestant kept no clone: nobody
-        // else can wake this slot (a wake during the poll has already set its bit), and
-        // no one can clone it now, so it can be lent out again.
-        if matches!(polled, Polled::Pending) && Arc::strong_count(&slot_waker) > 2 {
-            self.wakers[index] = Some((slot_waker, waker));
+        // A running contestant that kept a clone keeps its waker; any other waker can be
+        // lent out again.
+        if matches!(polled, Polled::Pending) && !lent.unshared() {
+            slot.lent = Some(lent);
         } else {
-            drop(waker);
-            self.wakeups.recycle(slot_waker);
+            self.wakeups.give_back(lent);
         }
         polled
     }
@@ -599,7 +621,6 @@ where
                     this.timer = Some(Box::pin(sleep(duration)));
                 }
                 this.wakeups.register(cx);
-                this.wakers.resize_with(this.slots.len(), || None);
                 for index in 0..this.slots.len() {
                     if let Polled::Won(value) = this.poll_contestant(index) {
                         winner = Some(value);
@@ -754,19 +775,20 @@ mod tests {
         let mut wakeups = Wakeups::new(130);
         assert_eq!(wakeups.words(), 3);
         let first = wakeups.lend(0);
-        let kept = first.clone();
-        wakeups.recycle(first);
+        let kept = first.waker.clone();
+        assert!(!first.unshared());
+        wakeups.give_back(first);
         // Someone still holds it: not reused.
         let second = wakeups.lend(1);
-        assert!(!Arc::ptr_eq(&kept, &second));
-        let address = Arc::as_ptr(&second);
-        wakeups.recycle(second);
+        assert!(second.unshared());
+        assert!(!kept.will_wake(&second.waker));
+        let address = Arc::as_ptr(&second.slot);
+        wakeups.give_back(second);
         let third = wakeups.lend(129);
-        assert_eq!(Arc::as_ptr(&third), address);
-        assert_eq!(third.index, 129);
+        assert_eq!(Arc::as_ptr(&third.slot), address);
 
-        Waker::from(third).wake();
-        Waker::from(kept).wake_by_ref();
+        third.waker.wake_by_ref();
+        kept.wake();
         let mut woken = Vec::new();
         for word in 0..wakeups.words() {
             for_each_bit(word, wakeups.take_word(word), |index| woken.push(index));
