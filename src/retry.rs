@@ -149,9 +149,8 @@ impl Rng {
 /// Timers and durations use [`tollgate::time`](crate::time)'s clock, so under the `tokio`
 /// feature a test with tokio's paused clock takes no wall time.
 ///
-/// Put `retry` *outside* any limit the operation takes (a semaphore, a
-/// [bulkhead](crate)): then each attempt queues for a slot again and no slot is held during
-/// the pause.
+/// Put `retry` *outside* any limit the operation takes (a semaphore, a bulkhead): then
+/// each attempt queues for a slot again and no slot is held during the pause.
 ///
 /// # Examples
 ///
