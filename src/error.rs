@@ -3,6 +3,8 @@
 use std::fmt;
 
 use crate::bulkhead::BulkheadFull;
+use crate::race::RaceFailed;
+use crate::retry::RetryError;
 use crate::rt::AlreadyInRuntime;
 use crate::testing::EventuallyFailed;
 use crate::time::Elapsed;
@@ -34,6 +36,10 @@ pub enum Error {
     EventuallyFailed(EventuallyFailed),
     /// A [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead) refused.
     BulkheadFull(BulkheadFull),
+    /// No contestant of a [`race`](crate::race) succeeded; each error is boxed.
+    RaceFailed(RaceFailed<Box<dyn std::error::Error + Send + Sync>>),
+    /// A [`retry`](crate::retry) gave up; each attempt's error is boxed.
+    RetryError(RetryError<Box<dyn std::error::Error + Send + Sync>>),
 }
 
 impl fmt::Display for Error {
@@ -43,6 +49,8 @@ impl fmt::Display for Error {
             Error::AlreadyInRuntime(error) => error.fmt(f),
             Error::EventuallyFailed(error) => error.fmt(f),
             Error::BulkheadFull(error) => error.fmt(f),
+            Error::RaceFailed(error) => error.fmt(f),
+            Error::RetryError(error) => error.fmt(f),
         }
     }
 }
@@ -56,6 +64,8 @@ impl std::error::Error for Error {
             Error::AlreadyInRuntime(error) => error.source(),
             Error::EventuallyFailed(error) => error.source(),
             Error::BulkheadFull(error) => error.source(),
+            Error::RaceFailed(error) => error.source(),
+            Error::RetryError(error) => error.source(),
         }
     }
 }

@@ -11,6 +11,8 @@
 //! | --- | --- |
 //! | per-resource cap, wait timeout, bounded wait queue, stats; one cap per runtime | [`Bulkhead`] (+ [`BulkheadFull`], [`BulkheadStats`]) over a FIFO [`Semaphore`] that also serves blocking threads |
 //! | one cap per host, created on demand, idle hosts forgotten | [`KeyedBulkhead`] |
+//! | ask several mirrors, first success wins, losers cancelled | [`race`] (+ [`.timeout(d)`](futures::Race::timeout)), [`RaceFailed`] |
+//! | retry transient failures with backoff and per-attempt timeouts | [`retry`], [`RetryError`] |
 //! | deadline on any future | [`timeout`], [`sleep`], [`Elapsed`] |
 //! | sync entry point that refuses to nest | [`run_sync`], [`try_run_sync`] |
 //! | which runtime am I on? | [`RuntimeKey`] |
@@ -59,9 +61,11 @@
 mod bulkhead;
 mod error;
 mod keyed_bulkhead;
+mod race;
 // Used by the bounded map and race combinators.
 #[allow(dead_code)]
 mod ready_set;
+mod retry;
 mod rt;
 mod semaphore;
 pub mod testing;
@@ -70,6 +74,8 @@ pub mod time;
 pub use crate::bulkhead::{Bulkhead, BulkheadFull, BulkheadStats, Permit, PermitArc};
 pub use crate::error::Error;
 pub use crate::keyed_bulkhead::{KeyedBulkhead, KeyedPermit, KeyedPermitArc};
+pub use crate::race::{IntoContestants, RaceFailed, race};
+pub use crate::retry::{Attempt, RetryError, retry};
 pub use crate::rt::{AlreadyInRuntime, RuntimeKey, run_sync, try_run_sync};
 pub use crate::semaphore::{Semaphore, SemaphoreGuard, SemaphoreGuardArc};
 pub use crate::time::{Elapsed, sleep, timeout};
@@ -79,6 +85,8 @@ pub mod futures {
     pub use crate::bulkhead::{BulkheadAcquire, BulkheadAcquireArc, BulkheadRun};
     pub use crate::keyed_bulkhead::{KeyedAcquire, KeyedAcquireArc, KeyedRun};
     pub use crate::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
+    pub use crate::race::{Either, Race};
+    pub use crate::retry::{Retry, RetryFuture};
     pub use crate::time::{Sleep, Timeout};
 }
 
