@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_lock::Semaphore;
-use common::{InFlight, matrix, panic_message};
+use common::{matrix, panic_message};
 use futures_lite::future::{self, poll_once, yield_now};
-use tollgate::{RetryError, retry, sleep};
+use tollgate::{Bulkhead, RetryError, retry, sleep};
 
 /// Set when the value holding it is dropped.
 #[derive(Clone, Default)]
@@ -236,53 +236,58 @@ matrix! {
     // standing in for a bulkhead), so each attempt queues for a slot again and no slot is
     // held during the pause.
     async fn retry_outside_the_slot_holds_no_slot_during_the_pause() {
-        let slots = Semaphore::new(1);
-        let in_slot = InFlight::default();
-        let acquisitions = AtomicUsize::new(0);
+        // The recipe's advice: retry wraps the bulkhead's `run`, so no slot is held while
+        // pausing and every attempt queues for a slot again. The bulkhead's stats prove it.
+        let slots = Bulkhead::new(1).name("api");
         let calls = AtomicUsize::new(0);
         let fetch = || async {
-            let _permit = slots.acquire().await;
-            acquisitions.fetch_add(1, Ordering::SeqCst);
-            let _busy = in_slot.enter();
-            yield_now().await; // the request, in flight
-            match next(&calls) {
-                1 | 2 => Err("503"),
-                _ => Ok("<html>"),
-            }
+            slots
+                .run(async {
+                    yield_now().await; // the request, in flight
+                    match next(&calls) {
+                        1 | 2 => Err("503"),
+                        _ => Ok("<html>"),
+                    }
+                })
+                .await
+                .unwrap_or(Err("no slot"))
         };
-        let held_during_pauses = Mutex::new(Vec::new());
+        let in_flight_during_pauses = Mutex::new(Vec::new());
         let page = retry(fetch)
             .interval(Duration::from_millis(1))
             // The predicate runs after the attempt is dropped, right before the pause.
             .when(|_| {
-                let free = slots.try_acquire().is_some();
-                held_during_pauses.lock().unwrap().push((in_slot.now(), free));
+                in_flight_during_pauses.lock().unwrap().push(slots.stats().in_flight);
                 true
             })
             .await;
         assert_eq!(page, Ok("<html>"));
-        assert_eq!(acquisitions.load(Ordering::SeqCst), 3, "one slot per attempt");
-        assert_eq!(*held_during_pauses.lock().unwrap(), [(0, true), (0, true)]);
-        assert_eq!(in_slot.peak(), 1);
+        assert_eq!(*in_flight_during_pauses.lock().unwrap(), [0, 0]);
+        let stats = slots.stats();
+        assert_eq!(stats.admitted, 3, "one slot per attempt");
+        assert_eq!((stats.peak_in_flight, stats.in_flight, stats.rejected), (1, 0, 0));
 
         // The wrong way round, for contrast: retrying inside the slot holds it all along.
         let calls = AtomicUsize::new(0);
-        let free_during_pauses = Mutex::new(Vec::new());
-        let _permit = slots.acquire().await;
-        let page = retry(|| async {
-            match next(&calls) {
-                1 => Err("503"),
-                _ => Ok("<html>"),
-            }
-        })
-        .interval(Duration::from_millis(1))
-        .when(|_| {
-            free_during_pauses.lock().unwrap().push(slots.try_acquire().is_some());
-            true
-        })
-        .await;
+        let in_flight_during_pauses = Mutex::new(Vec::new());
+        let page = slots
+            .run(
+                retry(|| async {
+                    match next(&calls) {
+                        1 => Err("503"),
+                        _ => Ok("<html>"),
+                    }
+                })
+                .interval(Duration::from_millis(1))
+                .when(|_| {
+                    in_flight_during_pauses.lock().unwrap().push(slots.stats().in_flight);
+                    true
+                }),
+            )
+            .await
+            .unwrap();
         assert_eq!(page, Ok("<html>"));
-        assert_eq!(*free_during_pauses.lock().unwrap(), [false]);
+        assert_eq!(*in_flight_during_pauses.lock().unwrap(), [1]);
     }
 
     async fn a_retry_queues_for_a_slot_again() {
@@ -321,15 +326,17 @@ matrix! {
     }
 
     async fn many_retrying_requests_never_exceed_the_slots() {
-        let slots = Semaphore::new(2);
-        let in_slot = InFlight::default();
+        let slots = Bulkhead::new(2);
         let calls = AtomicUsize::new(0);
         let request = |_| async {
-            let _permit = slots.acquire().await;
-            let _busy = in_slot.enter();
-            sleep(Duration::from_millis(1)).await;
-            // Every other call fails.
-            if next(&calls) % 2 == 1 { Err("503") } else { Ok(()) }
+            slots
+                .run(async {
+                    sleep(Duration::from_millis(1)).await;
+                    // Every other call fails.
+                    if next(&calls) % 2 == 1 { Err("503") } else { Ok(()) }
+                })
+                .await
+                .unwrap_or(Err("no slot"))
         };
         let crawl = (0..8).map(|url: u32| {
             retry(move || request(url))
@@ -339,8 +346,10 @@ matrix! {
         });
         let results = futures::future::join_all(crawl).await;
         assert!(results.iter().all(Result::is_ok));
-        assert!(in_slot.peak() <= 2, "peak {}", in_slot.peak());
-        assert_eq!(in_slot.now(), 0);
+        let stats = slots.stats();
+        assert_eq!(stats.peak_in_flight, 2, "both slots used, never more");
+        assert_eq!((stats.in_flight, stats.waiting), (0, 0));
+        assert_eq!(stats.admitted, calls.load(Ordering::SeqCst) as u64);
     }
 
     async fn retry_futures_work_when_spawned() {
