@@ -61,9 +61,8 @@
 mod bulkhead;
 mod error;
 mod keyed_bulkhead;
+mod map;
 mod race;
-// Used by the bounded map and race combinators.
-#[allow(dead_code)]
 mod ready_set;
 mod retry;
 mod rt;
@@ -74,6 +73,7 @@ pub mod time;
 pub use crate::bulkhead::{Bulkhead, BulkheadFull, BulkheadStats, Permit, PermitArc};
 pub use crate::error::Error;
 pub use crate::keyed_bulkhead::{KeyedBulkhead, KeyedPermit, KeyedPermitArc};
+pub use crate::map::{BoundedStreamExt, amap_iter, gather_limit, map_async, try_map_async};
 pub use crate::race::{IntoContestants, RaceFailed, race};
 pub use crate::retry::{Attempt, RetryError, retry};
 pub use crate::rt::{AlreadyInRuntime, RuntimeKey, run_sync, try_run_sync};
@@ -84,9 +84,10 @@ pub use crate::time::{Elapsed, sleep, timeout};
 pub mod futures {
     pub use crate::bulkhead::{BulkheadAcquire, BulkheadAcquireArc, BulkheadRun};
     pub use crate::keyed_bulkhead::{KeyedAcquire, KeyedAcquireArc, KeyedRun};
-    pub use crate::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
+    pub use crate::map::{GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync};
     pub use crate::race::{Either, Race};
     pub use crate::retry::{Retry, RetryFuture};
+    pub use crate::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::time::{Sleep, Timeout};
 }
 
