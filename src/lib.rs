@@ -60,6 +60,8 @@
 
 mod bulkhead;
 mod error;
+mod key_scheduler;
+mod keyed;
 mod keyed_bulkhead;
 mod map;
 mod race;
@@ -72,6 +74,7 @@ pub mod time;
 
 pub use crate::bulkhead::{Bulkhead, BulkheadFull, BulkheadStats, Permit, PermitArc};
 pub use crate::error::Error;
+pub use crate::keyed::map_keyed;
 pub use crate::keyed_bulkhead::{KeyedBulkhead, KeyedPermit, KeyedPermitArc};
 pub use crate::map::{BoundedStreamExt, amap_iter, gather_limit, map_async, try_map_async};
 pub use crate::race::{IntoContestants, RaceFailed, race};
@@ -83,6 +86,7 @@ pub use crate::time::{Elapsed, sleep, timeout};
 /// The futures tollgate's functions return, named so they can be stored in structs.
 pub mod futures {
     pub use crate::bulkhead::{BulkheadAcquire, BulkheadAcquireArc, BulkheadRun};
+    pub use crate::keyed::{MapKeyed, MapKeyedUnordered};
     pub use crate::keyed_bulkhead::{KeyedAcquire, KeyedAcquireArc, KeyedRun};
     pub use crate::map::{GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync};
     pub use crate::race::{Either, Race};
