@@ -50,7 +50,8 @@ fn keyed(c: &mut Criterion) {
             b.iter(|| {
                 run_sync(map_async(hosts.iter().copied(), GLOBAL, |h| {
                     let per_host = &per_host;
-                    async move { per_host.run(&h, sleep(LATENCY)).await }
+                    // The timer starts once the host's slot is taken, like a request.
+                    async move { per_host.run(&h, async { sleep(LATENCY).await }).await }
                 }))
             })
         });
