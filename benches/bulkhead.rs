@@ -4,6 +4,7 @@
 //! - `uncontended/<runtime>`: one task acquiring and releasing in a loop. Under `smol` the
 //!   bulkhead sees the process-wide runtime key; under `run_sync` and (with the `tokio`
 //!   feature) `tokio` it looks up the runtime's own semaphore on every acquire.
+//!   `tokio-task` is the same inside a spawned tokio task, where the key is cached per task.
 //! - `contended/<runtime>`: 64 tasks over a limit of 8, each acquiring, yielding once while
 //!   holding the permit, and releasing, 100 times; the time is per acquire.
 //!
@@ -84,6 +85,30 @@ fn uncontended(c: &mut Criterion) {
     group.bench_function(BenchmarkId::new("tokio-semaphore", "tokio"), |b| {
         b.iter_custom(|iters| {
             tokio_rt.block_on(acquire_loop!(iters, tokio_semaphore.acquire().await))
+        })
+    });
+
+    // tokio, inside a spawned task (where most tokio code runs): the key is cached per task.
+    static TASK_BULKHEAD: tollgate::Bulkhead = tollgate::Bulkhead::new(LIMIT);
+    static TASK_ASYNC_LOCK: async_lock::Semaphore = async_lock::Semaphore::new(LIMIT);
+    group.bench_function(BenchmarkId::new("tollgate-bulkhead", "tokio-task"), |b| {
+        b.iter_custom(|iters| {
+            tokio_rt.block_on(async move {
+                let task = tokio::spawn(async move {
+                    acquire_loop!(iters, TASK_BULKHEAD.acquire().await).await
+                });
+                task.await.unwrap()
+            })
+        })
+    });
+    group.bench_function(BenchmarkId::new("async-lock", "tokio-task"), |b| {
+        b.iter_custom(|iters| {
+            tokio_rt.block_on(async move {
+                let task = tokio::spawn(async move {
+                    acquire_loop!(iters, TASK_ASYNC_LOCK.acquire().await).await
+                });
+                task.await.unwrap()
+            })
         })
     });
     group.finish();
