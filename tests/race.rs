@@ -9,31 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use common::matrix;
+use common::{DropFlag, matrix};
 use futures_lite::future::{poll_fn, yield_now};
 use tollgate::{RaceFailed, race, sleep};
-
-/// Set when the value holding it is dropped.
-#[derive(Clone, Default)]
-struct DropFlag(Arc<AtomicBool>);
-
-impl DropFlag {
-    fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-
-    fn guard(&self) -> DropGuard {
-        DropGuard(self.clone())
-    }
-}
-
-struct DropGuard(DropFlag);
-
-impl Drop for DropGuard {
-    fn drop(&mut self) {
-        self.0.0.store(true, Ordering::SeqCst);
-    }
-}
 
 /// Contestants that finish in a fixed order, whatever order they are polled in: the one
 /// whose turn it is finishes when polled and wakes the next in line.

@@ -5,36 +5,14 @@ mod common;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_lock::Semaphore;
-use common::{matrix, panic_message};
+use common::{DropFlag, matrix, panic_message};
 use futures_lite::future::{self, poll_once, yield_now};
 use tollgate::{Bulkhead, RetryError, retry, sleep};
-
-/// Set when the value holding it is dropped.
-#[derive(Clone, Default)]
-struct DropFlag(Arc<AtomicBool>);
-
-impl DropFlag {
-    fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-
-    fn guard(&self) -> DropGuard {
-        DropGuard(self.clone())
-    }
-}
-
-struct DropGuard(DropFlag);
-
-impl Drop for DropGuard {
-    fn drop(&mut self) {
-        self.0.0.store(true, Ordering::SeqCst);
-    }
-}
 
 /// Counts calls; returns the 1-based number of this call.
 fn next(calls: &AtomicUsize) -> usize {
