@@ -1,7 +1,11 @@
-//! Real sockets: the loopback test server and the hyper client, under every runtime.
+//! Real sockets: the loopback test server, the hyper client, and the crawler over them,
+//! under every runtime.
 //!
-//! This is the groundwork for the real-HTTP crawl: plain sequential awaits and
-//! `futures::future::join_all` over chunks, checked against what the server itself observed.
+//! The groundwork first (sequential awaits, `join_all` chunks, refusals, 503s, hang-ups),
+//! then the issue's real crawl: 1,000 URLs over several hosts, a refusing address and a
+//! flaky host, through `map_keyed` (and `map_async` + `KeyedBulkhead`) with `retry` on
+//! 503s, checked against what the server itself observed; and a mirror race whose loser
+//! the server sees hang up.
 
 mod common;
 #[path = "support/http_client.rs"]
@@ -9,6 +13,7 @@ mod http_client;
 #[path = "support/http_server.rs"]
 mod http_server;
 
+use std::fmt;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -17,7 +22,9 @@ use futures::future::join_all;
 use futures_lite::future;
 use http_client::{ClientError, Page, get};
 use http_server::{Stats, TestServer, UNAVAILABLE_BODY, page_body};
+use tollgate::futures::Retry;
 use tollgate::testing::eventually;
+use tollgate::{BulkheadFull, KeyedBulkhead, RetryError, map_async, map_keyed, race, retry};
 
 /// Long enough for a busy CI machine, short enough to fail fast.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -48,6 +55,183 @@ fn served_one_by_one(n: usize) -> Stats {
         unavailable: 0,
         disconnects: 0,
     }
+}
+
+// --- the crawl ------------------------------------------------------------------------
+
+/// The crawl's global limit.
+const GLOBAL: usize = 12;
+/// The crawl's cap per host.
+const PER_HOST: usize = 3;
+/// URLs in the crawl.
+const CRAWL_URLS: usize = 1000;
+/// The crawl's healthy hosts and their latencies in milliseconds.
+const HOSTS: [(&str, u64); 4] = [("alpha", 1), ("bravo", 2), ("charlie", 3), ("delta", 5)];
+/// The host that answers `503` to the first request for each path.
+const FLAKY: &str = "flaky";
+/// The label of the URLs on the refusing address.
+const REFUSED: &str = "refused";
+
+/// Why a fetch failed.
+#[derive(Debug)]
+enum FetchError {
+    /// No connection or no valid response.
+    Client(ClientError),
+    /// A `503`: worth retrying.
+    Unavailable,
+    /// Any other status but `200`.
+    Status(u16),
+    /// The per-host bulkhead refused (only with a bulkhead timeout or queue bound).
+    NoSlot(BulkheadFull),
+}
+
+impl fmt::Display for FetchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Client(error) => error.fmt(f),
+            Self::Unavailable => f.write_str("503 service unavailable"),
+            Self::Status(status) => write!(f, "status {status}"),
+            Self::NoSlot(error) => error.fmt(f),
+        }
+    }
+}
+
+/// One request: the body of a `200`, anything else an error.
+async fn fetch(url: &str) -> Result<String, FetchError> {
+    let page = get(url).await.map_err(FetchError::Client)?;
+    match page.status {
+        200 => Ok(page.body),
+        503 => Err(FetchError::Unavailable),
+        status => Err(FetchError::Status(status)),
+    }
+}
+
+/// The crawl's retry policy: up to 3 attempts, 503s only (a refused connection is final).
+fn retry_503s<F, Fut>(attempt: F) -> Retry<F, impl FnMut(&FetchError) -> bool>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<String, FetchError>>,
+{
+    retry(attempt)
+        .attempts(3)
+        .interval(Duration::from_millis(1))
+        .timeout(PATIENCE)
+        .when(|error: &FetchError| matches!(error, FetchError::Unavailable))
+}
+
+/// The key of a URL: its authority (`127.0.0.1:PORT`), i.e. its host.
+fn host_key(url: &str) -> String {
+    url.split('/').nth(2).unwrap_or_default().to_owned()
+}
+
+/// One URL of the crawl: the host label (or [`REFUSED`]) and path it was made from.
+#[derive(Debug)]
+struct Target {
+    host: &'static str,
+    path: String,
+    url: String,
+}
+
+fn crawl_server() -> TestServer {
+    HOSTS
+        .iter()
+        .fold(TestServer::builder(), |builder, (host, ms)| {
+            builder.host(host, Duration::from_millis(*ms))
+        })
+        .flaky_host(FLAKY, Duration::from_millis(2))
+        .start()
+}
+
+/// [`CRAWL_URLS`] URLs: every 100th on the refusing address, every 10th on the flaky host,
+/// the rest round-robin over [`HOSTS`].
+fn crawl_plan(server: &TestServer) -> Vec<Target> {
+    (0..CRAWL_URLS)
+        .map(|i| {
+            let path = format!("/page/{i}");
+            let (host, url) = if i % 100 == 99 {
+                (REFUSED, server.refused_url(&path))
+            } else if i % 10 == 5 {
+                (FLAKY, server.url(FLAKY, &path))
+            } else {
+                let host = HOSTS[i % HOSTS.len()].0;
+                (host, server.url(host, &path))
+            };
+            Target { host, path, url }
+        })
+        .collect()
+}
+
+/// Checks a crawl's results (in plan order) and what the server saw.
+fn check_crawl(
+    server: &TestServer,
+    plan: &[Target],
+    results: &[Result<String, RetryError<FetchError>>],
+) {
+    assert_eq!(results.len(), plan.len());
+    for (target, result) in plan.iter().zip(results) {
+        match (target.host, result) {
+            (REFUSED, Err(error)) => {
+                assert!(
+                    matches!(error.last_error(), Some(FetchError::Client(e)) if e.is_refused()),
+                    "{}: expected a refused connection, got {error}",
+                    target.url
+                );
+                assert!(
+                    error.is_permanent(),
+                    "{}: refusals are not retried",
+                    target.url
+                );
+                assert_eq!(error.len(), 1, "{}: {error}", target.url);
+            }
+            (REFUSED, Ok(body)) => panic!("{}: the refusing address answered {body:?}", target.url),
+            (host, Ok(body)) => assert_eq!(*body, page_body(host, &target.path), "{}", target.url),
+            (_, Err(error)) => panic!("{}: {error}", target.url),
+        }
+    }
+
+    let count = |host: &str| plan.iter().filter(|target| target.host == host).count();
+    assert!(count(REFUSED) > 0 && count(FLAKY) > 0);
+    for (host, _) in HOSTS {
+        let stats = server.stats(host);
+        assert_eq!(
+            (stats.responses, stats.unavailable),
+            (count(host), 0),
+            "host {host}: {stats:?}"
+        );
+        assert!(
+            stats.peak <= PER_HOST,
+            "host {host} peak {} > cap {PER_HOST}",
+            stats.peak
+        );
+    }
+    // Exactly one 503 per flaky path, each recovered by one retry.
+    let flaky = server.stats(FLAKY);
+    assert_eq!(
+        (flaky.unavailable, flaky.responses),
+        (count(FLAKY), 2 * count(FLAKY)),
+        "{flaky:?}"
+    );
+    assert!(
+        flaky.peak <= PER_HOST,
+        "host {FLAKY} peak {} > cap {PER_HOST}",
+        flaky.peak
+    );
+
+    let global = server.global();
+    assert!(
+        global.peak <= GLOBAL,
+        "global peak {} > limit {GLOBAL}",
+        global.peak
+    );
+    // Not a timing claim: the first round alone starts GLOBAL requests on several hosts.
+    assert!(
+        global.peak > PER_HOST,
+        "the global limit never let several hosts work at once: peak {}",
+        global.peak
+    );
+    // Every connection answered, nobody hung up, nothing left active.
+    assert_eq!(global.connections, global.responses, "{global:?}");
+    assert_eq!((global.active, global.disconnects), (0, 0), "{global:?}");
 }
 
 matrix! {
@@ -176,9 +360,10 @@ matrix! {
         assert_eq!(server.stats("fast").disconnects, 0);
     }
 
-    async fn concurrent_chunks_beat_sequential_fetches() {
+    async fn bounded_concurrency_beats_sequential_fetches() {
+        // The article's headline: the same URLs one by one, then with a cap.
         const URLS: usize = 48;
-        const CHUNK: usize = 16;
+        const LIMIT: usize = 16;
         const LATENCY: Duration = Duration::from_millis(5);
         let server = TestServer::builder().host("h", LATENCY).start();
         let urls: Vec<String> = (0..URLS).map(|i| server.url("h", &format!("/{i}"))).collect();
@@ -192,24 +377,92 @@ matrix! {
 
         server.reset_peaks();
         let start = Instant::now();
-        for chunk in urls.chunks(CHUNK) {
-            for page in join_all(chunk.iter().map(get)).await {
-                assert_eq!(page.unwrap().status, 200);
-            }
+        for page in map_async(&urls, LIMIT, get).await {
+            assert_eq!(page.unwrap().status, 200);
         }
         let concurrent = start.elapsed();
         let stats = server.stats("h");
-        assert!(stats.peak <= CHUNK, "peak {} > chunk {CHUNK}", stats.peak);
+        assert!(stats.peak <= LIMIT, "peak {} > limit {LIMIT}", stats.peak);
         assert_eq!(stats.responses, 2 * URLS);
 
         println!(
-            "{URLS} urls at {LATENCY:?}: sequential {sequential:?}, join_all chunks of \
-             {CHUNK} {concurrent:?} ({:.1}x)",
+            "{URLS} urls at {LATENCY:?}: sequential {sequential:?}, map_async limit {LIMIT} \
+             {concurrent:?} ({:.1}x)",
             sequential.as_secs_f64() / concurrent.as_secs_f64()
         );
         // The server holds every response for LATENCY, so this bound cannot flake.
         assert!(sequential >= LATENCY * URLS as u32);
-        assert!(concurrent < sequential, "chunks {concurrent:?} vs one by one {sequential:?}");
+        assert!(concurrent < sequential, "bounded {concurrent:?} vs one by one {sequential:?}");
+    }
+
+    async fn crawl_with_map_keyed_and_retry() {
+        let server = crawl_server();
+        let plan = crawl_plan(&server);
+        let results = map_keyed(
+            plan.iter().map(|target| target.url.as_str()),
+            |url| host_key(url),
+            GLOBAL,
+            PER_HOST,
+            |url| retry_503s(move || fetch(url)).into_future(),
+        )
+        .await;
+        check_crawl(&server, &plan, &results);
+    }
+
+    async fn crawl_with_map_async_and_a_keyed_bulkhead() {
+        // The recipe's form: `map_async` for the global limit, a bulkhead per host inside
+        // it, `retry` outside the bulkhead (no host slot held during the pause).
+        let server = crawl_server();
+        let plan = crawl_plan(&server);
+        let per_host = KeyedBulkhead::<String>::new(PER_HOST);
+        let per_host = &per_host;
+        let results = map_async(
+            plan.iter().map(|target| target.url.as_str()),
+            GLOBAL,
+            |url| {
+                retry_503s(move || async move {
+                    per_host
+                        .run(&host_key(url), fetch(url))
+                        .await
+                        .unwrap_or_else(|full| Err(FetchError::NoSlot(full)))
+                })
+                .into_future()
+            },
+        )
+        .await;
+        check_crawl(&server, &plan, &results);
+        assert!(per_host.is_empty(), "idle hosts are forgotten");
+    }
+
+    async fn mirror_race_the_fast_mirror_wins_and_the_loser_hangs_up() {
+        let server = TestServer::builder()
+            .host("slow-mirror", Duration::from_secs(60))
+            .host("fast-mirror", Duration::from_millis(20))
+            .start();
+        let path = "/release.tar.gz";
+        // A broken mirror too: its failure does not end the race.
+        let mirrors = [
+            server.refused_url(path),
+            server.url("slow-mirror", path),
+            server.url("fast-mirror", path),
+        ];
+        let body = race(mirrors.iter().map(|url| fetch(url)))
+            .timeout(PATIENCE)
+            .await
+            .unwrap();
+        assert_eq!(body, page_body("fast-mirror", path));
+        // The race dropped the slow request: its connection closes, and the server notices.
+        eventually(PATIENCE, || {
+            let slow = server.stats("slow-mirror");
+            match (slow.connections, slow.disconnects, slow.active, slow.responses) {
+                (1, 1, 0, 0) => Ok(()),
+                _ => Err(format!("the slow mirror sees {slow:?}")),
+            }
+        })
+        .await
+        .unwrap();
+        let fast = server.stats("fast-mirror");
+        assert_eq!((fast.responses, fast.disconnects), (1, 0), "{fast:?}");
     }
 
     async fn shutdown_stops_promptly_and_closes_connections_in_flight() {
