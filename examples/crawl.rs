@@ -1,66 +1,376 @@
-//! The crawler on a simulated network, offline.
+//! The crawler on a simulated network, offline: the main demo.
 //!
-//! This first version fetches pages one by one with a deadline per request, using what
-//! the foundation provides: `run_sync`, `timeout`, `sleep`. The bounded, per-host-capped
-//! crawler arrives with `map_async` and `Bulkhead`.
+//! Part 1 is the Python recipe, line for line: 30 pages from 3 hosts plus one broken URL,
+//! a global limit of 8 (`map_async`) and a cap of 2 per host (one `Bulkhead` per host, the
+//! recipe's `bulkhead_for`), failures collected instead of fatal, then a race of two
+//! mirrors that the fast one wins.
+//!
+//! Part 2 is a bulk run: by default 100,000 requests over 50 hosts with mixed latencies and
+//! failures, through `map_keyed` (global and per-host caps that never block each other)
+//! with `retry` on transient failures and a per-attempt `timeout`. It prints throughput,
+//! per-host peaks, failures by kind and the efficiency against the ideal schedule.
+//!
+//! ```text
+//! cargo run --release --example crawl -- [--requests N] [--hosts H] [--global G]
+//!                                        [--per-host P] [--fail-percent F] [--sorted]
+//!                                        [--lookahead L]
+//! ```
+//!
+//! With `--sorted` the input comes sorted by host. `map_keyed` looks ahead a bounded number
+//! of items (64 x the global limit by default) for other hosts' work; when runs of one host
+//! are longer than that, raise `--lookahead` to fill every global slot.
+//!
+//! The example checks its own invariants (pages, failures, per-host and global peaks) and
+//! exits non-zero if one breaks.
 
+use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tollgate::{Elapsed, run_sync, sleep, timeout};
+use tollgate::{Bulkhead, map_async, map_keyed, race, retry, run_sync, sleep};
 
-/// Simulated latency per host; `hung.example` never answers.
-fn latency(host: &str) -> Duration {
-    match host {
-        "fast.example" => Duration::from_millis(2),
-        "slow.example" => Duration::from_millis(10),
-        "hung.example" => Duration::MAX,
-        _ => Duration::from_millis(5),
+#[path = "../tests/support/simulated_network.rs"]
+mod simulated_network;
+
+use simulated_network::{FetchError, Network, Outcome, host_of};
+
+// --- part 1: the recipe --------------------------------------------------------------
+
+const PER_HOST: usize = 2;
+
+async fn recipe() -> Result<(), String> {
+    let network = Network::new([
+        ("fast.example".to_owned(), Duration::from_millis(2)),
+        ("slow.example".to_owned(), Duration::from_millis(10)),
+        ("mirror-a.example".to_owned(), Duration::from_millis(20)),
+    ]);
+    // The recipe's `bulkhead_for(host)`: one named bulkhead per host, 5 s wait timeout.
+    let bulkheads: HashMap<&str, Bulkhead> = ["fast.example", "slow.example", "mirror-a.example"]
+        .into_iter()
+        .map(|host| {
+            let bulkhead = Bulkhead::new(PER_HOST)
+                .timeout(Duration::from_secs(5))
+                .with_name(host);
+            (host, bulkhead)
+        })
+        .collect();
+    let fetch = |url: String| {
+        let network = &network;
+        let bulkhead = &bulkheads[host_of(&url)];
+        async move {
+            let outcome = if url.contains("broken") {
+                Outcome::Unreachable
+            } else {
+                Outcome::Ok
+            };
+            bulkhead
+                .run(network.get(&url, outcome))
+                .await
+                .map_err(FetchError::NoSlot)?
+        }
+    };
+
+    let mut urls: Vec<String> = (0..10)
+        .flat_map(|i| {
+            ["fast.example", "slow.example", "mirror-a.example"]
+                .map(|host| format!("https://{host}/page/{i}"))
+        })
+        .collect();
+    urls.push("https://fast.example/broken".to_owned());
+
+    let results = map_async(urls.clone(), 8, fetch).await;
+    let mut pages = 0;
+    let mut errors = Vec::new();
+    for (url, result) in urls.iter().zip(results) {
+        match result {
+            Ok(_) => pages += 1,
+            Err(error) => errors.push(format!("{url}: {error}")),
+        }
+    }
+    println!("fetched {pages} pages, {} failed", errors.len());
+    for error in &errors {
+        println!("  {error}");
+    }
+    ensure(pages == 30, "30 pages")?;
+    ensure(
+        errors.len() == 1 && errors[0].starts_with("https://fast.example/broken"),
+        "one failure: the broken URL",
+    )?;
+
+    let peaks: BTreeMap<&str, usize> = bulkheads
+        .iter()
+        .map(|(host, bulkhead)| (*host, bulkhead.stats().peak_in_flight))
+        .collect();
+    println!("peak concurrency per host: {peaks:?}");
+    ensure(
+        peaks.values().all(|&peak| peak <= PER_HOST),
+        "no host above its cap",
+    )?;
+    ensure(
+        network.host_peaks().values().all(|&peak| peak <= PER_HOST),
+        "servers agree",
+    )?;
+    ensure(network.peak() <= 8, "global limit held")?;
+
+    // Ask two mirrors; the first good answer wins and the slow one is cancelled.
+    let body = race((
+        fetch("https://mirror-a.example/file".to_owned()),
+        fetch("https://fast.example/file".to_owned()),
+    ))
+    .timeout(Duration::from_secs(2))
+    .await
+    .map_err(|failed| format!("mirror race failed: {failed}"))?;
+    ensure(
+        body == "<html>https://fast.example/file</html>",
+        "the fast mirror wins",
+    )?;
+    ensure(network.in_flight() == 0, "the loser was cancelled")?;
+    println!("mirror race won by the fast mirror");
+    Ok(())
+}
+
+// --- part 2: the bulk run ------------------------------------------------------------
+
+struct Settings {
+    requests: usize,
+    hosts: usize,
+    global: usize,
+    per_host: usize,
+    fail_percent: u64,
+    sorted: bool,
+    lookahead: Option<usize>,
+}
+
+impl Settings {
+    fn parse() -> Result<Self, String> {
+        let mut settings = Settings {
+            requests: 100_000,
+            hosts: 50,
+            global: 200,
+            per_host: 4,
+            fail_percent: 5,
+            sorted: false,
+            lookahead: None,
+        };
+        let mut args = std::env::args().skip(1);
+        while let Some(flag) = args.next() {
+            if flag == "--sorted" {
+                settings.sorted = true;
+                continue;
+            }
+            let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+            let number: u64 = value
+                .parse()
+                .map_err(|_| format!("{flag}: not a number: {value}"))?;
+            match flag.as_str() {
+                "--requests" => settings.requests = number as usize,
+                "--hosts" => settings.hosts = number as usize,
+                "--global" => settings.global = number as usize,
+                "--per-host" => settings.per_host = number as usize,
+                "--fail-percent" => settings.fail_percent = number.min(100),
+                "--lookahead" => settings.lookahead = Some(number.max(1) as usize),
+                _ => return Err(format!("unknown flag {flag}")),
+            }
+        }
+        if settings.hosts == 0 || settings.global == 0 || settings.per_host == 0 {
+            return Err("--hosts, --global and --per-host must be at least 1".to_owned());
+        }
+        Ok(settings)
     }
 }
 
-async fn http_get(url: &str) -> String {
-    let host = url.split('/').nth(2).unwrap_or_default();
-    sleep(latency(host)).await;
-    format!("<html>{url}</html>")
+/// A cheap, deterministic hash, so every run sees the same failures.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
-async fn fetch(url: &str) -> Result<String, Elapsed> {
-    timeout(Duration::from_millis(50), http_get(url)).await
+/// How the server answers attempt `attempt` (1-based) of request `n`: most succeed;
+/// `fail_percent` fail on their first attempt (half 503, half a hang that times out) and
+/// succeed on a retry; one in a thousand is a permanent 404.
+fn outcome(n: usize, attempt: usize, fail_percent: u64) -> Outcome {
+    let roll = mix(n as u64) % 1000;
+    if roll == 999 {
+        Outcome::NotFound
+    } else if attempt == 1 && roll < fail_percent * 10 {
+        if roll % 2 == 0 {
+            Outcome::Unavailable
+        } else {
+            Outcome::Hang
+        }
+    } else {
+        Outcome::Ok
+    }
+}
+
+async fn bulk(settings: &Settings) -> Result<(), String> {
+    // Mixed latencies: 1 to 4 ms depending on the host.
+    let latency = |h: usize| Duration::from_millis(1 + (mix(h as u64 + 7) % 4));
+    let network =
+        Network::new((0..settings.hosts).map(|h| (format!("host-{h}.example"), latency(h))));
+    let attempt_timeout = Duration::from_millis(50);
+
+    let n = settings.requests;
+    let hosts = settings.hosts;
+    let host_of_request = |i: usize| {
+        if settings.sorted {
+            i * hosts / n
+        } else {
+            i % hosts
+        }
+    };
+    let urls = (0..n).map(|i| {
+        (
+            i,
+            format!("https://host-{}.example/item/{i}", host_of_request(i)),
+        )
+    });
+
+    // The ideal schedule: every host busy at its cap, every global slot busy.
+    let mut per_host_work = vec![Duration::ZERO; hosts];
+    for i in 0..n {
+        per_host_work[host_of_request(i)] += latency(host_of_request(i));
+    }
+    let total_work: Duration = per_host_work.iter().sum();
+    let ideal = per_host_work
+        .iter()
+        .map(|work| *work / settings.per_host as u32)
+        .max()
+        .unwrap_or_default()
+        .max(total_work / settings.global as u32);
+
+    let done = AtomicUsize::new(0);
+    let start = Instant::now();
+    let mut crawl = map_keyed(
+        urls,
+        |(_, url)| host_of(url).to_owned(),
+        settings.global,
+        settings.per_host,
+        |(i, url)| {
+            let network = &network;
+            let done = &done;
+            let mut attempt = 0;
+            async move {
+                let result = retry(|| {
+                    attempt += 1;
+                    let outcome = outcome(i, attempt, settings.fail_percent);
+                    let url = url.as_str();
+                    async move {
+                        tollgate::timeout(attempt_timeout, network.get(url, outcome))
+                            .await
+                            .unwrap_or(Err(FetchError::TimedOut))
+                    }
+                })
+                .attempts(3)
+                .interval(Duration::from_millis(1))
+                .when(|error| matches!(error, FetchError::Unavailable | FetchError::TimedOut))
+                .await;
+                done.fetch_add(1, Ordering::Relaxed);
+                result
+            }
+        },
+    );
+    if let Some(lookahead) = settings.lookahead {
+        crawl = crawl.lookahead(lookahead);
+    }
+    // A progress line while the crawl runs.
+    let progress = async {
+        loop {
+            sleep(Duration::from_millis(500)).await;
+            eprint!("\r  {} / {n} requests done", done.load(Ordering::Relaxed));
+        }
+    };
+    let results = futures_lite::future::or(crawl, async {
+        progress.await;
+        unreachable!()
+    })
+    .await;
+    let elapsed = start.elapsed();
+    eprintln!();
+
+    let mut failures: BTreeMap<String, usize> = BTreeMap::new();
+    let mut ok = 0;
+    let mut retried = 0;
+    for result in &results {
+        match result {
+            Ok(_) => ok += 1,
+            Err(error) => {
+                let last = error
+                    .last_error()
+                    .map_or("timed out".to_owned(), ToString::to_string);
+                *failures.entry(last).or_default() += 1;
+            }
+        }
+    }
+    let attempts = network.requests();
+    retried += attempts - n;
+    let peaks = network.host_peaks();
+    let max_host_peak = peaks.values().copied().max().unwrap_or(0);
+    let global_peak = network.peak();
+    println!(
+        "\n{n} requests over {hosts} hosts ({} input), global {} / per host {}:",
+        if settings.sorted {
+            "host-sorted"
+        } else {
+            "interleaved"
+        },
+        settings.global,
+        settings.per_host
+    );
+    println!(
+        "  {ok} ok, {} failed, {retried} retries, in {elapsed:.2?} ({:.0} requests/s)",
+        n - ok,
+        n as f64 / elapsed.as_secs_f64()
+    );
+    for (kind, count) in &failures {
+        println!("  failed for good: {count} x {kind}");
+    }
+    println!("  peak in flight: {global_peak} overall, {max_host_peak} on the busiest host");
+    println!(
+        "  efficiency: {:.0}% of the ideal schedule ({ideal:.2?}, retries and timeouts not counted)",
+        100.0 * ideal.as_secs_f64() / elapsed.as_secs_f64()
+    );
+
+    ensure(results.len() == n, "one result per request")?;
+    ensure(max_host_peak <= settings.per_host, "no host above its cap")?;
+    ensure(global_peak <= settings.global, "global limit held")?;
+    ensure(network.in_flight() == 0, "nothing left running")?;
+    let not_found = (0..n)
+        .filter(|&i| outcome(i, 1, 0) == Outcome::NotFound)
+        .count();
+    ensure(
+        n - ok == not_found,
+        "only the permanent 404s failed; every transient failure was retried",
+    )?;
+    Ok(())
+}
+
+fn ensure(condition: bool, invariant: &str) -> Result<(), String> {
+    if condition {
+        Ok(())
+    } else {
+        Err(format!("invariant broken: {invariant}"))
+    }
 }
 
 fn main() -> ExitCode {
-    let mut urls: Vec<String> = (0..5)
-        .flat_map(|i| {
-            ["fast.example", "slow.example"].map(|host| format!("https://{host}/page/{i}"))
-        })
-        .collect();
-    urls.push("https://hung.example/page/0".to_owned());
-
-    let start = Instant::now();
-    let (pages, failures) = run_sync(async {
-        let mut pages = 0;
-        let mut failures = Vec::new();
-        for url in &urls {
-            match fetch(url).await {
-                Ok(_) => pages += 1,
-                Err(error) => failures.push(format!("{url}: {error}")),
-            }
+    let settings = match Settings::parse() {
+        Ok(settings) => settings,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(2);
         }
-        (pages, failures)
-    });
-    println!(
-        "fetched {pages} pages, {} failed, in {:?}",
-        failures.len(),
-        start.elapsed()
-    );
-    for failure in &failures {
-        println!("  failed: {failure}");
-    }
-    if pages == 10 && failures.len() == 1 {
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("expected 10 pages and 1 failure");
-        ExitCode::FAILURE
+    };
+    match run_sync(async {
+        recipe().await?;
+        bulk(&settings).await
+    }) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{error}");
+            ExitCode::FAILURE
+        }
     }
 }

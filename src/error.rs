@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+use crate::bulkhead::BulkheadFull;
+use crate::race::RaceFailed;
+use crate::retry::RetryError;
 use crate::rt::AlreadyInRuntime;
 use crate::testing::EventuallyFailed;
 use crate::time::Elapsed;
@@ -31,6 +34,12 @@ pub enum Error {
     AlreadyInRuntime(AlreadyInRuntime),
     /// [`eventually`](crate::testing::eventually) gave up.
     EventuallyFailed(EventuallyFailed),
+    /// A [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead) refused.
+    BulkheadFull(BulkheadFull),
+    /// No contestant of a [`race`](crate::race) succeeded; each error is boxed.
+    RaceFailed(RaceFailed<Box<dyn std::error::Error + Send + Sync>>),
+    /// A [`retry`](crate::retry) gave up; each attempt's error is boxed.
+    RetryError(RetryError<Box<dyn std::error::Error + Send + Sync>>),
 }
 
 impl fmt::Display for Error {
@@ -39,6 +48,9 @@ impl fmt::Display for Error {
             Error::Elapsed(error) => error.fmt(f),
             Error::AlreadyInRuntime(error) => error.fmt(f),
             Error::EventuallyFailed(error) => error.fmt(f),
+            Error::BulkheadFull(error) => error.fmt(f),
+            Error::RaceFailed(error) => error.fmt(f),
+            Error::RetryError(error) => error.fmt(f),
         }
     }
 }
@@ -51,6 +63,9 @@ impl std::error::Error for Error {
             Error::Elapsed(error) => error.source(),
             Error::AlreadyInRuntime(error) => error.source(),
             Error::EventuallyFailed(error) => error.source(),
+            Error::BulkheadFull(error) => error.source(),
+            Error::RaceFailed(error) => error.source(),
+            Error::RetryError(error) => error.source(),
         }
     }
 }
@@ -65,4 +80,4 @@ macro_rules! from_error {
     )*};
 }
 
-from_error!(Elapsed, AlreadyInRuntime, EventuallyFailed);
+from_error!(Elapsed, AlreadyInRuntime, EventuallyFailed, BulkheadFull);

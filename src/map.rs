@@ -769,6 +769,57 @@ pub trait BoundedStreamExt: Stream {
     {
         MapUnordered::new(self, limit, f)
     }
+
+    /// Maps each item with at most `global_limit` futures in flight and at most
+    /// `per_key_limit` per key, yielding outputs as they complete: the stream form of
+    /// [`map_keyed`](crate::map_keyed).
+    ///
+    /// Items whose key is full wait in a per-key queue without holding a global slot;
+    /// keys with waiting items take turns. At most the
+    /// [look-ahead](crate::futures::MapKeyedUnordered::lookahead) (64 × `global_limit` by
+    /// default) items are pulled and waiting for their key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::{StreamExt, stream};
+    /// use tollgate::BoundedStreamExt;
+    /// # futures_lite::future::block_on(async {
+    /// let mut pages: Vec<u32> = stream::iter(0..20)
+    ///     .map_keyed_unordered(|n| n % 4, 8, 2, |n| async move { n })
+    ///     .collect()
+    ///     .await;
+    /// pages.sort();
+    /// assert_eq!(pages, (0..20).collect::<Vec<_>>());
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If either limit is 0. If a future, `f`, `key_fn` or the source panics, the other
+    /// futures in flight are dropped and the panic continues in the caller.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the stream drops every future in flight and every item waiting for its
+    /// key; nothing more is pulled.
+    #[track_caller]
+    fn map_keyed_unordered<K, KF, F, Fut>(
+        self,
+        key_fn: KF,
+        global_limit: usize,
+        per_key_limit: usize,
+        f: F,
+    ) -> crate::futures::MapKeyedUnordered<Self, K, KF, F, Fut>
+    where
+        Self: Sized,
+        K: std::hash::Hash + Eq + Clone,
+        KF: FnMut(&Self::Item) -> K,
+        F: FnMut(Self::Item) -> Fut,
+        Fut: Future,
+    {
+        crate::futures::MapKeyedUnordered::new(self, key_fn, global_limit, per_key_limit, f)
+    }
 }
 
 impl<S: Stream + ?Sized> BoundedStreamExt for S {}

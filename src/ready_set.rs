@@ -1,17 +1,23 @@
 //! Which of many child futures asked to be polled again.
 //!
-//! Combinators that drive many futures (bounded maps, races) give each child slot its own
-//! waker. Waking a child sets that slot's bit; the parent then polls only the slots whose
-//! bits it takes. Bits live in `AtomicU64` words, so a wake is one `fetch_or` with no lock
-//! and no allocation, and finding the ready slots costs one `swap` per non-empty word.
+//! Combinators that drive many futures (the bounded maps, `map_keyed`) give each child
+//! slot its own waker. Waking a child sets that slot's bit; the parent then polls only the
+//! slots whose bits it takes. Bits live in `AtomicU64` words, so a wake is one atomic OR
+//! with no lock and no allocation, and finding the ready slots costs one `swap` per
+//! non-empty word.
 //!
-//! Two refinements keep the hot path short:
+//! Three refinements keep the hot path short:
 //! - the parent task is woken only when a word goes from empty to non-empty. Until the
 //!   parent takes that word, further wakes in it only set their bit: the parent, already
 //!   woken, will see them. (The parent registers before it looks, so nothing is lost.)
-//! - a summary word has one bit per word (set on the same empty-to-non-empty transition),
-//!   so [`drain`](ReadySet::drain) and [`any`](ReadySet::any) skip empty words without
-//!   touching them: with 100,000 slots a wake-up costs a handful of loads, not 1,563.
+//! - while the parent is inside its own poll ([`ReadySet::enter`] until
+//!   [`ReadySet::register`]) wakes do not wake it at all: it looks at the words before it
+//!   returns `Pending`. A child that wakes itself while being polled (a yield, a ready
+//!   channel) then costs one atomic OR and no executor round trip.
+//! - from 8 words (512 slots) on, a summary word has one bit per word (set on the same
+//!   empty-to-non-empty transition), so [`ReadySet::drain`] and [`ReadySet::any`] skip
+//!   empty words without touching them: with 100,000 slots a wake-up costs a handful of
+//!   loads, not 1,563.
 //!
 //! Slot wakers are created on first use, so a set sized for a large limit costs a few bits
 //! per slot until its slots are actually used.
@@ -133,10 +139,15 @@ impl ReadySet {
         }
     }
 
+    /// Whether [`enter`](Self::enter) was called and [`register`](Self::register) not
+    /// since.
+    pub(crate) fn entered(&self) -> bool {
+        self.shared.active.load(Ordering::Relaxed)
+    }
+
     /// Remembers the parent task to wake (and ends [`enter`](Self::enter)). Call it before
-    /// looking for ready slots ([`take_word`](Self::take_word), [`drain`](Self::drain),
-    /// [`any`](Self::any)) when the parent is about to return `Pending`, so that no
-    /// wake-up between the two is lost.
+    /// looking for ready slots ([`drain`](Self::drain), [`any`](Self::any)) when the parent
+    /// is about to return `Pending`, so that no wake-up between the two is lost.
     pub(crate) fn register(&self, cx: &Context<'_>) {
         self.shared.active.store(false, Ordering::SeqCst);
         self.shared.parent.register(cx.waker());
@@ -145,29 +156,6 @@ impl ReadySet {
     /// Marks a slot ready by hand, as if its waker had been woken.
     pub(crate) fn mark(&self, index: usize) {
         self.shared.mark(index);
-    }
-
-    /// Takes the ready slots of the word `word` (slots `64 * word ..`), clearing them.
-    /// Iterate words `0..self.words()` and the bits of each with [`for_each_bit`].
-    #[allow(dead_code)] // the race combinator's way in; the maps use `drain`
-    pub(crate) fn take_word(&self, word: usize) -> u64 {
-        // Cheap check first: most words are usually empty, and a load does not take the
-        // cache line exclusively the way a swap does.
-        let slot = &self.shared.words[word];
-        if slot.load(Ordering::Acquire) == 0 {
-            return 0;
-        }
-        // Clear the summary hint first: a wake after the swap below re-sets both.
-        if let Some(summary) = self.shared.summary.get(word / BITS) {
-            summary.fetch_and(!(1 << (word % BITS)), Ordering::SeqCst);
-        }
-        slot.swap(0, Ordering::SeqCst)
-    }
-
-    /// The number of bit words; see [`take_word`](Self::take_word).
-    #[allow(dead_code)] // see `take_word`
-    pub(crate) fn words(&self) -> usize {
-        self.shared.words.len()
     }
 
     /// Whether any slot may be ready (a cheap look; it may answer `true` once for a word
@@ -252,14 +240,6 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
 
-    fn ready(set: &ReadySet) -> Vec<usize> {
-        let mut out = Vec::new();
-        for word in 0..set.words() {
-            for_each_bit(word, set.take_word(word), |index| out.push(index));
-        }
-        out
-    }
-
     fn drained(set: &ReadySet) -> Vec<usize> {
         let mut out = Vec::new();
         let _ = set.drain(|index| {
@@ -286,16 +266,16 @@ mod tests {
     fn wakes_mark_slots_once_and_taking_clears_them() {
         let set = ReadySet::new(130);
         assert_eq!(set.len(), 130);
-        assert!(ready(&set).is_empty());
+        assert!(drained(&set).is_empty());
         assert!(!set.any());
         set.waker(3).wake_by_ref();
         set.waker(3).wake_by_ref();
         set.waker(129).wake_by_ref();
         set.mark(64);
         assert!(set.any());
-        assert_eq!(ready(&set), [3, 64, 129]);
-        assert!(ready(&set).is_empty());
-        assert!(!set.any(), "take_word clears the summary too");
+        assert_eq!(drained(&set), [3, 64, 129]);
+        assert!(drained(&set).is_empty());
+        assert!(!set.any());
     }
 
     #[test]
@@ -307,7 +287,7 @@ mod tests {
         owned.wake();
         set.waker(1).wake_by_ref(); // already marked: no second parent wake-up
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
-        assert_eq!(ready(&set), [1]);
+        assert_eq!(drained(&set), [1]);
     }
 
     #[test]

@@ -336,14 +336,27 @@ mod tokio_rt {
     thread_local! {
         /// The last runtime this thread registered, so the common case skips the global map.
         static REGISTERED: Cell<Option<Id>> = const { Cell::new(None) };
+        /// The task that last asked on this thread, and its runtime. Task ids are unique in
+        /// the process and a task never changes runtime, so a hit needs no `Handle`
+        /// (whose `try_current` clones an `Arc`: most of the cost of a lookup).
+        static LAST_TASK: Cell<Option<(tokio::task::Id, Id)>> = const { Cell::new(None) };
     }
 
     pub(super) fn current_id() -> Option<Id> {
+        let task = tokio::task::try_id();
+        if let (Some(task), Some((cached_task, runtime))) = (task, LAST_TASK.with(Cell::get)) {
+            if task == cached_task {
+                return Some(runtime);
+            }
+        }
         let handle = Handle::try_current().ok()?;
         let id = handle.id();
         if REGISTERED.with(Cell::get) != Some(id) {
             register(&handle, id);
             REGISTERED.with(|cell| cell.set(Some(id)));
+        }
+        if let Some(task) = task {
+            LAST_TASK.with(|cell| cell.set(Some((task, id))));
         }
         Some(id)
     }

@@ -128,8 +128,9 @@ impl<Fut> Pool<Fut> {
         assert!(index < self.limit, "tollgate: pool overfilled");
         if index == self.ready.len() {
             let ready = ReadySet::new(index.saturating_mul(2).min(self.limit));
-            // Slots are only started from inside the owner's poll.
-            ready.enter();
+            if self.ready.entered() {
+                ready.enter();
+            }
             // The running futures hold the old wakers: poll each once with its new one.
             for busy in 0..index {
                 ready.mark(busy);
@@ -323,8 +324,25 @@ mod tests {
             assert_eq!(pool.start(fut, tag), None);
         }
         assert_eq!(pool.ready.len(), 4);
+        assert!(
+            !pool.ready.entered(),
+            "an owner that never enters keeps its wake-ups"
+        );
         // The first two were marked for a poll with their new wakers: they finish.
         assert_eq!(woken(&mut pool), [(0, 7), (1, 7)]);
         assert_eq!(pool.len(), 1);
+        // Growing inside `enter` stays inside it.
+        pool.enter();
+        for tag in 3..7 {
+            let fut = Manual {
+                left: 1,
+                polls: polls.clone(),
+                drops: drops.clone(),
+                waker: Arc::default(),
+            };
+            assert_eq!(pool.start(fut, tag), None);
+        }
+        assert_eq!(pool.ready.len(), 8);
+        assert!(pool.ready.entered());
     }
 }

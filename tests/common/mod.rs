@@ -3,7 +3,8 @@
 #![allow(dead_code, unused_macros, unused_imports)]
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Instantiates each async test body once per runtime:
 /// `smol` (`smol::block_on`), `run_sync` (tollgate's entry point) and, with the `tokio`
@@ -130,5 +131,28 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         text.clone()
     } else {
         "<non-string panic payload>".to_owned()
+    }
+}
+
+/// Set when the value holding its guard is dropped: proves a future was cancelled.
+#[derive(Clone, Debug, Default)]
+pub struct DropFlag(Arc<AtomicBool>);
+
+impl DropFlag {
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// A guard that sets the flag when dropped; move it into the future under test.
+    pub fn guard(&self) -> DropGuard {
+        DropGuard(self.clone())
+    }
+}
+
+pub struct DropGuard(DropFlag);
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        self.0.0.store(true, Ordering::SeqCst);
     }
 }

@@ -1,0 +1,138 @@
+//! What a race costs: `tollgate::race` of 2, 16 and 256 futures next to
+//! `futures::future::select_ok` and futures-concurrency's `race_ok`, under smol and tokio.
+//!
+//! Three workloads; in each, every contestant fails but the one that finishes last:
+//! - `ready`: every contestant finishes on its first poll: mostly set-up cost.
+//! - `pend_once`: every contestant pends once, wakes itself, then finishes.
+//! - `one_at_a_time`: contestants finish one after the other, last index first, each woken
+//!   by the one before (mirrors answering at different times). Polling every contestant on
+//!   each wake-up makes this quadratic; tollgate polls only the woken one.
+//!
+//! `select_ok` needs `Unpin` futures, so its contestants are boxed; tollgate and `race_ok`
+//! take the futures as they are (tollgate boxes each one itself, as it forbids `unsafe`).
+//!
+//! Run: `cargo bench --bench race`.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use futures_concurrency::future::RaceOk;
+use futures_lite::future::{poll_fn, yield_now};
+
+const SIZES: [usize; 3] = [2, 16, 256];
+
+/// The contestants of one race, for one workload.
+#[derive(Clone, Copy)]
+enum Workload {
+    Ready,
+    PendOnce,
+    OneAtATime,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Ready => "ready",
+            Workload::PendOnce => "pend_once",
+            Workload::OneAtATime => "one_at_a_time",
+        }
+    }
+
+    fn contestants(
+        self,
+        n: usize,
+    ) -> Vec<impl Future<Output = Result<usize, usize>> + Send + 'static> {
+        let baton = Arc::new(Mutex::new((0, vec![None::<Waker>; n])));
+        (0..n)
+            .map(|me| {
+                let baton = baton.clone();
+                async move {
+                    let winner = match self {
+                        Workload::Ready | Workload::PendOnce => n - 1,
+                        Workload::OneAtATime => 0,
+                    };
+                    match self {
+                        Workload::Ready => {}
+                        Workload::PendOnce => yield_now().await,
+                        // Contestant n - 1 finishes first, then n - 2, ...: each wakes the
+                        // next, which has already been polled once and is waiting.
+                        Workload::OneAtATime => {
+                            poll_fn(|cx| {
+                                let mut state = baton.lock().unwrap();
+                                let (done, wakers) = &mut *state;
+                                if *done + me + 1 != n {
+                                    wakers[me] = Some(cx.waker().clone());
+                                    return Poll::Pending;
+                                }
+                                *done += 1;
+                                if let Some(waker) =
+                                    me.checked_sub(1).and_then(|next| wakers[next].take())
+                                {
+                                    waker.wake();
+                                }
+                                Poll::Ready(())
+                            })
+                            .await
+                        }
+                    }
+                    if me == winner { Ok(me) } else { Err(me) }
+                }
+            })
+            .collect()
+    }
+}
+
+async fn with_tollgate(workload: Workload, n: usize) -> usize {
+    tollgate::race(workload.contestants(n)).await.unwrap()
+}
+
+async fn with_select_ok(workload: Workload, n: usize) -> usize {
+    let boxed: Vec<_> = workload.contestants(n).into_iter().map(Box::pin).collect();
+    futures::future::select_ok(boxed).await.unwrap().0
+}
+
+async fn with_race_ok(workload: Workload, n: usize) -> usize {
+    workload.contestants(n).race_ok().await.unwrap()
+}
+
+fn races(c: &mut Criterion) {
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for workload in [Workload::Ready, Workload::PendOnce, Workload::OneAtATime] {
+        let mut group = c.benchmark_group(format!("race_{}", workload.name()));
+        group
+            .sample_size(20)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2));
+        for n in SIZES {
+            group.bench_with_input(BenchmarkId::new("tollgate/smol", n), &n, |b, &n| {
+                b.iter(|| smol::block_on(async { black_box(with_tollgate(workload, n).await) }))
+            });
+            group.bench_with_input(BenchmarkId::new("select_ok/smol", n), &n, |b, &n| {
+                b.iter(|| smol::block_on(async { black_box(with_select_ok(workload, n).await) }))
+            });
+            group.bench_with_input(BenchmarkId::new("race_ok/smol", n), &n, |b, &n| {
+                b.iter(|| smol::block_on(async { black_box(with_race_ok(workload, n).await) }))
+            });
+            group.bench_with_input(BenchmarkId::new("tollgate/tokio", n), &n, |b, &n| {
+                b.iter(|| tokio.block_on(async { black_box(with_tollgate(workload, n).await) }))
+            });
+            group.bench_with_input(BenchmarkId::new("select_ok/tokio", n), &n, |b, &n| {
+                b.iter(|| tokio.block_on(async { black_box(with_select_ok(workload, n).await) }))
+            });
+            group.bench_with_input(BenchmarkId::new("race_ok/tokio", n), &n, |b, &n| {
+                b.iter(|| tokio.block_on(async { black_box(with_race_ok(workload, n).await) }))
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, races);
+criterion_main!(benches);

@@ -1,0 +1,628 @@
+//! [`KeyedBulkhead`]: one cap per key (per host), created on first use and forgotten
+//! when idle.
+//!
+//! # Eviction without races
+//!
+//! Each (key, runtime) pair has a slot: a [`Semaphore`] plus a `users` count of the acquire
+//! futures and permits that hold it. `users` only grows under the map lock, while the slot
+//! is in the map; it may shrink anywhere. Whoever brings it to zero takes the map lock and
+//! removes the slot if `users` is still zero. So a slot can only be removed when no
+//! caller holds it, and a caller that finds a slot holds it before the lock is released:
+//! there is never a second semaphore for a key whose first one is still in use (the
+//! dotnet/runtime#99865 race, where eviction ran between "look up" and "acquire").
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::ops::Deref;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::bulkhead::{BulkheadFull, BulkheadStats, Gated, Name, Options, Wait};
+use crate::rt::RuntimeKey;
+use crate::semaphore::Semaphore;
+
+/// One cap per key, with the same options as [`Bulkhead`](crate::Bulkhead): the
+/// per-host limit of a crawler.
+///
+/// Each key gets its own bulkhead the first time it is used, and loses it as soon as it is
+/// idle again (no permit out, nobody waiting), so crawling a million distinct hosts keeps
+/// only the busy ones in memory. Eviction never races with a new acquire: a key in use
+/// always has exactly one semaphore. Like [`Bulkhead`](crate::Bulkhead), the cap applies
+/// per runtime unless [`global`](Self::global), and permits go to waiters of a key in
+/// arrival order.
+///
+/// Look-ups take `&Q` where `K: Borrow<Q>`, so a `KeyedBulkhead<String>` is used with
+/// `&str`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::KeyedBulkhead;
+///
+/// static PER_HOST: KeyedBulkhead<String> = KeyedBulkhead::new(2).name("per-host");
+///
+/// async fn fetch(host: &str, path: &str) -> Result<String, tollgate::BulkheadFull> {
+///     PER_HOST
+///         .run(host, async {
+///             tollgate::sleep(Duration::from_millis(1)).await; // the request, simulated
+///             format!("https://{host}{path}")
+///         })
+///         .await
+/// }
+///
+/// let page = tollgate::run_sync(fetch("example.com", "/"));
+/// assert_eq!(page.unwrap(), "https://example.com/");
+/// assert_eq!(PER_HOST.len(), 0); // idle hosts are forgotten
+/// ```
+pub struct KeyedBulkhead<K: Hash + Eq> {
+    options: Options,
+    /// `None` until first used, so that `new` can be `const`.
+    map: Mutex<Option<Slots<K>>>,
+}
+
+/// Each key's slots, one per runtime that uses it (a single one when `global`).
+type Slots<K> = HashMap<K, Vec<Arc<KeySlot<K>>>>;
+
+/// The semaphore of one (key, runtime) pair.
+struct KeySlot<K> {
+    key: K,
+    runtime: RuntimeKey,
+    /// Acquire futures and permits holding this slot; grows only under the map lock.
+    users: AtomicUsize,
+    semaphore: Semaphore,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // No user code runs under the lock except `K`'s `Hash`/`Eq`/`ToOwned`; a panic there
+    // leaves the map as it was before the call.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl<K: Hash + Eq> KeyedBulkhead<K> {
+    /// Creates a keyed bulkhead that lets at most `limit` callers in at once per key
+    /// (and per runtime).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// static PER_HOST: tollgate::KeyedBulkhead<String> = tollgate::KeyedBulkhead::new(4);
+    /// assert_eq!(PER_HOST.limit(), 4);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when `limit` is 0 or above [`Semaphore::MAX_PERMITS`]; in a `static` that is
+    /// a compile-time error.
+    #[track_caller]
+    pub const fn new(limit: usize) -> Self {
+        assert!(
+            limit > 0,
+            "tollgate::KeyedBulkhead::new: a limit of 0 would refuse all work; use at least 1"
+        );
+        assert!(
+            limit <= Semaphore::MAX_PERMITS,
+            "tollgate::KeyedBulkhead::new: more than Semaphore::MAX_PERMITS (2^31 - 1)"
+        );
+        Self {
+            options: Options::new(limit),
+            map: Mutex::new(None),
+        }
+    }
+
+    /// Gives up waiting for a key's slot after `timeout`; zero means "a free slot or fail
+    /// at once". As [`Bulkhead::timeout`](crate::Bulkhead::timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(1).timeout(Duration::from_millis(5));
+    /// # futures_lite::future::block_on(async {
+    /// let _held = per_host.acquire("example.com").await.unwrap();
+    /// let error = per_host.acquire("example.com").await.unwrap_err();
+    /// assert_eq!(error.timed_out(), Some(Duration::from_millis(5)));
+    /// # });
+    /// ```
+    pub const fn timeout(mut self, timeout: Duration) -> Self {
+        self.options.timeout = Some(timeout);
+        self
+    }
+
+    /// Refuses at once when no slot of the key is free and `max_waiting` callers already
+    /// wait for that key; 0 means no queue. As
+    /// [`Bulkhead::max_waiting`](crate::Bulkhead::max_waiting).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(1).max_waiting(0);
+    /// # futures_lite::future::block_on(async {
+    /// let _held = per_host.acquire("example.com").await.unwrap();
+    /// let error = per_host.acquire("example.com").await.unwrap_err();
+    /// assert_eq!(error.queue_full(), Some(0));
+    /// assert!(per_host.acquire("other.example").await.is_ok());
+    /// # });
+    /// ```
+    pub const fn max_waiting(mut self, max_waiting: usize) -> Self {
+        self.options.max_waiting = Some(max_waiting);
+        self
+    }
+
+    /// Names the keyed bulkhead in [`BulkheadFull`] errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// static PER_HOST: tollgate::KeyedBulkhead<String> =
+    ///     tollgate::KeyedBulkhead::new(1).name("per-host").max_waiting(0);
+    ///
+    /// let _held = PER_HOST.try_acquire("example.com").unwrap();
+    /// let refused = futures_lite::future::block_on(PER_HOST.acquire("example.com"));
+    /// assert_eq!(refused.unwrap_err().name(), Some("per-host"));
+    /// ```
+    pub const fn name(mut self, name: &'static str) -> Self {
+        self.options.set_static_name(name);
+        self
+    }
+
+    /// Like [`name`](Self::name), with a name built at run time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let crawl = "nightly";
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(2).with_name(format!("{crawl} per-host"));
+    /// # drop(per_host);
+    /// ```
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.options.name = Name::Shared(name.into().into());
+        self
+    }
+
+    /// Makes each key's cap shared by all runtimes instead of one per runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedBulkhead, run_sync};
+    ///
+    /// static PER_HOST: KeyedBulkhead<String> = KeyedBulkhead::new(1).global();
+    ///
+    /// let held = PER_HOST.try_acquire("example.com").unwrap();
+    /// assert!(run_sync(async { PER_HOST.try_acquire("example.com").is_none() }));
+    /// drop(held);
+    /// ```
+    pub const fn global(mut self) -> Self {
+        self.options.global = true;
+        self
+    }
+
+    /// The most callers let in at once per key.
+    pub fn limit(&self) -> usize {
+        self.options.limit
+    }
+
+    /// How many keys currently have a bulkhead: those with a permit out or a caller
+    /// waiting (or an acquire future not yet finished or dropped).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(1);
+    /// let permit = per_host.try_acquire("a.example").unwrap();
+    /// assert_eq!(per_host.len(), 1);
+    /// drop(permit);
+    /// assert_eq!(per_host.len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        lock(&self.map).as_ref().map_or(0, HashMap::len)
+    }
+
+    /// Whether no key has a bulkhead right now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Finds or creates the slot of (`key`, current runtime) and registers one user of it.
+    fn hold<Q>(&self, key: &Q) -> Arc<KeySlot<K>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let runtime = self.options.runtime();
+        let mut map = lock(&self.map);
+        let map = map.get_or_insert_with(HashMap::new);
+        if !map.contains_key(key) {
+            map.insert(key.to_owned(), Vec::new());
+        }
+        let slots = map.get_mut(key).expect("inserted above");
+        let slot = match slots.iter().find(|slot| slot.runtime == runtime) {
+            Some(slot) => slot.clone(),
+            None => {
+                let slot = Arc::new(KeySlot {
+                    key: key.to_owned(),
+                    runtime,
+                    users: AtomicUsize::new(0),
+                    semaphore: Semaphore::new(self.options.limit),
+                });
+                slots.push(slot.clone());
+                slot
+            }
+        };
+        slot.users.fetch_add(1, Ordering::AcqRel);
+        slot
+    }
+
+    /// Drops one user of `slot`; the last one out removes it from the map.
+    fn unhold(&self, slot: &Arc<KeySlot<K>>) {
+        if slot.users.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let mut guard = lock(&self.map);
+        // Someone may have taken the slot again between our decrement and the lock.
+        if slot.users.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let Some(map) = guard.as_mut() else {
+            return;
+        };
+        let Some(slots) = map.get_mut(&slot.key) else {
+            return;
+        };
+        // An earlier last user may already have removed this very slot.
+        let Some(position) = slots.iter().position(|other| Arc::ptr_eq(other, slot)) else {
+            return;
+        };
+        slots.swap_remove(position);
+        if slots.is_empty() {
+            map.remove(&slot.key);
+            // After a burst of distinct keys, give the table's memory back.
+            if map.capacity() > 64 && map.len() * 4 < map.capacity() {
+                map.shrink_to(map.len() * 2);
+            }
+        }
+    }
+
+    /// Takes a slot of `key` if one is free and nobody waits for that key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(1);
+    /// let held = per_host.try_acquire("a.example").unwrap();
+    /// assert!(per_host.try_acquire("a.example").is_none());
+    /// assert!(per_host.try_acquire("b.example").is_some());
+    /// drop(held);
+    /// ```
+    pub fn try_acquire<Q>(&self, key: &Q) -> Option<KeyedPermit<'_, K>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let hold = Hold {
+            bulkhead: self,
+            slot: self.hold(key),
+        };
+        if hold.slot.semaphore.try_take() {
+            Some(KeyedPermit { hold })
+        } else {
+            None // `hold` drops here and gives the slot up
+        }
+    }
+
+    /// Waits for a slot of `key` in the current runtime, behind everyone already waiting
+    /// for that key.
+    ///
+    /// The key's bulkhead is found (or created) when `acquire` is called, and it stays
+    /// alive until the future is dropped or its permit is released.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(2);
+    /// # futures_lite::future::block_on(async {
+    /// let permit = per_host.acquire("example.com").await?;
+    /// assert_eq!(per_host.stats("example.com").in_flight, 1);
+    /// drop(permit);
+    /// # Ok::<(), tollgate::BulkheadFull>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`BulkheadFull`] when the wait timeout passes first, or when `max_waiting` callers
+    /// already wait for this key.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling the future loses its place in the key's queue. If a permit had already
+    /// been handed to it, that permit goes on to the next waiter: nothing leaks.
+    pub fn acquire<Q>(&self, key: &Q) -> KeyedAcquire<'_, K>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        KeyedAcquire(KeyedAcquireInner::new(Hold {
+            bulkhead: self,
+            slot: self.hold(key),
+        }))
+    }
+
+    /// Like [`acquire`](Self::acquire), with a future and a permit that own an `Arc` of
+    /// the keyed bulkhead, so they are `'static` and can move into a spawned task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let per_host = Arc::new(tollgate::KeyedBulkhead::<String>::new(2));
+    /// let permit = per_host.acquire_arc("example.com").await?;
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
+    /// assert!(per_host.is_empty());
+    /// # Ok::<(), tollgate::BulkheadFull>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn acquire_arc<Q>(self: &Arc<Self>, key: &Q) -> KeyedAcquireArc<K>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        KeyedAcquireArc(KeyedAcquireInner::new(Hold {
+            bulkhead: self.clone(),
+            slot: self.hold(key),
+        }))
+    }
+
+    /// Runs `future` holding a slot of `key`: waits for the slot, awaits `future`, then
+    /// releases the slot.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(2);
+    /// # futures_lite::future::block_on(async {
+    /// let status = per_host.run("example.com", async { 200 }).await?;
+    /// assert_eq!(status, 200);
+    /// # Ok::<(), tollgate::BulkheadFull>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`BulkheadFull`] as [`acquire`](Self::acquire); `future` is dropped without being
+    /// polled then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling while waiting is [`acquire`](Self::acquire)'s cancellation; cancelling
+    /// while `future` runs drops it mid-flight and releases the slot.
+    pub fn run<Q, F>(&self, key: &Q, future: F) -> KeyedRun<'_, K, F::IntoFuture>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        F: IntoFuture,
+    {
+        KeyedRun {
+            inner: Gated::new(self.acquire(key), future.into_future()),
+        }
+    }
+
+    /// The counters of `key`'s bulkhead in the current runtime.
+    ///
+    /// A key without a bulkhead (never used, or idle and forgotten) reports all zeros:
+    /// the counters start again when a key comes back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(2);
+    /// let permit = per_host.try_acquire("example.com").unwrap();
+    /// assert_eq!(per_host.stats("example.com").in_flight, 1);
+    /// assert_eq!(per_host.stats("other.example").admitted, 0);
+    /// drop(permit);
+    /// ```
+    pub fn stats<Q>(&self, key: &Q) -> BulkheadStats
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let runtime = self.options.runtime();
+        let map = lock(&self.map);
+        let counters = map
+            .as_ref()
+            .and_then(|map| map.get(key))
+            .and_then(|slots| slots.iter().find(|slot| slot.runtime == runtime))
+            .map(|slot| slot.semaphore.counters());
+        BulkheadStats::new(self.options.limit, counters)
+    }
+}
+
+impl<K: Hash + Eq> fmt::Debug for KeyedBulkhead<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut debug = f.debug_struct("KeyedBulkhead");
+        self.options.fmt_fields(&mut debug);
+        debug.field("keys", &self.len()).finish_non_exhaustive()
+    }
+}
+
+/// One registered user of a slot; gives it up when dropped. `B` is `&KeyedBulkhead<K>`
+/// or `Arc<KeyedBulkhead<K>>`.
+struct Hold<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> {
+    bulkhead: B,
+    slot: Arc<KeySlot<K>>,
+}
+
+impl<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> Drop for Hold<B, K> {
+    fn drop(&mut self) {
+        self.bulkhead.unhold(&self.slot);
+    }
+}
+
+struct KeyedAcquireInner<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> {
+    /// `None` once the future has completed.
+    hold: Option<Hold<B, K>>,
+    wait: Wait,
+}
+
+impl<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> KeyedAcquireInner<B, K> {
+    fn new(hold: Hold<B, K>) -> Self {
+        Self {
+            hold: Some(hold),
+            wait: Wait::new(),
+        }
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>, what: &str) -> Poll<Result<Hold<B, K>, BulkheadFull>> {
+        let Some(hold) = &self.hold else {
+            panic!("{what} polled after completion");
+        };
+        let result = match self
+            .wait
+            .poll(&hold.slot.semaphore, &hold.bulkhead.options, cx)
+        {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(result) => result,
+        };
+        // On error the hold drops here, giving the slot up.
+        let hold = self.hold.take().expect("checked above");
+        Poll::Ready(result.map(|()| hold))
+    }
+}
+
+impl<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> Drop for KeyedAcquireInner<B, K> {
+    fn drop(&mut self) {
+        if let Some(hold) = &self.hold {
+            // Release a granted permit first; `hold` then gives the slot up.
+            self.wait.abandon(&hold.slot.semaphore);
+        }
+    }
+}
+
+/// Future returned by [`KeyedBulkhead::acquire`].
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct KeyedAcquire<'a, K: Hash + Eq>(KeyedAcquireInner<&'a KeyedBulkhead<K>, K>);
+
+impl<K: Hash + Eq> fmt::Debug for KeyedAcquire<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedAcquire").finish_non_exhaustive()
+    }
+}
+
+impl<'a, K: Hash + Eq> Future for KeyedAcquire<'a, K> {
+    type Output = Result<KeyedPermit<'a, K>, BulkheadFull>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0
+            .poll(cx, "KeyedAcquire")
+            .map_ok(|hold| KeyedPermit { hold })
+    }
+}
+
+/// Future returned by [`KeyedBulkhead::acquire_arc`].
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct KeyedAcquireArc<K: Hash + Eq>(KeyedAcquireInner<Arc<KeyedBulkhead<K>>, K>);
+
+impl<K: Hash + Eq> fmt::Debug for KeyedAcquireArc<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedAcquireArc").finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq> Future for KeyedAcquireArc<K> {
+    type Output = Result<KeyedPermitArc<K>, BulkheadFull>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0
+            .poll(cx, "KeyedAcquireArc")
+            .map_ok(|hold| KeyedPermitArc { hold })
+    }
+}
+
+/// A slot of one key of a [`KeyedBulkhead`], released when dropped (and the key forgotten
+/// if it is then idle).
+#[clippy::has_significant_drop]
+#[must_use = "the slot is released as soon as the permit is dropped"]
+pub struct KeyedPermit<'a, K: Hash + Eq> {
+    hold: Hold<&'a KeyedBulkhead<K>, K>,
+}
+
+impl<K: Hash + Eq> fmt::Debug for KeyedPermit<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedPermit").finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq> Drop for KeyedPermit<'_, K> {
+    fn drop(&mut self) {
+        // The permit first (possibly to a waiter, who holds the slot too); then the field
+        // `hold` drops and gives the slot up.
+        self.hold.slot.semaphore.release();
+    }
+}
+
+/// A slot of one key of a [`KeyedBulkhead`] that owns an `Arc` of it, so it can move into
+/// a spawned task; released when dropped.
+#[clippy::has_significant_drop]
+#[must_use = "the slot is released as soon as the permit is dropped"]
+pub struct KeyedPermitArc<K: Hash + Eq> {
+    hold: Hold<Arc<KeyedBulkhead<K>>, K>,
+}
+
+impl<K: Hash + Eq> fmt::Debug for KeyedPermitArc<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedPermitArc").finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq> Drop for KeyedPermitArc<K> {
+    fn drop(&mut self) {
+        self.hold.slot.semaphore.release();
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Future returned by [`KeyedBulkhead::run`].
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct KeyedRun<'a, K, F>
+    where
+        K: Hash,
+        K: Eq,
+    {
+        #[pin]
+        inner: Gated<KeyedAcquire<'a, K>, KeyedPermit<'a, K>, F>,
+    }
+}
+
+impl<K: Hash + Eq, F> fmt::Debug for KeyedRun<'_, K, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedRun").finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq, F: Future> Future for KeyedRun<'_, K, F> {
+    type Output = Result<F::Output, BulkheadFull>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().inner.poll(cx)
+    }
+}

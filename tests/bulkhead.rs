@@ -1,0 +1,526 @@
+//! `Bulkhead`: limits, FIFO, timeouts, bounded queue, conservation under cancellation,
+//! blocking threads, and one semaphore per runtime.
+
+mod common;
+
+use std::panic::AssertUnwindSafe;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Once};
+use std::time::{Duration, Instant};
+
+use common::{InFlight, matrix, panic_message, spawn};
+use futures_lite::FutureExt;
+use futures_lite::future::{poll_once, yield_now};
+use tollgate::{Bulkhead, BulkheadFull, BulkheadStats, run_sync};
+
+/// The stats of the runtime that spawned tasks run on (under `run_sync`, `spawn` uses
+/// smol's executor, whose tasks see the process-wide key, not the `run_sync` call's).
+async fn task_stats(bulkhead: &Arc<Bulkhead>) -> BulkheadStats {
+    let bulkhead = bulkhead.clone();
+    spawn(async move { bulkhead.stats() }).await
+}
+
+/// Panics with this message are expected by the stress test; keep them off stderr.
+const EXPECTED_PANIC: &str = "expected panic while holding a permit";
+
+fn silence_expected_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if panic_message(info.payload()) != EXPECTED_PANIC {
+                default(info);
+            }
+        }));
+    });
+}
+
+matrix! {
+    async fn a_thousand_tasks_never_exceed_a_limit_of_eight() {
+        let bulkhead = Arc::new(Bulkhead::new(8));
+        let in_flight = Arc::new(InFlight::default());
+        let tasks: Vec<_> = (0..1000)
+            .map(|_| {
+                let (bulkhead, in_flight) = (bulkhead.clone(), in_flight.clone());
+                spawn(async move {
+                    let _permit = bulkhead.acquire_arc().await.unwrap();
+                    let _inside = in_flight.enter();
+                    yield_now().await;
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await;
+        }
+        let stats = task_stats(&bulkhead).await;
+        assert!(in_flight.peak() <= 8, "{}", in_flight.peak());
+        assert!(stats.peak_in_flight <= 8, "{stats:?}");
+        assert!(stats.peak_in_flight >= in_flight.peak(), "{stats:?}");
+        assert_eq!((stats.in_flight, stats.waiting, stats.admitted), (0, 0, 1000));
+    }
+
+    async fn waiters_are_admitted_in_arrival_order_and_try_acquire_waits_its_turn() {
+        const WAITERS: usize = 8;
+        let bulkhead = Bulkhead::new(1);
+        let held = bulkhead.acquire().await.unwrap();
+        let mut waiters: Vec<_> = (0..WAITERS).map(|_| Box::pin(bulkhead.acquire())).collect();
+        for waiter in &mut waiters {
+            assert!(poll_once(waiter.as_mut()).await.is_none());
+        }
+        assert_eq!(bulkhead.stats().waiting, WAITERS);
+        let mut order = Vec::new();
+        let mut current = Some(held);
+        while order.len() < WAITERS {
+            drop(current.take());
+            assert!(bulkhead.try_acquire().is_none(), "try_acquire jumped the queue");
+            // Newest first: only the oldest may be ready.
+            for index in (0..WAITERS).rev() {
+                if order.contains(&index) {
+                    continue;
+                }
+                if let Some(permit) = poll_once(waiters[index].as_mut()).await {
+                    assert!(current.is_none(), "two waiters admitted for one slot");
+                    current = Some(permit.unwrap());
+                    order.push(index);
+                }
+            }
+        }
+        assert_eq!(order, (0..WAITERS).collect::<Vec<_>>());
+        drop(current);
+        assert!(bulkhead.try_acquire().is_some());
+    }
+
+    async fn permits_are_conserved_over_100_000_acquires_with_random_cancellation() {
+        silence_expected_panics();
+        const TASKS: u64 = 32;
+        const ACQUIRES: u64 = 100_000;
+        const LIMIT: usize = 8;
+        let bulkhead = Arc::new(Bulkhead::new(LIMIT).timeout(Duration::from_millis(1)));
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|seed| {
+                let bulkhead = bulkhead.clone();
+                spawn(async move {
+                    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    for _ in 0..ACQUIRES / TASKS {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let mut acquire = pin!(bulkhead.acquire());
+                        match rng % 5 {
+                            // Hold across a yield, now and then across a sleep that makes
+                            // others' 1 ms wait timeout fire.
+                            0 => {
+                                if let Ok(_permit) = acquire.await {
+                                    if rng % 32 == 0 {
+                                        tollgate::sleep(Duration::from_millis(4)).await;
+                                    } else {
+                                        yield_now().await;
+                                    }
+                                }
+                            }
+                            // Dropped while queued.
+                            1 => drop(poll_once(acquire.as_mut()).await),
+                            // Dropped after yielding: often granted by then, never looked at.
+                            2 => {
+                                let early = poll_once(acquire.as_mut()).await;
+                                yield_now().await;
+                                yield_now().await;
+                                drop(early);
+                            }
+                            // Cancelled by an outer timeout while queued.
+                            3 => {
+                                let outer = tollgate::timeout(Duration::from_micros(50), acquire);
+                                drop(outer.await);
+                            }
+                            // A panic while holding the permit.
+                            _ => {
+                                let caught = AssertUnwindSafe(async {
+                                    let _permit = acquire.await;
+                                    yield_now().await;
+                                    panic!("{EXPECTED_PANIC}");
+                                })
+                                .catch_unwind()
+                                .await;
+                                assert!(caught.is_err());
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await;
+        }
+        let stats = task_stats(&bulkhead).await;
+        assert_eq!((stats.in_flight, stats.waiting, stats.available()), (0, 0, LIMIT), "{stats:?}");
+        assert!(stats.peak_in_flight <= LIMIT);
+        // Every slot can be taken again, and no more.
+        let all = spawn(async move {
+            let permits: Vec<_> = (0..LIMIT).map_while(|_| bulkhead.try_acquire()).collect();
+            (permits.len(), bulkhead.try_acquire().is_none())
+        })
+        .await;
+        assert_eq!(all, (LIMIT, true));
+    }
+
+    async fn a_wait_timeout_gives_bulkhead_full_and_leaves_the_queue() {
+        let bulkhead = Bulkhead::new(1).name("slow-api").timeout(Duration::from_millis(20));
+        let _held = bulkhead.acquire().await.unwrap();
+        let start = Instant::now();
+        let error = bulkhead.acquire().await.unwrap_err();
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        assert_eq!(error.timed_out(), Some(Duration::from_millis(20)));
+        assert_eq!(error.queue_full(), None);
+        assert_eq!(error.name(), Some("slow-api"));
+        assert_eq!(error.limit(), 1);
+        assert_eq!(
+            error.to_string(),
+            "bulkhead `slow-api` (limit 1) had no free slot within 20ms"
+        );
+        let stats = bulkhead.stats();
+        assert_eq!((stats.waiting, stats.rejected, stats.in_flight), (0, 1, 1));
+    }
+
+    async fn the_timeout_counts_the_wait_not_the_work() {
+        let bulkhead = Bulkhead::new(1).timeout(Duration::from_millis(5));
+        let done = bulkhead
+            .run(async {
+                tollgate::sleep(Duration::from_millis(30)).await;
+                "slow work, quick admission"
+            })
+            .await;
+        assert_eq!(done.unwrap(), "slow work, quick admission");
+    }
+
+    async fn max_waiting_refuses_at_once_when_the_queue_is_full() {
+        let bulkhead = Bulkhead::new(1).max_waiting(2).name("mail");
+        let held = bulkhead.acquire().await.unwrap();
+        let mut first = pin!(bulkhead.acquire());
+        let mut second = pin!(bulkhead.acquire());
+        assert!(poll_once(first.as_mut()).await.is_none());
+        assert!(poll_once(second.as_mut()).await.is_none());
+        let refused = poll_once(bulkhead.acquire()).await.expect("refused at once");
+        let error = refused.unwrap_err();
+        assert_eq!(error.queue_full(), Some(2));
+        assert_eq!(error.timed_out(), None);
+        assert_eq!(
+            error.to_string(),
+            "bulkhead `mail` (limit 1) has no free slot and 2 callers already waiting"
+        );
+        let stats = bulkhead.stats();
+        assert_eq!((stats.waiting, stats.rejected), (2, 1));
+        // The queue drains in order and takes newcomers again.
+        drop(held);
+        let permit = first.await.unwrap();
+        assert_eq!(bulkhead.stats().waiting, 1);
+        drop(permit);
+        drop(second.await.unwrap());
+        assert_eq!(bulkhead.stats().admitted, 3);
+    }
+
+    async fn max_waiting_zero_refuses_whenever_every_slot_is_taken() {
+        let bulkhead = Bulkhead::new(2).max_waiting(0);
+        let a = bulkhead.acquire().await.unwrap();
+        let b = bulkhead.acquire().await.unwrap();
+        let error = poll_once(bulkhead.acquire()).await.unwrap().unwrap_err();
+        assert_eq!(error.queue_full(), Some(0));
+        assert_eq!(
+            error.to_string(),
+            "bulkhead (limit 2) has no free slot and takes no waiters"
+        );
+        drop(a);
+        let c = poll_once(bulkhead.acquire()).await.unwrap().unwrap();
+        drop((b, c));
+        assert_eq!(bulkhead.stats().rejected, 1);
+    }
+
+    async fn a_zero_timeout_takes_a_free_slot_or_fails_at_once() {
+        let bulkhead = Bulkhead::new(1).timeout(Duration::ZERO);
+        let held = poll_once(bulkhead.acquire()).await.unwrap().unwrap();
+        let error = poll_once(bulkhead.acquire()).await.unwrap().unwrap_err();
+        assert_eq!(error.timed_out(), Some(Duration::ZERO));
+        assert_eq!(bulkhead.stats().waiting, 0);
+        drop(held);
+        assert!(poll_once(bulkhead.acquire()).await.unwrap().is_ok());
+    }
+
+    async fn run_holds_a_slot_only_while_the_future_runs() {
+        let bulkhead = Bulkhead::new(1).max_waiting(0);
+        let inside = bulkhead.run(async { bulkhead.stats().in_flight }).await;
+        assert_eq!(inside.unwrap(), 1);
+        assert_eq!(bulkhead.stats().in_flight, 0);
+
+        // Refused: the future is dropped unpolled.
+        let held = bulkhead.acquire().await.unwrap();
+        let polled = AtomicBool::new(false);
+        let refused = bulkhead.run(async { polled.store(true, Ordering::SeqCst) }).await;
+        assert!(refused.is_err());
+        assert!(!polled.load(Ordering::SeqCst));
+        drop(held);
+
+        // Cancelled mid-flight: the slot comes back.
+        let mut running = Box::pin(bulkhead.run(futures_lite::future::pending::<()>()));
+        assert!(poll_once(running.as_mut()).await.is_none());
+        assert_eq!(bulkhead.stats().in_flight, 1);
+        drop(running);
+        assert_eq!(bulkhead.stats().in_flight, 0);
+    }
+
+    async fn an_owned_permit_moves_into_a_spawned_task() {
+        let bulkhead = Arc::new(Bulkhead::new(1));
+        let permit = bulkhead.acquire_arc().await.unwrap();
+        spawn(async move {
+            yield_now().await;
+            drop(permit);
+        })
+        .await;
+        assert!(bulkhead.try_acquire_arc().is_some());
+    }
+}
+
+#[test]
+fn eight_blocking_threads_never_exceed_a_limit_of_two() {
+    let bulkhead = Bulkhead::new(2);
+    let in_flight = InFlight::default();
+    std::thread::scope(|scope| {
+        for _ in 0..8 {
+            scope.spawn(|| {
+                for _ in 0..200 {
+                    let _permit = bulkhead.acquire_blocking().unwrap();
+                    let _inside = in_flight.enter();
+                    std::thread::yield_now();
+                }
+            });
+        }
+    });
+    let stats = bulkhead.stats();
+    assert!(
+        in_flight.peak() <= 2 && stats.peak_in_flight <= 2,
+        "{stats:?}"
+    );
+    assert_eq!(
+        (stats.in_flight, stats.waiting, stats.admitted),
+        (0, 0, 1600)
+    );
+}
+
+#[test]
+fn blocking_callers_get_the_wait_timeout_too() {
+    let bulkhead = Bulkhead::new(1).timeout(Duration::from_millis(10));
+    let _held = bulkhead.try_acquire().unwrap();
+    let error = bulkhead.acquire_blocking().unwrap_err();
+    assert_eq!(error.timed_out(), Some(Duration::from_millis(10)));
+    let mut called = false;
+    assert!(bulkhead.run_blocking(|| called = true).is_err());
+    assert!(!called);
+    drop(_held);
+    assert_eq!(bulkhead.run_blocking(|| 7).unwrap(), 7);
+}
+
+#[test]
+fn two_concurrent_run_sync_calls_get_a_cap_each() {
+    static PER_RUNTIME: Bulkhead = Bulkhead::new(2);
+    let barrier = Arc::new(Barrier::new(2));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                run_sync(async {
+                    let a = PER_RUNTIME.acquire().await.unwrap();
+                    let b = PER_RUNTIME.acquire().await.unwrap();
+                    barrier.wait(); // both calls hold their full cap at once
+                    let full = PER_RUNTIME.try_acquire().is_none();
+                    let in_flight = PER_RUNTIME.stats().in_flight;
+                    barrier.wait();
+                    drop((a, b));
+                    (full, in_flight)
+                })
+            })
+        })
+        .collect();
+    for thread in threads {
+        assert_eq!(thread.join().unwrap(), (true, 2));
+    }
+}
+
+#[test]
+fn a_global_bulkhead_is_one_cap_across_runtimes() {
+    static SHARED: Bulkhead = Bulkhead::new(2).global();
+    let barrier = Arc::new(Barrier::new(2));
+    let holder = {
+        let barrier = barrier.clone();
+        std::thread::spawn(move || {
+            run_sync(async {
+                let permits = (SHARED.acquire().await, SHARED.acquire().await);
+                barrier.wait();
+                barrier.wait();
+                drop(permits);
+            })
+        })
+    };
+    barrier.wait();
+    let refused = run_sync(async { SHARED.try_acquire().is_none() });
+    let stats = SHARED.stats();
+    barrier.wait();
+    holder.join().unwrap();
+    assert!(refused);
+    assert_eq!(stats.in_flight, 2);
+    assert_eq!(SHARED.tracked_runtimes(), 0);
+}
+
+#[test]
+fn ten_thousand_sequential_run_sync_calls_leave_at_most_one_entry() {
+    static SCRIPT: Bulkhead = Bulkhead::new(4);
+    for _ in 0..10_000 {
+        run_sync(async {
+            drop(SCRIPT.acquire().await.unwrap());
+        });
+    }
+    assert!(
+        SCRIPT.tracked_runtimes() <= 1,
+        "{}",
+        SCRIPT.tracked_runtimes()
+    );
+}
+
+#[test]
+fn an_ended_runtime_is_kept_while_a_permit_of_it_is_out() {
+    static ESCAPE: Bulkhead = Bulkhead::new(1);
+    let escaped = run_sync(async { ESCAPE.acquire().await.unwrap() });
+    for _ in 0..3 {
+        run_sync(async { drop(ESCAPE.acquire().await.unwrap()) });
+    }
+    assert_eq!(
+        ESCAPE.tracked_runtimes(),
+        2,
+        "the escaped permit's runtime and the last"
+    );
+    drop(escaped);
+    run_sync(async { drop(ESCAPE.acquire().await.unwrap()) });
+    assert_eq!(ESCAPE.tracked_runtimes(), 1);
+}
+
+#[test]
+fn limit_zero_is_refused_with_a_clear_message() {
+    let payload = std::panic::catch_unwind(|| Bulkhead::new(0)).unwrap_err();
+    let message = panic_message(&*payload);
+    assert!(message.contains("limit of 0"), "{message}");
+}
+
+#[test]
+fn errors_convert_and_describe_themselves() {
+    let bulkhead = Bulkhead::new(3)
+        .with_name(format!("host {}", "example.com"))
+        .timeout(Duration::ZERO);
+    let permits: Vec<_> = (0..3).map(|_| bulkhead.try_acquire().unwrap()).collect();
+    let error = run_sync(bulkhead.acquire()).unwrap_err();
+    assert_eq!(error.name(), Some("host example.com"));
+    assert_eq!(
+        error.to_string(),
+        "bulkhead `host example.com` (limit 3) has no free slot and a wait timeout of zero"
+    );
+    let umbrella: tollgate::Error = error.clone().into();
+    assert!(matches!(umbrella, tollgate::Error::BulkheadFull(_)));
+    assert_eq!(umbrella.to_string(), error.to_string());
+    fn is_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
+    is_error(&error);
+    drop(permits);
+    let debug = format!("{bulkhead:?}");
+    assert!(
+        debug.contains("host example.com") && debug.contains("limit: 3"),
+        "{debug}"
+    );
+}
+
+#[test]
+fn the_futures_and_permits_are_send() {
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_send_sync_static<T: Send + Sync + 'static>(_: &T) {}
+    static STATIC: Bulkhead = Bulkhead::new(1);
+    let bulkhead = Arc::new(Bulkhead::new(1));
+    assert_send(&bulkhead.acquire());
+    assert_send(&bulkhead.acquire_arc());
+    assert_send(&bulkhead.run(async {}));
+    assert_send_sync_static(&STATIC.acquire());
+    let permit = STATIC.try_acquire().unwrap();
+    assert_send_sync_static(&permit);
+    drop(permit);
+    assert_send_sync_static(&bulkhead.try_acquire_arc().unwrap());
+    let _: fn(&BulkheadFull) = |_| {};
+}
+
+#[cfg(feature = "tokio")]
+mod with_tokio {
+    use super::*;
+
+    #[test]
+    fn two_tokio_runtimes_get_a_cap_each() {
+        static PER_RUNTIME: Bulkhead = Bulkhead::new(2);
+        let barrier = Arc::new(Barrier::new(2));
+        let threads: Vec<_> = [common::tokio_current(), common::tokio_multi()]
+            .into_iter()
+            .map(|runtime| {
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    runtime.block_on(async {
+                        // Hold from a spawned task on the runtime's own workers.
+                        let permits = tokio::spawn(async {
+                            (
+                                PER_RUNTIME.acquire().await.unwrap(),
+                                PER_RUNTIME.acquire().await.unwrap(),
+                            )
+                        })
+                        .await
+                        .unwrap();
+                        barrier.wait();
+                        let full = PER_RUNTIME.try_acquire().is_none();
+                        barrier.wait();
+                        drop(permits);
+                        full
+                    })
+                })
+            })
+            .collect();
+        for thread in threads {
+            assert!(thread.join().unwrap());
+        }
+    }
+
+    #[test]
+    fn ended_tokio_runtimes_are_forgotten() {
+        static TESTS: Bulkhead = Bulkhead::new(1);
+        for _ in 0..20 {
+            common::tokio_current().block_on(async {
+                drop(TESTS.acquire().await.unwrap());
+            });
+        }
+        assert!(
+            TESTS.tracked_runtimes() <= 1,
+            "{}",
+            TESTS.tracked_runtimes()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_hour_long_wait_timeout_takes_no_wall_time() {
+        let bulkhead = Bulkhead::new(1).timeout(Duration::from_secs(3600));
+        let _held = bulkhead.acquire().await.unwrap();
+        let wall = Instant::now();
+        let error = bulkhead.acquire().await.unwrap_err();
+        assert_eq!(error.timed_out(), Some(Duration::from_secs(3600)));
+        assert!(wall.elapsed() < Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slot_granted_before_the_deadline_is_taken() {
+        let bulkhead = Bulkhead::new(1).timeout(Duration::from_secs(10));
+        let held = bulkhead.acquire().await.unwrap();
+        let mut waiter = pin!(bulkhead.acquire());
+        assert!(poll_once(waiter.as_mut()).await.is_none());
+        tokio::time::advance(Duration::from_secs(9)).await;
+        drop(held);
+        tokio::time::advance(Duration::from_secs(5)).await; // past the deadline
+        assert!(waiter.await.is_ok(), "granted in time, so admitted");
+    }
+}

@@ -1,0 +1,542 @@
+//! Real sockets: the loopback test server, the hyper client, and the crawler over them,
+//! under every runtime.
+//!
+//! The groundwork first (sequential awaits, `join_all` chunks, refusals, 503s, hang-ups),
+//! then the issue's real crawl: 1,000 URLs over several hosts, a refusing address and a
+//! flaky host, through `map_keyed` (and `map_async` + `KeyedBulkhead`) with `retry` on
+//! 503s, checked against what the server itself observed; and a mirror race whose loser
+//! the server sees hang up.
+
+mod common;
+#[path = "support/http_client.rs"]
+mod http_client;
+#[path = "support/http_server.rs"]
+mod http_server;
+
+use std::fmt;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use common::matrix;
+use futures::future::join_all;
+use futures_lite::future;
+use http_client::{ClientError, Page, get};
+use http_server::{Stats, TestServer, UNAVAILABLE_BODY, page_body};
+use tollgate::futures::Retry;
+use tollgate::testing::eventually;
+use tollgate::{BulkheadFull, KeyedBulkhead, RetryError, map_async, map_keyed, race, retry};
+
+/// Long enough for a busy CI machine, short enough to fail fast.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn ok(host: &str, path: &str) -> Page {
+    Page {
+        status: 200,
+        body: page_body(host, path),
+    }
+}
+
+fn three_hosts() -> TestServer {
+    TestServer::builder()
+        .host("a", Duration::from_millis(1))
+        .host("b", Duration::from_millis(3))
+        .host("c", Duration::from_millis(5))
+        .start()
+}
+
+/// The server's counters after `n` clean `200`s, one at a time.
+fn served_one_by_one(n: usize) -> Stats {
+    Stats {
+        active: 0,
+        peak: 1,
+        connections: n,
+        requests: n,
+        responses: n,
+        unavailable: 0,
+        disconnects: 0,
+    }
+}
+
+// --- the crawl ------------------------------------------------------------------------
+
+/// The crawl's global limit.
+const GLOBAL: usize = 12;
+/// The crawl's cap per host.
+const PER_HOST: usize = 3;
+/// URLs in the crawl.
+const CRAWL_URLS: usize = 1000;
+/// The crawl's healthy hosts and their latencies in milliseconds.
+const HOSTS: [(&str, u64); 4] = [("alpha", 1), ("bravo", 2), ("charlie", 3), ("delta", 5)];
+/// The host that answers `503` to the first request for each path.
+const FLAKY: &str = "flaky";
+/// The label of the URLs on the refusing address.
+const REFUSED: &str = "refused";
+
+/// Why a fetch failed.
+#[derive(Debug)]
+enum FetchError {
+    /// No connection or no valid response.
+    Client(ClientError),
+    /// A `503`: worth retrying.
+    Unavailable,
+    /// Any other status but `200`.
+    Status(u16),
+    /// The per-host bulkhead refused (only with a bulkhead timeout or queue bound).
+    NoSlot(BulkheadFull),
+}
+
+impl fmt::Display for FetchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Client(error) => error.fmt(f),
+            Self::Unavailable => f.write_str("503 service unavailable"),
+            Self::Status(status) => write!(f, "status {status}"),
+            Self::NoSlot(error) => error.fmt(f),
+        }
+    }
+}
+
+/// One request: the body of a `200`, anything else an error.
+async fn fetch(url: &str) -> Result<String, FetchError> {
+    let page = get(url).await.map_err(FetchError::Client)?;
+    match page.status {
+        200 => Ok(page.body),
+        503 => Err(FetchError::Unavailable),
+        status => Err(FetchError::Status(status)),
+    }
+}
+
+/// The crawl's retry policy: up to 3 attempts, 503s only (a refused connection is final).
+fn retry_503s<F, Fut>(attempt: F) -> Retry<F, impl FnMut(&FetchError) -> bool>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<String, FetchError>>,
+{
+    retry(attempt)
+        .attempts(3)
+        .interval(Duration::from_millis(1))
+        .timeout(PATIENCE)
+        .when(|error: &FetchError| matches!(error, FetchError::Unavailable))
+}
+
+/// The key of a URL: its authority (`127.0.0.1:PORT`), i.e. its host.
+fn host_key(url: &str) -> String {
+    url.split('/').nth(2).unwrap_or_default().to_owned()
+}
+
+/// One URL of the crawl: the host label (or [`REFUSED`]) and path it was made from.
+#[derive(Debug)]
+struct Target {
+    host: &'static str,
+    path: String,
+    url: String,
+}
+
+fn crawl_server() -> TestServer {
+    HOSTS
+        .iter()
+        .fold(TestServer::builder(), |builder, (host, ms)| {
+            builder.host(host, Duration::from_millis(*ms))
+        })
+        .flaky_host(FLAKY, Duration::from_millis(2))
+        .start()
+}
+
+/// [`CRAWL_URLS`] URLs: every 100th on the refusing address, every 10th on the flaky host,
+/// the rest round-robin over [`HOSTS`].
+fn crawl_plan(server: &TestServer) -> Vec<Target> {
+    (0..CRAWL_URLS)
+        .map(|i| {
+            let path = format!("/page/{i}");
+            let (host, url) = if i % 100 == 99 {
+                (REFUSED, server.refused_url(&path))
+            } else if i % 10 == 5 {
+                (FLAKY, server.url(FLAKY, &path))
+            } else {
+                let host = HOSTS[i % HOSTS.len()].0;
+                (host, server.url(host, &path))
+            };
+            Target { host, path, url }
+        })
+        .collect()
+}
+
+/// Checks a crawl's results (in plan order) and what the server saw.
+fn check_crawl(
+    server: &TestServer,
+    plan: &[Target],
+    results: &[Result<String, RetryError<FetchError>>],
+) {
+    assert_eq!(results.len(), plan.len());
+    for (target, result) in plan.iter().zip(results) {
+        match (target.host, result) {
+            (REFUSED, Err(error)) => {
+                assert!(
+                    matches!(error.last_error(), Some(FetchError::Client(e)) if e.is_refused()),
+                    "{}: expected a refused connection, got {error}",
+                    target.url
+                );
+                assert!(
+                    error.is_permanent(),
+                    "{}: refusals are not retried",
+                    target.url
+                );
+                assert_eq!(error.len(), 1, "{}: {error}", target.url);
+            }
+            (REFUSED, Ok(body)) => panic!("{}: the refusing address answered {body:?}", target.url),
+            (host, Ok(body)) => assert_eq!(*body, page_body(host, &target.path), "{}", target.url),
+            (_, Err(error)) => panic!("{}: {error}", target.url),
+        }
+    }
+
+    let count = |host: &str| plan.iter().filter(|target| target.host == host).count();
+    assert!(count(REFUSED) > 0 && count(FLAKY) > 0);
+    for (host, _) in HOSTS {
+        let stats = server.stats(host);
+        assert_eq!(
+            (stats.responses, stats.unavailable),
+            (count(host), 0),
+            "host {host}: {stats:?}"
+        );
+        assert!(
+            stats.peak <= PER_HOST,
+            "host {host} peak {} > cap {PER_HOST}",
+            stats.peak
+        );
+    }
+    // Exactly one 503 per flaky path, each recovered by one retry.
+    let flaky = server.stats(FLAKY);
+    assert_eq!(
+        (flaky.unavailable, flaky.responses),
+        (count(FLAKY), 2 * count(FLAKY)),
+        "{flaky:?}"
+    );
+    assert!(
+        flaky.peak <= PER_HOST,
+        "host {FLAKY} peak {} > cap {PER_HOST}",
+        flaky.peak
+    );
+
+    let global = server.global();
+    assert!(
+        global.peak <= GLOBAL,
+        "global peak {} > limit {GLOBAL}",
+        global.peak
+    );
+    // Not a timing claim: the first round alone starts GLOBAL requests on several hosts.
+    assert!(
+        global.peak > PER_HOST,
+        "the global limit never let several hosts work at once: peak {}",
+        global.peak
+    );
+    // Every connection answered, nobody hung up, nothing left active.
+    assert_eq!(global.connections, global.responses, "{global:?}");
+    assert_eq!((global.active, global.disconnects), (0, 0), "{global:?}");
+}
+
+matrix! {
+    async fn sequential_fetches_from_each_host() {
+        let server = three_hosts();
+        for host in ["a", "b", "c"] {
+            for i in 0..4 {
+                let path = format!("/page/{i}");
+                let page = get(&server.url(host, &path)).await.unwrap();
+                assert_eq!(page, ok(host, &path));
+            }
+        }
+        for host in ["a", "b", "c"] {
+            assert_eq!(server.stats(host), served_one_by_one(4), "host {host}");
+        }
+        assert_eq!(server.global(), served_one_by_one(12));
+    }
+
+    async fn join_all_over_chunks_overlaps_up_to_the_chunk_size() {
+        const CHUNK: usize = 8;
+        let server = TestServer::builder()
+            .host("a", Duration::from_millis(50))
+            .host("b", Duration::from_millis(50))
+            .start();
+        let urls: Vec<(&str, String)> = (0..3 * CHUNK)
+            .map(|i| {
+                let host = if i % 2 == 0 { "a" } else { "b" };
+                (host, format!("/item/{i}"))
+            })
+            .collect();
+        let server = &server;
+        for chunk in urls.chunks(CHUNK) {
+            let pages = join_all(chunk.iter().map(|(host, path)| async move {
+                get(&server.url(host, path)).await
+            }))
+            .await;
+            for ((host, path), page) in chunk.iter().zip(pages) {
+                assert_eq!(page.unwrap(), ok(host, path));
+            }
+        }
+        let global = server.global();
+        assert_eq!(global.responses, 3 * CHUNK);
+        assert_eq!(global.disconnects, 0);
+        assert_eq!(global.active, 0);
+        // A chunk is the only cap: never more than one chunk at once, and with 50 ms per
+        // response the requests of a chunk do overlap.
+        assert!(global.peak <= CHUNK, "global peak {} > chunk {CHUNK}", global.peak);
+        assert!(global.peak >= 2, "no overlap seen: global peak {}", global.peak);
+        for host in ["a", "b"] {
+            let peak = server.stats(host).peak;
+            assert!(peak <= CHUNK / 2, "host {host} peak {peak} > its share of a chunk");
+        }
+    }
+
+    async fn the_refused_address_errors_at_once() {
+        let server = three_hosts();
+        let start = Instant::now();
+        for i in 0..3 {
+            let error = get(&server.refused_url(&format!("/page/{i}"))).await.unwrap_err();
+            assert!(error.is_refused(), "expected a refused connection, got {error}");
+        }
+        assert!(start.elapsed() < PATIENCE, "refusals should not wait for a timeout");
+        // The hosts are untouched and still serve.
+        assert_eq!(server.global().connections, 0);
+        assert_eq!(get(&server.url("a", "/")).await.unwrap(), ok("a", "/"));
+    }
+
+    async fn the_flaky_host_answers_503_once_per_path() {
+        let server = TestServer::builder()
+            .flaky_host("flaky", Duration::from_millis(1))
+            .start();
+        for path in ["/x", "/y"] {
+            let url = server.url("flaky", path);
+            let first = get(&url).await.unwrap();
+            assert_eq!((first.status, first.body.as_str()), (503, UNAVAILABLE_BODY));
+            assert_eq!(get(&url).await.unwrap(), ok("flaky", path));
+            assert_eq!(get(&url).await.unwrap(), ok("flaky", path));
+        }
+        let stats = server.stats("flaky");
+        assert_eq!((stats.responses, stats.unavailable), (6, 2));
+    }
+
+    async fn dropping_a_request_mid_response_hangs_up() {
+        let server = TestServer::builder()
+            .host("slow", Duration::from_secs(60))
+            .start();
+        let url = server.url("slow", "/never");
+        // Drive the request until the server has read it and is waiting out its latency,
+        // then drop it: `or` drops the losing future.
+        let outcome = future::or(async { Some(get(&url).await) }, async {
+            eventually(PATIENCE, || match server.stats("slow").requests {
+                1 => Ok(()),
+                n => Err(format!("{n} requests received")),
+            })
+            .await
+            .unwrap();
+            None
+        })
+        .await;
+        assert!(outcome.is_none(), "the 60 s response came first: {outcome:?}");
+        eventually(PATIENCE, || {
+            let stats = server.stats("slow");
+            if stats.disconnects == 1 && stats.active == 0 {
+                Ok(())
+            } else {
+                Err(format!("server sees {stats:?}"))
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(server.stats("slow").responses, 0);
+    }
+
+    async fn a_timed_out_request_hangs_up_too() {
+        let server = TestServer::builder()
+            .host("slow", Duration::from_secs(60))
+            .host("fast", Duration::from_millis(1))
+            .start();
+        let url = server.url("slow", "/");
+        let slow = tollgate::timeout(Duration::from_millis(200), get(&url)).await;
+        assert!(slow.is_err(), "{slow:?}");
+        eventually(PATIENCE, || server.stats("slow").disconnects == 1).await.unwrap();
+        assert_eq!(server.stats("slow").active, 0);
+        // The fast host never saw a disconnect.
+        assert_eq!(get(&server.url("fast", "/")).await.unwrap(), ok("fast", "/"));
+        assert_eq!(server.stats("fast").disconnects, 0);
+    }
+
+    async fn bounded_concurrency_beats_sequential_fetches() {
+        // The article's headline: the same URLs one by one, then with a cap.
+        const URLS: usize = 48;
+        const LIMIT: usize = 16;
+        const LATENCY: Duration = Duration::from_millis(5);
+        let server = TestServer::builder().host("h", LATENCY).start();
+        let urls: Vec<String> = (0..URLS).map(|i| server.url("h", &format!("/{i}"))).collect();
+
+        let start = Instant::now();
+        for url in &urls {
+            assert_eq!(get(url).await.unwrap().status, 200);
+        }
+        let sequential = start.elapsed();
+        assert_eq!(server.stats("h").peak, 1);
+
+        server.reset_peaks();
+        let start = Instant::now();
+        for page in map_async(&urls, LIMIT, get).await {
+            assert_eq!(page.unwrap().status, 200);
+        }
+        let concurrent = start.elapsed();
+        let stats = server.stats("h");
+        assert!(stats.peak <= LIMIT, "peak {} > limit {LIMIT}", stats.peak);
+        assert_eq!(stats.responses, 2 * URLS);
+
+        println!(
+            "{URLS} urls at {LATENCY:?}: sequential {sequential:?}, map_async limit {LIMIT} \
+             {concurrent:?} ({:.1}x)",
+            sequential.as_secs_f64() / concurrent.as_secs_f64()
+        );
+        // The server holds every response for LATENCY, so this bound cannot flake.
+        assert!(sequential >= LATENCY * URLS as u32);
+        assert!(concurrent < sequential, "bounded {concurrent:?} vs one by one {sequential:?}");
+    }
+
+    async fn crawl_with_map_keyed_and_retry() {
+        let server = crawl_server();
+        let plan = crawl_plan(&server);
+        let results = map_keyed(
+            plan.iter().map(|target| target.url.as_str()),
+            |url| host_key(url),
+            GLOBAL,
+            PER_HOST,
+            |url| retry_503s(move || fetch(url)).into_future(),
+        )
+        .await;
+        check_crawl(&server, &plan, &results);
+    }
+
+    async fn crawl_with_map_async_and_a_keyed_bulkhead() {
+        // The recipe's form: `map_async` for the global limit, a bulkhead per host inside
+        // it, `retry` outside the bulkhead (no host slot held during the pause).
+        let server = crawl_server();
+        let plan = crawl_plan(&server);
+        let per_host = KeyedBulkhead::<String>::new(PER_HOST);
+        let per_host = &per_host;
+        let results = map_async(
+            plan.iter().map(|target| target.url.as_str()),
+            GLOBAL,
+            |url| {
+                retry_503s(move || async move {
+                    per_host
+                        .run(&host_key(url), fetch(url))
+                        .await
+                        .unwrap_or_else(|full| Err(FetchError::NoSlot(full)))
+                })
+                .into_future()
+            },
+        )
+        .await;
+        check_crawl(&server, &plan, &results);
+        assert!(per_host.is_empty(), "idle hosts are forgotten");
+    }
+
+    async fn mirror_race_the_fast_mirror_wins_and_the_loser_hangs_up() {
+        let server = TestServer::builder()
+            .host("slow-mirror", Duration::from_secs(60))
+            .host("fast-mirror", Duration::from_millis(20))
+            .start();
+        let path = "/release.tar.gz";
+        // A broken mirror too: its failure does not end the race.
+        let mirrors = [
+            server.refused_url(path),
+            server.url("slow-mirror", path),
+            server.url("fast-mirror", path),
+        ];
+        let body = race(mirrors.iter().map(|url| fetch(url)))
+            .timeout(PATIENCE)
+            .await
+            .unwrap();
+        assert_eq!(body, page_body("fast-mirror", path));
+        // The race dropped the slow request: its connection closes, and the server notices.
+        eventually(PATIENCE, || {
+            let slow = server.stats("slow-mirror");
+            match (slow.connections, slow.disconnects, slow.active, slow.responses) {
+                (1, 1, 0, 0) => Ok(()),
+                _ => Err(format!("the slow mirror sees {slow:?}")),
+            }
+        })
+        .await
+        .unwrap();
+        let fast = server.stats("fast-mirror");
+        assert_eq!((fast.responses, fast.disconnects), (1, 0), "{fast:?}");
+    }
+
+    async fn shutdown_stops_promptly_and_closes_connections_in_flight() {
+        let server = TestServer::builder()
+            .host("slow", Duration::from_secs(60))
+            .start();
+        let url = server.url("slow", "/");
+        let (request, shutdown_took) = future::zip(get(&url), async move {
+            eventually(PATIENCE, || server.stats("slow").requests == 1)
+                .await
+                .unwrap();
+            let start = Instant::now();
+            server.shutdown();
+            start.elapsed()
+        })
+        .await;
+        assert!(shutdown_took < PATIENCE, "shutdown took {shutdown_took:?}");
+        // The request in flight sees its connection end instead of a response.
+        let error = request.unwrap_err();
+        assert!(matches!(error, ClientError::Http(_)), "{error}");
+    }
+}
+
+#[test]
+fn the_server_speaks_plain_http_and_closes_after_one_response() {
+    let server = three_hosts();
+    let mut stream = std::net::TcpStream::connect(server.addr("a")).unwrap();
+    stream
+        .write_all(b"GET /raw HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    // `read_to_string` ends only at end-of-file: the server closed the connection.
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(response.contains("\r\nConnection: close\r\n"), "{response}");
+    assert!(response.ends_with("\r\n\r\na /raw"), "{response}");
+
+    let mut stream = std::net::TcpStream::connect(server.addr("a")).unwrap();
+    stream.write_all(b"nonsense\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 400 "), "{response}");
+}
+
+#[test]
+fn the_refused_port_stays_refused_while_the_server_lives() {
+    let server = three_hosts();
+    for _ in 0..20 {
+        let error = std::net::TcpStream::connect(server.refused_addr()).unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
+    }
+    // Nobody else can listen there meanwhile.
+    assert!(std::net::TcpListener::bind(server.refused_addr()).is_err());
+}
+
+/// Inside tokio both flavours work: the tokio client on tokio's reactor (what `get` picks
+/// there), the smol client on async-io's, which runs beside any executor.
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_clients_work_inside_tokio() {
+    let server = three_hosts();
+    let url = server.url("b", "/both");
+    let from_tokio = tokio::spawn(http_client::get_tokio(url.clone()));
+    let from_smol = tokio::spawn(http_client::get_smol(url.clone()));
+    assert_eq!(from_tokio.await.unwrap().unwrap(), ok("b", "/both"));
+    assert_eq!(from_smol.await.unwrap().unwrap(), ok("b", "/both"));
+    assert_eq!(server.stats("b").responses, 2);
+}
+
+#[allow(dead_code)]
+fn request_futures_are_send() {
+    fn assert_send<T: Send>(_: T) {}
+    assert_send(http_client::get("http://127.0.0.1:1/"));
+    assert_send(http_client::get_smol("http://127.0.0.1:1/"));
+    #[cfg(feature = "tokio")]
+    assert_send(http_client::get_tokio("http://127.0.0.1:1/"));
+}

@@ -1,0 +1,516 @@
+//! `race` and `RaceFailed` under every runtime of the matrix.
+
+mod common;
+
+use std::future::{Future, pending, ready};
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use common::{DropFlag, matrix};
+use futures_lite::future::{poll_fn, yield_now};
+use tollgate::{RaceFailed, race, sleep};
+
+/// Contestants that finish in a fixed order, whatever order they are polled in: the one
+/// whose turn it is finishes when polled and wakes the next in line.
+struct Baton {
+    order: Vec<usize>,
+    state: Mutex<(usize, Vec<Option<Waker>>)>,
+    polls: AtomicUsize,
+}
+
+impl Baton {
+    fn new(contestants: usize, order: Vec<usize>) -> Arc<Self> {
+        Arc::new(Self {
+            order,
+            state: Mutex::new((0, vec![None; contestants])),
+            polls: AtomicUsize::new(0),
+        })
+    }
+
+    /// Contestant `me`: when its turn comes, `Ok(me)` if `me == winner`, else `Err(me)`.
+    fn contestant(
+        self: &Arc<Self>,
+        me: usize,
+        winner: Option<usize>,
+    ) -> impl Future<Output = Result<usize, usize>> + Send + 'static {
+        let baton = self.clone();
+        poll_fn(move |cx| {
+            baton.polls.fetch_add(1, Ordering::Relaxed);
+            let mut state = baton.state.lock().unwrap();
+            let (turn, wakers) = &mut *state;
+            if baton.order.get(*turn) != Some(&me) {
+                wakers[me] = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            *turn += 1;
+            if let Some(next) = baton.order.get(*turn) {
+                if let Some(waker) = wakers[*next].take() {
+                    waker.wake();
+                }
+            }
+            Poll::Ready(if winner == Some(me) { Ok(me) } else { Err(me) })
+        })
+    }
+}
+
+async fn mirror(name: &'static str, latency: Duration, works: bool) -> Result<String, String> {
+    sleep(latency).await;
+    if works {
+        Ok(format!("<html>{name}</html>"))
+    } else {
+        Err(format!("cannot reach {name}"))
+    }
+}
+
+matrix! {
+    async fn fast_mirror_wins_over_slow() {
+        let start = Instant::now();
+        let body = race([
+            mirror("slow.example", Duration::from_secs(60), true),
+            mirror("fast.example", Duration::from_millis(5), true),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(body, "<html>fast.example</html>");
+        assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
+    }
+
+    async fn a_broken_mirror_does_not_end_the_race() {
+        let body = race([
+            mirror("broken.example", Duration::ZERO, false),
+            mirror("slow.example", Duration::from_millis(10), true),
+        ])
+        .timeout(Duration::from_secs(30))
+        .await
+        .unwrap();
+        assert_eq!(body, "<html>slow.example</html>");
+    }
+
+    async fn all_broken_gives_every_error_in_failure_order() {
+        // They fail in the order 2, 0, 1 whatever order they are polled in.
+        let baton = Baton::new(3, vec![2, 0, 1]);
+        let failed = race((0..3).map(|me| baton.contestant(me, None)))
+            .await
+            .unwrap_err();
+        assert_eq!(failed.errors(), [(2, 2), (0, 0), (1, 1)]);
+        assert!(!failed.timed_out());
+        assert_eq!(failed.timeout(), None);
+        assert_eq!(failed.to_string(), "all 3 contestants failed");
+
+        let failed = race([
+            mirror("a.example", Duration::from_millis(1), false),
+            mirror("b.example", Duration::ZERO, false),
+        ])
+        .await
+        .unwrap_err();
+        assert_eq!(failed.len(), 2);
+        let mut indices: Vec<usize> = failed.iter().map(|(index, _)| *index).collect();
+        indices.sort_unstable();
+        assert_eq!(indices, [0, 1]);
+    }
+
+    async fn losers_are_dropped_before_race_returns() {
+        let flags: Vec<DropFlag> = (0..4).map(|_| DropFlag::default()).collect();
+        let contestants = flags.iter().enumerate().map(|(index, flag)| {
+            let guard = flag.guard();
+            async move {
+                let _guard = guard;
+                match index {
+                    // The winner needs a second poll, so the others are mid-flight.
+                    2 => {
+                        yield_now().await;
+                        Ok(index)
+                    }
+                    3 => {
+                        sleep(Duration::from_secs(60)).await;
+                        Ok(index)
+                    }
+                    _ => pending::<Result<usize, ()>>().await,
+                }
+            }
+        });
+        let winner = race(contestants).await.unwrap();
+        // Checked right after `race` returned, before anything else can run.
+        let dropped: Vec<bool> = flags.iter().map(DropFlag::is_set).collect();
+        assert_eq!(winner, 2);
+        assert_eq!(dropped, [true; 4]);
+    }
+
+    async fn timeout_cancels_everything_and_reports() {
+        let flags: Vec<DropFlag> = (0..2).map(|_| DropFlag::default()).collect();
+        let hung = |flag: &DropFlag| {
+            let guard = flag.guard();
+            async move {
+                let _guard = guard;
+                sleep(Duration::from_secs(3600)).await;
+                Ok::<u8, &str>(1)
+            }
+        };
+        let start = Instant::now();
+        let failed = race((
+            async { Err::<u8, _>("mirror down") },
+            hung(&flags[0]),
+            hung(&flags[1]),
+        ))
+        .timeout(Duration::from_millis(20))
+        .await
+        .unwrap_err();
+        let dropped: Vec<bool> = flags.iter().map(DropFlag::is_set).collect();
+        assert_eq!(dropped, [true, true]);
+        assert!(failed.timed_out());
+        assert_eq!(failed.timeout(), Some(Duration::from_millis(20)));
+        assert_eq!(failed.errors(), [(0, "mirror down")]);
+        assert_eq!(failed.to_string(), "race timed out after 20ms with 1 failure");
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
+    }
+
+    async fn zero_timeout_gives_each_contestant_one_poll() {
+        let polls = AtomicUsize::new(0);
+        let counted = || poll_fn(|_| {
+            polls.fetch_add(1, Ordering::SeqCst);
+            Poll::<Result<(), ()>>::Pending
+        });
+        let failed = race([counted(), counted(), counted()])
+            .timeout(Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert!(failed.timed_out());
+        assert!(failed.is_empty());
+        assert_eq!(polls.load(Ordering::SeqCst), 3);
+        assert_eq!(failed.to_string(), "race timed out after 0ns with 0 failures");
+
+        // A contestant that is ready wins over the expired deadline.
+        assert_eq!(race([ready(Ok::<_, ()>(4))]).timeout(Duration::ZERO).await, Ok(4));
+    }
+
+    async fn empty_input_fails_at_once() {
+        let failed = race(Vec::<std::future::Ready<Result<u8, String>>>::new())
+            .await
+            .unwrap_err();
+        assert!(failed.is_empty());
+        assert!(!failed.timed_out());
+        assert_eq!(failed.to_string(), "race had no contestants");
+        // A timeout does not make an empty race wait.
+        let start = Instant::now();
+        let failed = race(std::iter::empty::<std::future::Ready<Result<u8, String>>>())
+            .timeout(Duration::from_secs(3600))
+            .await
+            .unwrap_err();
+        assert!(!failed.timed_out());
+        assert!(start.elapsed() < Duration::from_secs(30));
+    }
+
+    async fn tuples_of_mixed_types() {
+        // Three different future types with one Ok and one error type.
+        let body = race((
+            async { Err::<&str, String>("down".to_owned()) },
+            ready(Err("also down".to_owned())),
+            async {
+                sleep(Duration::from_millis(2)).await;
+                Ok("<html>")
+            },
+        ))
+        .await
+        .unwrap();
+        assert_eq!(body, "<html>");
+
+        // The last of eight different types wins.
+        let down = |i: usize| async move { Err::<usize, usize>(i) };
+        let winner = race((
+            down(0),
+            ready(Err(1)),
+            async { Err(2) },
+            down(3),
+            async { yield_now().await; Err(4) },
+            ready(Err(5)),
+            async { sleep(Duration::ZERO).await; Err(6) },
+            async { yield_now().await; yield_now().await; Ok(7) },
+        ))
+        .await;
+        assert_eq!(winner, Ok(7));
+
+        // Twelve, all failing: indices follow tuple positions.
+        let failed = race((
+            ready(Err::<usize, _>(0)), down(1), ready(Err(2)), down(3),
+            ready(Err(4)), down(5), ready(Err(6)), down(7),
+            ready(Err(8)), down(9), ready(Err(10)), down(11),
+        ))
+        .await
+        .unwrap_err();
+        let indices: Vec<usize> = failed.iter().map(|(index, _)| *index).collect();
+        assert_eq!(indices, (0..12).collect::<Vec<_>>());
+        assert!(failed.iter().all(|(index, error)| index == error));
+
+        // A 1-tuple works too.
+        assert_eq!(race((ready(Ok::<u8, ()>(1)),)).await, Ok(1));
+    }
+
+    async fn ten_thousand_contestants_take_linear_polls() {
+        const N: usize = 10_000;
+        // Contestants fail one at a time, last index first, each woken by the one before;
+        // contestant 0 wins at the end. Polling everything on each of the N wake-ups would
+        // take about N * N / 2 = 50,000,000 polls.
+        let order: Vec<usize> = (0..N).rev().collect();
+        let baton = Baton::new(N, order);
+        let winner = race((0..N).map(|me| baton.contestant(me, Some(0)))).await;
+        assert_eq!(winner, Ok(0));
+        let polls = baton.polls.load(Ordering::SeqCst);
+        assert!(polls <= 3 * N, "{polls} polls for {N} contestants");
+    }
+
+    async fn ten_thousand_contestants_all_failing() {
+        const N: usize = 10_000;
+        let polls = AtomicUsize::new(0);
+        let contestants = (0..N).map(|i| {
+            let polls = &polls;
+            async move {
+                polls.fetch_add(1, Ordering::Relaxed);
+                yield_now().await;
+                polls.fetch_add(1, Ordering::Relaxed);
+                Err::<(), usize>(i)
+            }
+        });
+        let failed = race(contestants).await.unwrap_err();
+        assert_eq!(failed.len(), N);
+        // Each contestant ran its body twice: polled exactly twice.
+        assert_eq!(polls.load(Ordering::SeqCst), 2 * N);
+    }
+
+    async fn races_work_when_spawned() {
+        // The race is Send when its contestants are, so it can go to another task.
+        let body = common::spawn(async {
+            race([
+                mirror("slow.example", Duration::from_secs(60), true),
+                mirror("fast.example", Duration::from_millis(1), true),
+            ])
+            .await
+        })
+        .await
+        .unwrap();
+        assert_eq!(body, "<html>fast.example</html>");
+    }
+}
+
+/// Counts how many times the parent task was woken.
+#[derive(Default)]
+struct CountWakes(AtomicUsize);
+
+impl Wake for CountWakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn only_the_woken_contestant_is_polled_again() {
+    let wakers: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None, None, None]));
+    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..3).map(|_| AtomicUsize::new(0)).collect());
+    let finish = Arc::new(AtomicBool::new(false));
+    let contestant = |me: usize| {
+        let (wakers, polls, finish) = (wakers.clone(), polls.clone(), finish.clone());
+        poll_fn(move |cx| {
+            polls[me].fetch_add(1, Ordering::SeqCst);
+            if me == 1 && finish.load(Ordering::SeqCst) {
+                return Poll::Ready(Ok::<usize, ()>(me));
+            }
+            wakers.lock().unwrap()[me] = Some(cx.waker().clone());
+            Poll::Pending
+        })
+    };
+    let mut race = pin!(race([contestant(0), contestant(1), contestant(2)]));
+    let parent = Arc::new(CountWakes::default());
+    let waker = Waker::from(parent.clone());
+    let mut cx = Context::from_waker(&waker);
+    let counts = || -> Vec<usize> { polls.iter().map(|p| p.load(Ordering::SeqCst)).collect() };
+
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 1, 1]);
+
+    // A spurious poll of the parent polls nobody.
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 1, 1]);
+
+    // Waking contestant 2 wakes the parent once, and only 2 is polled.
+    let taken = wakers.lock().unwrap()[2].take().unwrap();
+    taken.wake_by_ref();
+    taken.wake();
+    assert_eq!(parent.0.load(Ordering::SeqCst), 1);
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 1, 2]);
+
+    finish.store(true, Ordering::SeqCst);
+    let taken = wakers.lock().unwrap()[1].take().unwrap();
+    taken.wake();
+    assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(1)));
+    assert_eq!(counts(), [1, 2, 2]);
+    // The losers are gone: their stored wakers now point at a finished race and waking
+    // them is harmless.
+    for waker in wakers.lock().unwrap().iter_mut().filter_map(Option::take) {
+        waker.wake();
+    }
+}
+
+#[test]
+fn wakers_stay_with_their_contestant_whatever_the_others_do() {
+    // 0 keeps its waker and fails at once; 1 wakes itself once, then keeps its waker;
+    // 2 pends without keeping a waker; 3 keeps its waker and wins when told to.
+    let kept: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None; 4]));
+    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
+    let finish = Arc::new(AtomicBool::new(false));
+    let contestant = |me: usize| {
+        let (kept, polls, finish) = (kept.clone(), polls.clone(), finish.clone());
+        poll_fn(move |cx| {
+            let n = polls[me].fetch_add(1, Ordering::SeqCst) + 1;
+            match (me, n) {
+                (0, _) => {
+                    kept.lock().unwrap()[0] = Some(cx.waker().clone());
+                    Poll::Ready(Err(0))
+                }
+                (1, 1) => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                (2, _) => Poll::Pending,
+                (3, _) if finish.load(Ordering::SeqCst) => Poll::Ready(Ok(3)),
+                _ => {
+                    kept.lock().unwrap()[me] = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+    };
+    let mut race = pin!(race((0..4).map(contestant)));
+    let parent = Arc::new(CountWakes::default());
+    let waker = Waker::from(parent.clone());
+    let mut cx = Context::from_waker(&waker);
+    let counts = || -> Vec<usize> { polls.iter().map(|p| p.load(Ordering::SeqCst)).collect() };
+    let wake = |me: usize| kept.lock().unwrap()[me].clone().unwrap().wake();
+
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 1, 1, 1]);
+    assert_eq!(parent.0.load(Ordering::SeqCst), 1, "1 woke itself");
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 2, 1, 1]);
+
+    // 0 has failed: its waker wakes the race but polls nobody.
+    wake(0);
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 2, 1, 1]);
+
+    wake(1);
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 3, 1, 1]);
+
+    finish.store(true, Ordering::SeqCst);
+    wake(3);
+    assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
+    assert_eq!(counts(), [1, 3, 1, 2]);
+}
+
+#[test]
+#[should_panic(expected = "`Race` polled after it completed")]
+fn polling_after_completion_panics() {
+    let mut race = pin!(race([ready(Ok::<u8, ()>(1))]));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(race.as_mut().poll(&mut cx).is_ready());
+    let _ = race.as_mut().poll(&mut cx);
+}
+
+#[test]
+fn race_failed_is_an_error_and_converts_to_the_umbrella() {
+    fn is_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
+
+    let failed = tollgate::run_sync(race([
+        ready(Err::<(), _>(std::io::Error::other("refused"))),
+        ready(Err(std::io::Error::other("reset"))),
+    ]))
+    .unwrap_err();
+    is_error(&failed);
+    assert_eq!(failed.len(), 2);
+    assert_eq!(failed[1].1.to_string(), "reset");
+
+    let umbrella: tollgate::Error = failed.into();
+    is_error(&umbrella);
+    assert_eq!(umbrella.to_string(), "all 2 contestants failed");
+    match &umbrella {
+        tollgate::Error::RaceFailed(inner) => {
+            assert_eq!(inner.errors()[0].1.to_string(), "refused");
+        }
+        other => panic!("wrong variant: {other:?}"),
+    }
+
+    // Plain strings convert too (boxed as errors), and `?` works.
+    async fn mirrors() -> Result<(), tollgate::Error> {
+        race([ready(Err::<(), _>("down"))]).await?;
+        Ok(())
+    }
+    let error = tollgate::run_sync(mirrors()).unwrap_err();
+    assert_eq!(error.to_string(), "the only contestant failed");
+
+    // Any Debug error type makes `RaceFailed` an error.
+    let failed: RaceFailed<u8> = tollgate::run_sync(race([ready(Err::<(), u8>(7))])).unwrap_err();
+    is_error(&failed);
+    assert_eq!(failed.clone().into_errors(), [(0, 7)]);
+    assert_eq!(failed.map_errors(u32::from).errors(), [(0, 7u32)]);
+}
+
+#[test]
+fn the_futures_are_send_and_unpin() {
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_unpin<T: Unpin>(_: &T) {}
+    let vec_race = race(vec![mirror("a", Duration::ZERO, true)]);
+    assert_send(&vec_race);
+    assert_unpin(&vec_race);
+    let tuple_race = race((
+        mirror("a", Duration::ZERO, true),
+        async { Ok(String::new()) },
+        ready(Err(String::new())),
+    ))
+    .timeout(Duration::from_secs(1));
+    assert_send(&tuple_race);
+    assert_unpin(&tuple_race);
+    assert!(format!("{tuple_race:?}").starts_with("Race {"));
+}
+
+#[test]
+fn races_run_under_a_plain_futures_executor() {
+    let body = futures::executor::block_on(race([
+        mirror("slow.example", Duration::from_secs(60), true),
+        mirror("fast.example", Duration::from_millis(1), true),
+    ]));
+    assert_eq!(body.unwrap(), "<html>fast.example</html>");
+}
+
+#[cfg(feature = "tokio")]
+mod paused_clock {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_hour_long_race_timeout_takes_no_wall_time() {
+        let wall = Instant::now();
+        let virtual_start = tokio::time::Instant::now();
+        let failed = race([
+            mirror("hung.example", Duration::from_secs(7200), true),
+            mirror("broken.example", Duration::from_secs(10), false),
+        ])
+        .timeout(Duration::from_secs(3600))
+        .await
+        .unwrap_err();
+        assert!(failed.timed_out());
+        assert_eq!(failed.len(), 1);
+        assert_eq!(
+            failed.to_string(),
+            "race timed out after 3600s with 1 failure"
+        );
+        assert!(virtual_start.elapsed() >= Duration::from_secs(3600));
+        assert!(
+            wall.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            wall.elapsed()
+        );
+    }
+}
