@@ -54,20 +54,24 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Queues a freshly pulled item behind the older items of its key. If the key has
     /// room, it joins the line of keys waiting for a global slot.
     pub(crate) fn push(&mut self, key: K, item: T) {
-        let state = match self.keys.entry(key) {
-            Entry::Occupied(occupied) => occupied.into_mut(),
+        let (key, state) = match self.keys.entry(key) {
+            Entry::Occupied(occupied) => (occupied.key().clone(), occupied.into_mut()),
             Entry::Vacant(vacant) => {
                 let key = vacant.key().clone();
-                self.turns.push_back(key);
-                vacant.insert(KeyState {
+                let state = vacant.insert(KeyState {
                     running: 0,
                     waiting: VecDeque::new(),
-                    has_turn: true,
-                })
+                    has_turn: false,
+                });
+                (key, state)
             }
         };
         state.waiting.push_back(item);
         self.waiting += 1;
+        if !state.has_turn && state.running < self.per_key {
+            state.has_turn = true;
+            self.turns.push_back(key);
+        }
     }
 
     /// The oldest waiting item of the key whose turn it is, counted as running.
@@ -127,6 +131,18 @@ mod tests {
         scheduler.finish(&"a");
         assert_eq!(drain(&mut scheduler), [("a", 3)]);
         assert_eq!(scheduler.waiting(), 0);
+    }
+
+    #[test]
+    fn a_running_key_with_room_gets_a_turn_for_its_next_item() {
+        let mut scheduler = KeyScheduler::new(2);
+        scheduler.push("a", 1);
+        assert_eq!(drain(&mut scheduler), [("a", 1)]);
+        // "a" runs one of two: its next item may start at once, without a finish first.
+        scheduler.push("a", 2);
+        assert_eq!(drain(&mut scheduler), [("a", 2)]);
+        scheduler.push("a", 3);
+        assert!(drain(&mut scheduler).is_empty(), "a is full now");
     }
 
     #[test]

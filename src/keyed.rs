@@ -176,9 +176,8 @@ impl<K: Hash + Eq + Clone, T, Fut: Future> Engine<K, T, Fut> {
         KF: FnMut(&T) -> K,
         F: FnMut(T) -> Fut,
     {
-        let this = ClearOnUnwind(self);
+        let this = ClearOnUnwind::new(self);
         let mut budget = BUDGET;
-        let mut registered = false;
         let stop = Cell::new(false);
         let mut accept = |seq, output| {
             if done(seq, output) {
@@ -186,9 +185,12 @@ impl<K: Hash + Eq + Clone, T, Fut: Future> Engine<K, T, Fut> {
             }
         };
         loop {
-            this.0
+            // Until `register`, wake-ups only mark their futures: one that wakes itself
+            // during this pass costs no trip through the executor.
+            this.engine.pool.enter();
+            this.engine
                 .pass(source.as_mut(), key_fn, f, cx, &mut budget, &mut accept);
-            if this.0.is_done() {
+            if this.engine.is_done() {
                 return Drive::Done;
             }
             if stop.get() {
@@ -199,11 +201,8 @@ impl<K: Hash + Eq + Clone, T, Fut: Future> Engine<K, T, Fut> {
                 cx.waker().wake_by_ref();
                 return Drive::Pending;
             }
-            if !registered {
-                this.0.pool.register(cx);
-                registered = true;
-            }
-            if !this.0.pool.has_woken() {
+            this.engine.pool.register(cx);
+            if !this.engine.pool.has_woken() {
                 return Drive::Pending;
             }
         }
@@ -222,13 +221,26 @@ enum Drive {
 
 /// Drops the futures in flight when a panic unwinds through a poll, so the panic reaches
 /// the caller after the others are gone.
-struct ClearOnUnwind<'a, K, T, Fut>(&'a mut Engine<K, T, Fut>);
+struct ClearOnUnwind<'a, K, T, Fut> {
+    engine: &'a mut Engine<K, T, Fut>,
+    /// Polled from a destructor during another panic: not ours to clean up after.
+    already_panicking: bool,
+}
+
+impl<'a, K, T, Fut> ClearOnUnwind<'a, K, T, Fut> {
+    fn new(engine: &'a mut Engine<K, T, Fut>) -> Self {
+        Self {
+            engine,
+            already_panicking: std::thread::panicking(),
+        }
+    }
+}
 
 impl<K, T, Fut> Drop for ClearOnUnwind<'_, K, T, Fut> {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.pool.clear();
-            self.0.input_done = true;
+        if std::thread::panicking() && !self.already_panicking {
+            self.engine.pool.clear();
+            self.engine.input_done = true;
         }
     }
 }

@@ -174,6 +174,27 @@ matrix! {
         assert_eq!(seen, sorted());
     }
 
+    async fn a_panic_propagates_after_the_others_are_dropped() {
+        use futures_lite::FutureExt;
+        let alive = Arc::new(InFlight::default());
+        let tracker = alive.clone();
+        let crawl = map_keyed(0..100, |n| n % 4, 8, 2, move |n| {
+            let alive = tracker.clone();
+            async move {
+                let _alive = alive.enter();
+                if n == 5 {
+                    futures_lite::future::yield_now().await;
+                    panic!("item 5 broke");
+                }
+                futures_lite::future::pending::<()>().await;
+            }
+        });
+        let payload = std::panic::AssertUnwindSafe(crawl).catch_unwind().await.unwrap_err();
+        assert_eq!(common::panic_message(&*payload), "item 5 broke");
+        assert_eq!(alive.now(), 0, "every other future was dropped");
+        assert_eq!(alive.peak(), 8);
+    }
+
     async fn dropping_the_future_drops_everything_in_flight() {
         let alive = Arc::new(InFlight::default());
         {

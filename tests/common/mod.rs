@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 /// Instantiates each async test body once per runtime:
 /// `smol` (`smol::block_on`), `run_sync` (tollgate's entry point) and, with the `tokio`
 /// feature, `tokio_current` and `tokio_multi` (two workers). A test `foo` becomes
-/// `foo::smol`, `foo::run_sync`, `foo::tokio_current`, `foo::tokio_multi`.
+/// `foo::smol`, `foo::run_sync`, `foo::tokio_current`, `foo::tokio_multi`. A body that
+/// makes no progress for [`TEST_DEADLINE`] fails instead of hanging the run.
 ///
 /// Without the feature the tokio runtimes would only exercise the process-wide fallback,
 /// which smol already covers; the tokio-specific behaviour (runtime keys, tokio's clock)
@@ -23,31 +24,41 @@ macro_rules! matrix {
             $(#[$attr])*
             async fn body() $body
 
+            /// The body, failing instead of hanging if a wake-up is ever lost.
+            async fn guarded() {
+                tollgate::timeout($crate::common::TEST_DEADLINE, body())
+                    .await
+                    .expect("test body hung: no progress before the deadline");
+            }
+
             #[test]
             fn smol() {
-                smol::block_on(body());
+                smol::block_on(guarded());
             }
 
             #[test]
             fn run_sync() {
-                tollgate::run_sync(body());
+                tollgate::run_sync(guarded());
             }
 
             #[cfg(feature = "tokio")]
             #[test]
             fn tokio_current() {
-                $crate::common::tokio_current().block_on(body());
+                $crate::common::tokio_current().block_on(guarded());
             }
 
             #[cfg(feature = "tokio")]
             #[test]
             fn tokio_multi() {
-                $crate::common::tokio_multi().block_on(body());
+                $crate::common::tokio_multi().block_on(guarded());
             }
         }
     )*};
 }
 pub(crate) use matrix;
+
+/// How long one matrix test body may run before it counts as hung.
+pub const TEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 
 pub fn tokio_current() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
