@@ -466,6 +466,39 @@ fn debug_engine<K, T, Fut>(
 /// bounded whatever the input order. Outputs come back in input order; with
 /// `Fut::Output = Result<T, E>` failures are items like any other.
 ///
+/// # With a `KeyedBulkhead`
+///
+/// `per_key_limit` caps this map alone. When several maps (or other code) hit the same
+/// hosts and the cap must hold across all of them, also run each request through a
+/// shared [`KeyedBulkhead`](crate::KeyedBulkhead) inside `f`. Its options then mean what
+/// they say: a wait `timeout` or `max_waiting` turns "the host is busy with the others'
+/// work" into a [`BulkheadFull`](crate::BulkheadFull) item instead of a long wait. Within
+/// one map the bulkhead never makes an item wait while it holds a global slot as long as
+/// `per_key_limit` is no larger than the bulkhead's limit.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{BulkheadFull, KeyedBulkhead, map_keyed, sleep};
+///
+/// static PER_HOST: KeyedBulkhead<String> = KeyedBulkhead::new(2).timeout(Duration::from_secs(5));
+///
+/// async fn crawl(urls: Vec<String>) -> Vec<Result<(), BulkheadFull>> {
+///     let host = |url: &String| url.split('/').nth(2).unwrap_or_default().to_owned();
+///     map_keyed(urls, host, 8, 2, |url| async move {
+///         let host = url.split('/').nth(2).unwrap_or_default();
+///         PER_HOST.run(host, sleep(Duration::from_millis(1))).await
+///     })
+///     .await
+/// }
+///
+/// # futures_lite::future::block_on(async {
+/// let urls = |n| (0..n).map(|i| format!("https://example.com/{i}")).collect();
+/// // Two crawls at once: together they still send at most 2 requests to the host.
+/// let (a, b) = futures_lite::future::zip(crawl(urls(10)), crawl(urls(10))).await;
+/// assert!(a.iter().chain(&b).all(Result::is_ok));
+/// # });
+/// ```
+///
 /// # Examples
 ///
 /// ```

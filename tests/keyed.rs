@@ -240,3 +240,87 @@ fn the_futures_are_send() {
     );
     assert_send(&stream);
 }
+
+mod with_a_shared_keyed_bulkhead {
+    //! Two crawls of the same hosts at once: `map_keyed` caps each, a shared
+    //! `KeyedBulkhead` caps them together, and its wait timeout turns a host kept busy by
+    //! the other crawl into failures as items.
+
+    use super::*;
+    use tollgate::{BulkheadFull, KeyedBulkhead};
+
+    async fn crawl(
+        per_host: &KeyedBulkhead<usize>,
+        counters: &Counters,
+        hold: Duration,
+    ) -> Vec<Result<(), BulkheadFull>> {
+        let items = (0..40).map(|n| n % 4);
+        map_keyed(
+            items,
+            |host| *host,
+            8,
+            2,
+            |host| {
+                let host_counter = counters.host(host);
+                async move {
+                    per_host
+                        .run(&host, async {
+                            let _host = host_counter.enter();
+                            sleep(hold).await;
+                        })
+                        .await
+                }
+            },
+        )
+        .await
+    }
+
+    matrix! {
+        async fn the_cap_holds_across_both_crawls() {
+            let per_host = KeyedBulkhead::new(2);
+            let counters = Counters::default();
+            let hold = Duration::from_millis(1);
+            let (a, b) = futures_lite::future::zip(
+                crawl(&per_host, &counters, hold),
+                crawl(&per_host, &counters, hold),
+            )
+            .await;
+            assert!(a.iter().chain(&b).all(Result::is_ok));
+            assert_eq!(counters.max_host_peak(), 2, "2 per host over both crawls");
+            assert!(per_host.is_empty(), "idle hosts forgotten");
+        }
+
+        async fn a_busy_host_times_out_as_an_item() {
+            // The first crawl holds every slot of the hosts (it is dropped once the second
+            // is done); the second gives up on each request after 10 ms of waiting.
+            let per_host = KeyedBulkhead::new(2).timeout(Duration::from_millis(10));
+            let counters = Counters::default();
+            let slow = crawl(&per_host, &counters, Duration::from_secs(60));
+            let impatient = async {
+                // Start once the slow crawl holds both slots of every host.
+                tollgate::testing::eventually(Duration::from_secs(30), || {
+                    (0..4).all(|host| counters.host(host).now() == 2)
+                })
+                .await
+                .unwrap();
+                crawl(&per_host, &counters, Duration::from_millis(1)).await
+            };
+            let mut slow = std::pin::pin!(slow);
+            let refused = futures_lite::future::or(
+                async { impatient.await },
+                async {
+                    (&mut slow).await;
+                    unreachable!("the slow crawl takes seconds")
+                },
+            )
+            .await;
+            assert_eq!(refused.len(), 40);
+            let timed_out = refused
+                .iter()
+                .filter(|r| r.as_ref().is_err_and(|e| e.timed_out().is_some()))
+                .count();
+            assert_eq!(timed_out, 40, "every request of the second crawl gave up");
+            assert!(counters.max_host_peak() <= 2);
+        }
+    }
+}
