@@ -307,7 +307,7 @@ mod with_a_shared_keyed_bulkhead {
             };
             let mut slow = std::pin::pin!(slow);
             let refused = futures_lite::future::or(
-                async { impatient.await },
+                impatient,
                 async {
                     (&mut slow).await;
                     unreachable!("the slow crawl takes seconds")
