@@ -245,12 +245,61 @@ impl<K, T, Fut> Drop for ClearOnUnwind<'_, K, T, Fut> {
     }
 }
 
-#[track_caller]
-fn check_lookahead(lookahead: usize) {
-    assert!(
-        lookahead > 0,
-        "tollgate: the look-ahead of map_keyed must be at least 1 (with 0 no item could wait for its key)"
-    );
+pin_project! {
+    /// The source, the engine and the functions: everything but where outputs go.
+    struct Core<S, K, KF, F, Fut>
+    where
+        S: Stream,
+        Fut: Future,
+    {
+        #[pin]
+        source: S,
+        engine: Engine<K, S::Item, Fut>,
+        key_fn: KF,
+        f: F,
+    }
+}
+
+impl<S, K, KF, F, Fut> Core<S, K, KF, F, Fut>
+where
+    S: Stream,
+    K: Hash + Eq + Clone,
+    Fut: Future,
+{
+    #[track_caller]
+    fn new(source: S, key_fn: KF, global_limit: usize, per_key_limit: usize, f: F) -> Self {
+        check_limits(global_limit, per_key_limit);
+        let expected = source.size_hint().1.unwrap_or(usize::MAX);
+        Self {
+            source,
+            engine: Engine::new(global_limit, per_key_limit, expected),
+            key_fn,
+            f,
+        }
+    }
+
+    #[track_caller]
+    fn set_lookahead(&mut self, lookahead: usize) {
+        assert!(
+            lookahead > 0,
+            "tollgate: the look-ahead of map_keyed must be at least 1 (with 0 no item could wait for its key)"
+        );
+        self.engine.lookahead = lookahead;
+    }
+
+    fn poll_drive(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        done: impl FnMut(usize, Fut::Output) -> bool,
+    ) -> Drive
+    where
+        KF: FnMut(&S::Item) -> K,
+        F: FnMut(S::Item) -> Fut,
+    {
+        let this = self.project();
+        this.engine
+            .poll_drive(this.source, this.key_fn, this.f, cx, done)
+    }
 }
 
 pin_project! {
@@ -262,10 +311,7 @@ pin_project! {
         Fut: Future,
     {
         #[pin]
-        source: S,
-        engine: Engine<K, S::Item, Fut>,
-        key_fn: KF,
-        f: F,
+        core: Core<S, K, KF, F, Fut>,
         outputs: Vec<Option<Fut::Output>>,
     }
 }
@@ -301,8 +347,7 @@ where
     /// If `lookahead` is 0.
     #[track_caller]
     pub fn lookahead(mut self, lookahead: usize) -> Self {
-        check_lookahead(lookahead);
-        self.engine.lookahead = lookahead;
+        self.core.set_lookahead(lookahead);
         self
     }
 }
@@ -320,15 +365,13 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let outputs = this.outputs;
-        let drive = this
-            .engine
-            .poll_drive(this.source, this.key_fn, this.f, cx, |seq, output| {
-                if seq >= outputs.len() {
-                    outputs.resize_with(seq + 1, || None);
-                }
-                outputs[seq] = Some(output);
-                false
-            });
+        let drive = this.core.poll_drive(cx, |seq, output| {
+            if seq >= outputs.len() {
+                outputs.resize_with(seq + 1, || None);
+            }
+            outputs[seq] = Some(output);
+            false
+        });
         match drive {
             Drive::Done => Poll::Ready(
                 std::mem::take(outputs)
@@ -343,7 +386,7 @@ where
 
 impl<S: Stream, K, KF, F, Fut: Future> fmt::Debug for MapKeyed<S, K, KF, F, Fut> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        debug_engine(f.debug_struct("MapKeyed"), &self.engine)
+        debug_engine(f.debug_struct("MapKeyed"), &self.core.engine)
     }
 }
 
@@ -357,10 +400,7 @@ pin_project! {
         Fut: Future,
     {
         #[pin]
-        source: S,
-        engine: Engine<K, S::Item, Fut>,
-        key_fn: KF,
-        f: F,
+        core: Core<S, K, KF, F, Fut>,
         finished: VecDeque<Fut::Output>,
     }
 }
@@ -379,13 +419,8 @@ where
         per_key_limit: usize,
         f: F,
     ) -> Self {
-        check_limits(global_limit, per_key_limit);
-        let expected = source.size_hint().1.unwrap_or(usize::MAX);
         Self {
-            source,
-            engine: Engine::new(global_limit, per_key_limit, expected),
-            key_fn,
-            f,
+            core: Core::new(source, key_fn, global_limit, per_key_limit, f),
             finished: VecDeque::new(),
         }
     }
@@ -397,8 +432,7 @@ where
     /// If `lookahead` is 0.
     #[track_caller]
     pub fn lookahead(mut self, lookahead: usize) -> Self {
-        check_lookahead(lookahead);
-        self.engine.lookahead = lookahead;
+        self.core.set_lookahead(lookahead);
         self
     }
 }
@@ -417,12 +451,10 @@ where
         let this = self.project();
         let finished = this.finished;
         if finished.is_empty() {
-            let drive =
-                this.engine
-                    .poll_drive(this.source, this.key_fn, this.f, cx, |_, output| {
-                        finished.push_back(output);
-                        true
-                    });
+            let drive = this.core.poll_drive(cx, |_, output| {
+                finished.push_back(output);
+                true
+            });
             if let (Drive::Done, true) = (drive, finished.is_empty()) {
                 return Poll::Ready(None);
             }
@@ -436,7 +468,7 @@ where
 
 impl<S: Stream, K, KF, F, Fut: Future> fmt::Debug for MapKeyedUnordered<S, K, KF, F, Fut> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        debug_engine(f.debug_struct("MapKeyedUnordered"), &self.engine)
+        debug_engine(f.debug_struct("MapKeyedUnordered"), &self.core.engine)
     }
 }
 
@@ -546,14 +578,8 @@ where
     F: FnMut(I::Item) -> Fut,
     Fut: Future,
 {
-    check_limits(global_limit, per_key_limit);
-    let source = stream::iter(items);
-    let expected = source.size_hint().1.unwrap_or(usize::MAX);
     MapKeyed {
-        source,
-        engine: Engine::new(global_limit, per_key_limit, expected),
-        key_fn,
-        f,
+        core: Core::new(stream::iter(items), key_fn, global_limit, per_key_limit, f),
         outputs: Vec::new(),
     }
 }
