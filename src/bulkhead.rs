@@ -213,7 +213,8 @@ pub struct BulkheadStats {
     pub waiting: usize,
     /// The most permits that were ever out at once.
     pub peak_in_flight: usize,
-    /// Permits handed out so far.
+    /// Permits handed out so far. (A snapshot taken at the very moment the internal
+    /// 31-bit admission counter wraps may read 2^31 low, once per 2^31 admissions.)
     pub admitted: u64,
     /// Acquires refused with [`BulkheadFull`] so far (a failed `try_acquire` is not counted).
     pub rejected: u64,
@@ -638,9 +639,17 @@ impl Bulkhead {
         if let Some((_, semaphore)) = runtimes.iter().find(|(key, _)| *key == runtime) {
             return semaphore.clone();
         }
-        // Only permits and acquire futures hold strong references (the caches hold
-        // `Weak`s), so a count of 1 means nobody uses the semaphore.
-        runtimes.retain(|(key, semaphore)| Arc::strong_count(semaphore) > 1 || key.is_alive());
+        // Forget dead runtimes' semaphores that nobody uses. Only permits and acquire
+        // futures hold strong references (the caches hold `Weak`s); `try_unwrap` succeeds
+        // only for the last one, atomically, so no cache can upgrade the entry after it
+        // is judged unused (a separate count-then-drop would let one slip in between).
+        for (key, semaphore) in std::mem::take(&mut *runtimes) {
+            if key.is_alive() {
+                runtimes.push((key, semaphore));
+            } else if let Err(in_use) = Arc::try_unwrap(semaphore) {
+                runtimes.push((key, in_use));
+            }
+        }
         let semaphore = Arc::new(Semaphore::new(self.options.limit));
         runtimes.push((runtime, semaphore.clone()));
         semaphore
@@ -816,7 +825,7 @@ impl Bulkhead {
     pub fn acquire_blocking(&self) -> Result<Permit<'_>, BulkheadFull> {
         match self.try_acquire() {
             Some(permit) => Ok(permit),
-            None => async_io::block_on(self.acquire()),
+            None => crate::rt::block_on_real_time(self.acquire()),
         }
     }
 

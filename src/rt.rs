@@ -283,6 +283,26 @@ pin_project_lite::pin_project! {
     }
 }
 
+thread_local! {
+    /// Set while [`block_on_real_time`] blocks this thread.
+    static BLOCKING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Blocks the thread on `future`, its timers on the real clock even where a tokio runtime
+/// is current (a `spawn_blocking` thread): a blocked thread lives outside the runtime's
+/// time, and tokio's paused clock stops advancing while a blocking task runs, so a tokio
+/// timer there could never fire.
+pub(crate) fn block_on_real_time<F: Future>(future: F) -> F::Output {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BLOCKING.with(|cell| cell.set(self.0));
+        }
+    }
+    let _restore = Restore(BLOCKING.with(|cell| cell.replace(true)));
+    async_io::block_on(future)
+}
+
 impl RtSleep {
     /// A timer that fires `duration` from now on the current runtime's clock;
     /// `Duration::MAX` (or anything overflowing the clock) never fires.
@@ -292,7 +312,7 @@ impl RtSleep {
             return Self::Expired { none: () };
         }
         #[cfg(feature = "tokio")]
-        if tokio::runtime::Handle::try_current().is_ok() {
+        if !BLOCKING.with(Cell::get) && tokio::runtime::Handle::try_current().is_ok() {
             return Self::Tokio {
                 sleep: tokio::time::sleep(duration),
             };
@@ -336,27 +356,16 @@ mod tokio_rt {
     thread_local! {
         /// The last runtime this thread registered, so the common case skips the global map.
         static REGISTERED: Cell<Option<Id>> = const { Cell::new(None) };
-        /// The task that last asked on this thread, and its runtime. Task ids are unique in
-        /// the process and a task never changes runtime, so a hit needs no `Handle`
-        /// (whose `try_current` clones an `Arc`: most of the cost of a lookup).
-        static LAST_TASK: Cell<Option<(tokio::task::Id, Id)>> = const { Cell::new(None) };
     }
 
+    // No cache by task id: a task may `Handle::enter` another runtime for a while, and
+    // tokio offers no cheap way to tell that apart from the task's own runtime.
     pub(super) fn current_id() -> Option<Id> {
-        let task = tokio::task::try_id();
-        if let (Some(task), Some((cached_task, runtime))) = (task, LAST_TASK.with(Cell::get)) {
-            if task == cached_task {
-                return Some(runtime);
-            }
-        }
         let handle = Handle::try_current().ok()?;
         let id = handle.id();
         if REGISTERED.with(Cell::get) != Some(id) {
             register(&handle, id);
             REGISTERED.with(|cell| cell.set(Some(id)));
-        }
-        if let Some(task) = task {
-            LAST_TASK.with(|cell| cell.set(Some((task, id))));
         }
         Some(id)
     }

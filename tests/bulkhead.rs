@@ -523,4 +523,16 @@ mod with_tokio {
         tokio::time::advance(Duration::from_secs(5)).await; // past the deadline
         assert!(waiter.await.is_ok(), "granted in time, so admitted");
     }
+
+    /// Regression: a blocking wait inside `spawn_blocking` under tokio's paused clock used
+    /// a tokio timer, which never fires there (tokio does not auto-advance while a
+    /// blocking task runs), so the timeout never came and the wait hung.
+    #[tokio::test(start_paused = true)]
+    async fn a_blocking_wait_times_out_on_the_real_clock_under_paused_time() {
+        static BLOCKING: Bulkhead = Bulkhead::new(1).timeout(Duration::from_millis(20));
+        let _held = BLOCKING.acquire().await.unwrap();
+        let waited = tokio::task::spawn_blocking(|| BLOCKING.acquire_blocking().map(drop));
+        let error = waited.await.unwrap().unwrap_err();
+        assert_eq!(error.timed_out(), Some(Duration::from_millis(20)));
+    }
 }

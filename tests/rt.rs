@@ -187,4 +187,29 @@ mod with_tokio {
         drop(second);
         assert!(!key_second.is_alive());
     }
+
+    /// Regression: the key must follow `Handle::enter` both ways, also inside a task that
+    /// already asked (an earlier per-task cache kept the other runtime's key afterwards).
+    #[test]
+    fn a_task_that_enters_another_runtime_gets_its_own_key_back() {
+        let own = common::tokio_multi();
+        let other = common::tokio_current();
+        let other_key = other.block_on(async { RuntimeKey::current() });
+        let handle = other.handle().clone();
+        let (before, during, after) = own.block_on(async move {
+            tokio::spawn(async move {
+                let before = RuntimeKey::current();
+                let during = {
+                    let _entered = handle.enter();
+                    RuntimeKey::current()
+                };
+                (before, during, RuntimeKey::current())
+            })
+            .await
+            .unwrap()
+        });
+        assert_eq!(during, other_key);
+        assert_eq!(before, after);
+        assert_ne!(before, other_key);
+    }
 }
