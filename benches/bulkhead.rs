@@ -4,7 +4,7 @@
 //! - `uncontended/<runtime>`: one task acquiring and releasing in a loop. Under `smol` the
 //!   bulkhead sees the process-wide runtime key; under `run_sync` and (with the `tokio`
 //!   feature) `tokio` it looks up the runtime's own semaphore on every acquire.
-//!   `tokio-task` is the same inside a spawned tokio task, where the key is cached per task.
+//!   `tokio-task` is the same inside a spawned tokio task, where most tokio code runs.
 //! - `contended/<runtime>`: 64 tasks over a limit of 8, each acquiring, yielding once while
 //!   holding the permit, and releasing, 100 times; the time is per acquire.
 //!
@@ -88,7 +88,7 @@ fn uncontended(c: &mut Criterion) {
         })
     });
 
-    // tokio, inside a spawned task (where most tokio code runs): the key is cached per task.
+    // tokio, inside a spawned task (where most tokio code runs).
     static TASK_BULKHEAD: tollgate::Bulkhead = tollgate::Bulkhead::new(LIMIT);
     static TASK_ASYNC_LOCK: async_lock::Semaphore = async_lock::Semaphore::new(LIMIT);
     group.bench_function(BenchmarkId::new("tollgate-bulkhead", "tokio-task"), |b| {
