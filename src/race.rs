@@ -291,6 +291,15 @@ struct Lent {
 }
 
 impl Lent {
+    fn new(shared: Arc<Shared>, index: usize) -> Self {
+        let slot = Arc::new(SlotWaker {
+            shared,
+            index: AtomicUsize::new(index),
+        });
+        let waker = Waker::from(slot.clone());
+        Self { slot, waker }
+    }
+
     /// Whether only the race holds this waker: `slot` and `waker` are the two owners.
     /// Then nobody else can wake it (a wake during the last poll has already set its bit)
     /// and nobody can clone it, so it may be renumbered.
@@ -312,10 +321,9 @@ impl Lent {
 /// `ReadySet` makes every slot's waker up front, an allocation each. But many contestants
 /// never keep their waker: one that finishes on its first poll (a cached answer, a refused
 /// connection), or one that only wakes itself during the poll (`yield_now`). So a poll
-/// borrows a spare waker, and when the contestant has not kept a clone of it, the waker
-/// goes back to be renumbered for the next poll. A contestant that keeps a clone (a socket
-/// or timer registration) keeps its waker for as long as it runs. A race whose contestants
-/// keep none allocates one waker in total.
+/// uses the spare waker, renumbered for that contestant, and only a contestant that keeps
+/// a clone of it (a socket or timer registration) takes it away for as long as it runs.
+/// A race whose contestants keep none allocates one waker in total.
 #[derive(Debug)]
 struct Wakeups {
     shared: Arc<Shared>,
@@ -335,19 +343,28 @@ impl Wakeups {
         }
     }
 
-    /// A waker for contestant `index`. Hand it back with [`Self::give_back`] unless the
-    /// contestant kept a clone.
-    fn lend(&mut self, index: usize) -> Lent {
-        if let Some(spare) = self.spare.take() {
-            spare.slot.index.store(index, Ordering::Relaxed);
-            return spare;
-        }
-        let slot = Arc::new(SlotWaker {
-            shared: self.shared.clone(),
-            index: AtomicUsize::new(index),
-        });
-        let waker = Waker::from(slot.clone());
-        Lent { slot, waker }
+    /// The spare waker, numbered for contestant `index` (made if there is none). After the
+    /// poll, [`Self::take_spare`] it if the contestant kept a clone.
+    fn spare(&mut self, index: usize) -> &Waker {
+        let lent = match &mut self.spare {
+            Some(spare) => {
+                spare.slot.index.store(index, Ordering::Relaxed);
+                spare
+            }
+            none => none.insert(Lent::new(self.shared.clone(), index)),
+        };
+        &lent.waker
+    }
+
+    /// Whether the spare waker was cloned and the clone is still around (so it may still
+    /// be woken and must keep its number).
+    fn spare_kept(&self) -> bool {
+        self.spare.as_ref().is_some_and(|spare| !spare.unshared())
+    }
+
+    /// Takes the spare waker away (a contestant kept it); the next poll makes a new one.
+    fn take_spare(&mut self) -> Option<Lent> {
+        self.spare.take()
     }
 
     /// Keeps a waker for the next contestant if nobody else holds a clone of it (else it
@@ -356,6 +373,11 @@ impl Wakeups {
         if self.spare.is_none() && lent.unshared() {
             self.spare = Some(lent);
         }
+    }
+
+    /// Whether any contestant was woken since the bits were last taken.
+    fn any_woken(&self) -> bool {
+        (0..self.words()).any(|word| self.shared.word(word).load(Ordering::Acquire) != 0)
     }
 
     /// Remembers the race's task. Call it before [`Self::take_word`] on every poll, so no
@@ -579,28 +601,39 @@ impl<F, E> Race<F, E> {
         let Some(future) = slot.future.as_mut() else {
             return Polled::Pending;
         };
-        let lent = match slot.lent.take() {
-            Some(kept) => kept,
-            None => self.wakeups.lend(index),
+        let waker = match &slot.lent {
+            Some(kept) => &kept.waker,
+            None => self.wakeups.spare(index),
         };
-        let polled = match future.as_mut().poll(&mut Context::from_waker(&lent.waker)) {
-            Poll::Pending => Polled::Pending,
-            Poll::Ready(Ok(value)) => Polled::Won(value),
-            Poll::Ready(Err(error)) => {
+        let result = match future.as_mut().poll(&mut Context::from_waker(waker)) {
+            Poll::Pending => {
+                // A contestant that kept a clone of the spare waker keeps the waker.
+                if slot.lent.is_none() && self.wakeups.spare_kept() {
+                    slot.lent = self.wakeups.take_spare();
+                }
+                return Polled::Pending;
+            }
+            Poll::Ready(result) => result,
+        };
+        match result {
+            Ok(value) => Polled::Won(value),
+            Err(error) => {
                 slot.future = None;
+                // Its waker can be lent out again, unless a clone is still around.
+                match slot.lent.take() {
+                    Some(kept) => self.wakeups.give_back(kept),
+                    None if self.wakeups.spare_kept() => drop(self.wakeups.take_spare()),
+                    None => {}
+                }
+                if self.errors.is_empty() {
+                    // One allocation for every error to come.
+                    self.errors.reserve_exact(self.running);
+                }
                 self.running -= 1;
                 self.errors.push((index, error));
                 Polled::Failed
             }
-        };
-        // A running contestant that kept a clone keeps its waker; any other waker can be
-        // lent out again.
-        if matches!(polled, Polled::Pending) && !lent.unshared() {
-            slot.lent = Some(lent);
-        } else {
-            self.wakeups.give_back(lent);
         }
-        polled
     }
 }
 
@@ -620,11 +653,18 @@ where
                 if let Some(duration) = this.timeout {
                     this.timer = Some(Box::pin(sleep(duration)));
                 }
-                this.wakeups.register(cx);
                 for index in 0..this.slots.len() {
                     if let Polled::Won(value) = this.poll_contestant(index) {
                         winner = Some(value);
                         break;
+                    }
+                }
+                // Registered only now, as most races of ready contestants end here: a
+                // contestant woken during the first poll wakes us again below instead.
+                if winner.is_none() && this.running > 0 {
+                    this.wakeups.register(cx);
+                    if this.wakeups.any_woken() {
+                        cx.waker().wake_by_ref();
                     }
                 }
             }
@@ -774,25 +814,27 @@ mod tests {
     fn an_unshared_waker_is_renumbered_and_reused() {
         let mut wakeups = Wakeups::new(130);
         assert_eq!(wakeups.words(), 3);
-        let first = wakeups.lend(0);
-        let kept = first.waker.clone();
-        assert!(!first.unshared());
-        wakeups.give_back(first);
+        let kept = wakeups.spare(0).clone();
+        assert!(wakeups.spare_kept());
+        let first = wakeups.take_spare().unwrap();
         // Someone still holds it: not reused.
-        let second = wakeups.lend(1);
-        assert!(second.unshared());
-        assert!(!kept.will_wake(&second.waker));
-        let address = Arc::as_ptr(&second.slot);
-        wakeups.give_back(second);
-        let third = wakeups.lend(129);
-        assert_eq!(Arc::as_ptr(&third.slot), address);
+        wakeups.give_back(first);
+        let second = wakeups.spare(1).clone();
+        assert!(!kept.will_wake(&second));
+        drop(second);
+        assert!(!wakeups.spare_kept());
+        let third = wakeups.spare(129).clone();
+        assert!(third.will_wake(wakeups.spare(129)));
+        assert!(!wakeups.any_woken());
 
-        third.waker.wake_by_ref();
+        third.wake();
         kept.wake();
+        assert!(wakeups.any_woken());
         let mut woken = Vec::new();
         for word in 0..wakeups.words() {
             for_each_bit(word, wakeups.take_word(word), |index| woken.push(index));
         }
         assert_eq!(woken, [0, 129]);
+        assert!(!wakeups.any_woken());
     }
 }
