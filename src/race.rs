@@ -10,7 +10,7 @@ use std::future::Future;
 use std::mem;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
@@ -239,6 +239,9 @@ tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8
 const BITS: usize = u64::BITS as usize;
 
 /// The ready bits and the race's own waker, shared with the contestants' wakers.
+///
+/// It is also the first contestant waker: a waker made from it marks the bit of contestant
+/// `index`. So a race whose contestants keep no waker allocates no waker of its own.
 #[derive(Debug)]
 struct Shared {
     parent: AtomicWaker,
@@ -246,6 +249,9 @@ struct Shared {
     first: AtomicU64,
     /// Bits of contestants 64.., one word per 64.
     rest: Box<[AtomicU64]>,
+    /// Which contestant a waker made from `Shared` itself stands for; changed only while
+    /// nobody but the race holds such a waker (see [`Lent::unshared`]).
+    index: AtomicUsize,
 }
 
 impl Shared {
@@ -264,47 +270,81 @@ impl Shared {
     }
 }
 
-/// The waker of one contestant: marks its bit and wakes the race.
+impl Wake for Shared {
+    fn wake(self: Arc<Self>) {
+        self.mark(self.index.load(Ordering::Relaxed));
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.mark(self.index.load(Ordering::Relaxed));
+    }
+}
+
+/// The waker of one contestant, made when the one in [`Shared`] is taken: marks its bit
+/// and wakes the race.
+///
+/// It holds `Shared` weakly, so that the strong count of `Shared` counts exactly the
+/// race and the clones of the waker made from `Shared`.
 #[derive(Debug)]
 struct SlotWaker {
-    shared: Arc<Shared>,
+    shared: Weak<Shared>,
     /// Changed only while nobody but the race holds the waker (see [`Lent::unshared`]).
     index: AtomicUsize,
 }
 
 impl Wake for SlotWaker {
     fn wake(self: Arc<Self>) {
-        self.shared.mark(self.index.load(Ordering::Relaxed));
+        self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.shared.mark(self.index.load(Ordering::Relaxed));
+        // Once the race is gone there is nobody to wake.
+        if let Some(shared) = self.shared.upgrade() {
+            shared.mark(self.index.load(Ordering::Relaxed));
+        }
     }
 }
 
-/// A contestant's waker, with the `Arc` it was made from so the race can tell whether
-/// anyone else holds a clone.
+/// A contestant's waker, with the `Arc` it was made from (`None`: the race's [`Shared`])
+/// so the race can tell whether anyone else holds a clone.
 #[derive(Debug)]
 struct Lent {
-    slot: Arc<SlotWaker>,
     waker: Waker,
+    own: Option<Arc<SlotWaker>>,
 }
 
 impl Lent {
-    fn new(shared: Arc<Shared>, index: usize) -> Self {
-        let slot = Arc::new(SlotWaker {
-            shared,
-            index: AtomicUsize::new(index),
-        });
-        let waker = Waker::from(slot.clone());
-        Self { slot, waker }
+    /// The waker made from `Shared` itself.
+    fn shared(shared: &Arc<Shared>) -> Self {
+        Self {
+            waker: Waker::from(shared.clone()),
+            own: None,
+        }
     }
 
-    /// Whether only the race holds this waker: `slot` and `waker` are the two owners.
-    /// Then nobody else can wake it (a wake during the last poll has already set its bit)
-    /// and nobody can clone it, so it may be renumbered.
-    fn unshared(&self) -> bool {
-        if Arc::strong_count(&self.slot) == 2 {
+    /// A waker of its own.
+    fn own(shared: &Arc<Shared>, index: usize) -> Self {
+        let slot = Arc::new(SlotWaker {
+            shared: Arc::downgrade(shared),
+            index: AtomicUsize::new(index),
+        });
+        Self {
+            waker: Waker::from(slot.clone()),
+            own: Some(slot),
+        }
+    }
+
+    /// Whether only the race holds this waker: the `Arc` it was made from has two owners,
+    /// the race (`shared` or `own`) and `waker`. Then nobody else can wake it (a wake
+    /// during the last poll has already set its bit) and nobody can clone it, so it may be
+    /// renumbered. A `SlotWaker` waking at this moment holds `shared` a little longer:
+    /// that only makes the answer a cautious no.
+    fn unshared(&self, shared: &Arc<Shared>) -> bool {
+        let owners = match &self.own {
+            Some(slot) => Arc::strong_count(slot),
+            None => Arc::strong_count(shared),
+        };
+        if owners == 2 {
             // Pairs with the release decrement of a clone dropped on another thread: its
             // last use of `index` happens before we renumber it.
             fence(Ordering::Acquire);
@@ -312,6 +352,15 @@ impl Lent {
         } else {
             false
         }
+    }
+
+    /// Makes the waker stand for contestant `index`. Only while [`Self::unshared`].
+    fn renumber(&self, shared: &Shared, index: usize) {
+        let number = match &self.own {
+            Some(slot) => &slot.index,
+            None => &shared.index,
+        };
+        number.store(index, Ordering::Relaxed);
     }
 }
 
@@ -323,7 +372,8 @@ impl Lent {
 /// connection), or one that only wakes itself during the poll (`yield_now`). So a poll
 /// uses the spare waker, renumbered for that contestant, and only a contestant that keeps
 /// a clone of it (a socket or timer registration) takes it away for as long as it runs.
-/// A race whose contestants keep none allocates one waker in total.
+/// The first spare is [`Shared`] itself: a race whose contestants keep no waker allocates
+/// no waker at all.
 #[derive(Debug)]
 struct Wakeups {
     shared: Arc<Shared>,
@@ -333,13 +383,15 @@ struct Wakeups {
 impl Wakeups {
     fn new(slots: usize) -> Self {
         let words = slots.div_ceil(BITS).max(1);
+        let shared = Arc::new(Shared {
+            parent: AtomicWaker::new(),
+            first: AtomicU64::new(0),
+            rest: (1..words).map(|_| AtomicU64::new(0)).collect(),
+            index: AtomicUsize::new(0),
+        });
         Self {
-            shared: Arc::new(Shared {
-                parent: AtomicWaker::new(),
-                first: AtomicU64::new(0),
-                rest: (1..words).map(|_| AtomicU64::new(0)).collect(),
-            }),
-            spare: None,
+            spare: Some(Lent::shared(&shared)),
+            shared,
         }
     }
 
@@ -348,10 +400,10 @@ impl Wakeups {
     fn spare(&mut self, index: usize) -> &Waker {
         let lent = match &mut self.spare {
             Some(spare) => {
-                spare.slot.index.store(index, Ordering::Relaxed);
+                spare.renumber(&self.shared, index);
                 spare
             }
-            none => none.insert(Lent::new(self.shared.clone(), index)),
+            none => none.insert(Lent::own(&self.shared, index)),
         };
         &lent.waker
     }
@@ -359,7 +411,9 @@ impl Wakeups {
     /// Whether the spare waker was cloned and the clone is still around (so it may still
     /// be woken and must keep its number).
     fn spare_kept(&self) -> bool {
-        self.spare.as_ref().is_some_and(|spare| !spare.unshared())
+        self.spare
+            .as_ref()
+            .is_some_and(|spare| !spare.unshared(&self.shared))
     }
 
     /// Takes the spare waker away (a contestant kept it); the next poll makes a new one.
@@ -370,7 +424,7 @@ impl Wakeups {
     /// Keeps a waker for the next contestant if nobody else holds a clone of it (else it
     /// may still be woken, and must keep its number: it is dropped).
     fn give_back(&mut self, lent: Lent) {
-        if self.spare.is_none() && lent.unshared() {
+        if self.spare.is_none() && lent.unshared(&self.shared) {
             self.spare = Some(lent);
         }
     }
@@ -827,7 +881,7 @@ mod tests {
         assert!(third.will_wake(wakeups.spare(129)));
         assert!(!wakeups.any_woken());
 
-        third.wake();
+        third.wake_by_ref();
         kept.wake();
         assert!(wakeups.any_woken());
         let mut woken = Vec::new();
@@ -836,5 +890,8 @@ mod tests {
         }
         assert_eq!(woken, [0, 129]);
         assert!(!wakeups.any_woken());
+        // A waker that outlives its race wakes nobody.
+        drop(wakeups);
+        third.wake();
     }
 }
