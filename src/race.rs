@@ -262,9 +262,14 @@ impl Shared {
         }
     }
 
+    /// Sets the bit of contestant `index`, and wakes the race if its word was empty.
+    ///
+    /// A word that was not empty has woken the race already, and the race has not taken
+    /// it yet: it takes every word on every poll after [`Wakeups::register`] (the first
+    /// poll checks them after registering instead). So one wake-up per word and per poll
+    /// of the race is enough.
     fn mark(&self, index: usize) {
-        let bit = 1 << (index % BITS);
-        if self.word(index / BITS).fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+        if self.word(index / BITS).fetch_or(1 << (index % BITS), Ordering::AcqRel) == 0 {
             self.parent.wake();
         }
     }
