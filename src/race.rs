@@ -10,8 +10,8 @@ use std::future::Future;
 use std::mem;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -269,7 +269,11 @@ impl Shared {
     /// poll checks them after registering instead). So one wake-up per word and per poll
     /// of the race is enough.
     fn mark(&self, index: usize) {
-        if self.word(index / BITS).fetch_or(1 << (index % BITS), Ordering::AcqRel) == 0 {
+        if self
+            .word(index / BITS)
+            .fetch_or(1 << (index % BITS), Ordering::AcqRel)
+            == 0
+        {
             self.parent.wake();
         }
     }
