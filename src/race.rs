@@ -10,8 +10,8 @@ use std::future::Future;
 use std::mem;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -239,6 +239,9 @@ tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8
 const BITS: usize = u64::BITS as usize;
 
 /// The ready bits and the race's own waker, shared with the contestants' wakers.
+///
+/// It is also the first contestant waker: a waker made from it marks the bit of contestant
+/// `index`. So a race whose contestants keep no waker allocates no waker of its own.
 #[derive(Debug)]
 struct Shared {
     parent: AtomicWaker,
@@ -246,6 +249,9 @@ struct Shared {
     first: AtomicU64,
     /// Bits of contestants 64.., one word per 64.
     rest: Box<[AtomicU64]>,
+    /// Which contestant a waker made from `Shared` itself stands for; changed only while
+    /// nobody but the race holds such a waker (see [`Lent::unshared`]).
+    index: AtomicUsize,
 }
 
 impl Shared {
@@ -256,46 +262,98 @@ impl Shared {
         }
     }
 
+    /// Sets the bit of contestant `index`, and wakes the race if its word was empty.
+    ///
+    /// A word that was not empty has woken the race already, and the race has not taken
+    /// it yet: it takes every word on every poll after [`Wakeups::register`] (the first
+    /// poll checks them after registering instead). So one wake-up per word and per poll
+    /// of the race is enough.
     fn mark(&self, index: usize) {
-        let bit = 1 << (index % BITS);
-        if self.word(index / BITS).fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+        if self
+            .word(index / BITS)
+            .fetch_or(1 << (index % BITS), Ordering::AcqRel)
+            == 0
+        {
             self.parent.wake();
         }
     }
 }
 
-/// The waker of one contestant: marks its bit and wakes the race.
+impl Wake for Shared {
+    fn wake(self: Arc<Self>) {
+        self.mark(self.index.load(Ordering::Relaxed));
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.mark(self.index.load(Ordering::Relaxed));
+    }
+}
+
+/// The waker of one contestant, made when the one in [`Shared`] is taken: marks its bit
+/// and wakes the race.
+///
+/// It holds `Shared` weakly, so that the strong count of `Shared` counts exactly the
+/// race and the clones of the waker made from `Shared`.
 #[derive(Debug)]
 struct SlotWaker {
-    shared: Arc<Shared>,
+    shared: Weak<Shared>,
     /// Changed only while nobody but the race holds the waker (see [`Lent::unshared`]).
     index: AtomicUsize,
 }
 
 impl Wake for SlotWaker {
     fn wake(self: Arc<Self>) {
-        self.shared.mark(self.index.load(Ordering::Relaxed));
+        self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.shared.mark(self.index.load(Ordering::Relaxed));
+        // Once the race is gone there is nobody to wake.
+        if let Some(shared) = self.shared.upgrade() {
+            shared.mark(self.index.load(Ordering::Relaxed));
+        }
     }
 }
 
-/// A contestant's waker, with the `Arc` it was made from so the race can tell whether
-/// anyone else holds a clone.
+/// A contestant's waker, with the `Arc` it was made from (`None`: the race's [`Shared`])
+/// so the race can tell whether anyone else holds a clone.
 #[derive(Debug)]
 struct Lent {
-    slot: Arc<SlotWaker>,
     waker: Waker,
+    own: Option<Arc<SlotWaker>>,
 }
 
 impl Lent {
-    /// Whether only the race holds this waker: `slot` and `waker` are the two owners.
-    /// Then nobody else can wake it (a wake during the last poll has already set its bit)
-    /// and nobody can clone it, so it may be renumbered.
-    fn unshared(&self) -> bool {
-        if Arc::strong_count(&self.slot) == 2 {
+    /// The waker made from `Shared` itself.
+    fn shared(shared: &Arc<Shared>) -> Self {
+        Self {
+            waker: Waker::from(shared.clone()),
+            own: None,
+        }
+    }
+
+    /// A waker of its own.
+    fn own(shared: &Arc<Shared>, index: usize) -> Self {
+        let slot = Arc::new(SlotWaker {
+            shared: Arc::downgrade(shared),
+            index: AtomicUsize::new(index),
+        });
+        Self {
+            waker: Waker::from(slot.clone()),
+            own: Some(slot),
+        }
+    }
+
+    /// Whether only the race holds this waker: the `Arc` it was made from has two owners,
+    /// the race (`shared` or `own`) and `waker`. Then nobody else can wake it (a wake
+    /// during the last poll has already set its bit) and nobody can clone it, so it may be
+    /// renumbered. A `SlotWaker` waking at this moment holds `shared` a little longer:
+    /// that only makes the answer a cautious no.
+    fn unshared(&self, shared: &Arc<Shared>) -> bool {
+        let owners = match &self.own {
+            Some(slot) => Arc::strong_count(slot),
+            None => Arc::strong_count(shared),
+        };
+        if owners == 2 {
             // Pairs with the release decrement of a clone dropped on another thread: its
             // last use of `index` happens before we renumber it.
             fence(Ordering::Acquire);
@@ -303,6 +361,15 @@ impl Lent {
         } else {
             false
         }
+    }
+
+    /// Makes the waker stand for contestant `index`. Only while [`Self::unshared`].
+    fn renumber(&self, shared: &Shared, index: usize) {
+        let number = match &self.own {
+            Some(slot) => &slot.index,
+            None => &shared.index,
+        };
+        number.store(index, Ordering::Relaxed);
     }
 }
 
@@ -312,10 +379,10 @@ impl Lent {
 /// `ReadySet` makes every slot's waker up front, an allocation each. But many contestants
 /// never keep their waker: one that finishes on its first poll (a cached answer, a refused
 /// connection), or one that only wakes itself during the poll (`yield_now`). So a poll
-/// borrows a spare waker, and when the contestant has not kept a clone of it, the waker
-/// goes back to be renumbered for the next poll. A contestant that keeps a clone (a socket
-/// or timer registration) keeps its waker for as long as it runs. A race whose contestants
-/// keep none allocates one waker in total.
+/// uses the spare waker, renumbered for that contestant, and only a contestant that keeps
+/// a clone of it (a socket or timer registration) takes it away for as long as it runs.
+/// The first spare is [`Shared`] itself: a race whose contestants keep no waker allocates
+/// no waker at all.
 #[derive(Debug)]
 struct Wakeups {
     shared: Arc<Shared>,
@@ -325,37 +392,55 @@ struct Wakeups {
 impl Wakeups {
     fn new(slots: usize) -> Self {
         let words = slots.div_ceil(BITS).max(1);
+        let shared = Arc::new(Shared {
+            parent: AtomicWaker::new(),
+            first: AtomicU64::new(0),
+            rest: (1..words).map(|_| AtomicU64::new(0)).collect(),
+            index: AtomicUsize::new(0),
+        });
         Self {
-            shared: Arc::new(Shared {
-                parent: AtomicWaker::new(),
-                first: AtomicU64::new(0),
-                rest: (1..words).map(|_| AtomicU64::new(0)).collect(),
-            }),
-            spare: None,
+            spare: Some(Lent::shared(&shared)),
+            shared,
         }
     }
 
-    /// A waker for contestant `index`. Hand it back with [`Self::give_back`] unless the
-    /// contestant kept a clone.
-    fn lend(&mut self, index: usize) -> Lent {
-        if let Some(spare) = self.spare.take() {
-            spare.slot.index.store(index, Ordering::Relaxed);
-            return spare;
-        }
-        let slot = Arc::new(SlotWaker {
-            shared: self.shared.clone(),
-            index: AtomicUsize::new(index),
-        });
-        let waker = Waker::from(slot.clone());
-        Lent { slot, waker }
+    /// The spare waker, numbered for contestant `index` (made if there is none). After the
+    /// poll, [`Self::take_spare`] it if the contestant kept a clone.
+    fn spare(&mut self, index: usize) -> &Waker {
+        let lent = match &mut self.spare {
+            Some(spare) => {
+                spare.renumber(&self.shared, index);
+                spare
+            }
+            none => none.insert(Lent::own(&self.shared, index)),
+        };
+        &lent.waker
+    }
+
+    /// Whether the spare waker was cloned and the clone is still around (so it may still
+    /// be woken and must keep its number).
+    fn spare_kept(&self) -> bool {
+        self.spare
+            .as_ref()
+            .is_some_and(|spare| !spare.unshared(&self.shared))
+    }
+
+    /// Takes the spare waker away (a contestant kept it); the next poll makes a new one.
+    fn take_spare(&mut self) -> Option<Lent> {
+        self.spare.take()
     }
 
     /// Keeps a waker for the next contestant if nobody else holds a clone of it (else it
     /// may still be woken, and must keep its number: it is dropped).
     fn give_back(&mut self, lent: Lent) {
-        if self.spare.is_none() && lent.unshared() {
+        if self.spare.is_none() && lent.unshared(&self.shared) {
             self.spare = Some(lent);
         }
+    }
+
+    /// Whether any contestant was woken since the bits were last taken.
+    fn any_woken(&self) -> bool {
+        (0..self.words()).any(|word| self.shared.word(word).load(Ordering::Acquire) != 0)
     }
 
     /// Remembers the race's task. Call it before [`Self::take_word`] on every poll, so no
@@ -579,28 +664,39 @@ impl<F, E> Race<F, E> {
         let Some(future) = slot.future.as_mut() else {
             return Polled::Pending;
         };
-        let lent = match slot.lent.take() {
-            Some(kept) => kept,
-            None => self.wakeups.lend(index),
+        let waker = match &slot.lent {
+            Some(kept) => &kept.waker,
+            None => self.wakeups.spare(index),
         };
-        let polled = match future.as_mut().poll(&mut Context::from_waker(&lent.waker)) {
-            Poll::Pending => Polled::Pending,
-            Poll::Ready(Ok(value)) => Polled::Won(value),
-            Poll::Ready(Err(error)) => {
+        let result = match future.as_mut().poll(&mut Context::from_waker(waker)) {
+            Poll::Pending => {
+                // A contestant that kept a clone of the spare waker keeps the waker.
+                if slot.lent.is_none() && self.wakeups.spare_kept() {
+                    slot.lent = self.wakeups.take_spare();
+                }
+                return Polled::Pending;
+            }
+            Poll::Ready(result) => result,
+        };
+        match result {
+            Ok(value) => Polled::Won(value),
+            Err(error) => {
                 slot.future = None;
+                // Its waker can be lent out again, unless a clone is still around.
+                match slot.lent.take() {
+                    Some(kept) => self.wakeups.give_back(kept),
+                    None if self.wakeups.spare_kept() => drop(self.wakeups.take_spare()),
+                    None => {}
+                }
+                if self.errors.is_empty() {
+                    // One allocation for every error to come.
+                    self.errors.reserve_exact(self.running);
+                }
                 self.running -= 1;
                 self.errors.push((index, error));
                 Polled::Failed
             }
-        };
-        // A running contestant that kept a clone keeps its waker; any other waker can be
-        // lent out again.
-        if matches!(polled, Polled::Pending) && !lent.unshared() {
-            slot.lent = Some(lent);
-        } else {
-            self.wakeups.give_back(lent);
         }
-        polled
     }
 }
 
@@ -620,11 +716,18 @@ where
                 if let Some(duration) = this.timeout {
                     this.timer = Some(Box::pin(sleep(duration)));
                 }
-                this.wakeups.register(cx);
                 for index in 0..this.slots.len() {
                     if let Polled::Won(value) = this.poll_contestant(index) {
                         winner = Some(value);
                         break;
+                    }
+                }
+                // Registered only now, as most races of ready contestants end here: a
+                // contestant woken during the first poll wakes us again below instead.
+                if winner.is_none() && this.running > 0 {
+                    this.wakeups.register(cx);
+                    if this.wakeups.any_woken() {
+                        cx.waker().wake_by_ref();
                     }
                 }
             }
@@ -774,25 +877,30 @@ mod tests {
     fn an_unshared_waker_is_renumbered_and_reused() {
         let mut wakeups = Wakeups::new(130);
         assert_eq!(wakeups.words(), 3);
-        let first = wakeups.lend(0);
-        let kept = first.waker.clone();
-        assert!(!first.unshared());
-        wakeups.give_back(first);
+        let kept = wakeups.spare(0).clone();
+        assert!(wakeups.spare_kept());
+        let first = wakeups.take_spare().unwrap();
         // Someone still holds it: not reused.
-        let second = wakeups.lend(1);
-        assert!(second.unshared());
-        assert!(!kept.will_wake(&second.waker));
-        let address = Arc::as_ptr(&second.slot);
-        wakeups.give_back(second);
-        let third = wakeups.lend(129);
-        assert_eq!(Arc::as_ptr(&third.slot), address);
+        wakeups.give_back(first);
+        let second = wakeups.spare(1).clone();
+        assert!(!kept.will_wake(&second));
+        drop(second);
+        assert!(!wakeups.spare_kept());
+        let third = wakeups.spare(129).clone();
+        assert!(third.will_wake(wakeups.spare(129)));
+        assert!(!wakeups.any_woken());
 
-        third.waker.wake_by_ref();
+        third.wake_by_ref();
         kept.wake();
+        assert!(wakeups.any_woken());
         let mut woken = Vec::new();
         for word in 0..wakeups.words() {
             for_each_bit(word, wakeups.take_word(word), |index| woken.push(index));
         }
         assert_eq!(woken, [0, 129]);
+        assert!(!wakeups.any_woken());
+        // A waker that outlives its race wakes nobody.
+        drop(wakeups);
+        third.wake();
     }
 }
