@@ -40,8 +40,8 @@ fn check_limits(global_limit: usize, per_key_limit: usize) {
 }
 
 pin_project! {
-    /// A future that remembers its key and input position, handing them back with its
-    /// output so the scheduler knows whose room to free.
+    /// A future that remembers its key and hands it back with its output, so the
+    /// scheduler knows whose room to free (the pool's tag carries the input position).
     struct Keyed<K, Fut> {
         key: Option<K>,
         #[pin]
