@@ -242,20 +242,27 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         let runtime = self.options.runtime();
         let mut map = lock(&self.map);
         let map = map.get_or_insert_with(HashMap::new);
-        if !map.contains_key(key) {
-            map.insert(key.to_owned(), Vec::new());
-        }
-        let slots = map.get_mut(key).expect("inserted above");
-        let slot = match slots.iter().find(|slot| slot.runtime == runtime) {
+        let found = map
+            .get(key)
+            .and_then(|slots| slots.iter().find(|slot| slot.runtime == runtime));
+        let slot = match found {
             Some(slot) => slot.clone(),
             None => {
+                // Everything that can panic (`to_owned`) runs before the map changes, so a
+                // panic leaves no empty entry behind.
                 let slot = Arc::new(KeySlot {
                     key: key.to_owned(),
                     runtime,
                     users: AtomicUsize::new(0),
                     semaphore: Semaphore::new(self.options.limit),
                 });
-                slots.push(slot.clone());
+                match map.get_mut(key) {
+                    Some(slots) => slots.push(slot.clone()),
+                    None => {
+                        let owned = key.to_owned();
+                        map.insert(owned, vec![slot.clone()]);
+                    }
+                }
                 slot
             }
         };
