@@ -457,37 +457,39 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Bulkhead {
-    /// Creates a bulkhead that lets at most `limit` callers in at once (per runtime).
-    ///
-    /// Callers beyond the limit wait in a FIFO queue, with no timeout and no bound unless
-    /// [`timeout`](Self::timeout) and [`max_waiting`](Self::max_waiting) say otherwise.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// static DATABASE: tollgate::Bulkhead = tollgate::Bulkhead::new(10);
-    /// assert_eq!(DATABASE.limit(), 10);
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// Panics when `limit` is 0 (nothing could ever run) or above
-    /// [`Semaphore::MAX_PERMITS`]. In a `static` that is a compile-time error.
-    #[track_caller]
-    pub const fn new(limit: usize) -> Self {
-        assert!(
-            limit > 0,
-            "tollgate::Bulkhead::new: a limit of 0 would refuse all work; use at least 1"
-        );
-        assert!(
-            limit <= Semaphore::MAX_PERMITS,
-            "tollgate::Bulkhead::new: more than Semaphore::MAX_PERMITS (2^31 - 1)"
-        );
-        Self {
-            options: Options::new(limit),
-            process: Semaphore::new(limit),
-            runtimes: Mutex::new(Vec::new()),
-            id: AtomicU64::new(0),
+    crate::semaphore::sync::const_unless_loom! {
+        /// Creates a bulkhead that lets at most `limit` callers in at once (per runtime).
+        ///
+        /// Callers beyond the limit wait in a FIFO queue, with no timeout and no bound unless
+        /// [`timeout`](Self::timeout) and [`max_waiting`](Self::max_waiting) say otherwise.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// static DATABASE: tollgate::Bulkhead = tollgate::Bulkhead::new(10);
+        /// assert_eq!(DATABASE.limit(), 10);
+        /// ```
+        ///
+        /// # Panics
+        ///
+        /// Panics when `limit` is 0 (nothing could ever run) or above
+        /// [`Semaphore::MAX_PERMITS`]. In a `static` that is a compile-time error.
+        #[track_caller]
+        pub const fn new(limit: usize) -> Self {
+            assert!(
+                limit > 0,
+                "tollgate::Bulkhead::new: a limit of 0 would refuse all work; use at least 1"
+            );
+            assert!(
+                limit <= Semaphore::MAX_PERMITS,
+                "tollgate::Bulkhead::new: more than Semaphore::MAX_PERMITS (2^31 - 1)"
+            );
+            Self {
+                options: Options::new(limit),
+                process: Semaphore::new(limit),
+                runtimes: Mutex::new(Vec::new()),
+                id: AtomicU64::new(0),
+            }
         }
     }
 

@@ -30,9 +30,43 @@ use std::fmt;
 use std::future::Future;
 use std::mem;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
+
+use self::sync::{AtomicU64, AtomicUsize, Mutex, MutexGuard};
+
+/// The synchronization primitives of the semaphore: `std`'s normally, `loom`'s when built
+/// with `RUSTFLAGS="--cfg tollgate_loom"`, so that `tests/loom.rs` can explore every
+/// interleaving. (`Arc` stays `std`'s: it only carries the semaphore, and it is a method
+/// receiver.)
+pub(crate) mod sync {
+    #[cfg(tollgate_loom)]
+    pub(crate) use loom::future::block_on;
+    #[cfg(tollgate_loom)]
+    pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize};
+    #[cfg(tollgate_loom)]
+    pub(crate) use loom::sync::{Mutex, MutexGuard};
+
+    #[cfg(not(tollgate_loom))]
+    pub(crate) use futures_lite::future::block_on;
+    #[cfg(not(tollgate_loom))]
+    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize};
+    #[cfg(not(tollgate_loom))]
+    pub(crate) use std::sync::{Mutex, MutexGuard};
+
+    /// Declares a `const fn` that is a plain `fn` under loom, whose primitives have no
+    /// `const` constructors.
+    macro_rules! const_unless_loom {
+        ($(#[$attr:meta])* $vis:vis const fn $($rest:tt)*) => {
+            #[cfg(not(tollgate_loom))]
+            $(#[$attr])* $vis const fn $($rest)*
+            #[cfg(tollgate_loom)]
+            $(#[$attr])* $vis fn $($rest)*
+        };
+    }
+    pub(crate) use const_unless_loom;
+}
 
 /// Permits in use: the low 32 bits.
 const IN_FLIGHT: u64 = (1 << 32) - 1;
@@ -101,36 +135,38 @@ impl Semaphore {
     /// The largest number of permits a semaphore can have: 2^31 - 1.
     pub const MAX_PERMITS: usize = (u32::MAX >> 1) as usize;
 
-    /// Creates a semaphore with `permits` permits.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let semaphore = tollgate::Semaphore::new(8);
-    /// assert_eq!(semaphore.available_permits(), 8);
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// Panics when `permits` is 0 (nothing could ever run) or above
-    /// [`MAX_PERMITS`](Self::MAX_PERMITS). In a `static`, that is a compile-time error.
-    #[track_caller]
-    pub const fn new(permits: usize) -> Self {
-        assert!(
-            permits > 0,
-            "tollgate::Semaphore::new: 0 permits would block every acquire forever; use at least 1"
-        );
-        assert!(
-            permits <= Self::MAX_PERMITS,
-            "tollgate::Semaphore::new: more than Semaphore::MAX_PERMITS (2^31 - 1) permits"
-        );
-        Self {
-            state: AtomicU64::new(0),
-            limit: permits as u64,
-            peak: AtomicUsize::new(0),
-            admitted_wraps: AtomicU64::new(0),
-            rejected: AtomicU64::new(0),
-            queue: Mutex::new(Queue::new()),
+    sync::const_unless_loom! {
+        /// Creates a semaphore with `permits` permits.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// let semaphore = tollgate::Semaphore::new(8);
+        /// assert_eq!(semaphore.available_permits(), 8);
+        /// ```
+        ///
+        /// # Panics
+        ///
+        /// Panics when `permits` is 0 (nothing could ever run) or above
+        /// [`MAX_PERMITS`](Self::MAX_PERMITS). In a `static`, that is a compile-time error.
+        #[track_caller]
+        pub const fn new(permits: usize) -> Self {
+            assert!(
+                permits > 0,
+                "tollgate::Semaphore::new: 0 permits would block every acquire forever; use at least 1"
+            );
+            assert!(
+                permits <= Self::MAX_PERMITS,
+                "tollgate::Semaphore::new: more than Semaphore::MAX_PERMITS (2^31 - 1) permits"
+            );
+            Self {
+                state: AtomicU64::new(0),
+                limit: permits as u64,
+                peak: AtomicUsize::new(0),
+                admitted_wraps: AtomicU64::new(0),
+                rejected: AtomicU64::new(0),
+                queue: Mutex::new(Queue::new()),
+            }
         }
     }
 
@@ -247,7 +283,7 @@ impl Semaphore {
     pub fn acquire_blocking(&self) -> SemaphoreGuard<'_> {
         match self.try_acquire() {
             Some(guard) => guard,
-            None => futures_lite::future::block_on(self.acquire()),
+            None => sync::block_on(self.acquire()),
         }
     }
 
