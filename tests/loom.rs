@@ -53,6 +53,21 @@ fn queued(semaphore: &Arc<Semaphore>, waker: &Waker) -> SemaphoreAcquireArc {
     future
 }
 
+/// Checks that `waiter` was woken and now holds the permit, and returns it.
+#[track_caller]
+fn woken_and_granted(
+    waiter: &mut SemaphoreAcquireArc,
+    wakes: &CountingWaker,
+    waker: &Waker,
+    who: &str,
+) -> tollgate::SemaphoreGuardArc {
+    assert!(wakes.0.load(Ordering::SeqCst) > 0, "{who} was never woken");
+    match poll(waiter, waker) {
+        Poll::Ready(guard) => guard,
+        Poll::Pending => panic!("{who} was woken but did not get the permit"),
+    }
+}
+
 /// Permits in use, checked against the limit on every admission.
 struct InUse {
     now: AtomicUsize,
@@ -158,14 +173,7 @@ fn a_release_racing_a_new_waiter_is_not_lost() {
             Poll::Ready(guard) => guard,
             Poll::Pending => {
                 releaser.take().unwrap().join().unwrap();
-                assert!(
-                    wakes.0.load(Ordering::SeqCst) > 0,
-                    "queued waiter never woken"
-                );
-                match poll(&mut future, &waker) {
-                    Poll::Ready(guard) => guard,
-                    Poll::Pending => panic!("woken waiter still pending"),
-                }
+                woken_and_granted(&mut future, &wakes, &waker, "the queued waiter")
             }
         };
         drop(guard);
@@ -193,13 +201,7 @@ fn a_release_goes_to_the_queued_waiter_not_to_a_newcomer() {
         let releaser = thread::spawn(move || drop(guard));
         assert!(!newcomer.join().unwrap(), "a newcomer jumped the queue");
         releaser.join().unwrap();
-        assert!(
-            wakes.0.load(Ordering::SeqCst) > 0,
-            "the waiter was never woken"
-        );
-        let Poll::Ready(guard) = poll(&mut waiter, &waker) else {
-            panic!("the permit did not go to the waiter");
-        };
+        let guard = woken_and_granted(&mut waiter, &wakes, &waker, "the queued waiter");
         assert!(semaphore.try_acquire().is_none());
         drop(guard);
         drop(waiter);
@@ -222,13 +224,7 @@ fn a_waiter_cancelled_as_it_is_granted_passes_the_permit_on() {
         let releaser = thread::spawn(move || drop(guard));
         drop(first);
         releaser.join().unwrap();
-        assert!(
-            second_wakes.0.load(Ordering::SeqCst) > 0,
-            "the next waiter was never woken"
-        );
-        let Poll::Ready(guard) = poll(&mut second, &second_waker) else {
-            panic!("the cancelled waiter's permit leaked");
-        };
+        let guard = woken_and_granted(&mut second, &second_wakes, &second_waker, "the next waiter");
         assert_eq!(semaphore.available_permits(), 0);
         drop(guard);
         drop(second);
@@ -255,10 +251,12 @@ fn a_passed_on_permit_is_not_taken_by_a_newcomer() {
         drop(guard);
         canceller.join().unwrap();
         assert!(!newcomer.join().unwrap(), "a newcomer jumped the queue");
-        assert!(second_wakes.0.load(Ordering::SeqCst) > 0);
-        let Poll::Ready(guard) = poll(&mut second, &second_waker) else {
-            panic!("the permit did not reach the second waiter");
-        };
+        let guard = woken_and_granted(
+            &mut second,
+            &second_wakes,
+            &second_waker,
+            "the second waiter",
+        );
         drop(guard);
         drop(second);
         assert_all_returned(&semaphore);
