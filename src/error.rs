@@ -2,10 +2,10 @@
 
 use std::fmt;
 
-use crate::bulkhead::BulkheadFull;
+use crate::limit::bulkhead::BulkheadFull;
 use crate::race::RaceFailed;
 use crate::retry::RetryError;
-use crate::rt::AlreadyInRuntime;
+use crate::runtime::AlreadyInRuntime;
 use crate::testing::EventuallyFailed;
 use crate::time::Elapsed;
 

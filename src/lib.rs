@@ -118,40 +118,37 @@
     unreachable_pub
 )]
 
-mod bulkhead;
 mod error;
-mod key_scheduler;
-mod keyed;
-mod keyed_bulkhead;
+mod limit;
 mod map;
 mod race;
-mod ready_set;
 mod retry;
-mod rt;
-mod semaphore;
+mod runtime;
+mod sync;
 pub mod testing;
-pub mod time;
+mod time;
+mod wake;
 
-pub use crate::bulkhead::{Bulkhead, BulkheadFull, BulkheadStats, Permit, PermitArc};
 pub use crate::error::Error;
-pub use crate::keyed::map_keyed;
-pub use crate::keyed_bulkhead::{KeyedBulkhead, KeyedPermit, KeyedPermitArc};
+pub use crate::limit::bulkhead::keyed::{KeyedBulkhead, KeyedPermit, KeyedPermitArc};
+pub use crate::limit::bulkhead::{Bulkhead, BulkheadFull, BulkheadStats, Permit, PermitArc};
+pub use crate::limit::semaphore::{Semaphore, SemaphoreGuard, SemaphoreGuardArc};
+pub use crate::map::keyed::map_keyed;
 pub use crate::map::{BoundedStreamExt, amap_iter, gather_limit, map_async, try_map_async};
 pub use crate::race::{IntoContestants, RaceFailed, race};
 pub use crate::retry::{Attempt, RetryError, retry};
-pub use crate::rt::{AlreadyInRuntime, RuntimeKey, run_sync, try_run_sync};
-pub use crate::semaphore::{Semaphore, SemaphoreGuard, SemaphoreGuardArc};
+pub use crate::runtime::{AlreadyInRuntime, RuntimeKey, run_sync, try_run_sync};
 pub use crate::time::{Elapsed, sleep, timeout};
 
 /// The futures tollgate's functions return, named so they can be stored in structs.
 pub mod futures {
-    pub use crate::bulkhead::{BulkheadAcquire, BulkheadAcquireArc, BulkheadRun};
-    pub use crate::keyed::{MapKeyed, MapKeyedUnordered};
-    pub use crate::keyed_bulkhead::{KeyedAcquire, KeyedAcquireArc, KeyedRun};
+    pub use crate::limit::bulkhead::keyed::{KeyedAcquire, KeyedAcquireArc, KeyedRun};
+    pub use crate::limit::bulkhead::{BulkheadAcquire, BulkheadAcquireArc, BulkheadRun};
+    pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
+    pub use crate::map::keyed::{MapKeyed, MapKeyedUnordered};
     pub use crate::map::{GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync};
     pub use crate::race::{Either, Race};
     pub use crate::retry::{Retry, RetryFuture};
-    pub use crate::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::time::{Sleep, Timeout};
 }
 

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::rt::now;
+use crate::runtime::now;
 use crate::time::sleep;
 
 /// The outcome of one check run by [`eventually`].

@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::rt::RtSleep;
+use crate::runtime::RtSleep;
 
 pin_project_lite::pin_project! {
     /// Future returned by [`sleep`].

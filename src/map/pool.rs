@@ -23,7 +23,7 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use crate::ready_set::ReadySet;
+use crate::wake::ReadySet;
 
 /// The first ready set is at most this large; it doubles from there up to the limit.
 const FIRST_SLOTS: usize = 1024;

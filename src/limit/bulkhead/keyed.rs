@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::bulkhead::{BulkheadFull, BulkheadStats, Gated, Name, Options, Wait};
-use crate::rt::RuntimeKey;
-use crate::semaphore::Semaphore;
+use crate::limit::bulkhead::{BulkheadFull, BulkheadStats, Gated, Name, Options, Wait};
+use crate::limit::semaphore::Semaphore;
+use crate::runtime::RuntimeKey;
 
 /// One cap per key, with the same options as [`Bulkhead`](crate::Bulkhead): the
 /// per-host limit of a crawler.

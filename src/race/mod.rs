@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use atomic_waker::AtomicWaker;
 
-use crate::ready_set::for_each_bit;
 use crate::time::{Sleep, sleep};
+use crate::wake::for_each_bit;
 
 /// One contestant: the future, boxed so it stays pinned while the others come and go
 /// (`None` once it failed), and its waker if it kept a clone of it.

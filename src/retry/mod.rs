@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use crate::rt::now;
+use crate::runtime::now;
 use crate::time::{Sleep, Timeout, sleep, timeout};
 
 /// Default number of attempts (the first try included).

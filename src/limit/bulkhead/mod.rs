@@ -15,6 +15,8 @@
 //! - entries of runtimes that are gone and hold no permit are dropped whenever a new
 //!   runtime's entry is inserted, so the list stays as long as the set of live runtimes.
 
+pub(crate) mod keyed;
+
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
@@ -26,8 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::rt::{RtSleep, RuntimeKey};
-use crate::semaphore::{Counters, Semaphore, Waiter};
+use crate::limit::semaphore::{Counters, Semaphore, Waiter};
+use crate::runtime::{RtSleep, RuntimeKey};
 
 /// Options shared by [`Bulkhead`] and [`KeyedBulkhead`](crate::KeyedBulkhead).
 #[derive(Clone, Debug)]
@@ -457,7 +459,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Bulkhead {
-    crate::semaphore::sync::const_unless_loom! {
+    crate::sync::const_unless_loom! {
         /// Creates a bulkhead that lets at most `limit` callers in at once (per runtime).
         ///
         /// Callers beyond the limit wait in a FIFO queue, with no timeout and no bound unless
@@ -827,7 +829,7 @@ impl Bulkhead {
     pub fn acquire_blocking(&self) -> Result<Permit<'_>, BulkheadFull> {
         match self.try_acquire() {
             Some(permit) => Ok(permit),
-            None => crate::rt::block_on_real_time(self.acquire()),
+            None => crate::runtime::block_on_real_time(self.acquire()),
         }
     }
 

@@ -16,6 +16,7 @@
 //! The collecting futures (`map_async`, `try_map_async`, `gather_limit`) drive the same
 //! engine and move each output straight into the result vector when it is next in line.
 
+pub(crate) mod keyed;
 mod pool;
 
 use std::collections::VecDeque;
@@ -776,7 +777,7 @@ pub trait BoundedStreamExt: Stream {
     ///
     /// Items whose key is full wait in a per-key queue without holding a global slot;
     /// keys with waiting items take turns. At most the
-    /// [look-ahead](crate::futures::MapKeyedUnordered::lookahead) (64 × `global_limit` by
+    /// [look-ahead](crate::map::keyed::MapKeyedUnordered::lookahead) (64 × `global_limit` by
     /// default) items are pulled and waiting for their key.
     ///
     /// # Examples
@@ -810,7 +811,7 @@ pub trait BoundedStreamExt: Stream {
         global_limit: usize,
         per_key_limit: usize,
         f: F,
-    ) -> crate::futures::MapKeyedUnordered<Self, K, KF, F, Fut>
+    ) -> crate::map::keyed::MapKeyedUnordered<Self, K, KF, F, Fut>
     where
         Self: Sized,
         K: std::hash::Hash + Eq + Clone,
@@ -818,7 +819,7 @@ pub trait BoundedStreamExt: Stream {
         F: FnMut(Self::Item) -> Fut,
         Fut: Future,
     {
-        crate::futures::MapKeyedUnordered::new(self, key_fn, global_limit, per_key_limit, f)
+        crate::map::keyed::MapKeyedUnordered::new(self, key_fn, global_limit, per_key_limit, f)
     }
 }
 

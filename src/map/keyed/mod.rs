@@ -8,6 +8,8 @@
 //! items of other keys go ahead. Input is pulled ahead of the running work, up to a
 //! bounded look-ahead, to find those other keys.
 
+mod scheduler;
+
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fmt;
@@ -19,7 +21,7 @@ use std::task::{Context, Poll};
 use futures_lite::stream::{self, Iter, Stream};
 use pin_project_lite::pin_project;
 
-use crate::key_scheduler::KeyScheduler;
+use self::scheduler::KeyScheduler;
 use crate::map::Pool;
 
 /// Look-ahead per unit of global limit, by default.

@@ -34,39 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 
-use self::sync::{AtomicU64, AtomicUsize, Mutex, MutexGuard};
-
-/// The synchronization primitives of the semaphore: `std`'s normally, `loom`'s when built
-/// with `RUSTFLAGS="--cfg tollgate_loom"`, so that `tests/loom.rs` can explore every
-/// interleaving. (`Arc` stays `std`'s: it only carries the semaphore, and it is a method
-/// receiver.)
-pub(crate) mod sync {
-    #[cfg(tollgate_loom)]
-    pub(crate) use loom::future::block_on;
-    #[cfg(tollgate_loom)]
-    pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize};
-    #[cfg(tollgate_loom)]
-    pub(crate) use loom::sync::{Mutex, MutexGuard};
-
-    #[cfg(not(tollgate_loom))]
-    pub(crate) use futures_lite::future::block_on;
-    #[cfg(not(tollgate_loom))]
-    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize};
-    #[cfg(not(tollgate_loom))]
-    pub(crate) use std::sync::{Mutex, MutexGuard};
-
-    /// Declares a `const fn` that is a plain `fn` under loom, whose primitives have no
-    /// `const` constructors.
-    macro_rules! const_unless_loom {
-        ($(#[$attr:meta])* $vis:vis const fn $($rest:tt)*) => {
-            #[cfg(not(tollgate_loom))]
-            $(#[$attr])* $vis const fn $($rest)*
-            #[cfg(tollgate_loom)]
-            $(#[$attr])* $vis fn $($rest)*
-        };
-    }
-    pub(crate) use const_unless_loom;
-}
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, MutexGuard};
 
 /// Permits in use: the low 32 bits.
 const IN_FLIGHT: u64 = (1 << 32) - 1;
@@ -135,7 +103,7 @@ impl Semaphore {
     /// The largest number of permits a semaphore can have: 2^31 - 1.
     pub const MAX_PERMITS: usize = (u32::MAX >> 1) as usize;
 
-    sync::const_unless_loom! {
+    crate::sync::const_unless_loom! {
         /// Creates a semaphore with `permits` permits.
         ///
         /// # Examples
@@ -283,7 +251,7 @@ impl Semaphore {
     pub fn acquire_blocking(&self) -> SemaphoreGuard<'_> {
         match self.try_acquire() {
             Some(guard) => guard,
-            None => sync::block_on(self.acquire()),
+            None => crate::sync::block_on(self.acquire()),
         }
     }
 
