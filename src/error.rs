@@ -2,12 +2,12 @@
 
 use std::fmt;
 
-use crate::limit::bulkhead::BulkheadFull;
-use crate::race::RaceFailed;
+use crate::limit::bulkhead::BulkheadError;
+use crate::race::RaceError;
 use crate::retry::RetryError;
-use crate::runtime::AlreadyInRuntime;
-use crate::testing::EventuallyFailed;
-use crate::time::Elapsed;
+use crate::runtime::RunSyncError;
+use crate::testing::EventuallyError;
+use crate::time::TimeoutError;
 
 /// Any error tollgate returns, for code that wants one error type (`Box<dyn Error>` works
 /// too: each variant's error implements `std::error::Error + Send + Sync + 'static`).
@@ -29,28 +29,28 @@ use crate::time::Elapsed;
 #[non_exhaustive]
 pub enum Error {
     /// A [`timeout`](crate::timeout) passed.
-    Elapsed(Elapsed),
+    Timeout(TimeoutError),
     /// [`try_run_sync`](crate::try_run_sync) was called inside a running runtime.
-    AlreadyInRuntime(AlreadyInRuntime),
+    RunSync(RunSyncError),
     /// [`eventually`](crate::testing::eventually) gave up.
-    EventuallyFailed(EventuallyFailed),
+    Eventually(EventuallyError),
     /// A [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead) refused.
-    BulkheadFull(BulkheadFull),
+    Bulkhead(BulkheadError),
     /// No contestant of a [`race`](crate::race) succeeded; each error is boxed.
-    RaceFailed(RaceFailed<Box<dyn std::error::Error + Send + Sync>>),
+    Race(RaceError<Box<dyn std::error::Error + Send + Sync>>),
     /// A [`retry`](crate::retry) gave up; each attempt's error is boxed.
-    RetryError(RetryError<Box<dyn std::error::Error + Send + Sync>>),
+    Retry(RetryError<Box<dyn std::error::Error + Send + Sync>>),
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Elapsed(error) => error.fmt(f),
-            Error::AlreadyInRuntime(error) => error.fmt(f),
-            Error::EventuallyFailed(error) => error.fmt(f),
-            Error::BulkheadFull(error) => error.fmt(f),
-            Error::RaceFailed(error) => error.fmt(f),
-            Error::RetryError(error) => error.fmt(f),
+            Error::Timeout(error) => error.fmt(f),
+            Error::RunSync(error) => error.fmt(f),
+            Error::Eventually(error) => error.fmt(f),
+            Error::Bulkhead(error) => error.fmt(f),
+            Error::Race(error) => error.fmt(f),
+            Error::Retry(error) => error.fmt(f),
         }
     }
 }
@@ -60,24 +60,29 @@ impl std::error::Error for Error {
     // error's source instead of repeating the inner error in the chain.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Elapsed(error) => error.source(),
-            Error::AlreadyInRuntime(error) => error.source(),
-            Error::EventuallyFailed(error) => error.source(),
-            Error::BulkheadFull(error) => error.source(),
-            Error::RaceFailed(error) => error.source(),
-            Error::RetryError(error) => error.source(),
+            Error::Timeout(error) => error.source(),
+            Error::RunSync(error) => error.source(),
+            Error::Eventually(error) => error.source(),
+            Error::Bulkhead(error) => error.source(),
+            Error::Race(error) => error.source(),
+            Error::Retry(error) => error.source(),
         }
     }
 }
 
 macro_rules! from_error {
-    ($($variant:ident),* $(,)?) => {$(
-        impl From<$variant> for Error {
-            fn from(error: $variant) -> Self {
+    ($($variant:ident($error:ident)),* $(,)?) => {$(
+        impl From<$error> for Error {
+            fn from(error: $error) -> Self {
                 Error::$variant(error)
             }
         }
     )*};
 }
 
-from_error!(Elapsed, AlreadyInRuntime, EventuallyFailed, BulkheadFull);
+from_error!(
+    Timeout(TimeoutError),
+    RunSync(RunSyncError),
+    Eventually(EventuallyError),
+    Bulkhead(BulkheadError)
+);

@@ -62,11 +62,11 @@
 //! | --- | --- |
 //! | global cap on concurrent work, lazy input | [`map_async`], [`try_map_async`], [`amap_iter`], [`gather_limit`], [`BoundedStreamExt`] |
 //! | global cap AND per-host cap, neither blocking the other | [`map_keyed`] |
-//! | per-resource cap, wait timeout, bounded wait queue, stats; one cap per runtime | [`Bulkhead`] (+ [`BulkheadFull`], [`BulkheadStats`]) over a FIFO [`Semaphore`] that also serves blocking threads |
+//! | per-resource cap, wait timeout, bounded wait queue, stats; one cap per runtime | [`Bulkhead`] (+ [`BulkheadError`], [`BulkheadStats`]) over a FIFO [`Semaphore`] that also serves blocking threads |
 //! | one cap per host, created on demand, idle hosts forgotten | [`KeyedBulkhead`] |
-//! | ask several mirrors, first success wins, losers cancelled | [`race`] (+ [`.timeout(d)`](futures::Race::timeout)), [`RaceFailed`] |
+//! | ask several mirrors, first success wins, losers cancelled | [`race`] (+ [`.timeout(d)`](futures::Race::timeout)), [`RaceError`] |
 //! | retry transient failures with backoff and per-attempt timeouts | [`retry`], [`RetryError`] |
-//! | deadline on any future | [`timeout`], [`sleep`], [`Elapsed`] |
+//! | deadline on any future | [`timeout`], [`sleep`], [`TimeoutError`] |
 //! | sync entry point that refuses to nest | [`run_sync`], [`try_run_sync`] |
 //! | which runtime am I on? | [`RuntimeKey`] |
 //! | wait in a test for background work | [`testing::eventually`] |
@@ -130,19 +130,25 @@ mod time;
 mod wake;
 
 pub use crate::error::Error;
-pub use crate::limit::bulkhead::keyed::{KeyedBulkhead, KeyedPermit, KeyedPermitArc};
-pub use crate::limit::bulkhead::{Bulkhead, BulkheadFull, BulkheadStats, Permit, PermitArc};
-pub use crate::limit::semaphore::{Semaphore, SemaphoreGuard, SemaphoreGuardArc};
+pub use crate::limit::bulkhead::keyed::{
+    KeyedBulkhead, KeyedBulkheadPermit, KeyedBulkheadPermitArc,
+};
+pub use crate::limit::bulkhead::{
+    Bulkhead, BulkheadError, BulkheadPermit, BulkheadPermitArc, BulkheadStats,
+};
+pub use crate::limit::semaphore::{Semaphore, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::keyed::map_keyed;
 pub use crate::map::{BoundedStreamExt, amap_iter, gather_limit, map_async, try_map_async};
-pub use crate::race::{IntoContestants, RaceFailed, race};
+pub use crate::race::{IntoContestants, RaceError, race};
 pub use crate::retry::{Attempt, RetryError, retry};
-pub use crate::runtime::{AlreadyInRuntime, RuntimeKey, run_sync, try_run_sync};
-pub use crate::time::{Elapsed, sleep, timeout};
+pub use crate::runtime::{RunSyncError, RuntimeKey, run_sync, try_run_sync};
+pub use crate::time::{TimeoutError, sleep, timeout};
 
 /// The futures tollgate's functions return, named so they can be stored in structs.
 pub mod futures {
-    pub use crate::limit::bulkhead::keyed::{KeyedAcquire, KeyedAcquireArc, KeyedRun};
+    pub use crate::limit::bulkhead::keyed::{
+        KeyedBulkheadAcquire, KeyedBulkheadAcquireArc, KeyedBulkheadRun,
+    };
     pub use crate::limit::bulkhead::{BulkheadAcquire, BulkheadAcquireArc, BulkheadRun};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::map::keyed::{MapKeyed, MapKeyedUnordered};

@@ -36,13 +36,13 @@ impl<E: fmt::Display> Check for Result<(), E> {
 
 /// The error of [`eventually`]: the check still failed when the time was up.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventuallyFailed {
+pub struct EventuallyError {
     waited: Duration,
     attempts: u32,
     last_failure: String,
 }
 
-impl EventuallyFailed {
+impl EventuallyError {
     /// Why the last check failed.
     pub fn last_failure(&self) -> &str {
         &self.last_failure
@@ -54,7 +54,7 @@ impl EventuallyFailed {
     }
 }
 
-impl fmt::Display for EventuallyFailed {
+impl fmt::Display for EventuallyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -64,7 +64,7 @@ impl fmt::Display for EventuallyFailed {
     }
 }
 
-impl std::error::Error for EventuallyFailed {}
+impl std::error::Error for EventuallyError {}
 
 /// The first pause between checks; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(1);
@@ -111,8 +111,8 @@ const MAX_PAUSE: Duration = Duration::from_millis(20);
 ///
 /// # Errors
 ///
-/// [`EventuallyFailed`] with the last failure's message when the check never passed.
-pub async fn eventually<C, R>(timeout: Duration, mut check: C) -> Result<(), EventuallyFailed>
+/// [`EventuallyError`] with the last failure's message when the check never passed.
+pub async fn eventually<C, R>(timeout: Duration, mut check: C) -> Result<(), EventuallyError>
 where
     C: FnMut() -> R,
     R: Check,
@@ -128,7 +128,7 @@ where
         };
         let waited = now().saturating_duration_since(start);
         if waited >= timeout {
-            return Err(EventuallyFailed {
+            return Err(EventuallyError {
                 waited,
                 attempts,
                 last_failure,

@@ -1,4 +1,4 @@
-//! Runtime-agnostic timers: [`sleep`], [`timeout`] and the [`Elapsed`] error.
+//! Runtime-agnostic timers: [`sleep`], [`timeout`] and the [`TimeoutError`] error.
 //!
 //! By default the timers are async-io's, which work under any executor (smol, async-std,
 //! `futures::executor`, [`run_sync`](crate::run_sync)) because async-io drives them from its
@@ -73,11 +73,11 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// Converts into `std::io::Error` of kind [`TimedOut`](std::io::ErrorKind::TimedOut), so
 /// it can be returned with `?` from functions that return I/O errors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Elapsed {
+pub struct TimeoutError {
     after: Duration,
 }
 
-impl Elapsed {
+impl TimeoutError {
     pub(crate) fn new(after: Duration) -> Self {
         Self { after }
     }
@@ -88,16 +88,16 @@ impl Elapsed {
     }
 }
 
-impl fmt::Display for Elapsed {
+impl fmt::Display for TimeoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "deadline of {:?} elapsed", self.after)
     }
 }
 
-impl std::error::Error for Elapsed {}
+impl std::error::Error for TimeoutError {}
 
-impl From<Elapsed> for std::io::Error {
-    fn from(elapsed: Elapsed) -> Self {
+impl From<TimeoutError> for std::io::Error {
+    fn from(elapsed: TimeoutError) -> Self {
         std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed)
     }
 }
@@ -123,7 +123,7 @@ impl<F> fmt::Debug for Timeout<F> {
 }
 
 impl<F: Future> Future for Timeout<F> {
-    type Output = Result<F::Output, Elapsed>;
+    type Output = Result<F::Output, TimeoutError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -133,7 +133,7 @@ impl<F: Future> Future for Timeout<F> {
             return Poll::Ready(Ok(output));
         }
         match this.timer.poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(Elapsed::new(*this.after))),
+            Poll::Ready(()) => Poll::Ready(Err(TimeoutError::new(*this.after))),
             Poll::Pending => Poll::Pending,
         }
     }
@@ -162,7 +162,7 @@ impl<F: Future> Future for Timeout<F> {
 ///
 /// # Errors
 ///
-/// [`Elapsed`] when the deadline passes first; the inner future is dropped then.
+/// [`TimeoutError`] when the deadline passes first; the inner future is dropped then.
 ///
 /// # Cancel safety
 ///

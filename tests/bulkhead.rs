@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::{InFlight, matrix, panic_message, spawn};
 use futures_lite::FutureExt;
 use futures_lite::future::{poll_once, yield_now};
-use tollgate::{Bulkhead, BulkheadFull, BulkheadStats, run_sync};
+use tollgate::{Bulkhead, BulkheadError, BulkheadStats, run_sync};
 
 /// The stats of the runtime that spawned tasks run on (under `run_sync`, `spawn` uses
 /// smol's executor, whose tasks see the process-wide key, not the `run_sync` call's).
@@ -421,7 +421,7 @@ fn errors_convert_and_describe_themselves() {
         "bulkhead `host example.com` (limit 3) has no free slot and a wait timeout of zero"
     );
     let umbrella: tollgate::Error = error.clone().into();
-    assert!(matches!(umbrella, tollgate::Error::BulkheadFull(_)));
+    assert!(matches!(umbrella, tollgate::Error::Bulkhead(_)));
     assert_eq!(umbrella.to_string(), error.to_string());
     fn is_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
     is_error(&error);
@@ -447,7 +447,7 @@ fn the_futures_and_permits_are_send() {
     assert_send_sync_static(&permit);
     drop(permit);
     assert_send_sync_static(&bulkhead.try_acquire_arc().unwrap());
-    let _: fn(&BulkheadFull) = |_| {};
+    let _: fn(&BulkheadError) = |_| {};
 }
 
 #[cfg(feature = "tokio")]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::matrix;
 use simulated_network::{FetchError, Network, Outcome, host_of};
 use tollgate::testing::eventually;
-use tollgate::{KeyedBulkhead, RaceFailed, map_async, race};
+use tollgate::{KeyedBulkhead, RaceError, map_async, race};
 
 const PER_HOST: usize = 2;
 const HOSTS: [&str; 3] = ["fast.example", "slow.example", "mirror-a.example"];
@@ -47,7 +47,7 @@ impl Crawler {
         &self,
         path: &str,
         mirrors: &[&str],
-    ) -> Result<String, RaceFailed<FetchError>> {
+    ) -> Result<String, RaceError<FetchError>> {
         race(
             mirrors
                 .iter()

@@ -24,7 +24,7 @@ use http_client::{ClientError, Page, get};
 use http_server::{Stats, TestServer, UNAVAILABLE_BODY, page_body};
 use tollgate::futures::Retry;
 use tollgate::testing::eventually;
-use tollgate::{BulkheadFull, KeyedBulkhead, RetryError, map_async, map_keyed, race, retry};
+use tollgate::{BulkheadError, KeyedBulkhead, RetryError, map_async, map_keyed, race, retry};
 
 /// Long enough for a busy CI machine, short enough to fail fast.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -82,7 +82,7 @@ enum FetchError {
     /// Any other status but `200`.
     Status(u16),
     /// The per-host bulkhead refused (only with a bulkhead timeout or queue bound).
-    NoSlot(BulkheadFull),
+    NoSlot(BulkheadError),
 }
 
 impl fmt::Display for FetchError {

@@ -247,13 +247,13 @@ mod with_a_shared_keyed_bulkhead {
     //! the other crawl into failures as items.
 
     use super::*;
-    use tollgate::{BulkheadFull, KeyedBulkhead};
+    use tollgate::{BulkheadError, KeyedBulkhead};
 
     async fn crawl(
         per_host: &KeyedBulkhead<usize>,
         counters: &Counters,
         hold: Duration,
-    ) -> Vec<Result<(), BulkheadFull>> {
+    ) -> Vec<Result<(), BulkheadError>> {
         let items = (0..40).map(|n| n % 4);
         map_keyed(
             items,

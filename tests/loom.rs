@@ -42,7 +42,7 @@ fn counting_waker() -> (Arc<CountingWaker>, Waker) {
     (count, waker)
 }
 
-fn poll(future: &mut SemaphoreAcquireArc, waker: &Waker) -> Poll<tollgate::SemaphoreGuardArc> {
+fn poll(future: &mut SemaphoreAcquireArc, waker: &Waker) -> Poll<tollgate::SemaphorePermitArc> {
     Pin::new(future).poll(&mut Context::from_waker(waker))
 }
 
@@ -60,7 +60,7 @@ fn woken_and_granted(
     wakes: &CountingWaker,
     waker: &Waker,
     who: &str,
-) -> tollgate::SemaphoreGuardArc {
+) -> tollgate::SemaphorePermitArc {
     assert!(wakes.0.load(Ordering::SeqCst) > 0, "{who} was never woken");
     match poll(waiter, waker) {
         Poll::Ready(guard) => guard,

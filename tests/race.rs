@@ -1,4 +1,4 @@
-//! `race` and `RaceFailed` under every runtime of the matrix.
+//! `race` and `RaceError` under every runtime of the matrix.
 
 mod common;
 
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{DropFlag, matrix};
 use futures_lite::future::{poll_fn, yield_now};
-use tollgate::{RaceFailed, race, sleep};
+use tollgate::{RaceError, race, sleep};
 
 /// Contestants that finish in a fixed order, whatever order they are polled in: the one
 /// whose turn it is finishes when polled and wakes the next in line.
@@ -437,7 +437,7 @@ fn race_failed_is_an_error_and_converts_to_the_umbrella() {
     is_error(&umbrella);
     assert_eq!(umbrella.to_string(), "all 2 contestants failed");
     match &umbrella {
-        tollgate::Error::RaceFailed(inner) => {
+        tollgate::Error::Race(inner) => {
             assert_eq!(inner.errors()[0].1.to_string(), "refused");
         }
         other => panic!("wrong variant: {other:?}"),
@@ -451,8 +451,8 @@ fn race_failed_is_an_error_and_converts_to_the_umbrella() {
     let error = tollgate::run_sync(mirrors()).unwrap_err();
     assert_eq!(error.to_string(), "the only contestant failed");
 
-    // Any Debug error type makes `RaceFailed` an error.
-    let failed: RaceFailed<u8> = tollgate::run_sync(race([ready(Err::<(), u8>(7))])).unwrap_err();
+    // Any Debug error type makes `RaceError` an error.
+    let failed: RaceError<u8> = tollgate::run_sync(race([ready(Err::<(), u8>(7))])).unwrap_err();
     is_error(&failed);
     assert_eq!(failed.clone().into_errors(), [(0, 7)]);
     assert_eq!(failed.map_errors(u32::from).errors(), [(0, 7u32)]);

@@ -403,7 +403,7 @@ fn retry_error_is_an_error_and_converts_to_the_umbrella() {
     let umbrella: tollgate::Error = failed.into();
     is_error(&umbrella);
     assert_eq!(umbrella.to_string(), "the only attempt failed: refused");
-    assert!(matches!(umbrella, tollgate::Error::RetryError(_)));
+    assert!(matches!(umbrella, tollgate::Error::Retry(_)));
 
     async fn fetch() -> Result<u8, tollgate::Error> {
         let value = retry(|| async { Err::<u8, _>("503") })

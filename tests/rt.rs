@@ -30,7 +30,7 @@ fn nested_try_run_sync_returns_the_error_without_polling() {
     assert!(!polled.get());
     assert!(error.to_string().starts_with("run_sync called inside"));
     let umbrella: tollgate::Error = error.into();
-    assert!(matches!(umbrella, tollgate::Error::AlreadyInRuntime(_)));
+    assert!(matches!(umbrella, tollgate::Error::RunSync(_)));
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! `sleep`, `timeout` and `Elapsed` under every runtime of the matrix.
+//! `sleep`, `timeout` and `TimeoutError` under every runtime of the matrix.
 
 mod common;
 
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::matrix;
 use futures_lite::future::{self, poll_once};
-use tollgate::{Elapsed, sleep, timeout};
+use tollgate::{TimeoutError, sleep, timeout};
 
 /// A future that counts its polls and never completes.
 struct CountPolls<'a>(&'a mut u32);
@@ -103,7 +103,7 @@ fn elapsed_is_an_io_timed_out_error_with_a_lowercase_message() {
     let umbrella: tollgate::Error = elapsed.into();
     assert_eq!(umbrella.to_string(), elapsed.to_string());
     fn is_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
-    is_error::<Elapsed>(&elapsed);
+    is_error::<TimeoutError>(&elapsed);
     is_error(&umbrella);
 }
 

@@ -1,5 +1,5 @@
 //! [`race`]: the first success among many futures wins, the losers are dropped, and when
-//! nobody wins [`RaceFailed`] carries every contestant's error.
+//! nobody wins [`RaceError`] carries every contestant's error.
 //!
 //! The race polls its contestants itself (no spawning). Each contestant is polled with its
 //! own waker (see [`Wakeups`]), so a wake-up polls that contestant only: racing 10,000
@@ -46,7 +46,7 @@ pub enum Tuple {}
 ///
 /// Every contestant resolves to `Result<Self::Ok, Self::Error>`, with the same `Ok` and
 /// error types. Contestants are numbered in the order the iterator yields them, or by their
-/// position in the tuple; [`RaceFailed`] reports errors with those numbers.
+/// position in the tuple; [`RaceError`] reports errors with those numbers.
 ///
 /// `Marker` only tells the two families of impls apart (`Iterable` and `Tuple`); it is
 /// inferred, so you never write it. The trait is sealed.
@@ -468,7 +468,7 @@ impl Wakeups {
 /// Runs every contestant at once; the first to return `Ok` wins and the others are dropped.
 ///
 /// A contestant that returns `Err` does not end the race: the others keep running. When
-/// all of them have failed, the race fails with a [`RaceFailed`] that carries every error
+/// all of them have failed, the race fails with a [`RaceError`] that carries every error
 /// with its contestant's index, in the order they failed. With [`.timeout(d)`](Race::timeout)
 /// the race also gives up once `d` has passed.
 ///
@@ -519,7 +519,7 @@ impl Wakeups {
 ///
 /// # Errors
 ///
-/// [`RaceFailed`] when every contestant failed, when the timeout passed first, or at once
+/// [`RaceError`] when every contestant failed, when the timeout passed first, or at once
 /// when there are no contestants (never a panic, unlike `futures::future::select_ok`).
 ///
 /// # Cancel safety
@@ -606,7 +606,7 @@ impl<F, E> Race<F, E> {
     /// # Errors
     ///
     /// When the time is up, the race drops every contestant still running and fails with a
-    /// [`RaceFailed`] whose [`timed_out`](RaceFailed::timed_out) is true and that carries
+    /// [`RaceError`] whose [`timed_out`](RaceError::timed_out) is true and that carries
     /// the errors collected until then.
     pub fn timeout(mut self, duration: Duration) -> Self {
         self.timeout = Some(duration);
@@ -620,11 +620,11 @@ impl<F, E> Race<F, E> {
     }
 
     /// Ends the race with a failure.
-    fn fail(&mut self, timed_out: Option<Duration>) -> RaceFailed<E> {
+    fn fail(&mut self, timed_out: Option<Duration>) -> RaceError<E> {
         self.drop_contestants();
         self.timer = None;
         self.state = State::Done;
-        RaceFailed {
+        RaceError {
             errors: mem::take(&mut self.errors),
             timed_out,
         }
@@ -704,7 +704,7 @@ impl<F, T, E> Future for Race<F, E>
 where
     F: Future<Output = Result<T, E>>,
 {
-    type Output = Result<T, RaceFailed<E>>;
+    type Output = Result<T, RaceError<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -773,7 +773,7 @@ where
 /// Carries every contestant's error with its index, in the order they failed (a contestant
 /// that was still running when the race timed out has no entry). It derefs to that list.
 /// The error types of the contestants need only be `Debug` for this to be an error:
-/// `RaceFailed<E>` is `Error + Send + Sync + 'static` whenever `E` is `Debug + Send + Sync
+/// `RaceError<E>` is `Error + Send + Sync + 'static` whenever `E` is `Debug + Send + Sync
 /// + 'static`.
 ///
 /// Converts into the umbrella [`tollgate::Error`](crate::Error) when `E` converts into
@@ -795,12 +795,12 @@ where
 /// # });
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RaceFailed<E> {
+pub struct RaceError<E> {
     errors: Vec<(usize, E)>,
     timed_out: Option<Duration>,
 }
 
-impl<E> RaceFailed<E> {
+impl<E> RaceError<E> {
     /// Every `(contestant index, error)`, in the order the contestants failed.
     pub fn errors(&self) -> &[(usize, E)] {
         &self.errors
@@ -823,8 +823,8 @@ impl<E> RaceFailed<E> {
     }
 
     /// Applies `f` to every error, keeping indices and the timeout.
-    pub fn map_errors<E2>(self, mut f: impl FnMut(E) -> E2) -> RaceFailed<E2> {
-        RaceFailed {
+    pub fn map_errors<E2>(self, mut f: impl FnMut(E) -> E2) -> RaceError<E2> {
+        RaceError {
             errors: self
                 .errors
                 .into_iter()
@@ -835,7 +835,7 @@ impl<E> RaceFailed<E> {
     }
 }
 
-impl<E> Deref for RaceFailed<E> {
+impl<E> Deref for RaceError<E> {
     type Target = [(usize, E)];
 
     fn deref(&self) -> &Self::Target {
@@ -843,7 +843,7 @@ impl<E> Deref for RaceFailed<E> {
     }
 }
 
-impl<E> fmt::Display for RaceFailed<E> {
+impl<E> fmt::Display for RaceError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let failed = self.errors.len();
         match self.timed_out {
@@ -858,14 +858,14 @@ impl<E> fmt::Display for RaceFailed<E> {
     }
 }
 
-impl<E: fmt::Debug> std::error::Error for RaceFailed<E> {}
+impl<E: fmt::Debug> std::error::Error for RaceError<E> {}
 
-impl<E> From<RaceFailed<E>> for crate::Error
+impl<E> From<RaceError<E>> for crate::Error
 where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    fn from(error: RaceFailed<E>) -> Self {
-        crate::Error::RaceFailed(error.map_errors(Into::into))
+    fn from(error: RaceError<E>) -> Self {
+        crate::Error::Race(error.map_errors(Into::into))
     }
 }
 

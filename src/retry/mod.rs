@@ -758,6 +758,6 @@ where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     fn from(error: RetryError<E>) -> Self {
-        crate::Error::RetryError(error.map_errors(Into::into))
+        crate::Error::Retry(error.map_errors(Into::into))
     }
 }

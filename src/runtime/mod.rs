@@ -140,7 +140,7 @@ impl Drop for RunSyncScope {
 /// Blocking that thread on a new runtime would deadlock or starve the outer one. The fix is
 /// to `.await` the future instead.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AlreadyInRuntime {
+pub struct RunSyncError {
     inside: Inside,
 }
 
@@ -151,7 +151,7 @@ enum Inside {
     Tokio,
 }
 
-impl fmt::Display for AlreadyInRuntime {
+impl fmt::Display for RunSyncError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.inside {
             Inside::RunSync => f.write_str(
@@ -166,17 +166,17 @@ impl fmt::Display for AlreadyInRuntime {
     }
 }
 
-impl std::error::Error for AlreadyInRuntime {}
+impl std::error::Error for RunSyncError {}
 
-fn check_not_in_runtime() -> Result<(), AlreadyInRuntime> {
+fn check_not_in_runtime() -> Result<(), RunSyncError> {
     if RUN_SYNC_ID.with(Cell::get).is_some() {
-        return Err(AlreadyInRuntime {
+        return Err(RunSyncError {
             inside: Inside::RunSync,
         });
     }
     #[cfg(feature = "tokio")]
     if tokio::runtime::Handle::try_current().is_ok() {
-        return Err(AlreadyInRuntime {
+        return Err(RunSyncError {
             inside: Inside::Tokio,
         });
     }
@@ -243,9 +243,9 @@ pub fn run_sync<F: Future>(future: F) -> F::Output {
 ///
 /// # Errors
 ///
-/// [`AlreadyInRuntime`] when the thread already drives a runtime (see [`run_sync`]'s
+/// [`RunSyncError`] when the thread already drives a runtime (see [`run_sync`]'s
 /// `# Panics` for exactly when); the future is dropped without being polled.
-pub fn try_run_sync<F: Future>(future: F) -> Result<F::Output, AlreadyInRuntime> {
+pub fn try_run_sync<F: Future>(future: F) -> Result<F::Output, RunSyncError> {
     check_not_in_runtime()?;
     let _scope = RunSyncScope::enter();
     Ok(async_io::block_on(future))

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tollgate::{BulkheadFull, sleep};
+use tollgate::{BulkheadError, sleep};
 
 /// Why a simulated request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub enum FetchError {
     /// 404: retrying will not help.
     NotFound,
     /// The per-host bulkhead had no slot in time.
-    NoSlot(BulkheadFull),
+    NoSlot(BulkheadError),
     /// The request took longer than its per-attempt timeout.
     TimedOut,
 }

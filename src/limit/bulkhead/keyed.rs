@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::limit::bulkhead::{BulkheadFull, BulkheadStats, Gated, Name, Options, Wait};
+use crate::limit::bulkhead::{BulkheadError, BulkheadStats, Gated, Name, Options, Wait};
 use crate::limit::semaphore::Semaphore;
 use crate::runtime::RuntimeKey;
 
@@ -48,7 +48,7 @@ use crate::runtime::RuntimeKey;
 ///
 /// static PER_HOST: KeyedBulkhead<String> = KeyedBulkhead::new(2).name("per-host");
 ///
-/// async fn fetch(host: &str, path: &str) -> Result<String, tollgate::BulkheadFull> {
+/// async fn fetch(host: &str, path: &str) -> Result<String, tollgate::BulkheadError> {
 ///     PER_HOST
 ///         .run(host, async {
 ///             tollgate::sleep(Duration::from_millis(1)).await; // the request, simulated
@@ -158,7 +158,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         self
     }
 
-    /// Names the keyed bulkhead in [`BulkheadFull`] errors.
+    /// Names the keyed bulkhead in [`BulkheadError`] errors.
     ///
     /// # Examples
     ///
@@ -311,7 +311,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     /// assert!(per_host.try_acquire("b.example").is_some());
     /// drop(held);
     /// ```
-    pub fn try_acquire<Q>(&self, key: &Q) -> Option<KeyedPermit<'_, K>>
+    pub fn try_acquire<Q>(&self, key: &Q) -> Option<KeyedBulkheadPermit<'_, K>>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -321,7 +321,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
             slot: self.hold(key),
         };
         if hold.slot.semaphore.try_take() {
-            Some(KeyedPermit { hold })
+            Some(KeyedBulkheadPermit { hold })
         } else {
             None // `hold` drops here and gives the slot up
         }
@@ -341,25 +341,25 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     /// let permit = per_host.acquire("example.com").await?;
     /// assert_eq!(per_host.stats("example.com").in_flight, 1);
     /// drop(permit);
-    /// # Ok::<(), tollgate::BulkheadFull>(())
+    /// # Ok::<(), tollgate::BulkheadError>(())
     /// # }).unwrap();
     /// ```
     ///
     /// # Errors
     ///
-    /// [`BulkheadFull`] when the wait timeout passes first, or when `max_waiting` callers
+    /// [`BulkheadError`] when the wait timeout passes first, or when `max_waiting` callers
     /// already wait for this key.
     ///
     /// # Cancel safety
     ///
     /// Cancelling the future loses its place in the key's queue. If a permit had already
     /// been handed to it, that permit goes on to the next waiter: nothing leaks.
-    pub fn acquire<Q>(&self, key: &Q) -> KeyedAcquire<'_, K>
+    pub fn acquire<Q>(&self, key: &Q) -> KeyedBulkheadAcquire<'_, K>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        KeyedAcquire(KeyedAcquireInner::new(Hold {
+        KeyedBulkheadAcquire(KeyedAcquireInner::new(Hold {
             bulkhead: self,
             slot: self.hold(key),
         }))
@@ -378,7 +378,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     /// let permit = per_host.acquire_arc("example.com").await?;
     /// std::thread::spawn(move || drop(permit)).join().unwrap();
     /// assert!(per_host.is_empty());
-    /// # Ok::<(), tollgate::BulkheadFull>(())
+    /// # Ok::<(), tollgate::BulkheadError>(())
     /// # }).unwrap();
     /// ```
     ///
@@ -389,12 +389,12 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     /// # Cancel safety
     ///
     /// As [`acquire`](Self::acquire).
-    pub fn acquire_arc<Q>(self: &Arc<Self>, key: &Q) -> KeyedAcquireArc<K>
+    pub fn acquire_arc<Q>(self: &Arc<Self>, key: &Q) -> KeyedBulkheadAcquireArc<K>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        KeyedAcquireArc(KeyedAcquireInner::new(Hold {
+        KeyedBulkheadAcquireArc(KeyedAcquireInner::new(Hold {
             bulkhead: self.clone(),
             slot: self.hold(key),
         }))
@@ -410,26 +410,26 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     /// # futures_lite::future::block_on(async {
     /// let status = per_host.run("example.com", async { 200 }).await?;
     /// assert_eq!(status, 200);
-    /// # Ok::<(), tollgate::BulkheadFull>(())
+    /// # Ok::<(), tollgate::BulkheadError>(())
     /// # }).unwrap();
     /// ```
     ///
     /// # Errors
     ///
-    /// [`BulkheadFull`] as [`acquire`](Self::acquire); `future` is dropped without being
+    /// [`BulkheadError`] as [`acquire`](Self::acquire); `future` is dropped without being
     /// polled then.
     ///
     /// # Cancel safety
     ///
     /// Cancelling while waiting is [`acquire`](Self::acquire)'s cancellation; cancelling
     /// while `future` runs drops it mid-flight and releases the slot.
-    pub fn run<Q, F>(&self, key: &Q, future: F) -> KeyedRun<'_, K, F::IntoFuture>
+    pub fn run<Q, F>(&self, key: &Q, future: F) -> KeyedBulkheadRun<'_, K, F::IntoFuture>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
         F: IntoFuture,
     {
-        KeyedRun {
+        KeyedBulkheadRun {
             inner: Gated::new(self.acquire(key), future.into_future()),
         }
     }
@@ -499,7 +499,11 @@ impl<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> KeyedAcquireInner<B, K> 
         }
     }
 
-    fn poll(&mut self, cx: &mut Context<'_>, what: &str) -> Poll<Result<Hold<B, K>, BulkheadFull>> {
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        what: &str,
+    ) -> Poll<Result<Hold<B, K>, BulkheadError>> {
         let Some(hold) = &self.hold else {
             panic!("{what} polled after completion");
         };
@@ -527,41 +531,43 @@ impl<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> Drop for KeyedAcquireInn
 
 /// Future returned by [`KeyedBulkhead::acquire`].
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct KeyedAcquire<'a, K: Hash + Eq>(KeyedAcquireInner<&'a KeyedBulkhead<K>, K>);
+pub struct KeyedBulkheadAcquire<'a, K: Hash + Eq>(KeyedAcquireInner<&'a KeyedBulkhead<K>, K>);
 
-impl<K: Hash + Eq> fmt::Debug for KeyedAcquire<'_, K> {
+impl<K: Hash + Eq> fmt::Debug for KeyedBulkheadAcquire<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedAcquire").finish_non_exhaustive()
+        f.debug_struct("KeyedBulkheadAcquire")
+            .finish_non_exhaustive()
     }
 }
 
-impl<'a, K: Hash + Eq> Future for KeyedAcquire<'a, K> {
-    type Output = Result<KeyedPermit<'a, K>, BulkheadFull>;
+impl<'a, K: Hash + Eq> Future for KeyedBulkheadAcquire<'a, K> {
+    type Output = Result<KeyedBulkheadPermit<'a, K>, BulkheadError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
-            .poll(cx, "KeyedAcquire")
-            .map_ok(|hold| KeyedPermit { hold })
+            .poll(cx, "KeyedBulkheadAcquire")
+            .map_ok(|hold| KeyedBulkheadPermit { hold })
     }
 }
 
 /// Future returned by [`KeyedBulkhead::acquire_arc`].
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct KeyedAcquireArc<K: Hash + Eq>(KeyedAcquireInner<Arc<KeyedBulkhead<K>>, K>);
+pub struct KeyedBulkheadAcquireArc<K: Hash + Eq>(KeyedAcquireInner<Arc<KeyedBulkhead<K>>, K>);
 
-impl<K: Hash + Eq> fmt::Debug for KeyedAcquireArc<K> {
+impl<K: Hash + Eq> fmt::Debug for KeyedBulkheadAcquireArc<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedAcquireArc").finish_non_exhaustive()
+        f.debug_struct("KeyedBulkheadAcquireArc")
+            .finish_non_exhaustive()
     }
 }
 
-impl<K: Hash + Eq> Future for KeyedAcquireArc<K> {
-    type Output = Result<KeyedPermitArc<K>, BulkheadFull>;
+impl<K: Hash + Eq> Future for KeyedBulkheadAcquireArc<K> {
+    type Output = Result<KeyedBulkheadPermitArc<K>, BulkheadError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
-            .poll(cx, "KeyedAcquireArc")
-            .map_ok(|hold| KeyedPermitArc { hold })
+            .poll(cx, "KeyedBulkheadAcquireArc")
+            .map_ok(|hold| KeyedBulkheadPermitArc { hold })
     }
 }
 
@@ -569,17 +575,18 @@ impl<K: Hash + Eq> Future for KeyedAcquireArc<K> {
 /// if it is then idle).
 #[clippy::has_significant_drop]
 #[must_use = "the slot is released as soon as the permit is dropped"]
-pub struct KeyedPermit<'a, K: Hash + Eq> {
+pub struct KeyedBulkheadPermit<'a, K: Hash + Eq> {
     hold: Hold<&'a KeyedBulkhead<K>, K>,
 }
 
-impl<K: Hash + Eq> fmt::Debug for KeyedPermit<'_, K> {
+impl<K: Hash + Eq> fmt::Debug for KeyedBulkheadPermit<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedPermit").finish_non_exhaustive()
+        f.debug_struct("KeyedBulkheadPermit")
+            .finish_non_exhaustive()
     }
 }
 
-impl<K: Hash + Eq> Drop for KeyedPermit<'_, K> {
+impl<K: Hash + Eq> Drop for KeyedBulkheadPermit<'_, K> {
     fn drop(&mut self) {
         // The permit first (possibly to a waiter, who holds the slot too); then the field
         // `hold` drops and gives the slot up.
@@ -591,17 +598,18 @@ impl<K: Hash + Eq> Drop for KeyedPermit<'_, K> {
 /// a spawned task; released when dropped.
 #[clippy::has_significant_drop]
 #[must_use = "the slot is released as soon as the permit is dropped"]
-pub struct KeyedPermitArc<K: Hash + Eq> {
+pub struct KeyedBulkheadPermitArc<K: Hash + Eq> {
     hold: Hold<Arc<KeyedBulkhead<K>>, K>,
 }
 
-impl<K: Hash + Eq> fmt::Debug for KeyedPermitArc<K> {
+impl<K: Hash + Eq> fmt::Debug for KeyedBulkheadPermitArc<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedPermitArc").finish_non_exhaustive()
+        f.debug_struct("KeyedBulkheadPermitArc")
+            .finish_non_exhaustive()
     }
 }
 
-impl<K: Hash + Eq> Drop for KeyedPermitArc<K> {
+impl<K: Hash + Eq> Drop for KeyedBulkheadPermitArc<K> {
     fn drop(&mut self) {
         self.hold.slot.semaphore.release();
     }
@@ -610,24 +618,24 @@ impl<K: Hash + Eq> Drop for KeyedPermitArc<K> {
 pin_project_lite::pin_project! {
     /// Future returned by [`KeyedBulkhead::run`].
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct KeyedRun<'a, K, F>
+    pub struct KeyedBulkheadRun<'a, K, F>
     where
         K: Hash,
         K: Eq,
     {
         #[pin]
-        inner: Gated<KeyedAcquire<'a, K>, KeyedPermit<'a, K>, F>,
+        inner: Gated<KeyedBulkheadAcquire<'a, K>, KeyedBulkheadPermit<'a, K>, F>,
     }
 }
 
-impl<K: Hash + Eq, F> fmt::Debug for KeyedRun<'_, K, F> {
+impl<K: Hash + Eq, F> fmt::Debug for KeyedBulkheadRun<'_, K, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedRun").finish_non_exhaustive()
+        f.debug_struct("KeyedBulkheadRun").finish_non_exhaustive()
     }
 }
 
-impl<K: Hash + Eq, F: Future> Future for KeyedRun<'_, K, F> {
-    type Output = Result<F::Output, BulkheadFull>;
+impl<K: Hash + Eq, F: Future> Future for KeyedBulkheadRun<'_, K, F> {
+    type Output = Result<F::Output, BulkheadError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.project().inner.poll(cx)

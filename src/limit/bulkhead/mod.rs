@@ -1,5 +1,5 @@
 //! [`Bulkhead`]: a named cap on concurrent work with a wait timeout and a bounded queue,
-//! one [`Semaphore`] per runtime; its [`Permit`]s, [`BulkheadFull`] error and
+//! one [`Semaphore`] per runtime; its [`BulkheadPermit`]s, [`BulkheadError`] error and
 //! [`BulkheadStats`].
 //!
 //! # The per-runtime lookup
@@ -61,8 +61,8 @@ impl Options {
     }
 
     #[cold]
-    fn full(&self, reason: Reason) -> BulkheadFull {
-        BulkheadFull(Box::new(Full {
+    fn full(&self, reason: Reason) -> BulkheadError {
+        BulkheadError(Box::new(Full {
             name: self.name.clone(),
             limit: self.limit,
             reason,
@@ -125,13 +125,13 @@ impl Name {
 /// assert_eq!(refused.name(), Some("api"));
 /// assert_eq!(refused.timed_out(), Some(Duration::ZERO));
 /// assert_eq!(refused.to_string(), "bulkhead `api` (limit 1) has no free slot and a wait timeout of zero");
-/// # Ok::<(), tollgate::BulkheadFull>(())
+/// # Ok::<(), tollgate::BulkheadError>(())
 /// # }).unwrap();
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BulkheadFull(Box<Full>);
+pub struct BulkheadError(Box<Full>);
 
-/// Boxed so that `Result<Permit, BulkheadFull>` stays small on the fast path.
+/// Boxed so that `Result<BulkheadPermit, BulkheadError>` stays small on the fast path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Full {
     name: Name,
@@ -145,7 +145,7 @@ enum Reason {
     QueueFull(usize),
 }
 
-impl BulkheadFull {
+impl BulkheadError {
     /// The bulkhead's name, if it was given one.
     pub fn name(&self) -> Option<&str> {
         self.0.name.as_str()
@@ -173,7 +173,7 @@ impl BulkheadFull {
     }
 }
 
-impl fmt::Display for BulkheadFull {
+impl fmt::Display for BulkheadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Full {
             name,
@@ -197,7 +197,7 @@ impl fmt::Display for BulkheadFull {
     }
 }
 
-impl std::error::Error for BulkheadFull {}
+impl std::error::Error for BulkheadError {}
 
 /// A snapshot of a bulkhead's counters for the current runtime, from
 /// [`Bulkhead::stats`] or [`KeyedBulkhead::stats`](crate::KeyedBulkhead::stats).
@@ -218,7 +218,7 @@ pub struct BulkheadStats {
     /// Permits handed out so far. (A snapshot taken at the very moment the internal
     /// 31-bit admission counter wraps may read 2^31 low, once per 2^31 admissions.)
     pub admitted: u64,
-    /// Acquires refused with [`BulkheadFull`] so far (a failed `try_acquire` is not counted).
+    /// Acquires refused with [`BulkheadError`] so far (a failed `try_acquire` is not counted).
     pub rejected: u64,
 }
 
@@ -271,7 +271,7 @@ impl Wait {
         semaphore: &Semaphore,
         options: &Options,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<(), BulkheadFull>> {
+    ) -> Poll<Result<(), BulkheadError>> {
         if self.waiter.is_idle() && semaphore.try_take() {
             return Poll::Ready(Ok(()));
         }
@@ -284,7 +284,7 @@ impl Wait {
         semaphore: &Semaphore,
         options: &Options,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<(), BulkheadFull>> {
+    ) -> Poll<Result<(), BulkheadError>> {
         let zero_timeout = options.timeout == Some(Duration::ZERO);
         // A zero timeout means "a free slot or nothing": no queueing at all.
         let max_waiting = match options.max_waiting {
@@ -347,9 +347,9 @@ impl Wait {
 ///
 /// | option | default | effect |
 /// | --- | --- | --- |
-/// | [`timeout(d)`](Self::timeout) | wait forever | give up waiting for a slot after `d` ([`BulkheadFull::timed_out`]); zero = take a free slot or fail at once |
-/// | [`max_waiting(n)`](Self::max_waiting) | unbounded | refuse at once when `n` callers already wait ([`BulkheadFull::queue_full`]); 0 = no queue |
-/// | [`name(s)`](Self::name) / [`with_name(s)`](Self::with_name) | none | named in [`BulkheadFull`] |
+/// | [`timeout(d)`](Self::timeout) | wait forever | give up waiting for a slot after `d` ([`BulkheadError::timed_out`]); zero = take a free slot or fail at once |
+/// | [`max_waiting(n)`](Self::max_waiting) | unbounded | refuse at once when `n` callers already wait ([`BulkheadError::queue_full`]); 0 = no queue |
+/// | [`name(s)`](Self::name) / [`with_name(s)`](Self::with_name) | none | named in [`BulkheadError`] |
 /// | [`global()`](Self::global) | per runtime | one cap shared by every runtime |
 ///
 /// # Examples
@@ -363,7 +363,7 @@ impl Wait {
 ///     .timeout(Duration::from_secs(10))
 ///     .max_waiting(100);
 ///
-/// async fn search(query: &str) -> Result<String, tollgate::BulkheadFull> {
+/// async fn search(query: &str) -> Result<String, tollgate::BulkheadError> {
 ///     SEARCH_API
 ///         .run(async {
 ///             tollgate::sleep(Duration::from_millis(1)).await; // the request, simulated
@@ -495,7 +495,7 @@ impl Bulkhead {
         }
     }
 
-    /// Gives up waiting for a slot after `timeout`, with [`BulkheadFull`].
+    /// Gives up waiting for a slot after `timeout`, with [`BulkheadError`].
     ///
     /// The timeout bounds the wait in the queue, not the work done with the permit.
     /// `Duration::ZERO` means "take a free slot or fail at once".
@@ -518,7 +518,7 @@ impl Bulkhead {
         self
     }
 
-    /// Refuses at once, with [`BulkheadFull`], when no slot is free and `max_waiting`
+    /// Refuses at once, with [`BulkheadError`], when no slot is free and `max_waiting`
     /// callers already wait.
     ///
     /// `max_waiting(0)` means no queue at all: refuse whenever every slot is taken.
@@ -540,7 +540,7 @@ impl Bulkhead {
         self
     }
 
-    /// Names the bulkhead in [`BulkheadFull`] errors and `Debug` output.
+    /// Names the bulkhead in [`BulkheadError`] errors and `Debug` output.
     ///
     /// For a name built at run time (say, per host) use [`with_name`](Self::with_name).
     ///
@@ -695,7 +695,7 @@ impl Bulkhead {
     /// assert!(bulkhead.try_acquire().is_some());
     /// ```
     #[inline]
-    pub fn try_acquire(&self) -> Option<Permit<'_>> {
+    pub fn try_acquire(&self) -> Option<BulkheadPermit<'_>> {
         let slot = Slot {
             bulkhead: self,
             shared: self.current(),
@@ -703,7 +703,7 @@ impl Bulkhead {
         // Not `then_some`: building a permit for a failed attempt would release a slot
         // that was never taken.
         if slot.semaphore().try_take() {
-            Some(Permit { slot })
+            Some(BulkheadPermit { slot })
         } else {
             None
         }
@@ -722,13 +722,13 @@ impl Bulkhead {
     /// std::thread::spawn(move || drop(permit)).join().unwrap();
     /// assert!(bulkhead.try_acquire().is_some());
     /// ```
-    pub fn try_acquire_arc(self: &Arc<Self>) -> Option<PermitArc> {
+    pub fn try_acquire_arc(self: &Arc<Self>) -> Option<BulkheadPermitArc> {
         let slot = Slot {
             bulkhead: self.clone(),
             shared: self.current(),
         };
         if slot.semaphore().try_take() {
-            Some(PermitArc { slot })
+            Some(BulkheadPermitArc { slot })
         } else {
             None
         }
@@ -747,13 +747,13 @@ impl Bulkhead {
     /// let permit = UPLOADS.acquire().await?;
     /// assert_eq!(UPLOADS.stats().in_flight, 1);
     /// drop(permit);
-    /// # Ok::<(), tollgate::BulkheadFull>(())
+    /// # Ok::<(), tollgate::BulkheadError>(())
     /// # }).unwrap();
     /// ```
     ///
     /// # Errors
     ///
-    /// [`BulkheadFull`] when the wait timeout passes first, or when the queue already holds
+    /// [`BulkheadError`] when the wait timeout passes first, or when the queue already holds
     /// `max_waiting` callers.
     ///
     /// # Cancel safety
@@ -771,7 +771,7 @@ impl Bulkhead {
     /// Like [`acquire`](Self::acquire), with a future and a permit that own an `Arc` of the
     /// bulkhead, so they are `'static` and can move into a spawned task.
     ///
-    /// (A `static` bulkhead's plain [`Permit`] is already `'static`.)
+    /// (A `static` bulkhead's plain [`BulkheadPermit`] is already `'static`.)
     ///
     /// # Examples
     ///
@@ -783,7 +783,7 @@ impl Bulkhead {
     /// let permit = bulkhead.acquire_arc().await?;
     /// std::thread::spawn(move || drop(permit)).join().unwrap();
     /// assert_eq!(bulkhead.stats().in_flight, 0);
-    /// # Ok::<(), tollgate::BulkheadFull>(())
+    /// # Ok::<(), tollgate::BulkheadError>(())
     /// # }).unwrap();
     /// ```
     ///
@@ -826,7 +826,7 @@ impl Bulkhead {
     /// # Errors
     ///
     /// As [`acquire`](Self::acquire).
-    pub fn acquire_blocking(&self) -> Result<Permit<'_>, BulkheadFull> {
+    pub fn acquire_blocking(&self) -> Result<BulkheadPermit<'_>, BulkheadError> {
         match self.try_acquire() {
             Some(permit) => Ok(permit),
             None => crate::runtime::block_on_real_time(self.acquire()),
@@ -844,13 +844,13 @@ impl Bulkhead {
     /// # futures_lite::future::block_on(async {
     /// let length = CRAWL.run(async { "<html></html>".len() }).await?;
     /// assert_eq!(length, 13);
-    /// # Ok::<(), tollgate::BulkheadFull>(())
+    /// # Ok::<(), tollgate::BulkheadError>(())
     /// # }).unwrap();
     /// ```
     ///
     /// # Errors
     ///
-    /// [`BulkheadFull`] as [`acquire`](Self::acquire); `future` is dropped without being
+    /// [`BulkheadError`] as [`acquire`](Self::acquire); `future` is dropped without being
     /// polled then.
     ///
     /// # Cancel safety
@@ -877,8 +877,8 @@ impl Bulkhead {
     ///
     /// # Errors
     ///
-    /// [`BulkheadFull`] as [`acquire`](Self::acquire); `work` is not called then.
-    pub fn run_blocking<T>(&self, work: impl FnOnce() -> T) -> Result<T, BulkheadFull> {
+    /// [`BulkheadError`] as [`acquire`](Self::acquire); `work` is not called then.
+    pub fn run_blocking<T>(&self, work: impl FnOnce() -> T) -> Result<T, BulkheadError> {
         let _permit = self.acquire_blocking()?;
         Ok(work())
     }
@@ -900,7 +900,7 @@ impl Bulkhead {
     /// drop((a, b));
     /// let stats = bulkhead.stats();
     /// assert_eq!((stats.in_flight, stats.peak_in_flight, stats.admitted), (0, 2, 2));
-    /// # Ok::<(), tollgate::BulkheadFull>(())
+    /// # Ok::<(), tollgate::BulkheadError>(())
     /// # }).unwrap();
     /// ```
     pub fn stats(&self) -> BulkheadStats {
@@ -959,7 +959,7 @@ impl<B: Deref<Target = Bulkhead>> AcquireInner<B> {
     }
 
     #[inline]
-    fn poll(&mut self, cx: &mut Context<'_>, what: &str) -> Poll<Result<Slot<B>, BulkheadFull>> {
+    fn poll(&mut self, cx: &mut Context<'_>, what: &str) -> Poll<Result<Slot<B>, BulkheadError>> {
         let Some(slot) = &self.slot else {
             panic!("{what} polled after completion");
         };
@@ -991,13 +991,13 @@ impl fmt::Debug for BulkheadAcquire<'_> {
 }
 
 impl<'a> Future for BulkheadAcquire<'a> {
-    type Output = Result<Permit<'a>, BulkheadFull>;
+    type Output = Result<BulkheadPermit<'a>, BulkheadError>;
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
             .poll(cx, "BulkheadAcquire")
-            .map_ok(|slot| Permit { slot })
+            .map_ok(|slot| BulkheadPermit { slot })
     }
 }
 
@@ -1012,32 +1012,32 @@ impl fmt::Debug for BulkheadAcquireArc {
 }
 
 impl Future for BulkheadAcquireArc {
-    type Output = Result<PermitArc, BulkheadFull>;
+    type Output = Result<BulkheadPermitArc, BulkheadError>;
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
             .poll(cx, "BulkheadAcquireArc")
-            .map_ok(|slot| PermitArc { slot })
+            .map_ok(|slot| BulkheadPermitArc { slot })
     }
 }
 
 /// A slot of a [`Bulkhead`], released when dropped.
 #[clippy::has_significant_drop]
 #[must_use = "the slot is released as soon as the permit is dropped"]
-pub struct Permit<'a> {
+pub struct BulkheadPermit<'a> {
     slot: Slot<&'a Bulkhead>,
 }
 
-impl fmt::Debug for Permit<'_> {
+impl fmt::Debug for BulkheadPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Permit")
+        f.debug_struct("BulkheadPermit")
             .field("bulkhead", &self.slot.bulkhead.options.name.as_str())
             .finish_non_exhaustive()
     }
 }
 
-impl Drop for Permit<'_> {
+impl Drop for BulkheadPermit<'_> {
     #[inline]
     fn drop(&mut self) {
         self.slot.semaphore().release();
@@ -1048,19 +1048,19 @@ impl Drop for Permit<'_> {
 /// released when dropped.
 #[clippy::has_significant_drop]
 #[must_use = "the slot is released as soon as the permit is dropped"]
-pub struct PermitArc {
+pub struct BulkheadPermitArc {
     slot: Slot<Arc<Bulkhead>>,
 }
 
-impl fmt::Debug for PermitArc {
+impl fmt::Debug for BulkheadPermitArc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PermitArc")
+        f.debug_struct("BulkheadPermitArc")
             .field("bulkhead", &self.slot.bulkhead.options.name.as_str())
             .finish_non_exhaustive()
     }
 }
 
-impl Drop for PermitArc {
+impl Drop for BulkheadPermitArc {
     #[inline]
     fn drop(&mut self) {
         self.slot.semaphore().release();
@@ -1094,10 +1094,10 @@ impl<A, P, F> Gated<A, P, F> {
 
 impl<A, P, F> Future for Gated<A, P, F>
 where
-    A: Future<Output = Result<P, BulkheadFull>> + Unpin,
+    A: Future<Output = Result<P, BulkheadError>> + Unpin,
     F: Future,
 {
-    type Output = Result<F::Output, BulkheadFull>;
+    type Output = Result<F::Output, BulkheadError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -1127,7 +1127,7 @@ pin_project_lite::pin_project! {
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct BulkheadRun<'a, F> {
         #[pin]
-        inner: Gated<BulkheadAcquire<'a>, Permit<'a>, F>,
+        inner: Gated<BulkheadAcquire<'a>, BulkheadPermit<'a>, F>,
     }
 }
 
@@ -1138,7 +1138,7 @@ impl<F> fmt::Debug for BulkheadRun<'_, F> {
 }
 
 impl<F: Future> Future for BulkheadRun<'_, F> {
-    type Output = Result<F::Output, BulkheadFull>;
+    type Output = Result<F::Output, BulkheadError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.project().inner.poll(cx)

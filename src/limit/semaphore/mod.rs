@@ -150,9 +150,9 @@ impl Semaphore {
     /// assert!(semaphore.try_acquire().is_some());
     /// ```
     #[inline]
-    pub fn try_acquire(&self) -> Option<SemaphoreGuard<'_>> {
+    pub fn try_acquire(&self) -> Option<SemaphorePermit<'_>> {
         // Not `then_some`: a guard built for a failed attempt would release on drop.
-        self.try_take().then(|| SemaphoreGuard { semaphore: self })
+        self.try_take().then(|| SemaphorePermit { semaphore: self })
     }
 
     /// Like [`try_acquire`](Self::try_acquire), with a guard that owns an `Arc` of the
@@ -168,8 +168,8 @@ impl Semaphore {
     /// assert!(semaphore.try_acquire_arc().is_none());
     /// drop(guard);
     /// ```
-    pub fn try_acquire_arc(self: &Arc<Self>) -> Option<SemaphoreGuardArc> {
-        self.try_take().then(|| SemaphoreGuardArc {
+    pub fn try_acquire_arc(self: &Arc<Self>) -> Option<SemaphorePermitArc> {
+        self.try_take().then(|| SemaphorePermitArc {
             semaphore: self.clone(),
         })
     }
@@ -248,7 +248,7 @@ impl Semaphore {
     /// });
     /// assert_eq!(semaphore.available_permits(), 2);
     /// ```
-    pub fn acquire_blocking(&self) -> SemaphoreGuard<'_> {
+    pub fn acquire_blocking(&self) -> SemaphorePermit<'_> {
         match self.try_acquire() {
             Some(guard) => guard,
             None => crate::sync::block_on(self.acquire()),
@@ -707,7 +707,7 @@ impl fmt::Debug for SemaphoreAcquire<'_> {
 }
 
 impl<'a> Future for SemaphoreAcquire<'a> {
-    type Output = SemaphoreGuard<'a>;
+    type Output = SemaphorePermit<'a>;
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -718,7 +718,7 @@ impl<'a> Future for SemaphoreAcquire<'a> {
         match semaphore.poll_acquire(&mut this.waiter, cx, usize::MAX) {
             Poll::Ready(_) => {
                 this.semaphore = None;
-                Poll::Ready(SemaphoreGuard { semaphore })
+                Poll::Ready(SemaphorePermit { semaphore })
             }
             Poll::Pending => Poll::Pending,
         }
@@ -748,7 +748,7 @@ impl fmt::Debug for SemaphoreAcquireArc {
 }
 
 impl Future for SemaphoreAcquireArc {
-    type Output = SemaphoreGuardArc;
+    type Output = SemaphorePermitArc;
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -758,7 +758,7 @@ impl Future for SemaphoreAcquireArc {
             .as_ref()
             .expect("SemaphoreAcquireArc polled after completion");
         match semaphore.poll_acquire(&mut this.waiter, cx, usize::MAX) {
-            Poll::Ready(_) => Poll::Ready(SemaphoreGuardArc {
+            Poll::Ready(_) => Poll::Ready(SemaphorePermitArc {
                 semaphore: this.semaphore.take().expect("checked above"),
             }),
             Poll::Pending => Poll::Pending,
@@ -777,17 +777,17 @@ impl Drop for SemaphoreAcquireArc {
 /// A permit of a [`Semaphore`], released when dropped.
 #[clippy::has_significant_drop]
 #[must_use = "the permit is released as soon as the guard is dropped"]
-pub struct SemaphoreGuard<'a> {
+pub struct SemaphorePermit<'a> {
     semaphore: &'a Semaphore,
 }
 
-impl fmt::Debug for SemaphoreGuard<'_> {
+impl fmt::Debug for SemaphorePermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SemaphoreGuard").finish_non_exhaustive()
+        f.debug_struct("SemaphorePermit").finish_non_exhaustive()
     }
 }
 
-impl Drop for SemaphoreGuard<'_> {
+impl Drop for SemaphorePermit<'_> {
     #[inline]
     fn drop(&mut self) {
         self.semaphore.release();
@@ -798,17 +798,17 @@ impl Drop for SemaphoreGuard<'_> {
 /// task; released when dropped.
 #[clippy::has_significant_drop]
 #[must_use = "the permit is released as soon as the guard is dropped"]
-pub struct SemaphoreGuardArc {
+pub struct SemaphorePermitArc {
     semaphore: Arc<Semaphore>,
 }
 
-impl fmt::Debug for SemaphoreGuardArc {
+impl fmt::Debug for SemaphorePermitArc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SemaphoreGuardArc").finish_non_exhaustive()
+        f.debug_struct("SemaphorePermitArc").finish_non_exhaustive()
     }
 }
 
-impl Drop for SemaphoreGuardArc {
+impl Drop for SemaphorePermitArc {
     #[inline]
     fn drop(&mut self) {
         self.semaphore.release();

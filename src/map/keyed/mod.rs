@@ -506,17 +506,17 @@ fn debug_engine<K, T, Fut>(
 /// hosts and the cap must hold across all of them, also run each request through a
 /// shared [`KeyedBulkhead`](crate::KeyedBulkhead) inside `f`. Its options then mean what
 /// they say: a wait `timeout` or `max_waiting` turns "the host is busy with the others'
-/// work" into a [`BulkheadFull`](crate::BulkheadFull) item instead of a long wait. Within
+/// work" into a [`BulkheadError`](crate::BulkheadError) item instead of a long wait. Within
 /// one map the bulkhead never makes an item wait while it holds a global slot as long as
 /// `per_key_limit` is no larger than the bulkhead's limit.
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::{BulkheadFull, KeyedBulkhead, map_keyed, sleep};
+/// use tollgate::{BulkheadError, KeyedBulkhead, map_keyed, sleep};
 ///
 /// static PER_HOST: KeyedBulkhead<String> = KeyedBulkhead::new(2).timeout(Duration::from_secs(5));
 ///
-/// async fn crawl(urls: Vec<String>) -> Vec<Result<(), BulkheadFull>> {
+/// async fn crawl(urls: Vec<String>) -> Vec<Result<(), BulkheadError>> {
 ///     let host = |url: &String| url.split('/').nth(2).unwrap_or_default().to_owned();
 ///     map_keyed(urls, host, 8, 2, |url| async move {
 ///         let host = url.split('/').nth(2).unwrap_or_default();
