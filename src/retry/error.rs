@@ -240,7 +240,10 @@ impl<E> RetryError<E> {
 
     /// Takes the last attempt's error, or `None` when it timed out.
     pub fn into_last_error(self) -> Option<E> {
-        self.attempts.into_iter().last().and_then(Attempt::into_error)
+        self.attempts
+            .into_iter()
+            .last()
+            .and_then(Attempt::into_error)
     }
 
     /// Whether the retry stopped early because [`.when`](crate::futures::Retry::when)
@@ -325,7 +328,11 @@ mod tests {
             record.push(Some(n), Duration::ZERO);
         }
         let error = record.finish(Stop::Exhausted);
-        let kept: Vec<u32> = error.attempts().iter().map(|a| *a.error().unwrap()).collect();
+        let kept: Vec<u32> = error
+            .attempts()
+            .iter()
+            .map(|a| *a.error().unwrap())
+            .collect();
         let numbers: Vec<u32> = error.attempts().iter().map(Attempt::number).collect();
         assert_eq!(kept, numbers);
         assert_eq!(
