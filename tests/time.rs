@@ -95,15 +95,17 @@ matrix! {
 }
 
 #[test]
-fn elapsed_is_an_io_timed_out_error_with_a_lowercase_message() {
-    let elapsed = tollgate::run_sync(timeout(Duration::ZERO, future::pending::<()>())).unwrap_err();
-    assert_eq!(elapsed.to_string(), "deadline of 0ns elapsed");
-    let io: std::io::Error = elapsed.into();
+fn timeout_error_is_an_io_timed_out_error_with_a_lowercase_message() {
+    let error = tollgate::run_sync(timeout(Duration::ZERO, future::pending::<()>())).unwrap_err();
+    assert_eq!(error.to_string(), "timed out after 0ns");
+    assert_eq!(error.duration(), Duration::ZERO);
+    let io: std::io::Error = error.into();
     assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
-    let umbrella: tollgate::Error = elapsed.into();
-    assert_eq!(umbrella.to_string(), elapsed.to_string());
+    let umbrella: tollgate::Error = error.into();
+    assert_eq!(umbrella.to_string(), error.to_string());
+    assert!(matches!(umbrella, tollgate::Error::Timeout(_)));
     fn is_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
-    is_error::<TimeoutError>(&elapsed);
+    is_error::<TimeoutError>(&error);
     is_error(&umbrella);
 }
 
