@@ -228,6 +228,13 @@ pin_project_lite::pin_project! {
     /// # Panics
     ///
     /// Polling it again after it returned `Ready` panics.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it stops everything at once: the running attempt is dropped mid-flight, or
+    /// the pause ends and no further attempt starts. The attempts' errors are dropped too;
+    /// to keep them when time runs out, bound the retry with [`.timeout`](Self::timeout)
+    /// instead of dropping it.
     #[project = RetryProj]
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Retry<F, Fut, P>
@@ -320,8 +327,8 @@ impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
     /// An attempt still running then is dropped and recorded as timed out. A pause that
     /// would end at or after that point is not taken: the retry gives up at once instead
     /// of sleeping for nothing. Either way the error's [`timed_out`](RetryError::timed_out)
-    /// is true. By default there is no limit; [`.attempt_timeout`](Self::attempt_timeout)
-    /// bounds each attempt instead.
+    /// is true. `Duration::ZERO` gives the first attempt exactly one poll. By default there
+    /// is no limit; [`.attempt_timeout`](Self::attempt_timeout) bounds each attempt instead.
     ///
     /// Unlike a [`timeout`](crate::timeout) around the retry, which drops it and returns
     /// only a [`TimeoutError`](crate::TimeoutError), this keeps the attempts' errors.
