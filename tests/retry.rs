@@ -225,6 +225,18 @@ matrix! {
         assert!(failed.timed_out());
         assert!(failed.attempts_made() >= 2, "{}", failed.attempts_made());
         assert!(failed.attempts().iter().all(|attempt| attempt.timed_out()));
+
+        // A zero timeout gives the first attempt exactly one poll.
+        let mut calls = 0;
+        let failed = retry(|| {
+            calls += 1;
+            future::pending::<Result<(), String>>()
+        })
+        .timeout(Duration::ZERO)
+        .await
+        .unwrap_err();
+        assert!(failed.timed_out());
+        assert_eq!((failed.attempts_made(), calls), (1, 1));
     }
 
     async fn retry_outside_the_slot_holds_no_slot_during_the_pause() {
