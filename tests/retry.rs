@@ -532,7 +532,7 @@ matrix! {
 #[test]
 fn zero_attempts_panics_clearly() {
     let panic = std::panic::catch_unwind(|| {
-        let _ = retry(|| async { Ok::<(), ()>(()) }).attempts(0);
+        drop(retry(|| async { Ok::<(), ()>(()) }).attempts(0));
     })
     .unwrap_err();
     assert_eq!(
@@ -544,7 +544,7 @@ fn zero_attempts_panics_clearly() {
 #[test]
 fn bad_jitter_and_backoff_panic_clearly() {
     let jitter = std::panic::catch_unwind(|| {
-        let _ = retry(|| async { Ok::<(), ()>(()) }).jitter(1.5);
+        drop(retry(|| async { Ok::<(), ()>(()) }).jitter(1.5));
     })
     .unwrap_err();
     assert_eq!(
@@ -552,11 +552,11 @@ fn bad_jitter_and_backoff_panic_clearly() {
         "retry jitter must be within 0.0..=1.0, got 1.5"
     );
     let factor = std::panic::catch_unwind(|| {
-        let _ = retry(|| async { Ok::<(), ()>(()) }).backoff(
+        drop(retry(|| async { Ok::<(), ()>(()) }).backoff(
             Duration::from_millis(1),
             0.5,
             Duration::from_secs(1),
-        );
+        ));
     })
     .unwrap_err();
     assert_eq!(
