@@ -17,19 +17,19 @@ fn timeouts(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let deadline = Duration::from_secs(60);
+    let limit = Duration::from_secs(60);
     let mut group = c.benchmark_group("timeout_ready");
     group.bench_function("bare", |b| {
         b.iter(|| runtime.block_on(async { black_box(async { 1 }.await) }))
     });
     group.bench_function("tollgate", |b| {
         b.iter(|| {
-            runtime.block_on(async { black_box(tollgate::timeout(deadline, async { 1 }).await) })
+            runtime.block_on(async { black_box(tollgate::timeout(limit, async { 1 }).await) })
         })
     });
     group.bench_function("tokio", |b| {
         b.iter(|| {
-            runtime.block_on(async { black_box(tokio::time::timeout(deadline, async { 1 }).await) })
+            runtime.block_on(async { black_box(tokio::time::timeout(limit, async { 1 }).await) })
         })
     });
     group.finish();
@@ -37,12 +37,12 @@ fn timeouts(c: &mut Criterion) {
     let mut group = c.benchmark_group("timeout_pend_once");
     group.bench_function("tollgate", |b| {
         b.iter(|| {
-            runtime.block_on(async { black_box(tollgate::timeout(deadline, yield_now()).await) })
+            runtime.block_on(async { black_box(tollgate::timeout(limit, yield_now()).await) })
         })
     });
     group.bench_function("tokio", |b| {
         b.iter(|| {
-            runtime.block_on(async { black_box(tokio::time::timeout(deadline, yield_now()).await) })
+            runtime.block_on(async { black_box(tokio::time::timeout(limit, yield_now()).await) })
         })
     });
     group.finish();

@@ -98,7 +98,7 @@ const MAX_PAUSE: Duration = Duration::from_millis(20);
 /// Polls `check` until it passes or `timeout` has passed.
 ///
 /// The check runs at once, then after pauses that grow from 1 ms to 20 ms, and one last
-/// time at the deadline. Use it to wait for background work in a test instead of sleeping
+/// time when the timeout is up. Use it to wait for background work in a test instead of sleeping
 /// a fixed time and hoping.
 ///
 /// The check returns `bool` or `Result<(), E: Display>`; return an error describing the
