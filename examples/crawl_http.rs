@@ -157,7 +157,7 @@ async fn crawl(
             })
             .attempts(3)
             .interval(Duration::from_millis(1))
-            .timeout(PATIENCE)
+            .attempt_timeout(PATIENCE)
             .when(|error| matches!(error, FetchError::Unavailable))
             .await
         },

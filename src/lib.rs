@@ -154,7 +154,7 @@ pub mod futures {
     pub use crate::map::keyed::{MapKeyed, MapKeyedUnordered};
     pub use crate::map::{GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync};
     pub use crate::race::{Either, Race};
-    pub use crate::retry::{Retry, RetryFuture};
+    pub use crate::retry::Retry;
     pub use crate::time::{Sleep, Timeout};
 }
 

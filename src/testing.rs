@@ -13,6 +13,16 @@ use crate::time::sleep;
 ///
 /// Implemented for `bool` (false = not yet) and for `Result<(), E>` where the error says
 /// what is not there yet.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::testing::Check;
+///
+/// assert_eq!(true.outcome(), Ok(()));
+/// assert_eq!(false.outcome(), Err("check returned false".to_owned()));
+/// assert_eq!(Err::<(), _>("2 of 3 jobs done").outcome(), Err("2 of 3 jobs done".to_owned()));
+/// ```
 pub trait Check {
     /// `Ok(())` when the condition holds, otherwise a description of why it does not.
     fn outcome(self) -> Result<(), String>;
@@ -35,6 +45,21 @@ impl<E: fmt::Display> Check for Result<(), E> {
 }
 
 /// The error of [`eventually`]: the check still failed when the time was up.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::testing::eventually;
+///
+/// # futures_lite::future::block_on(async {
+/// let error = eventually(Duration::from_millis(5), || Err::<(), _>("queue still has 3 items"))
+///     .await
+///     .unwrap_err();
+/// assert_eq!(error.last_failure(), "queue still has 3 items");
+/// assert!(error.attempts() >= 2);
+/// # });
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventuallyError {
     waited: Duration,
@@ -73,7 +98,7 @@ const MAX_PAUSE: Duration = Duration::from_millis(20);
 /// Polls `check` until it passes or `timeout` has passed.
 ///
 /// The check runs at once, then after pauses that grow from 1 ms to 20 ms, and one last
-/// time at the deadline. Use it to wait for background work in a test instead of sleeping
+/// time when the timeout is up. Use it to wait for background work in a test instead of sleeping
 /// a fixed time and hoping.
 ///
 /// The check returns `bool` or `Result<(), E: Display>`; return an error describing the
@@ -81,8 +106,8 @@ const MAX_PAUSE: Duration = Duration::from_millis(20);
 /// **not** caught: a panic is a bug in the check, not "not yet", and catching it would
 /// print a backtrace per attempt. Use `if cond { Ok(()) } else { Err(format!(..)) }`.
 ///
-/// Timers follow the runtime's clock (see [`time`](crate::time)), so under tokio's paused
-/// clock the waiting takes no wall time.
+/// Timers follow the clock of [`sleep`], so under tokio's paused clock (with
+/// the `tokio` feature) the waiting takes no wall time.
 ///
 /// # Examples
 ///
@@ -112,6 +137,18 @@ const MAX_PAUSE: Duration = Duration::from_millis(20);
 /// # Errors
 ///
 /// [`EventuallyError`] with the last failure's message when the check never passed.
+///
+/// # Panics
+///
+/// When the check panics (the panic is not caught), and as [`sleep`] does:
+/// with the `tokio` feature, inside a tokio runtime built without its time driver.
+///
+/// # Cancel safety
+///
+/// Dropping the future stops the checks; the check is never interrupted mid-run (it is
+/// synchronous).
+#[doc(alias = "wait_until")]
+#[doc(alias = "assert_eventually")]
 pub async fn eventually<C, R>(timeout: Duration, mut check: C) -> Result<(), EventuallyError>
 where
     C: FnMut() -> R,

@@ -1,14 +1,9 @@
 //! Runtime-agnostic timers: [`sleep`], [`timeout`] and the [`TimeoutError`] error.
 //!
-//! By default the timers are async-io's, which work under any executor (smol, async-std,
-//! `futures::executor`, [`run_sync`](crate::run_sync)) because async-io drives them from its
-//! own reactor. With the `tokio` feature, a timer created inside a tokio runtime uses tokio's
-//! clock instead, so `tokio::time::pause()` and `#[tokio::test(start_paused = true)]` make
-//! tollgate's timeouts, retries and bulkhead waits take no wall time.
-//!
-//! A tokio runtime built without its time driver (no `enable_time()` / `enable_all()`)
-//! cannot run tokio timers: creating one there panics with tokio's own message
-//! ("timers are disabled"). Build the runtime with `enable_all()`.
+//! Private module: the public paths are `tollgate::{sleep, timeout, TimeoutError}` and
+//! `tollgate::futures::{Sleep, Timeout}`. The timer backend (async-io's, or tokio's clock
+//! under the `tokio` feature) lives in `runtime/timer.rs`; this file only builds the
+//! futures users see on top of it.
 
 use std::fmt;
 use std::future::Future;
@@ -19,7 +14,23 @@ use std::time::Duration;
 use crate::runtime::RtSleep;
 
 pin_project_lite::pin_project! {
-    /// Future returned by [`sleep`].
+    /// Future returned by [`sleep`]: completes once its duration has passed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::futures::Sleep;
+    ///
+    /// struct Backoff {
+    ///     pause: Sleep,
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let backoff = Backoff { pause: tollgate::sleep(Duration::from_millis(1)) };
+    /// backoff.pause.await;
+    /// # });
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Sleep {
         #[pin]
@@ -46,6 +57,16 @@ impl Future for Sleep {
 /// `Duration::ZERO` completes on the first poll; `Duration::MAX` (or any duration the
 /// clock cannot represent) never completes and does not panic.
 ///
+/// # Clock
+///
+/// The timer is chosen when `sleep` is called. By default it is async-io's, which works
+/// under any executor (smol, async-std, `futures::executor`, [`run_sync`](crate::run_sync))
+/// because async-io drives it from its own reactor thread. With the `tokio` feature, a
+/// timer created inside a tokio runtime uses tokio's clock instead, so
+/// `tokio::time::pause()` and `#[tokio::test(start_paused = true)]` make it (and every
+/// timeout, retry pause and bulkhead wait of tollgate) take no wall time. Without the
+/// feature, tokio's paused clock is ignored: the timer waits in real time.
+///
 /// # Examples
 ///
 /// ```
@@ -58,20 +79,47 @@ impl Future for Sleep {
 /// # });
 /// ```
 ///
+/// # Panics
+///
+/// With the `tokio` feature, inside a tokio runtime built without its time driver (no
+/// `enable_time()` / `enable_all()`), with tokio's own message ("timers are disabled"):
+/// tokio cannot run timers there. Build the runtime with `enable_all()`.
+///
 /// # Cancel safety
 ///
 /// Dropping the future cancels the timer; nothing else is affected.
 #[doc(alias = "delay")]
+#[doc(alias = "sleep_for")]
 pub fn sleep(duration: Duration) -> Sleep {
     Sleep {
         timer: RtSleep::after(duration),
     }
 }
 
-/// The error of [`timeout`]: the deadline passed before the future completed.
+/// The error of [`timeout`]: the time was up before the future completed.
 ///
 /// Converts into `std::io::Error` of kind [`TimedOut`](std::io::ErrorKind::TimedOut), so
-/// it can be returned with `?` from functions that return I/O errors.
+/// it can be returned with `?` from functions that return I/O errors, and into the umbrella
+/// [`tollgate::Error`](crate::Error).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{TimeoutError, sleep, timeout};
+///
+/// # futures_lite::future::block_on(async {
+/// let error: TimeoutError = timeout(Duration::from_millis(1), sleep(Duration::from_secs(60)))
+///     .await
+///     .unwrap_err();
+/// assert_eq!(error.duration(), Duration::from_millis(1));
+/// assert_eq!(error.to_string(), "timed out after 1ms");
+///
+/// let io: std::io::Error = error.into();
+/// assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+/// # });
+/// ```
+#[doc(alias = "Elapsed")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimeoutError {
     after: Duration,
@@ -82,7 +130,7 @@ impl TimeoutError {
         Self { after }
     }
 
-    /// The timeout that passed.
+    /// The time limit that passed: the `duration` given to [`timeout`].
     pub fn duration(&self) -> Duration {
         self.after
     }
@@ -90,20 +138,40 @@ impl TimeoutError {
 
 impl fmt::Display for TimeoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "deadline of {:?} elapsed", self.after)
+        write!(f, "timed out after {:?}", self.after)
     }
 }
 
 impl std::error::Error for TimeoutError {}
 
 impl From<TimeoutError> for std::io::Error {
-    fn from(elapsed: TimeoutError) -> Self {
-        std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed)
+    fn from(error: TimeoutError) -> Self {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, error)
     }
 }
 
 pin_project_lite::pin_project! {
-    /// Future returned by [`timeout`].
+    /// Future returned by [`timeout`]: the inner future's output, or [`TimeoutError`] once
+    /// the time is up.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::futures::{Sleep, Timeout};
+    ///
+    /// // Named, so it can be stored in a struct.
+    /// struct Probe {
+    ///     wait: Timeout<Sleep>,
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let probe = Probe {
+    ///     wait: tollgate::timeout(Duration::from_millis(1), tollgate::sleep(Duration::from_secs(60))),
+    /// };
+    /// assert!(probe.wait.await.is_err());
+    /// # });
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Timeout<F> {
         #[pin]
@@ -127,7 +195,7 @@ impl<F: Future> Future for Timeout<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        // The inner future goes first: work that is done wins over a deadline that passed
+        // The inner future goes first: work that is done wins over a time limit that passed
         // while it was finishing, as in tokio.
         if let Poll::Ready(output) = this.future.poll(cx) {
             return Poll::Ready(Ok(output));
@@ -139,11 +207,14 @@ impl<F: Future> Future for Timeout<F> {
     }
 }
 
-/// Runs `future`, giving up once `duration` has passed.
+/// Runs `future`, giving up once `duration` has passed since the `Timeout` was created.
 ///
-/// The inner future is polled before the timer on every poll, so a future that is ready
-/// wins over an expired deadline; with `Duration::ZERO` it gets exactly one poll.
-/// `Duration::MAX` never expires.
+/// `future` is anything that implements [`IntoFuture`] (a future, a
+/// [`retry`](crate::retry), a [`race`](crate::race)). The inner future is polled before the
+/// timer on every poll, so a future that is ready wins over a time limit that has passed;
+/// with `Duration::ZERO` it gets exactly one poll. `Duration::MAX` never expires. The
+/// timer runs on the same clock as [`sleep`] (see there: tokio's paused clock is honoured
+/// under the `tokio` feature).
 ///
 /// # Examples
 ///
@@ -160,16 +231,35 @@ impl<F: Future> Future for Timeout<F> {
 /// # });
 /// ```
 ///
+/// A [`TimeoutError`] converts into `std::io::Error`, so `?` works in I/O code:
+///
+/// ```
+/// use std::time::Duration;
+///
+/// async fn read_config() -> std::io::Result<String> {
+///     let text = tollgate::timeout(Duration::from_secs(5), async { "limit = 8".to_owned() }).await?;
+///     Ok(text)
+/// }
+/// # assert_eq!(tollgate::run_sync(read_config()).unwrap(), "limit = 8");
+/// ```
+///
 /// # Errors
 ///
-/// [`TimeoutError`] when the deadline passes first; the inner future is dropped then.
+/// [`TimeoutError`] when the time is up first; the inner future is dropped then.
+///
+/// # Panics
+///
+/// As [`sleep`]: with the `tokio` feature, inside a tokio runtime built without its time
+/// driver.
 ///
 /// # Cancel safety
 ///
-/// `timeout` is as cancel safe as `future`: when the deadline passes (or the `Timeout`
+/// `timeout` is as cancel safe as `future`: when the time is up (or the `Timeout`
 /// itself is dropped) the inner future is dropped mid-flight. Whatever it had done until
 /// its last `.await` stays done.
 #[doc(alias = "wait_for")]
+#[doc(alias = "with_timeout")]
+#[doc(alias = "deadline")]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     Timeout {
         future: future.into_future(),

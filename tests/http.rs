@@ -107,7 +107,7 @@ async fn fetch(url: &str) -> Result<String, FetchError> {
 }
 
 /// The crawl's retry policy: up to 3 attempts, 503s only (a refused connection is final).
-fn retry_503s<F, Fut>(attempt: F) -> Retry<F, impl FnMut(&FetchError) -> bool>
+fn retry_503s<F, Fut>(attempt: F) -> Retry<F, Fut, impl FnMut(&FetchError) -> bool>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<String, FetchError>>,
@@ -115,7 +115,7 @@ where
     retry(attempt)
         .attempts(3)
         .interval(Duration::from_millis(1))
-        .timeout(PATIENCE)
+        .attempt_timeout(PATIENCE)
         .when(|error: &FetchError| matches!(error, FetchError::Unavailable))
 }
 
@@ -181,7 +181,7 @@ fn check_crawl(
                     "{}: refusals are not retried",
                     target.url
                 );
-                assert_eq!(error.len(), 1, "{}: {error}", target.url);
+                assert_eq!(error.attempts().len(), 1, "{}: {error}", target.url);
             }
             (REFUSED, Ok(body)) => panic!("{}: the refusing address answered {body:?}", target.url),
             (host, Ok(body)) => assert_eq!(*body, page_body(host, &target.path), "{}", target.url),

@@ -46,14 +46,16 @@ matrix! {
         .await
         .unwrap_err();
         assert_eq!(calls.load(Ordering::SeqCst), 4);
-        assert_eq!(failed.len(), 4);
-        for (i, attempt) in failed.iter().enumerate() {
+        assert_eq!(failed.attempts().len(), 4);
+        assert_eq!((failed.attempts_made(), failed.attempts_dropped()), (4, 0));
+        for (i, attempt) in failed.attempts().iter().enumerate() {
             assert_eq!(attempt.error(), Some(&format!("attempt {}: 503", i + 1)));
+            assert_eq!(attempt.number() as usize, i + 1);
             assert!(!attempt.timed_out());
             assert!(attempt.duration() >= Duration::from_millis(2), "{:?}", attempt.duration());
         }
         assert!(!failed.is_permanent());
-        assert!(!failed.deadline_passed());
+        assert!(!failed.timed_out());
         assert_eq!(failed.last_error().map(String::as_str), Some("attempt 4: 503"));
         assert_eq!(failed.to_string(), "all 4 attempts failed; the last: attempt 4: 503");
         assert_eq!(failed.clone().into_last_error().unwrap(), "attempt 4: 503");
@@ -68,7 +70,7 @@ matrix! {
             }
             Ok::<_, String>("<html>")
         })
-        .timeout(Duration::from_millis(10))
+        .attempt_timeout(Duration::from_millis(10))
         .interval(Duration::ZERO)
         .await;
         assert_eq!(page, Ok("<html>"));
@@ -80,13 +82,14 @@ matrix! {
             Ok::<(), String>(())
         })
         .attempts(2)
-        .timeout(Duration::from_millis(10))
+        .attempt_timeout(Duration::from_millis(10))
         .interval(Duration::ZERO)
         .await
         .unwrap_err();
         assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
-        assert_eq!(failed.len(), 2);
-        for attempt in failed.iter() {
+        assert_eq!(failed.attempts().len(), 2);
+        assert!(!failed.timed_out(), "each attempt timed out, not the retry");
+        for attempt in failed.attempts() {
             assert!(attempt.timed_out());
             assert_eq!(attempt.error(), None);
             assert!(attempt.duration() >= Duration::from_millis(10), "{:?}", attempt.duration());
@@ -115,7 +118,7 @@ matrix! {
         assert_eq!(calls.load(Ordering::SeqCst), 2);
         assert_eq!(*seen.lock().unwrap(), [503, 403]);
         assert!(failed.is_permanent());
-        assert_eq!(failed.len(), 2);
+        assert_eq!(failed.attempts().len(), 2);
         assert_eq!(failed.to_string(), "attempt 2 failed and is not retryable: 403");
 
         // A non-retryable first error: one attempt, no pause.
@@ -125,7 +128,7 @@ matrix! {
             .when(|_| false)
             .await
             .unwrap_err();
-        assert_eq!(failed.len(), 1);
+        assert_eq!(failed.attempts_made(), 1);
         assert!(start.elapsed() < Duration::from_secs(30));
     }
 
@@ -141,8 +144,7 @@ matrix! {
                     Err::<(), _>("503")
                 }
             })
-            .interval(Duration::from_secs(3600))
-            .into_future(),
+            .interval(Duration::from_secs(3600)),
         );
         // The first attempt fails at once; the retry is now in its hour-long pause.
         assert!(poll_once(retrying.as_mut()).await.is_none());
@@ -163,8 +165,7 @@ matrix! {
                     sleep(Duration::from_secs(3600)).await;
                     Ok::<(), String>(())
                 }
-            })
-            .into_future(),
+            }),
         );
         assert!(poll_once(retrying.as_mut()).await.is_none());
         assert!(!attempt_gone.is_set());
@@ -172,50 +173,75 @@ matrix! {
         assert!(attempt_gone.is_set());
     }
 
-    async fn the_deadline_bounds_the_whole_retry() {
-        // A hung attempt is cut by the deadline and recorded as timed out.
+    async fn the_timeout_bounds_the_whole_retry() {
+        // A hung attempt is cut by the timeout and recorded as timed out.
         let start = Instant::now();
         let failed = retry(|| async {
             sleep(Duration::from_secs(3600)).await;
             Ok::<(), String>(())
         })
         .attempts(100)
-        .deadline(Duration::from_millis(20))
+        .timeout(Duration::from_millis(20))
         .await
         .unwrap_err();
-        assert!(failed.deadline_passed());
-        assert_eq!(failed.len(), 1);
-        assert!(failed[0].timed_out());
+        assert!(failed.timed_out());
+        assert_eq!(failed.attempts().len(), 1);
+        assert!(failed.attempts()[0].timed_out());
         assert!(start.elapsed() >= Duration::from_millis(20));
         assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
         assert_eq!(
             failed.to_string(),
-            "retry deadline of 20ms passed after 1 attempt; the last timed out"
+            "retry timed out after 20ms and 1 attempt; the last timed out"
         );
 
-        // A pause that would outlast the deadline is not taken: give up at once.
+        // A pause that would outlast the timeout is not taken: give up at once.
         let start = Instant::now();
         let failed = retry(|| async { Err::<(), _>("503") })
             .attempts(100)
             .interval(Duration::from_secs(60))
-            .deadline(Duration::from_secs(20))
+            .timeout(Duration::from_secs(20))
             .await
             .unwrap_err();
         assert!(start.elapsed() < Duration::from_secs(10), "slept: {:?}", start.elapsed());
-        assert!(failed.deadline_passed());
-        assert_eq!(failed.len(), 1);
+        assert!(failed.timed_out());
+        assert_eq!(failed.attempts().len(), 1);
         assert_eq!(
             failed.to_string(),
-            "retry deadline of 20s passed after 1 attempt; the last: 503"
+            "retry timed out after 20s and 1 attempt; the last: 503"
         );
+
+        // Each attempt bounded by `attempt_timeout`, the whole by `timeout`: the first
+        // limit to pass wins.
+        let failed = retry(|| async {
+            sleep(Duration::from_secs(3600)).await;
+            Ok::<(), String>(())
+        })
+        .attempts(u32::MAX)
+        .attempt_timeout(Duration::from_millis(5))
+        .interval(Duration::ZERO)
+        .timeout(Duration::from_millis(40))
+        .await
+        .unwrap_err();
+        assert!(failed.timed_out());
+        assert!(failed.attempts_made() >= 2, "{}", failed.attempts_made());
+        assert!(failed.attempts().iter().all(|attempt| attempt.timed_out()));
+
+        // A zero timeout gives the first attempt exactly one poll.
+        let mut calls = 0;
+        let failed = retry(|| {
+            calls += 1;
+            future::pending::<Result<(), String>>()
+        })
+        .timeout(Duration::ZERO)
+        .await
+        .unwrap_err();
+        assert!(failed.timed_out());
+        assert_eq!((failed.attempts_made(), calls), (1, 1));
     }
 
-    // The recipe's advice: retry goes *outside* the limit (here a one-slot semaphore
-    // standing in for a bulkhead), so each attempt queues for a slot again and no slot is
-    // held during the pause.
     async fn retry_outside_the_slot_holds_no_slot_during_the_pause() {
-        // The recipe's advice: retry wraps the bulkhead's `run`, so no slot is held while
-        // pausing and every attempt queues for a slot again. The bulkhead's stats prove it.
+        // Retry wraps the bulkhead's `run`, so no slot is held while pausing and every
+        // attempt queues for a slot again. The bulkhead's stats prove it.
         let slots = Bulkhead::new(1).name("api");
         let calls = AtomicUsize::new(0);
         let fetch = || async {
@@ -295,7 +321,7 @@ matrix! {
             competitor.lock().unwrap().take();
         };
         // ...and the second attempt waits for it like any other request.
-        let (page, ()) = future::zip(retrying.into_future(), other_request).await;
+        let (page, ()) = future::zip(retrying, other_request).await;
         assert_eq!(page, Ok("<html>"));
         assert_eq!(
             *events.lock().unwrap(),
@@ -320,7 +346,6 @@ matrix! {
             retry(move || request(url))
                 .attempts(10)
                 .interval(Duration::from_millis(1))
-                .into_future()
         });
         let results = futures::future::join_all(crawl).await;
         assert!(results.iter().all(Result::is_ok));
@@ -343,19 +368,171 @@ matrix! {
                     }
                 }
             })
-            .interval(Duration::from_millis(1))
-            .into_future(),
+            .interval(Duration::from_millis(1)),
         )
         .await;
         assert_eq!(page, Ok("<html>"));
         assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    /// Regression: with a zero pause and attempts that fail at once, every attempt ran
+    /// inside one poll, so 3,000,000 attempts kept the executor (and a 10 ms timeout
+    /// around the retry) waiting until all were spent. Now the retry yields between attempts.
+    async fn a_zero_pause_still_yields_between_attempts() {
+        let calls = AtomicUsize::new(0);
+        let failing = || {
+            next(&calls);
+            future::ready(Err::<(), _>("503"))
+        };
+        let mut retrying = Box::pin(retry(failing).attempts(3).interval(Duration::ZERO));
+        assert!(poll_once(retrying.as_mut()).await.is_none(), "yields after attempt 1");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        drop(retrying);
+
+        let calls = AtomicUsize::new(0);
+        let failing = || {
+            next(&calls);
+            future::ready(Err::<(), _>("503"))
+        };
+        let start = Instant::now();
+        let outcome = tollgate::timeout(
+            Duration::from_millis(10),
+            retry(failing).attempts(3_000_000).interval(Duration::ZERO),
+        )
+        .await;
+        assert!(outcome.is_err(), "the outer timeout fired: {:?}", outcome.map(|r| r.map_err(|e| e.attempts_made())));
+        let made = calls.load(Ordering::SeqCst);
+        assert!(made < 3_000_000, "{made}");
+        assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
+    }
+
+    /// Regression: `.interval(Duration::MAX).jitter(1e-300)` (and a backoff whose max is
+    /// `Duration::MAX`) panicked inside `Duration::mul_f64`. A `Duration::MAX` pause is now
+    /// a pause that never ends: an outer timeout ends the retry.
+    async fn a_max_pause_with_jitter_never_panics_and_never_ends() {
+        async fn waits_forever(retrying: impl Future, calls: &AtomicUsize, expected_calls: usize) {
+            let outcome = tollgate::timeout(Duration::from_millis(20), retrying).await;
+            assert!(outcome.is_err(), "the pause never ends");
+            assert_eq!(calls.load(Ordering::SeqCst), expected_calls);
+        }
+        let calls = AtomicUsize::new(0);
+        let failing = || {
+            next(&calls);
+            future::ready(Err::<(), _>("503"))
+        };
+        waits_forever(retry(failing).interval(Duration::MAX).jitter(1e-300), &calls, 1).await;
+
+        let calls = AtomicUsize::new(0);
+        let failing = || {
+            next(&calls);
+            future::ready(Err::<(), _>("503"))
+        };
+        let huge = retry(failing).backoff(Duration::MAX, 2.0, Duration::MAX).jitter(1e-300);
+        waits_forever(huge, &calls, 1).await;
+
+        // 1 ms, then a product far beyond any Duration, capped at the max.
+        let calls = AtomicUsize::new(0);
+        let failing = || {
+            next(&calls);
+            future::ready(Err::<(), _>("503"))
+        };
+        let steep = retry(failing)
+            .attempts(10)
+            .backoff(Duration::from_millis(1), 1e300, Duration::MAX)
+            .jitter(1e-300);
+        waits_forever(steep, &calls, 2).await;
+
+        // With a whole-retry timeout the endless pause is not even started.
+        let failed = retry(|| future::ready(Err::<(), _>("503")))
+            .interval(Duration::MAX)
+            .jitter(1e-300)
+            .timeout(Duration::from_secs(60))
+            .await
+            .unwrap_err();
+        assert!(failed.timed_out());
+        assert_eq!(failed.attempts_made(), 1);
+    }
+
+    /// Regression: `RetryError` kept every attempt, so a retry with huge `attempts` grew
+    /// without bound (3,000,000 errors kept). Now it keeps the first 8 and the last 8 and
+    /// counts the rest.
+    async fn retry_error_memory_stays_bounded_when_attempts_are_huge() {
+        // Ended by the predicate after 50,000 attempts.
+        let failed = retry({
+            let mut n = 0_u32;
+            move || {
+                n += 1;
+                future::ready(Err::<(), _>(n))
+            }
+        })
+        .attempts(u32::MAX)
+        .interval(Duration::ZERO)
+        .when(|n| *n < 50_000)
+        .await
+        .unwrap_err();
+        assert!(failed.is_permanent());
+        assert_eq!(failed.attempts_made(), 50_000);
+        assert_eq!(failed.attempts().len(), 16);
+        assert_eq!(failed.attempts_dropped(), 50_000 - 16);
+        let numbers: Vec<u32> = failed.attempts().iter().map(|a| a.number()).collect();
+        let errors: Vec<u32> = failed.attempts().iter().map(|a| *a.error().unwrap()).collect();
+        assert_eq!(numbers, errors);
+        let expected: Vec<u32> = (1..=8).chain(49_993..=50_000).collect();
+        assert_eq!(numbers, expected);
+        assert_eq!(failed.last_error(), Some(&50_000));
+        assert_eq!(failed.to_string(), "attempt 50000 failed and is not retryable: 50000");
+
+        // Ended by the whole-retry timeout.
+        let failed = retry(|| future::ready(Err::<(), _>("503")))
+            .attempts(u32::MAX)
+            .interval(Duration::ZERO)
+            .timeout(Duration::from_millis(20))
+            .await
+            .unwrap_err();
+        assert!(failed.timed_out());
+        let made = failed.attempts_made();
+        assert_eq!(failed.attempts().len(), (made as usize).min(16));
+        assert_eq!(failed.attempts_dropped(), made - failed.attempts().len() as u32);
+        assert_eq!(failed.attempts().last().unwrap().number(), made);
+    }
+
+    /// The builder is the future: a map's function may return it, and it joins and spawns
+    /// like any future (it used to be only `IntoFuture`: E0277 "`Retry` is not a future").
+    async fn a_retry_is_a_future_wherever_one_is_expected() {
+        let calls = AtomicUsize::new(0);
+        let pages = tollgate::map_async(1..=4_u32, 2, |id| {
+            let calls = &calls;
+            let mut failed_once = false;
+            retry(move || {
+                next(calls);
+                let first = !std::mem::replace(&mut failed_once, true);
+                async move { if first { Err("503") } else { Ok(id * 10) } }
+            })
+            .interval(Duration::ZERO)
+        })
+        .await;
+        assert_eq!(pages, [Ok(10), Ok(20), Ok(30), Ok(40)]);
+        assert_eq!(calls.load(Ordering::SeqCst), 8, "each item failed once");
+
+        let (a, b) = futures::join!(
+            retry(|| async { Ok::<_, ()>(1) }),
+            retry(|| async { Err::<(), _>("503") }).attempts(2).interval(Duration::ZERO),
+        );
+        assert_eq!(a, Ok(1));
+        assert_eq!(b.unwrap_err().attempts_made(), 2);
+
+        let spawned = common::spawn(
+            retry(|| async { Ok::<_, String>("spawned") }).timeout(Duration::from_secs(30)),
+        )
+        .await;
+        assert_eq!(spawned, Ok("spawned"));
     }
 }
 
 #[test]
 fn zero_attempts_panics_clearly() {
     let panic = std::panic::catch_unwind(|| {
-        let _ = retry(|| async { Ok::<(), ()>(()) }).attempts(0);
+        drop(retry(|| async { Ok::<(), ()>(()) }).attempts(0));
     })
     .unwrap_err();
     assert_eq!(
@@ -367,7 +544,7 @@ fn zero_attempts_panics_clearly() {
 #[test]
 fn bad_jitter_and_backoff_panic_clearly() {
     let jitter = std::panic::catch_unwind(|| {
-        let _ = retry(|| async { Ok::<(), ()>(()) }).jitter(1.5);
+        drop(retry(|| async { Ok::<(), ()>(()) }).jitter(1.5));
     })
     .unwrap_err();
     assert_eq!(
@@ -375,11 +552,11 @@ fn bad_jitter_and_backoff_panic_clearly() {
         "retry jitter must be within 0.0..=1.0, got 1.5"
     );
     let factor = std::panic::catch_unwind(|| {
-        let _ = retry(|| async { Ok::<(), ()>(()) }).backoff(
+        drop(retry(|| async { Ok::<(), ()>(()) }).backoff(
             Duration::from_millis(1),
             0.5,
             Duration::from_secs(1),
-        );
+        ));
     })
     .unwrap_err();
     assert_eq!(
@@ -393,9 +570,7 @@ fn retry_error_is_an_error_and_converts_to_the_umbrella() {
     fn is_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
 
     let failed = tollgate::run_sync(
-        retry(|| async { Err::<(), _>(std::io::Error::other("refused")) })
-            .attempts(1)
-            .into_future(),
+        retry(|| async { Err::<(), _>(std::io::Error::other("refused")) }).attempts(1),
     )
     .unwrap_err();
     is_error(&failed);
@@ -415,27 +590,38 @@ fn retry_error_is_an_error_and_converts_to_the_umbrella() {
     let error = tollgate::run_sync(fetch()).unwrap_err();
     assert_eq!(error.to_string(), "all 2 attempts failed; the last: 503");
 
-    let failed: RetryError<&str> = tollgate::run_sync(
-        retry(|| async { Err::<(), _>("x") })
-            .attempts(1)
-            .into_future(),
-    )
-    .unwrap_err();
+    let failed: RetryError<&str> =
+        tollgate::run_sync(retry(|| async { Err::<(), _>("x") }).attempts(1)).unwrap_err();
     assert_eq!(failed.map_errors(str::len).last_error(), Some(&1));
 }
 
 #[test]
-fn the_futures_are_send() {
-    fn assert_send<T: Send>(_: &T) {}
-    let builder = retry(|| async { Ok::<(), String>(()) })
-        .timeout(Duration::from_secs(1))
-        .deadline(Duration::from_secs(5))
+fn the_retry_is_a_send_future() {
+    fn assert_send_future<T: Future + Send>(_: &T) {}
+    let retrying = retry(|| async { Ok::<(), String>(()) })
+        .attempt_timeout(Duration::from_secs(1))
+        .timeout(Duration::from_secs(5))
         .when(|error: &String| error.is_empty());
-    assert_send(&builder);
-    assert!(format!("{builder:?}").starts_with("Retry {"));
-    let future = builder.into_future();
-    assert_send(&future);
-    assert!(format!("{future:?}").starts_with("RetryFuture {"));
+    assert_send_future(&retrying);
+    assert!(
+        format!("{retrying:?}").starts_with("Retry {"),
+        "{retrying:?}"
+    );
+    // `IntoFuture` still works (every future is one).
+    let future = retrying.into_future();
+    assert_send_future(&future);
+    assert_eq!(tollgate::run_sync(future), Ok(()));
+}
+
+#[test]
+fn polling_after_completion_panics_clearly() {
+    let mut retrying = Box::pin(retry(|| async { Ok::<_, ()>(1) }));
+    assert_eq!(tollgate::run_sync(retrying.as_mut()), Ok(1));
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        futures_lite::future::block_on(future::poll_once(retrying.as_mut()))
+    }))
+    .unwrap_err();
+    assert_eq!(panic_message(&*panic), "`Retry` polled after it completed");
 }
 
 #[test]
@@ -448,8 +634,7 @@ fn retries_run_under_a_plain_futures_executor() {
                 _ => Ok("<html>"),
             }
         })
-        .interval(Duration::from_millis(1))
-        .into_future(),
+        .interval(Duration::from_millis(1)),
     );
     assert_eq!(page, Ok("<html>"));
 }
@@ -460,14 +645,11 @@ mod paused_clock {
 
     /// Runs a retry whose every attempt fails and returns the pauses between attempts,
     /// measured on tokio's (paused) clock.
-    async fn pauses_of<F, P>(
-        builder: tollgate::futures::Retry<F, P>,
+    async fn pauses_of(
+        retrying: impl Future,
         starts: &Mutex<Vec<tokio::time::Instant>>,
-    ) -> Vec<Duration>
-    where
-        tollgate::futures::Retry<F, P>: IntoFuture,
-    {
-        let _ = builder.await;
+    ) -> Vec<Duration> {
+        let _ = retrying.await;
         let starts = starts.lock().unwrap();
         starts.windows(2).map(|pair| pair[1] - pair[0]).collect()
     }
@@ -571,14 +753,15 @@ mod paused_clock {
             }
         })
         .attempts(2)
-        .timeout(Duration::from_secs(3600))
+        .attempt_timeout(Duration::from_secs(3600))
         .interval(Duration::from_secs(60))
         .await
         .unwrap_err();
         let ms = Duration::from_millis;
-        assert_close(&[failed[0].duration()], &[ms(250)]);
-        assert!(failed[1].timed_out());
-        assert_close(&[failed[1].duration()], &[Duration::from_secs(3600)]);
+        let attempts = failed.attempts();
+        assert_close(&[attempts[0].duration()], &[ms(250)]);
+        assert!(attempts[1].timed_out());
+        assert_close(&[attempts[1].duration()], &[Duration::from_secs(3600)]);
         assert!(
             wall.elapsed() < Duration::from_secs(10),
             "{:?}",

@@ -49,8 +49,8 @@ matrix! {
         assert_eq!(polls, 1);
     }
 
-    async fn a_ready_future_wins_over_an_expired_deadline() {
-        // The inner future finishes only after the deadline has passed, on the same poll
+    async fn a_ready_future_wins_over_an_expired_timeout() {
+        // The inner future finishes only after the time limit has passed, on the same poll
         // that would see the timer fire: the work that is done wins.
         let result = timeout(Duration::from_millis(1), future::poll_fn(|_| {
             std::thread::sleep(Duration::from_millis(10));
@@ -65,7 +65,7 @@ matrix! {
         let mut pending = std::pin::pin!(timeout(Duration::MAX, future::pending::<()>()));
         assert!(poll_once(pending.as_mut()).await.is_none());
         assert!(poll_once(sleep(Duration::MAX)).await.is_none());
-        // Still pending after a real wait: the deadline did not wrap around.
+        // Still pending after a real wait: the end time did not wrap around.
         let raced = future::or(async { pending.await.map(|_| "inner") }, async {
             sleep(Duration::from_millis(10)).await;
             Ok("other")
@@ -95,15 +95,17 @@ matrix! {
 }
 
 #[test]
-fn elapsed_is_an_io_timed_out_error_with_a_lowercase_message() {
-    let elapsed = tollgate::run_sync(timeout(Duration::ZERO, future::pending::<()>())).unwrap_err();
-    assert_eq!(elapsed.to_string(), "deadline of 0ns elapsed");
-    let io: std::io::Error = elapsed.into();
+fn timeout_error_is_an_io_timed_out_error_with_a_lowercase_message() {
+    let error = tollgate::run_sync(timeout(Duration::ZERO, future::pending::<()>())).unwrap_err();
+    assert_eq!(error.to_string(), "timed out after 0ns");
+    assert_eq!(error.duration(), Duration::ZERO);
+    let io: std::io::Error = error.into();
     assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
-    let umbrella: tollgate::Error = elapsed.into();
-    assert_eq!(umbrella.to_string(), elapsed.to_string());
+    let umbrella: tollgate::Error = error.into();
+    assert_eq!(umbrella.to_string(), error.to_string());
+    assert!(matches!(umbrella, tollgate::Error::Timeout(_)));
     fn is_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
-    is_error::<TimeoutError>(&elapsed);
+    is_error::<TimeoutError>(&error);
     is_error(&umbrella);
 }
 
@@ -147,7 +149,7 @@ mod paused_clock {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn manual_advance_drives_the_deadline() {
+    async fn manual_advance_drives_the_timeout() {
         let mut slow = std::pin::pin!(timeout(Duration::from_secs(10), future::pending::<()>()));
         assert!(poll_once(slow.as_mut()).await.is_none());
         tokio::time::advance(Duration::from_secs(9)).await;

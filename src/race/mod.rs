@@ -583,7 +583,7 @@ impl<F, E> Race<F, E> {
     /// The timeout is checked after the contestants on every poll, so a contestant that
     /// is ready wins over a deadline that has passed. `Duration::ZERO` gives each contestant
     /// exactly one poll; `Duration::MAX` never expires. The timer runs on
-    /// [`tollgate::time`](crate::time)'s clock, so tokio's paused clock applies with the
+    /// the clock of [`sleep`](crate::sleep), so tokio's paused clock applies with the
     /// `tokio` feature.
     ///
     /// # Examples

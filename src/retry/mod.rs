@@ -1,152 +1,45 @@
 //! [`retry`]: run an operation again after transient failures, pausing in between, and
 //! keep the evidence ([`RetryError`]) when it never succeeds.
+//!
+//! - `mod.rs`: [`retry`] and [`Retry`], which is both the builder and the future.
+//! - `policy.rs`: attempts, pauses (fixed or exponential backoff), jitter; pure arithmetic.
+//! - `error.rs`: [`RetryError`], [`Attempt`] and the bounded record of attempts.
 
-use std::collections::hash_map::RandomState;
+mod error;
+mod policy;
+
 use std::fmt;
-use std::future::{Future, IntoFuture};
-use std::hash::BuildHasher;
-use std::mem;
-use std::ops::Deref;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use futures_core::TryFuture;
+
+use self::error::{Record, Stop};
+use self::policy::{Pause, Policy, Rng};
 use crate::runtime::now;
 use crate::time::{Sleep, Timeout, sleep, timeout};
 
-/// Default number of attempts (the first try included).
-const DEFAULT_ATTEMPTS: u32 = 3;
-/// Default first pause of the exponential backoff.
-const DEFAULT_INITIAL: Duration = Duration::from_millis(100);
-/// Default growth factor of the exponential backoff.
-const DEFAULT_FACTOR: f64 = 2.0;
-/// Default longest pause of the exponential backoff.
-const DEFAULT_MAX: Duration = Duration::from_secs(10);
-/// Default jitter of an exponential backoff (a fixed interval has none).
-const DEFAULT_JITTER: f64 = 0.5;
-
-/// How long to wait between attempts.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Pause {
-    Fixed(Duration),
-    Backoff {
-        initial: Duration,
-        factor: f64,
-        max: Duration,
-    },
-}
-
-/// Everything the builder sets; the future reads it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Policy {
-    attempts: u32,
-    per_attempt: Option<Duration>,
-    pause: Pause,
-    /// `None`: the default for the kind of pause.
-    jitter: Option<f64>,
-    deadline: Option<Duration>,
-}
-
-impl Policy {
-    const DEFAULT: Self = Self {
-        attempts: DEFAULT_ATTEMPTS,
-        per_attempt: None,
-        pause: Pause::Backoff {
-            initial: DEFAULT_INITIAL,
-            factor: DEFAULT_FACTOR,
-            max: DEFAULT_MAX,
-        },
-        jitter: None,
-        deadline: None,
-    };
-
-    /// The pause after the `failures`-th failed attempt (1-based), before jitter.
-    fn base_pause(&self, failures: usize) -> Duration {
-        match self.pause {
-            Pause::Fixed(pause) => pause,
-            Pause::Backoff {
-                initial,
-                factor,
-                max,
-            } => {
-                if initial.is_zero() {
-                    return Duration::ZERO;
-                }
-                let exponent = i32::try_from(failures.saturating_sub(1)).unwrap_or(i32::MAX);
-                // May reach infinity (never NaN: `initial` is positive, `factor` finite).
-                let secs = initial.as_secs_f64() * factor.powi(exponent);
-                if secs >= max.as_secs_f64() {
-                    max
-                } else {
-                    Duration::from_secs_f64(secs)
-                }
-            }
-        }
-    }
-
-    fn jitter(&self) -> f64 {
-        self.jitter.unwrap_or(match self.pause {
-            Pause::Fixed(_) => 0.0,
-            Pause::Backoff { .. } => DEFAULT_JITTER,
-        })
-    }
-
-    /// The pause after the `failures`-th failed attempt, jitter applied.
-    fn pause(&self, failures: usize, rng: &mut Option<Rng>) -> Duration {
-        let base = self.base_pause(failures);
-        let jitter = self.jitter();
-        if jitter == 0.0 || base.is_zero() {
-            return base;
-        }
-        let draw = rng.get_or_insert_with(Rng::new).next_f64();
-        // A factor in (0, 1]: the pause only ever shrinks, so `max` stays a true bound.
-        base.mul_f64(1.0 - jitter * draw)
-    }
-}
-
-/// A tiny PRNG for jitter (splitmix64), seeded from std's per-process random hash keys.
-///
-/// Jitter only needs retries of different callers not to line up; it needs no quality a
-/// dependency would bring.
-#[derive(Clone, Debug)]
-struct Rng(u64);
-
-impl Rng {
-    fn new() -> Self {
-        // Each `RandomState` has fresh keys (random per thread, then incremented).
-        Self(RandomState::new().hash_one(now()))
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+pub use self::error::{Attempt, RetryError};
 
 /// Retries an operation: `make_attempt` is called for each attempt and its future awaited,
 /// until one returns `Ok`, an error is not retryable, or the attempts run out.
 ///
-/// `retry` returns a builder; `.await` it (it implements [`IntoFuture`]). The defaults are
-/// ones you can live with:
+/// `retry` returns a [`Retry`](crate::futures::Retry): set the policy on it, then `.await`
+/// it. It is a future itself, so it can also be returned from a map's function, handed to
+/// `tokio::spawn` or joined with other futures. The defaults are ones you can live with:
 ///
 /// | setting | default | change with |
 /// | --- | --- | --- |
 /// | attempts | 3 in total (the first try and 2 retries) | [`.attempts(n)`](Retry::attempts) |
 /// | pause after failure k | exponential backoff: 100 ms × 2^(k−1), at most 10 s (100 ms, 200 ms, 400 ms, …) | [`.backoff(initial, factor, max)`](Retry::backoff), [`.interval(d)`](Retry::interval) |
 /// | jitter | 0.5 for a backoff: each pause is cut by a random 0–50 % (50–100 ms, then 100–200 ms, …); 0 for an interval | [`.jitter(fraction)`](Retry::jitter) |
-/// | timeout per attempt | none | [`.timeout(d)`](Retry::timeout) |
-/// | deadline for the whole retry | none | [`.deadline(d)`](Retry::deadline) |
+/// | time limit of each attempt | none | [`.attempt_timeout(d)`](Retry::attempt_timeout) |
+/// | time limit of the whole retry | none | [`.timeout(d)`](Retry::timeout) |
 /// | which errors are retried | all of them | [`.when(predicate)`](Retry::when) |
 ///
-/// Timers and durations use [`tollgate::time`](crate::time)'s clock, so under the `tokio`
+/// Timers and durations use the clock of [`sleep`](crate::sleep), so under the `tokio`
 /// feature a test with tokio's paused clock takes no wall time.
 ///
 /// Put `retry` *outside* any limit the operation takes (a semaphore, a bulkhead): then
@@ -170,7 +63,8 @@ impl Rng {
 /// # futures_lite::future::block_on(async {
 /// let page = retry(flaky)
 ///     .attempts(5)
-///     .timeout(Duration::from_secs(2))
+///     .attempt_timeout(Duration::from_secs(2))
+///     .timeout(Duration::from_secs(10))
 ///     .interval(Duration::from_millis(1))
 ///     .await
 ///     .unwrap();
@@ -179,7 +73,8 @@ impl Rng {
 /// # });
 /// ```
 ///
-/// The article's `TooManyRetries(url)`, with the evidence attached:
+/// When every attempt fails, the error says so and keeps the evidence (the equivalent of
+/// Python's `TooManyRetries`, with each attempt's error attached):
 ///
 /// ```
 /// use std::time::Duration;
@@ -191,16 +86,32 @@ impl Rng {
 ///     .await
 ///     .unwrap_err();
 /// assert_eq!(failed.to_string(), "all 3 attempts failed; the last: 503");
-/// assert_eq!(failed.len(), 3);
-/// assert!(failed.iter().all(|attempt| attempt.error() == Some(&"503")));
+/// assert_eq!(failed.attempts_made(), 3);
+/// assert!(failed.attempts().iter().all(|attempt| attempt.error() == Some(&"503")));
+/// # });
+/// ```
+///
+/// A retry is a future, so it is the function of a bounded map as it is:
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{map_async, retry};
+///
+/// async fn get(id: u32) -> Result<u32, &'static str> {
+///     Ok(id * 10)
+/// }
+///
+/// # futures_lite::future::block_on(async {
+/// let pages = map_async(1..=3, 2, |id| retry(move || get(id)).interval(Duration::ZERO)).await;
+/// assert_eq!(pages, [Ok(10), Ok(20), Ok(30)]);
 /// # });
 /// ```
 ///
 /// # Errors
 ///
-/// [`RetryError`], keeping every attempt's outcome (its error, or that it timed out) and
-/// how long it took, when the attempts run out, an error is not retryable, or the deadline
-/// passes.
+/// [`RetryError`], keeping the attempts' outcomes (each error, or that it timed out, and
+/// how long it took; see there for which are kept), when the attempts run out, an error is
+/// not retryable, or the retry's [`timeout`](Retry::timeout) passes.
 ///
 /// # Cancel safety
 ///
@@ -208,7 +119,8 @@ impl Rng {
 /// mid-flight, or the pause ends and no further attempt starts.
 #[doc(alias = "backoff")]
 #[doc(alias = "retry_if")]
-pub fn retry<F, Fut, T, E>(make_attempt: F) -> Retry<F, fn(&E) -> bool>
+#[doc(alias = "tenacity")]
+pub fn retry<F, Fut, T, E>(make_attempt: F) -> Retry<F, Fut, fn(&E) -> bool>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
@@ -217,31 +129,153 @@ where
         make_attempt,
         retryable: |_| true,
         policy: Policy::DEFAULT,
+        step: Step::Start,
+        whole: WholeTimer::Off,
+        run: Run::new(),
     }
 }
 
-/// Builder returned by [`retry`]: set the policy, then `.await` it.
-///
-/// `F` makes one attempt's future; `P` decides which errors are retryable.
-#[derive(Clone)]
-#[must_use = "a retry does nothing unless you `.await` it"]
-pub struct Retry<F, P> {
-    make_attempt: F,
-    retryable: P,
-    policy: Policy,
+pin_project_lite::pin_project! {
+    /// Where the retry is.
+    #[project = StepProj]
+    enum Step<Fut> {
+        /// Next: start an attempt (first poll, or a pause just ended).
+        Start,
+        /// An attempt without a time limit.
+        Running { #[pin] attempt: Fut },
+        /// An attempt with a time limit.
+        Limited { #[pin] attempt: Timeout<Fut> },
+        /// Between two attempts.
+        Pausing { #[pin] pause: Sleep },
+        /// The output was returned.
+        Done,
+    }
 }
 
-impl<F, P> fmt::Debug for Retry<F, P> {
+pin_project_lite::pin_project! {
+    /// The timer of [`Retry::timeout`], armed on the first poll.
+    #[project = WholeTimerProj]
+    enum WholeTimer {
+        Off,
+        On { #[pin] timer: Sleep },
+    }
+}
+
+/// The bookkeeping of a running retry.
+struct Run<E> {
+    /// When the whole-retry timeout passes (`None`: no timeout, or beyond the clock).
+    ends_at: Option<Instant>,
+    attempt_started: Option<Instant>,
+    record: Record<E>,
+    rng: Option<Rng>,
+}
+
+impl<E> Run<E> {
+    const fn new() -> Self {
+        Self {
+            ends_at: None,
+            attempt_started: None,
+            record: Record::new(),
+            rng: None,
+        }
+    }
+
+    /// Records the attempt that just ended (`None`: timed out).
+    fn record(&mut self, error: Option<E>) {
+        let ended = now();
+        let started = self.attempt_started.take().unwrap_or(ended);
+        self.record
+            .push(error, ended.saturating_duration_since(started));
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A retry: the builder [`retry`](crate::retry) returns, and the future that runs it.
+    ///
+    /// Set the policy with the methods below, then `.await` it (or poll it, spawn it,
+    /// return it from a map's function: it is a [`Future`]). Nothing runs before the first
+    /// poll; the first attempt starts there.
+    ///
+    /// `F` makes one attempt's future, a `Fut`; `P` decides which errors are retryable. The
+    /// retry is `Send` when `F`, `Fut`, `P` and the attempt's error are. `Fut` is a
+    /// [`TryFuture`](https://docs.rs/futures-core/0.3/futures_core/future/trait.TryFuture.html):
+    /// any future whose output is a `Result`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::futures::Retry;
+    ///
+    /// async fn ping() -> Result<(), std::io::Error> {
+    ///     Ok(())
+    /// }
+    ///
+    /// // Named, so a policy can be built in one place and used in another.
+    /// fn patient<F, Fut>(attempt: F) -> Retry<F, Fut, fn(&std::io::Error) -> bool>
+    /// where
+    ///     F: FnMut() -> Fut,
+    ///     Fut: Future<Output = Result<(), std::io::Error>>,
+    /// {
+    ///     tollgate::retry(attempt).attempts(5).timeout(Duration::from_secs(30))
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// patient(ping).await.unwrap();
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Polling it again after it returned `Ready` panics.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it stops everything at once: the running attempt is dropped mid-flight, or
+    /// the pause ends and no further attempt starts. The attempts' errors are dropped too;
+    /// to keep them when time runs out, bound the retry with [`.timeout`](Self::timeout)
+    /// instead of dropping it.
+    #[project = RetryProj]
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct Retry<F, Fut, P>
+    where
+        Fut: TryFuture,
+    {
+        make_attempt: F,
+        retryable: P,
+        policy: Policy,
+        #[pin]
+        step: Step<Fut>,
+        #[pin]
+        whole: WholeTimer,
+        run: Run<Fut::Error>,
+    }
+}
+
+impl<F, Fut: TryFuture, P> fmt::Debug for Retry<F, Fut, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Retry")
             .field("policy", &self.policy)
+            .field("attempts_made", &self.run.record.made())
             .finish_non_exhaustive()
     }
 }
 
-impl<F, P> Retry<F, P> {
+impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
     /// Makes at most `attempts` attempts in total, the first try included (default 3).
     /// `1` means no retry.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let failed = tollgate::retry(|| async { Err::<(), _>("503") })
+    ///     .attempts(1)
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(failed.to_string(), "the only attempt failed: 503");
+    /// # });
+    /// ```
     ///
     /// # Panics
     ///
@@ -258,16 +292,89 @@ impl<F, P> Retry<F, P> {
 
     /// Gives each attempt at most `duration`; an attempt that takes longer is dropped and
     /// counts as a failed attempt (it is always retryable: [`.when`](Self::when) sees errors
-    /// only).
+    /// only; [`Attempt::timed_out`] tells it apart).
     ///
     /// `Duration::ZERO` gives each attempt exactly one poll; by default there is no limit.
+    /// To bound the whole retry, pauses included, use [`.timeout`](Self::timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let hung = || async {
+    ///     tollgate::sleep(Duration::from_secs(3600)).await;
+    ///     Ok::<(), &str>(())
+    /// };
+    /// let failed = tollgate::retry(hung)
+    ///     .attempts(2)
+    ///     .attempt_timeout(Duration::from_millis(1))
+    ///     .interval(Duration::ZERO)
+    ///     .await
+    ///     .unwrap_err();
+    /// assert!(failed.attempts().iter().all(|attempt| attempt.timed_out()));
+    /// # });
+    /// ```
+    pub fn attempt_timeout(mut self, duration: Duration) -> Self {
+        self.policy.attempt_timeout = Some(duration);
+        self
+    }
+
+    /// Bounds the whole retry: gives up once `duration` has passed since its first poll,
+    /// attempts and pauses included.
+    ///
+    /// An attempt still running then is dropped and recorded as timed out. A pause that
+    /// would end at or after that point is not taken: the retry gives up at once instead
+    /// of sleeping for nothing. Either way the error's [`timed_out`](RetryError::timed_out)
+    /// is true. `Duration::ZERO` gives the first attempt exactly one poll. By default there
+    /// is no limit; [`.attempt_timeout`](Self::attempt_timeout) bounds each attempt instead.
+    ///
+    /// Unlike a [`timeout`](crate::timeout) around the retry, which drops it and returns
+    /// only a [`TimeoutError`](crate::TimeoutError), this keeps the attempts' errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let failed = tollgate::retry(|| async { Err::<(), _>("503") })
+    ///     .attempts(100)
+    ///     .interval(Duration::from_millis(2))
+    ///     .timeout(Duration::from_millis(20))
+    ///     .await
+    ///     .unwrap_err();
+    /// assert!(failed.timed_out());
+    /// assert!(failed.attempts_made() < 100);
+    /// assert_eq!(failed.last_error(), Some(&"503"));
+    /// # });
+    /// ```
     pub fn timeout(mut self, duration: Duration) -> Self {
-        self.policy.per_attempt = Some(duration);
+        self.policy.timeout = Some(duration);
         self
     }
 
     /// Pauses a fixed `interval` between attempts, with no jitter unless
     /// [`.jitter`](Self::jitter) adds some. Replaces the default backoff.
+    ///
+    /// `Duration::ZERO` starts the next attempt at once, yet the retry still yields to the
+    /// executor between attempts, so other tasks and timers (a timeout around it) run.
+    /// `Duration::MAX` is a pause that never ends.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let failed = tollgate::retry(|| async { Err::<(), _>("503") })
+    ///     .interval(Duration::from_millis(1))
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(failed.attempts_made(), 3);
+    /// # });
+    /// ```
     pub fn interval(mut self, interval: Duration) -> Self {
         self.policy.pause = Pause::Fixed(interval);
         self
@@ -278,6 +385,23 @@ impl<F, P> Retry<F, P> {
     ///
     /// The default is `backoff(100 ms, 2.0, 10 s)`. The backoff's jitter is 0.5 unless
     /// [`.jitter`](Self::jitter) says otherwise. An `initial` above `max` pauses `max`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // Pauses of 1 ms, 2 ms, 4 ms, 5 ms, 5 ms (each cut by up to 10 %).
+    /// let failed = tollgate::retry(|| async { Err::<(), _>("503") })
+    ///     .attempts(6)
+    ///     .backoff(Duration::from_millis(1), 2.0, Duration::from_millis(5))
+    ///     .jitter(0.1)
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(failed.attempts_made(), 6);
+    /// # });
+    /// ```
     ///
     /// # Panics
     ///
@@ -304,6 +428,22 @@ impl<F, P> Retry<F, P> {
     /// that failed together from retrying in lockstep. Defaults: 0.5 for a backoff, 0 for
     /// an [`interval`](Self::interval); set here, it applies to either.
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // Each pause between 0 and 2 ms.
+    /// let failed = tollgate::retry(|| async { Err::<(), _>("503") })
+    ///     .interval(Duration::from_millis(2))
+    ///     .jitter(1.0)
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(failed.attempts_made(), 3);
+    /// # });
+    /// ```
+    ///
     /// # Panics
     ///
     /// Panics if `fraction` is not within `0.0..=1.0`.
@@ -317,23 +457,6 @@ impl<F, P> Retry<F, P> {
         self
     }
 
-    /// Gives up once `duration` has passed since the retry was first polled, counting
-    /// attempts and pauses.
-    ///
-    /// An attempt still running at the deadline is dropped and recorded as timed out. A
-    /// pause that would end at or after the deadline is not taken: the retry gives up at
-    /// once instead of sleeping for nothing.
-    pub fn deadline(mut self, duration: Duration) -> Self {
-        self.policy.deadline = Some(duration);
-        self
-    }
-}
-
-impl<F, Fut, T, E, P> Retry<F, P>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-{
     /// Retries only errors for which `retryable` returns true; any other error is
     /// returned at once (as a [`RetryError`] whose [`is_permanent`](RetryError::is_permanent)
     /// is true).
@@ -355,96 +478,21 @@ where
     /// .await
     /// .unwrap_err();
     /// assert!(failed.is_permanent());
-    /// assert_eq!(failed.len(), 1); // no second attempt
+    /// assert_eq!(failed.attempts_made(), 1); // no second attempt
     /// # });
     /// ```
-    pub fn when<Q>(self, retryable: Q) -> Retry<F, Q>
+    pub fn when<Q>(self, retryable: Q) -> Retry<F, Fut, Q>
     where
-        Q: FnMut(&E) -> bool,
+        Q: FnMut(&Fut::Error) -> bool,
     {
         Retry {
             make_attempt: self.make_attempt,
             retryable,
             policy: self.policy,
+            step: self.step,
+            whole: self.whole,
+            run: self.run,
         }
-    }
-}
-
-impl<F, Fut, T, E, P> IntoFuture for Retry<F, P>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    P: FnMut(&E) -> bool,
-{
-    type Output = Result<T, RetryError<E>>;
-    type IntoFuture = RetryFuture<F, Fut, P, E>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        RetryFuture {
-            make_attempt: self.make_attempt,
-            retryable: self.retryable,
-            policy: self.policy,
-            step: Step::Start,
-            deadline: Deadline::Off,
-            deadline_at: None,
-            attempt_started: None,
-            attempts: Vec::new(),
-            rng: None,
-        }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// Where the retry is.
-    #[project = StepProj]
-    enum Step<Fut> {
-        /// Next: start an attempt (first poll, or a pause just ended).
-        Start,
-        /// An attempt without a time limit.
-        Running { #[pin] attempt: Fut },
-        /// An attempt with a time limit.
-        Limited { #[pin] attempt: Timeout<Fut> },
-        /// Between two attempts.
-        Pausing { #[pin] pause: Sleep },
-        /// The output was returned.
-        Done,
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The timer of [`Retry::deadline`], armed on the first poll.
-    #[project = DeadlineProj]
-    enum Deadline {
-        Off,
-        On { #[pin] timer: Sleep },
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// Future of a [`Retry`], returned by its `into_future` (what `.await` calls).
-    #[project = RetryFutureProj]
-    #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct RetryFuture<F, Fut, P, E> {
-        make_attempt: F,
-        retryable: P,
-        policy: Policy,
-        #[pin]
-        step: Step<Fut>,
-        #[pin]
-        deadline: Deadline,
-        deadline_at: Option<Instant>,
-        attempt_started: Option<Instant>,
-        attempts: Vec<Attempt<E>>,
-        rng: Option<Rng>,
-    }
-}
-
-impl<F, Fut, P, E> fmt::Debug for RetryFuture<F, Fut, P, E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RetryFuture")
-            .field("policy", &self.policy)
-            .field("attempts", &self.attempts.len())
-            .finish_non_exhaustive()
     }
 }
 
@@ -456,7 +504,7 @@ enum Outcome<T, E> {
     Failed(Option<E>),
 }
 
-impl<F, Fut, T, E, P> Future for RetryFuture<F, Fut, P, E>
+impl<F, Fut, T, E, P> Future for Retry<F, Fut, P>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
@@ -470,17 +518,18 @@ where
             let outcome = match this.step.as_mut().project() {
                 StepProj::Start => {
                     let started = now();
-                    if this.attempts.is_empty() {
-                        if let Some(limit) = this.policy.deadline {
-                            this.deadline.set(Deadline::On {
+                    if this.run.record.made() == 0 && this.run.attempt_started.is_none() {
+                        // The first poll: the whole-retry timeout starts now.
+                        if let Some(limit) = this.policy.timeout {
+                            this.whole.set(WholeTimer::On {
                                 timer: sleep(limit),
                             });
-                            *this.deadline_at = started.checked_add(limit);
+                            this.run.ends_at = started.checked_add(limit);
                         }
                     }
-                    *this.attempt_started = Some(started);
+                    this.run.attempt_started = Some(started);
                     let attempt = (this.make_attempt)();
-                    match this.policy.per_attempt {
+                    match this.policy.attempt_timeout {
                         Some(limit) => this.step.set(Step::Limited {
                             attempt: timeout(limit, attempt),
                         }),
@@ -497,7 +546,7 @@ where
                     Poll::Pending => Outcome::Pending,
                     Poll::Ready(Ok(Ok(value))) => Outcome::Won(value),
                     Poll::Ready(Ok(Err(error))) => Outcome::Failed(Some(error)),
-                    Poll::Ready(Err(_elapsed)) => Outcome::Failed(None),
+                    Poll::Ready(Err(_timed_out)) => Outcome::Failed(None),
                 },
                 StepProj::Pausing { pause } => {
                     if pause.poll(cx).is_pending() {
@@ -506,13 +555,13 @@ where
                     this.step.set(Step::Start);
                     continue;
                 }
-                StepProj::Done => panic!("`RetryFuture` polled after it completed"),
+                StepProj::Done => panic!("`Retry` polled after it completed"),
             };
             let error = match outcome {
                 Outcome::Pending => break,
                 Outcome::Won(value) => {
                     this.step.set(Step::Done);
-                    this.deadline.set(Deadline::Off);
+                    this.whole.set(WholeTimer::Off);
                     return Poll::Ready(Ok(value));
                 }
                 Outcome::Failed(error) => error,
@@ -520,14 +569,11 @@ where
             // The attempt's future goes before the pause (it may hold a connection or a slot).
             this.step.set(Step::Start);
             let retryable = error.as_ref().is_none_or(|error| (this.retryable)(error));
-            let ended = now();
-            this.attempts.push(Attempt {
-                duration: ended.saturating_duration_since(this.attempt_started.unwrap_or(ended)),
-                error,
-            });
+            this.run.record(error);
+            let made = this.run.record.made();
             let stop = if !retryable {
                 Some(Stop::Permanent)
-            } else if this.attempts.len() >= this.policy.attempts as usize {
+            } else if made >= this.policy.attempts {
                 Some(Stop::Exhausted)
             } else {
                 None
@@ -535,229 +581,50 @@ where
             if let Some(stop) = stop {
                 return Poll::Ready(Err(finish(&mut this, stop)));
             }
-            let pause = this.policy.pause(this.attempts.len(), this.rng);
-            if let (Some(at), Some(limit)) = (*this.deadline_at, this.policy.deadline) {
-                if ended.checked_add(pause).is_none_or(|resume| resume >= at) {
-                    return Poll::Ready(Err(finish(&mut this, Stop::Deadline(limit))));
+            let pause = this.policy.pause(made, &mut this.run.rng);
+            if let (Some(ends_at), Some(limit)) = (this.run.ends_at, this.policy.timeout) {
+                if now()
+                    .checked_add(pause)
+                    .is_none_or(|resume| resume >= ends_at)
+                {
+                    return Poll::Ready(Err(finish(&mut this, Stop::TimedOut(limit))));
                 }
             }
-            if !pause.is_zero() {
-                this.step.set(Step::Pausing {
-                    pause: sleep(pause),
-                });
+            if pause.is_zero() {
+                // Start the next attempt on the next poll, not in this one: a run of
+                // attempts that fail at once must not keep the executor (and a timeout
+                // around the retry) waiting until every attempt is spent.
+                cx.waker().wake_by_ref();
+                break;
             }
+            this.step.set(Step::Pausing {
+                pause: sleep(pause),
+            });
         }
-        // Pending. The deadline goes after the step, so an attempt that just finished wins.
-        if let DeadlineProj::On { timer } = this.deadline.as_mut().project() {
+        // Pending. The whole-retry timer goes after the step, so an attempt that just
+        // finished wins.
+        if let WholeTimerProj::On { timer } = this.whole.as_mut().project() {
             if timer.poll(cx).is_ready() {
                 if let StepProj::Running { .. } | StepProj::Limited { .. } =
                     this.step.as_mut().project()
                 {
-                    let ended = now();
-                    this.attempts.push(Attempt {
-                        duration: ended
-                            .saturating_duration_since(this.attempt_started.unwrap_or(ended)),
-                        error: None,
-                    });
+                    this.run.record(None);
                 }
-                let limit = this.policy.deadline.unwrap_or_default();
-                return Poll::Ready(Err(finish(&mut this, Stop::Deadline(limit))));
+                let limit = this.policy.timeout.unwrap_or_default();
+                return Poll::Ready(Err(finish(&mut this, Stop::TimedOut(limit))));
             }
         }
         Poll::Pending
     }
 }
 
-/// Ends the retry: drops the attempt or pause and the deadline timer, hands out the record.
-fn finish<F, Fut, P, E>(this: &mut RetryFutureProj<'_, F, Fut, P, E>, stop: Stop) -> RetryError<E> {
-    this.step.set(Step::Done);
-    this.deadline.set(Deadline::Off);
-    RetryError {
-        attempts: mem::take(this.attempts),
-        stop,
-    }
-}
-
-/// One attempt's outcome in a [`RetryError`]: its error, or that it timed out, and how
-/// long it ran.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attempt<E> {
-    /// `None`: timed out.
-    error: Option<E>,
-    duration: Duration,
-}
-
-impl<E> Attempt<E> {
-    /// The error the attempt returned, or `None` when it timed out.
-    pub fn error(&self) -> Option<&E> {
-        self.error.as_ref()
-    }
-
-    /// Takes the error; `None` when the attempt timed out.
-    pub fn into_error(self) -> Option<E> {
-        self.error
-    }
-
-    /// Whether the attempt was dropped because its [timeout](Retry::timeout) or the
-    /// retry's [deadline](Retry::deadline) passed.
-    pub fn timed_out(&self) -> bool {
-        self.error.is_none()
-    }
-
-    /// How long the attempt ran, on [`tollgate::time`](crate::time)'s clock.
-    pub fn duration(&self) -> Duration {
-        self.duration
-    }
-
-    fn map_error<E2>(self, f: impl FnOnce(E) -> E2) -> Attempt<E2> {
-        Attempt {
-            error: self.error.map(f),
-            duration: self.duration,
-        }
-    }
-}
-
-/// Why a retry gave up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stop {
-    Exhausted,
-    Permanent,
-    Deadline(Duration),
-}
-
-/// The error of [`retry`]: every attempt failed, an error was not retryable, or the
-/// deadline passed.
-///
-/// Keeps every attempt's outcome ([`Attempt`]: the error or that it timed out, and how long
-/// it took), in order; it derefs to that list. Its message names the last error, so it
-/// needs `E: Display`; it is `Error + Send + Sync + 'static` whenever `E` is
-/// `Debug + Display + Send + Sync + 'static`.
-///
-/// Converts into the umbrella [`tollgate::Error`](crate::Error) when `E` converts into
-/// `Box<dyn Error + Send + Sync>` (each error is boxed).
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-///
-/// # futures_lite::future::block_on(async {
-/// let hung = || async {
-///     tollgate::sleep(Duration::from_secs(60)).await;
-///     Ok::<(), std::io::Error>(())
-/// };
-/// let failed = tollgate::retry(hung)
-///     .attempts(2)
-///     .timeout(Duration::from_millis(1))
-///     .interval(Duration::ZERO)
-///     .await
-///     .unwrap_err();
-/// assert_eq!(failed.len(), 2);
-/// assert!(failed.iter().all(|attempt| attempt.timed_out()));
-/// assert_eq!(failed.to_string(), "all 2 attempts failed; the last timed out");
-/// # });
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RetryError<E> {
-    attempts: Vec<Attempt<E>>,
+/// Ends the retry: drops the attempt or pause and the whole-retry timer, hands out the
+/// record.
+fn finish<F, Fut: TryFuture, P>(
+    this: &mut RetryProj<'_, F, Fut, P>,
     stop: Stop,
-}
-
-impl<E> RetryError<E> {
-    /// Every attempt's outcome, in order.
-    pub fn attempts(&self) -> &[Attempt<E>] {
-        &self.attempts
-    }
-
-    /// Takes the list of attempts.
-    pub fn into_attempts(self) -> Vec<Attempt<E>> {
-        self.attempts
-    }
-
-    /// The last attempt's error, or `None` when it timed out.
-    pub fn last_error(&self) -> Option<&E> {
-        self.attempts.last().and_then(Attempt::error)
-    }
-
-    /// Takes the last attempt's error, or `None` when it timed out.
-    pub fn into_last_error(self) -> Option<E> {
-        self.attempts
-            .into_iter()
-            .last()
-            .and_then(Attempt::into_error)
-    }
-
-    /// Whether the retry stopped early because [`.when`](Retry::when) called the last
-    /// error not retryable.
-    pub fn is_permanent(&self) -> bool {
-        self.stop == Stop::Permanent
-    }
-
-    /// Whether the retry stopped because its [deadline](Retry::deadline) passed (or would
-    /// have passed during the next pause).
-    pub fn deadline_passed(&self) -> bool {
-        matches!(self.stop, Stop::Deadline(_))
-    }
-
-    /// Applies `f` to every attempt's error, keeping the rest.
-    pub fn map_errors<E2>(self, mut f: impl FnMut(E) -> E2) -> RetryError<E2> {
-        RetryError {
-            attempts: self
-                .attempts
-                .into_iter()
-                .map(|attempt| attempt.map_error(&mut f))
-                .collect(),
-            stop: self.stop,
-        }
-    }
-}
-
-impl<E> Deref for RetryError<E> {
-    type Target = [Attempt<E>];
-
-    fn deref(&self) -> &Self::Target {
-        &self.attempts
-    }
-}
-
-impl<E: fmt::Display> fmt::Display for RetryError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let made = self.attempts.len();
-        let last = self.attempts.last().and_then(Attempt::error);
-        match self.stop {
-            Stop::Exhausted if made == 1 => {
-                return match last {
-                    Some(error) => write!(f, "the only attempt failed: {error}"),
-                    None => f.write_str("the only attempt timed out"),
-                };
-            }
-            Stop::Exhausted => write!(f, "all {made} attempts failed")?,
-            Stop::Permanent => {
-                return match last {
-                    Some(error) => write!(f, "attempt {made} failed and is not retryable: {error}"),
-                    None => write!(f, "attempt {made} failed and is not retryable"),
-                };
-            }
-            Stop::Deadline(limit) => {
-                let noun = if made == 1 { "attempt" } else { "attempts" };
-                write!(f, "retry deadline of {limit:?} passed after {made} {noun}")?;
-            }
-        }
-        match (made, last) {
-            (0, _) => Ok(()),
-            (_, Some(error)) => write!(f, "; the last: {error}"),
-            (_, None) => f.write_str("; the last timed out"),
-        }
-    }
-}
-
-impl<E: fmt::Debug + fmt::Display> std::error::Error for RetryError<E> {}
-
-impl<E> From<RetryError<E>> for crate::Error
-where
-    E: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    fn from(error: RetryError<E>) -> Self {
-        crate::Error::Retry(error.map_errors(Into::into))
-    }
+) -> RetryError<Fut::Error> {
+    this.step.set(Step::Done);
+    this.whole.set(WholeTimer::Off);
+    this.run.record.finish(stop)
 }
