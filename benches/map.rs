@@ -11,8 +11,9 @@
 //!   `tollgate-stream` (`stream.map_bounded(..)` / `stream.map_unordered(..)` + collect),
 //!   `futures-buffered` (`BufferedStreamExt::buffered_ordered` / `buffered_unordered`),
 //!   `futures` (`StreamExt::buffered` / `buffer_unordered`), `sequential` (a plain loop
-//!   awaiting one future after another: the floor), and on the tokio executors
-//!   `tokio-joinset` (a `tokio::sync::Semaphore` permit and a `JoinSet::spawn` per item).
+//!   awaiting one future after another: the floor), and on `tokio-current` only
+//!   `tokio-joinset` (a `tokio::sync::Semaphore` permit and a `JoinSet::spawn` per item;
+//!   a spawn per item is seconds per run of the ready workload, so once is enough).
 //!
 //! Workloads: `ready` (1,000,000 futures ready at once, limit 64, input order),
 //! `pend_once` (200,000 futures that return `Pending` once and wake themselves, limit 64,
@@ -20,12 +21,13 @@
 //! sleeps, limit 1,000, input order: the ideal is 20 ms; no `sequential` row, it would take
 //! 20 s).
 //!
-//! Run: `cargo bench --bench map` (about 6 minutes). Filter by id: `-- ready/smol` (one
-//! workload on one executor), `-- /run_sync/` (one executor), `-- tollgate` (one
-//! implementation); add `--quick` for a rough pass. The throughput line is items per
-//! second; divide the time by `n` for the cost per item. Without the `tokio` feature every
-//! row sleeps on async-io's timers (with it, tokio's 1 ms timer granularity doubles the
-//! timers workload for every tokio row alike).
+//! Run: `cargo bench --bench map` (about 8 minutes on a busy 2-core machine). Filter by
+//! id: `-- ready/smol/` (one workload on one executor), `-- /run_sync/` (one executor),
+//! `-- 'tollgate$'` (one implementation); add `--quick` for a rough pass. The throughput
+//! line is items per second; divide the time by `n` for the cost per item. On a loaded
+//! machine the wall-clock ratios swing by 2x between runs: repeat a row before trusting
+//! it. Without the `tokio` feature every row sleeps on async-io's timers (with it,
+//! tokio's 1 ms timer granularity doubles the timers workload for every tokio row alike).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -71,10 +73,6 @@ impl Executor {
             Executor::TokioCurrent => "tokio-current",
             Executor::TokioMulti => "tokio-multi",
         }
-    }
-
-    fn is_tokio(self) -> bool {
-        matches!(self, Executor::TokioCurrent | Executor::TokioMulti)
     }
 }
 
@@ -238,7 +236,7 @@ fn rows<F, Fut>(
             b.iter(|| black_box(executors.block_on(executor, sequential(n, f))))
         });
     }
-    if executor.is_tokio() {
+    if executor == Executor::TokioCurrent {
         group.bench_function(id("tokio-joinset"), |b| {
             b.iter(|| black_box(executors.block_on(executor, joinset(n, limit, ordered, f))))
         });
