@@ -1,34 +1,43 @@
-//! Bounded mapping: tollgate against the anchors, one criterion group per case.
+//! Bounded mapping: tollgate against the anchors, on every executor a user may bring.
 //!
-//! Every group maps `n` items with a concurrency limit and collects the outputs:
-//! - `sequential`: a plain loop awaiting one future after another (the floor);
-//! - `tollgate`: `map_async` (ordered) or `amap_iter` + collect (unordered);
-//!   `tollgate-stream`: `stream.map_bounded(..)` + collect;
-//! - `futures`: `futures::StreamExt::buffered` / `buffer_unordered`;
-//! - `futures-buffered`: `BufferedStreamExt::buffered_ordered` / `buffered_unordered`;
-//! - `tokio-joinset`: a `tokio::sync::Semaphore` permit per item and `JoinSet::spawn`.
+//! One criterion group per workload; inside it one block per executor, every
+//! implementation of the workload in that block, so each tollgate row has its anchors from
+//! the same run beside it. Benchmark ids read `workload/executor/implementation`:
 //!
-//! All of the above run under a tokio current-thread runtime; then `tollgate` again under
-//! other executors: `tollgate@smol`, `tollgate@tokio-multi` (spawned onto a 2-worker
-//! runtime), `tollgate@futures-executor`, `tollgate@run_sync`; and `sequential@run_sync`
-//! and `futures-buffered@run_sync`, for ratios under a light executor too.
+//! - executors: `smol` (`smol::block_on`), `futures-executor` (`futures::executor::block_on`),
+//!   `run_sync` (tollgate's own), `tokio-current` and `tokio-multi` (`Runtime::block_on` on
+//!   a current-thread runtime and on a 2-worker multi-thread runtime);
+//! - implementations: `tollgate` (`map_async`, ordered; `amap_iter` + collect, unordered),
+//!   `tollgate-stream` (`stream.map_bounded(..)` / `stream.map_unordered(..)` + collect),
+//!   `futures-buffered` (`BufferedStreamExt::buffered_ordered` / `buffered_unordered`),
+//!   `futures` (`StreamExt::buffered` / `buffer_unordered`), `sequential` (a plain loop
+//!   awaiting one future after another: the floor), and on `tokio-current` only
+//!   `tokio-joinset` (a `tokio::sync::Semaphore` permit and a `JoinSet::spawn` per item;
+//!   a spawn per item is seconds per run of the ready workload, so once is enough).
 //!
-//! Cases: `ready` (1,000,000 futures ready at once, limit 64), `pend_once` (200,000
-//! futures that return `Pending` once and wake themselves, limit 64), `unordered_pend_once`
-//! (the same, completion order), `timers` (20,000 1 ms sleeps, limit 1,000: the ideal is
-//! 20 ms).
+//! Workloads: `ready` (1,000,000 futures ready at once, limit 64, input order),
+//! `pend_once` (200,000 futures that return `Pending` once and wake themselves, limit 64,
+//! input order), `unordered_pend_once` (the same, completion order), `timers` (20,000 1 ms
+//! sleeps, limit 1,000, input order: the ideal is 20 ms; no `sequential` row, it would take
+//! 20 s).
 //!
-//! Run: `cargo bench --bench map` (about 2.5 minutes; add `-- pend_once` to run one
-//! group). The numbers are per run of `n` items; divide by `n` for per-item cost. Without
-//! the `tokio` feature every row sleeps on async-io's timers (with it, tokio's 1 ms timer
-//! granularity doubles the timers case for every tokio row alike).
+//! Run: `cargo bench --bench map` (about 8 minutes on a busy 2-core machine). Filter by
+//! id: `-- ready/smol/` (one workload on one executor), `-- /run_sync/` (one executor),
+//! `-- 'tollgate$'` (one implementation); add `--quick` for a rough pass. The throughput
+//! line is items per second; divide the time by `n` for the cost per item. On a loaded
+//! machine the wall-clock ratios swing by 2x between runs: repeat a row before trusting
+//! it. Without the `tokio` feature every row sleeps on async-io's timers (with it,
+//! tokio's 1 ms timer granularity doubles the timers workload for every tokio row alike).
 
 use std::future::Future;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
+use criterion::{
+    BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group,
+    criterion_main, measurement::WallTime,
+};
 use futures::StreamExt as _;
 use futures_buffered::BufferedStreamExt as _;
 use tollgate::{BoundedStreamExt as _, amap_iter, map_async};
@@ -37,19 +46,66 @@ const READY: u64 = 1_000_000;
 const PEND_ONCE: u64 = 200_000;
 const TIMERS: u64 = 20_000;
 
-fn current() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
+/// An executor a user may bring, and a way to run a future to completion on it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Executor {
+    Smol,
+    Futures,
+    RunSync,
+    TokioCurrent,
+    TokioMulti,
 }
 
-fn multi() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+impl Executor {
+    const ALL: [Executor; 5] = [
+        Executor::Smol,
+        Executor::Futures,
+        Executor::RunSync,
+        Executor::TokioCurrent,
+        Executor::TokioMulti,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Executor::Smol => "smol",
+            Executor::Futures => "futures-executor",
+            Executor::RunSync => "run_sync",
+            Executor::TokioCurrent => "tokio-current",
+            Executor::TokioMulti => "tokio-multi",
+        }
+    }
+}
+
+/// The executors, built once per workload and reused by every row.
+struct Executors {
+    current: tokio::runtime::Runtime,
+    multi: tokio::runtime::Runtime,
+}
+
+impl Executors {
+    fn new() -> Self {
+        Self {
+            current: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+            multi: tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap(),
+        }
+    }
+
+    fn block_on<F: Future>(&self, executor: Executor, future: F) -> F::Output {
+        match executor {
+            Executor::Smol => smol::block_on(future),
+            Executor::Futures => futures::executor::block_on(future),
+            Executor::RunSync => tollgate::run_sync(future),
+            Executor::TokioCurrent => self.current.block_on(future),
+            Executor::TokioMulti => self.multi.block_on(future),
+        }
+    }
 }
 
 async fn sequential<F, Fut>(n: u64, mut f: F) -> Vec<u64>
@@ -102,141 +158,115 @@ where
     out
 }
 
-/// One case: every implementation and executor in one group.
-fn case<F, Fut>(c: &mut Criterion, name: &str, n: u64, limit: usize, ordered: bool, f: F)
+/// One workload: `n` items mapped by `f`, at most `limit` at once.
+#[derive(Clone, Copy)]
+struct Workload<F> {
+    name: &'static str,
+    n: u64,
+    limit: usize,
+    ordered: bool,
+    f: F,
+}
+
+/// Every implementation of `w` on `executor`, side by side in `group`.
+fn rows<F, Fut>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    executors: &Executors,
+    executor: Executor,
+    w: Workload<F>,
+) where
+    F: Fn(u64) -> Fut + Copy + Send + Sync + 'static,
+    Fut: Future<Output = u64> + Send + 'static,
+{
+    let Workload {
+        name,
+        n,
+        limit,
+        ordered,
+        f,
+    } = w;
+    let id = |implementation: &str| BenchmarkId::new(executor.name(), implementation);
+
+    group.bench_function(id("tollgate"), |b| {
+        b.iter(|| {
+            black_box(if ordered {
+                executors.block_on(executor, map_async(0..n, limit, f))
+            } else {
+                executors.block_on(executor, amap_iter(0..n, limit, f).collect::<Vec<_>>())
+            })
+        })
+    });
+    group.bench_function(id("tollgate-stream"), |b| {
+        b.iter(|| {
+            let source = futures::stream::iter(0..n);
+            black_box(if ordered {
+                executors.block_on(executor, source.map_bounded(limit, f).collect::<Vec<_>>())
+            } else {
+                executors.block_on(executor, source.map_unordered(limit, f).collect::<Vec<_>>())
+            })
+        })
+    });
+    group.bench_function(id("futures-buffered"), |b| {
+        b.iter(|| {
+            let source = futures::stream::iter(0..n).map(f);
+            black_box(if ordered {
+                executors.block_on(executor, source.buffered_ordered(limit).collect::<Vec<_>>())
+            } else {
+                executors.block_on(
+                    executor,
+                    source.buffered_unordered(limit).collect::<Vec<_>>(),
+                )
+            })
+        })
+    });
+    group.bench_function(id("futures"), |b| {
+        b.iter(|| {
+            let source = futures::stream::iter(0..n).map(f);
+            black_box(if ordered {
+                executors.block_on(executor, source.buffered(limit).collect::<Vec<_>>())
+            } else {
+                executors.block_on(executor, source.buffer_unordered(limit).collect::<Vec<_>>())
+            })
+        })
+    });
+    // 20,000 sequential 1 ms sleeps take 20 s: the timers workload compares with its ideal
+    // (20 ms) instead.
+    if name != "timers" {
+        group.bench_function(id("sequential"), |b| {
+            b.iter(|| black_box(executors.block_on(executor, sequential(n, f))))
+        });
+    }
+    if executor == Executor::TokioCurrent {
+        group.bench_function(id("tokio-joinset"), |b| {
+            b.iter(|| black_box(executors.block_on(executor, joinset(n, limit, ordered, f))))
+        });
+    }
+}
+
+/// One group per workload: every executor, every implementation.
+fn workload<F, Fut>(c: &mut Criterion, w: Workload<F>)
 where
     F: Fn(u64) -> Fut + Copy + Send + Sync + 'static,
     Fut: Future<Output = u64> + Send + 'static,
 {
-    let rt = current();
-    let rt_multi = multi();
-    let mut group = c.benchmark_group(name);
-    // Timer runs are short and jittery: more samples.
-    let samples = if name == "timers" { 30 } else { 10 };
+    let executors = Executors::new();
+    let mut group = c.benchmark_group(w.name);
+    // Timer runs are short and jittery: more samples. Flat sampling: every run of `n`
+    // items is long enough (milliseconds) that criterion's linear sampling gains nothing.
+    let (samples, measurement) = if w.name == "timers" {
+        (20, Duration::from_millis(1500))
+    } else {
+        (10, Duration::from_secs(1))
+    };
     group
         .sample_size(samples)
         .sampling_mode(SamplingMode::Flat)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
-
-    // 20,000 sequential 1 ms sleeps take 20 s: the timers case compares with its ideal
-    // (20 ms) instead.
-    if name != "timers" {
-        group.bench_function(BenchmarkId::new("sequential", n), |b| {
-            b.iter(|| black_box(rt.block_on(sequential(n, f))))
-        });
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(measurement)
+        .throughput(Throughput::Elements(w.n));
+    for executor in Executor::ALL {
+        rows(&mut group, &executors, executor, w);
     }
-    if ordered {
-        group.bench_function(BenchmarkId::new("tollgate", n), |b| {
-            b.iter(|| black_box(rt.block_on(map_async(0..n, limit, f))))
-        });
-        group.bench_function(BenchmarkId::new("tollgate-stream", n), |b| {
-            b.iter(|| {
-                black_box(
-                    rt.block_on(
-                        futures::stream::iter(0..n)
-                            .map_bounded(limit, f)
-                            .collect::<Vec<_>>(),
-                    ),
-                )
-            })
-        });
-        group.bench_function(BenchmarkId::new("futures-buffered", n), |b| {
-            b.iter(|| {
-                black_box(
-                    rt.block_on(
-                        futures::stream::iter(0..n)
-                            .map(f)
-                            .buffered_ordered(limit)
-                            .collect::<Vec<_>>(),
-                    ),
-                )
-            })
-        });
-        group.bench_function(BenchmarkId::new("futures", n), |b| {
-            b.iter(|| {
-                black_box(
-                    rt.block_on(
-                        futures::stream::iter(0..n)
-                            .map(f)
-                            .buffered(limit)
-                            .collect::<Vec<_>>(),
-                    ),
-                )
-            })
-        });
-    } else {
-        group.bench_function(BenchmarkId::new("tollgate", n), |b| {
-            b.iter(|| black_box(rt.block_on(amap_iter(0..n, limit, f).collect::<Vec<_>>())))
-        });
-        group.bench_function(BenchmarkId::new("futures-buffered", n), |b| {
-            b.iter(|| {
-                black_box(
-                    rt.block_on(
-                        futures::stream::iter(0..n)
-                            .map(f)
-                            .buffered_unordered(limit)
-                            .collect::<Vec<_>>(),
-                    ),
-                )
-            })
-        });
-        group.bench_function(BenchmarkId::new("futures", n), |b| {
-            b.iter(|| {
-                black_box(
-                    rt.block_on(
-                        futures::stream::iter(0..n)
-                            .map(f)
-                            .buffer_unordered(limit)
-                            .collect::<Vec<_>>(),
-                    ),
-                )
-            })
-        });
-    }
-    group.bench_function(BenchmarkId::new("tokio-joinset", n), |b| {
-        b.iter(|| black_box(rt.block_on(joinset(n, limit, ordered, f))))
-    });
-
-    // tollgate under the other executors.
-    let run = move || async move {
-        if ordered {
-            map_async(0..n, limit, f).await
-        } else {
-            amap_iter(0..n, limit, f).collect::<Vec<_>>().await
-        }
-    };
-    group.bench_function(BenchmarkId::new("tollgate@smol", n), |b| {
-        b.iter(|| black_box(smol::block_on(run())))
-    });
-    group.bench_function(BenchmarkId::new("tollgate@tokio-multi", n), |b| {
-        b.iter(|| black_box(rt_multi.block_on(rt_multi.spawn(run())).unwrap()))
-    });
-    group.bench_function(BenchmarkId::new("tollgate@futures-executor", n), |b| {
-        b.iter(|| black_box(futures::executor::block_on(run())))
-    });
-    group.bench_function(BenchmarkId::new("tollgate@run_sync", n), |b| {
-        b.iter(|| black_box(tollgate::run_sync(run())))
-    });
-    // The floor and the closest anchor under the same light executor, for like-for-like
-    // ratios without tokio's scheduler in the way.
-    if name != "timers" {
-        group.bench_function(BenchmarkId::new("sequential@run_sync", n), |b| {
-            b.iter(|| black_box(tollgate::run_sync(sequential(n, f))))
-        });
-    }
-    group.bench_function(BenchmarkId::new("futures-buffered@run_sync", n), |b| {
-        b.iter(|| {
-            let source = futures::stream::iter(0..n).map(f);
-            black_box(tollgate::run_sync(async move {
-                if ordered {
-                    source.buffered_ordered(limit).collect::<Vec<_>>().await
-                } else {
-                    source.buffered_unordered(limit).collect::<Vec<_>>().await
-                }
-            }))
-        })
-    });
     group.finish();
 }
 
@@ -250,20 +280,60 @@ async fn timer(i: u64) -> u64 {
     i
 }
 
+async fn ready_now(i: u64) -> u64 {
+    i
+}
+
 fn ready(c: &mut Criterion) {
-    case(c, "ready", READY, 64, true, |i| async move { i });
+    workload(
+        c,
+        Workload {
+            name: "ready",
+            n: READY,
+            limit: 64,
+            ordered: true,
+            f: ready_now,
+        },
+    );
 }
 
 fn pend_once_ordered(c: &mut Criterion) {
-    case(c, "pend_once", PEND_ONCE, 64, true, pend_once);
+    workload(
+        c,
+        Workload {
+            name: "pend_once",
+            n: PEND_ONCE,
+            limit: 64,
+            ordered: true,
+            f: pend_once,
+        },
+    );
 }
 
 fn pend_once_unordered(c: &mut Criterion) {
-    case(c, "unordered_pend_once", PEND_ONCE, 64, false, pend_once);
+    workload(
+        c,
+        Workload {
+            name: "unordered_pend_once",
+            n: PEND_ONCE,
+            limit: 64,
+            ordered: false,
+            f: pend_once,
+        },
+    );
 }
 
 fn timers(c: &mut Criterion) {
-    case(c, "timers", TIMERS, 1_000, true, timer);
+    workload(
+        c,
+        Workload {
+            name: "timers",
+            n: TIMERS,
+            limit: 1_000,
+            ordered: true,
+            f: timer,
+        },
+    );
 }
 
 criterion_group!(
