@@ -132,16 +132,18 @@ matrix! {
         let per_host = KeyedBulkhead::<String>::new(1).name("per-host").max_waiting(0);
         let a = per_host.acquire("a.example").await.unwrap();
         let refused = per_host.acquire("a.example").await.unwrap_err();
-        assert_eq!(refused.queue_full(), Some(0));
+        assert!(refused.queue_full());
+        assert_eq!(refused.max_waiting(), Some(0));
         assert_eq!(refused.name(), Some("per-host"));
         assert_eq!(per_host.stats("a.example").rejected, 1);
         let b = per_host.acquire("b.example").await.unwrap();
         drop((a, b));
 
-        let timed = KeyedBulkhead::<String>::new(1).timeout(Duration::from_millis(10));
+        let timed = KeyedBulkhead::<String>::new(1).acquire_timeout(Duration::from_millis(10));
         let _held = timed.acquire("a").await.unwrap();
         let error = timed.acquire("a").await.unwrap_err();
-        assert_eq!(error.timed_out(), Some(Duration::from_millis(10)));
+        assert!(error.timed_out());
+        assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(10)));
         assert_eq!(timed.stats("a").waiting, 0);
     }
 
