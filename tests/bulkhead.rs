@@ -576,6 +576,34 @@ mod with_tokio {
     }
 
     #[test]
+    fn stats_from_a_plain_thread_add_up_tokio_runtimes() {
+        static PER_RUNTIME: Bulkhead = Bulkhead::new(2);
+        let barrier = Arc::new(Barrier::new(3));
+        let threads: Vec<_> = [common::tokio_current(), common::tokio_multi()]
+            .into_iter()
+            .map(|runtime| {
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    runtime.block_on(async {
+                        let held = PER_RUNTIME.acquire().await.unwrap();
+                        barrier.wait();
+                        barrier.wait();
+                        drop(held);
+                    })
+                })
+            })
+            .collect();
+        barrier.wait();
+        let totals = PER_RUNTIME.stats();
+        barrier.wait();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_eq!((totals.in_flight, totals.runtimes), (2, 2), "{totals:?}");
+        assert_eq!(PER_RUNTIME.runtime_stats().in_flight, 0);
+    }
+
+    #[test]
     fn ended_tokio_runtimes_are_forgotten() {
         static TESTS: Bulkhead = Bulkhead::new(1);
         for _ in 0..20 {

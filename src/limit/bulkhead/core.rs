@@ -135,8 +135,11 @@ impl<H: Holder> Permit<H> {
         }))
     }
 
-    pub(crate) fn holder(&self) -> &H {
-        &self.holder
+    /// The `Debug` output of a public permit type named `what`.
+    pub(crate) fn fmt_as(&self, what: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(what)
+            .field("bulkhead", &self.holder.options().name.as_str())
+            .finish_non_exhaustive()
     }
 }
 

@@ -19,7 +19,7 @@ use std::hash::Hash;
 use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use super::core::{Acquire, Gated, Holder, Permit};
@@ -27,6 +27,7 @@ use super::options::{Kind, Options, options_builder};
 use super::stats::{Limiter, Tally, limiter};
 use super::{BulkheadError, BulkheadStats};
 use crate::runtime::RuntimeKey;
+use crate::sync::lock;
 
 /// One cap per key, with the same options as [`Bulkhead`](crate::Bulkhead): the
 /// per-host limit of a crawler.
@@ -78,14 +79,6 @@ struct KeySlot<K> {
     /// Acquire futures and permits holding this slot; grows only under the map lock.
     users: AtomicUsize,
     limiter: Limiter,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // No user code runs under the lock except `K`'s `Hash`/`Eq`/`ToOwned`; a panic there
-    // leaves the map as it was before the call.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl<K: Hash + Eq> KeyedBulkhead<K> {
@@ -573,9 +566,7 @@ pub struct KeyedBulkheadPermit<'a, K: Hash + Eq> {
 
 impl<K: Hash + Eq> fmt::Debug for KeyedBulkheadPermit<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedBulkheadPermit")
-            .field("bulkhead", &self.inner.holder().options().name.as_str())
-            .finish_non_exhaustive()
+        self.inner.fmt_as("KeyedBulkheadPermit", f)
     }
 }
 
@@ -589,9 +580,7 @@ pub struct KeyedBulkheadPermitArc<K: Hash + Eq> {
 
 impl<K: Hash + Eq> fmt::Debug for KeyedBulkheadPermitArc<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedBulkheadPermitArc")
-            .field("bulkhead", &self.inner.holder().options().name.as_str())
-            .finish_non_exhaustive()
+        self.inner.fmt_as("KeyedBulkheadPermitArc", f)
     }
 }
 

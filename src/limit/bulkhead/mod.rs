@@ -508,9 +508,7 @@ pub struct BulkheadPermit<'a> {
 
 impl fmt::Debug for BulkheadPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BulkheadPermit")
-            .field("bulkhead", &self.inner.holder().options().name.as_str())
-            .finish_non_exhaustive()
+        self.inner.fmt_as("BulkheadPermit", f)
     }
 }
 
@@ -524,9 +522,7 @@ pub struct BulkheadPermitArc {
 
 impl fmt::Debug for BulkheadPermitArc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BulkheadPermitArc")
-            .field("bulkhead", &self.inner.holder().options().name.as_str())
-            .finish_non_exhaustive()
+        self.inner.fmt_as("BulkheadPermitArc", f)
     }
 }
 

@@ -13,10 +13,11 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::stats::{Limiter, Tally, limiter};
 use crate::runtime::RuntimeKey;
+use crate::sync::lock;
 
 pub(crate) struct PerRuntime {
     /// The process-wide key's semaphore, and the only one of a `global` bulkhead.
@@ -88,14 +89,6 @@ impl Cache {
         });
         self.entries[slot] = Some(entry);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section here is a lookup, a push, a sum or a rebuild of the list
-    // that cannot panic half-way, so a poisoned lock still guards consistent data.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl PerRuntime {

@@ -24,7 +24,7 @@ use self::core::{Core, Waiter};
 /// first, so a steady stream of newcomers can starve an old waiter.) The semaphore counts
 /// its waiters ([`waiting`](Self::waiting)).
 ///
-/// It depends on no runtime: waiters are woken through their [`Waker`], so it works under
+/// It depends on no runtime: waiters are woken through their [`Waker`](std::task::Waker), so it works under
 /// smol, tokio, async-std, `futures::executor` and [`run_sync`](crate::run_sync), and
 /// [`acquire_blocking`](Self::acquire_blocking) parks a plain thread.
 ///
