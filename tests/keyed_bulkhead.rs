@@ -1,5 +1,6 @@
 //! `KeyedBulkhead`: per-key caps, eviction of idle keys without the eviction/acquire race
-//! (dotnet/runtime#99865), bounded memory over a million keys, runtime scoping.
+//! (dotnet/runtime#99865), bounded memory over a million keys, runtime scoping, the
+//! blocking and `_arc` variants, and a key's stats totalled over runtimes.
 
 mod common;
 

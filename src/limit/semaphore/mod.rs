@@ -29,7 +29,7 @@ use self::core::{Core, Waiter};
 /// [`acquire_blocking`](Self::acquire_blocking) parks a plain thread.
 ///
 /// Most code wants a [`Bulkhead`](crate::Bulkhead) instead: the same semaphore per runtime,
-/// plus a wait timeout, a bounded queue and statistics.
+/// plus an acquire timeout, a bounded queue and statistics.
 ///
 /// # Examples
 ///
