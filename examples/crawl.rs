@@ -50,7 +50,7 @@ async fn recipe() -> Result<(), String> {
         .into_iter()
         .map(|host| {
             let bulkhead = Bulkhead::new(PER_HOST)
-                .timeout(Duration::from_secs(5))
+                .acquire_timeout(Duration::from_secs(5))
                 .with_name(host);
             (host, bulkhead)
         })

@@ -28,3 +28,13 @@ macro_rules! const_unless_loom {
     };
 }
 pub(crate) use const_unless_loom;
+
+/// Locks a `std` mutex, ignoring poisoning. For the limiters' own tables, whose critical
+/// sections leave the data consistent at every point a panic can unwind from (a lookup, a
+/// push, a sum, a rebuild from a taken list, or user code - `Hash`, `Eq`, `ToOwned` - run
+/// before anything changes).
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,5 +1,5 @@
-//! `Bulkhead`: limits, FIFO, timeouts, bounded queue, conservation under cancellation,
-//! blocking threads, and one semaphore per runtime.
+//! `Bulkhead`: limits, FIFO, acquire timeouts, bounded queue, conservation under
+//! cancellation, blocking threads, one cap per runtime, and stats totalled over runtimes.
 
 mod common;
 
@@ -96,7 +96,7 @@ matrix! {
         const TASKS: u64 = 32;
         const ACQUIRES: u64 = 100_000;
         const LIMIT: usize = 8;
-        let bulkhead = Arc::new(Bulkhead::new(LIMIT).timeout(Duration::from_millis(1)));
+        let bulkhead = Arc::new(Bulkhead::new(LIMIT).acquire_timeout(Duration::from_millis(1)));
         let tasks: Vec<_> = (0..TASKS)
             .map(|seed| {
                 let bulkhead = bulkhead.clone();
@@ -109,7 +109,7 @@ matrix! {
                         let mut acquire = pin!(bulkhead.acquire());
                         match rng % 5 {
                             // Hold across a yield, now and then across a sleep that makes
-                            // others' 1 ms wait timeout fire.
+                            // others' 1 ms acquire timeout fire.
                             0 => {
                                 if let Ok(_permit) = acquire.await {
                                     if rng % 32 == 0 {
@@ -164,14 +164,15 @@ matrix! {
         assert_eq!(all, (LIMIT, true));
     }
 
-    async fn a_wait_timeout_gives_bulkhead_full_and_leaves_the_queue() {
-        let bulkhead = Bulkhead::new(1).name("slow-api").timeout(Duration::from_millis(20));
+    async fn an_acquire_timeout_gives_a_timed_out_error_and_leaves_the_queue() {
+        let bulkhead = Bulkhead::new(1).name("slow-api").acquire_timeout(Duration::from_millis(20));
         let _held = bulkhead.acquire().await.unwrap();
         let start = Instant::now();
         let error = bulkhead.acquire().await.unwrap_err();
         assert!(start.elapsed() >= Duration::from_millis(20));
-        assert_eq!(error.timed_out(), Some(Duration::from_millis(20)));
-        assert_eq!(error.queue_full(), None);
+        assert!(error.timed_out());
+        assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(20)));
+        assert!(!error.queue_full());
         assert_eq!(error.name(), Some("slow-api"));
         assert_eq!(error.limit(), 1);
         assert_eq!(
@@ -183,7 +184,7 @@ matrix! {
     }
 
     async fn the_timeout_counts_the_wait_not_the_work() {
-        let bulkhead = Bulkhead::new(1).timeout(Duration::from_millis(5));
+        let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_millis(5));
         let done = bulkhead
             .run(async {
                 tollgate::sleep(Duration::from_millis(30)).await;
@@ -202,8 +203,9 @@ matrix! {
         assert!(poll_once(second.as_mut()).await.is_none());
         let refused = poll_once(bulkhead.acquire()).await.expect("refused at once");
         let error = refused.unwrap_err();
-        assert_eq!(error.queue_full(), Some(2));
-        assert_eq!(error.timed_out(), None);
+        assert!(error.queue_full());
+        assert_eq!(error.max_waiting(), Some(2));
+        assert!(!error.timed_out());
         assert_eq!(
             error.to_string(),
             "bulkhead `mail` (limit 1) has no free slot and 2 callers already waiting"
@@ -224,7 +226,8 @@ matrix! {
         let a = bulkhead.acquire().await.unwrap();
         let b = bulkhead.acquire().await.unwrap();
         let error = poll_once(bulkhead.acquire()).await.unwrap().unwrap_err();
-        assert_eq!(error.queue_full(), Some(0));
+        assert!(error.queue_full());
+        assert_eq!(error.max_waiting(), Some(0));
         assert_eq!(
             error.to_string(),
             "bulkhead (limit 2) has no free slot and takes no waiters"
@@ -236,10 +239,11 @@ matrix! {
     }
 
     async fn a_zero_timeout_takes_a_free_slot_or_fails_at_once() {
-        let bulkhead = Bulkhead::new(1).timeout(Duration::ZERO);
+        let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::ZERO);
         let held = poll_once(bulkhead.acquire()).await.unwrap().unwrap();
         let error = poll_once(bulkhead.acquire()).await.unwrap().unwrap_err();
-        assert_eq!(error.timed_out(), Some(Duration::ZERO));
+        assert!(error.timed_out());
+        assert_eq!(error.acquire_timeout(), Some(Duration::ZERO));
         assert_eq!(bulkhead.stats().waiting, 0);
         drop(held);
         assert!(poll_once(bulkhead.acquire()).await.unwrap().is_ok());
@@ -306,11 +310,12 @@ fn eight_blocking_threads_never_exceed_a_limit_of_two() {
 }
 
 #[test]
-fn blocking_callers_get_the_wait_timeout_too() {
-    let bulkhead = Bulkhead::new(1).timeout(Duration::from_millis(10));
+fn blocking_callers_get_the_acquire_timeout_too() {
+    let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_millis(10));
     let _held = bulkhead.try_acquire().unwrap();
     let error = bulkhead.acquire_blocking().unwrap_err();
-    assert_eq!(error.timed_out(), Some(Duration::from_millis(10)));
+    assert!(error.timed_out());
+    assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(10)));
     let mut called = false;
     assert!(bulkhead.run_blocking(|| called = true).is_err());
     assert!(!called);
@@ -331,7 +336,7 @@ fn two_concurrent_run_sync_calls_get_a_cap_each() {
                     let b = PER_RUNTIME.acquire().await.unwrap();
                     barrier.wait(); // both calls hold their full cap at once
                     let full = PER_RUNTIME.try_acquire().is_none();
-                    let in_flight = PER_RUNTIME.stats().in_flight;
+                    let in_flight = PER_RUNTIME.runtime_stats().in_flight;
                     barrier.wait();
                     drop((a, b));
                     (full, in_flight)
@@ -342,6 +347,89 @@ fn two_concurrent_run_sync_calls_get_a_cap_each() {
     for thread in threads {
         assert_eq!(thread.join().unwrap(), (true, 2));
     }
+}
+
+/// Regression: a `static` bulkhead used by 4 threads, each in its own `run_sync`, let 4 x
+/// the limit in (one cap per runtime, by design), but `stats()` read from a plain metrics
+/// thread returned all zeros while the permits were held, and no call gave the totals.
+#[test]
+fn stats_from_a_plain_thread_are_the_totals_over_every_runtime() {
+    static API: Bulkhead = Bulkhead::new(8);
+    const THREADS: usize = 4;
+    const HELD: usize = 3;
+    let barrier = Arc::new(Barrier::new(THREADS + 1));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                run_sync(async {
+                    let mut permits = Vec::new();
+                    for _ in 0..HELD {
+                        permits.push(API.acquire().await.unwrap());
+                    }
+                    barrier.wait(); // every runtime holds its permits
+                    let own = API.runtime_stats();
+                    barrier.wait();
+                    drop(permits);
+                    own
+                })
+            })
+        })
+        .collect();
+    barrier.wait();
+    let totals = API.stats();
+    let here = API.runtime_stats();
+    barrier.wait();
+    for thread in threads {
+        let own = thread.join().unwrap();
+        assert_eq!(
+            (own.in_flight, own.runtimes, own.available()),
+            (HELD, 1, 8 - HELD)
+        );
+    }
+    assert_eq!(totals.in_flight, THREADS * HELD, "{totals:?}");
+    assert_eq!(totals.admitted, (THREADS * HELD) as u64);
+    assert_eq!(
+        (totals.runtimes, totals.limit, totals.peak_in_flight),
+        (THREADS, 8, HELD)
+    );
+    assert_eq!(totals.available(), THREADS * (8 - HELD));
+    assert_eq!(
+        (here.in_flight, here.admitted),
+        (0, 0),
+        "the plain thread's own cap"
+    );
+    // Once the runtimes are gone nothing is in flight, and the admissions are not lost.
+    let after = API.stats();
+    assert_eq!((after.in_flight, after.runtimes), (0, 0));
+    assert_eq!(after.admitted, (THREADS * HELD) as u64);
+}
+
+/// Regression: the counters of a runtime that had ended vanished from every view (each
+/// `run_sync` call's stats could only be read from inside that call).
+#[test]
+fn admissions_of_ended_runtimes_stay_in_the_totals() {
+    static SCRIPT: Bulkhead = Bulkhead::new(2).max_waiting(0);
+    for _ in 0..50 {
+        run_sync(async {
+            let held = (
+                SCRIPT.acquire().await.unwrap(),
+                SCRIPT.acquire().await.unwrap(),
+            );
+            assert!(SCRIPT.acquire().await.unwrap_err().queue_full());
+            drop(held);
+        });
+    }
+    assert!(
+        SCRIPT.tracked_runtimes() <= 1,
+        "ended runtimes are still forgotten"
+    );
+    let stats = SCRIPT.stats();
+    assert_eq!(
+        (stats.admitted, stats.rejected, stats.peak_in_flight),
+        (100, 50, 2)
+    );
+    assert_eq!((stats.in_flight, stats.runtimes), (0, 0));
 }
 
 #[test]
@@ -412,13 +500,13 @@ fn limit_zero_is_refused_with_a_clear_message() {
 fn errors_convert_and_describe_themselves() {
     let bulkhead = Bulkhead::new(3)
         .with_name(format!("host {}", "example.com"))
-        .timeout(Duration::ZERO);
+        .acquire_timeout(Duration::ZERO);
     let permits: Vec<_> = (0..3).map(|_| bulkhead.try_acquire().unwrap()).collect();
     let error = run_sync(bulkhead.acquire()).unwrap_err();
     assert_eq!(error.name(), Some("host example.com"));
     assert_eq!(
         error.to_string(),
-        "bulkhead `host example.com` (limit 3) has no free slot and a wait timeout of zero"
+        "bulkhead `host example.com` (limit 3) has no free slot and an acquire timeout of zero"
     );
     let umbrella: tollgate::Error = error.clone().into();
     assert!(matches!(umbrella, tollgate::Error::Bulkhead(_)));
@@ -455,9 +543,9 @@ mod with_tokio {
     use super::*;
 
     #[test]
-    fn two_tokio_runtimes_get_a_cap_each() {
+    fn two_tokio_runtimes_get_a_cap_each_and_a_plain_thread_sees_both() {
         static PER_RUNTIME: Bulkhead = Bulkhead::new(2);
-        let barrier = Arc::new(Barrier::new(2));
+        let barrier = Arc::new(Barrier::new(3));
         let threads: Vec<_> = [common::tokio_current(), common::tokio_multi()]
             .into_iter()
             .map(|runtime| {
@@ -482,9 +570,14 @@ mod with_tokio {
                 })
             })
             .collect();
+        barrier.wait();
+        let totals = PER_RUNTIME.stats();
+        barrier.wait();
         for thread in threads {
             assert!(thread.join().unwrap());
         }
+        assert_eq!((totals.in_flight, totals.runtimes), (4, 2), "{totals:?}");
+        assert_eq!(PER_RUNTIME.runtime_stats().in_flight, 0);
     }
 
     #[test]
@@ -503,18 +596,19 @@ mod with_tokio {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_hour_long_wait_timeout_takes_no_wall_time() {
-        let bulkhead = Bulkhead::new(1).timeout(Duration::from_secs(3600));
+    async fn an_hour_long_acquire_timeout_takes_no_wall_time() {
+        let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_secs(3600));
         let _held = bulkhead.acquire().await.unwrap();
         let wall = Instant::now();
         let error = bulkhead.acquire().await.unwrap_err();
-        assert_eq!(error.timed_out(), Some(Duration::from_secs(3600)));
+        assert!(error.timed_out());
+        assert_eq!(error.acquire_timeout(), Some(Duration::from_secs(3600)));
         assert!(wall.elapsed() < Duration::from_secs(10));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_slot_granted_before_the_deadline_is_taken() {
-        let bulkhead = Bulkhead::new(1).timeout(Duration::from_secs(10));
+        let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_secs(10));
         let held = bulkhead.acquire().await.unwrap();
         let mut waiter = pin!(bulkhead.acquire());
         assert!(poll_once(waiter.as_mut()).await.is_none());
@@ -529,10 +623,11 @@ mod with_tokio {
     /// blocking task runs), so the timeout never came and the wait hung.
     #[tokio::test(start_paused = true)]
     async fn a_blocking_wait_times_out_on_the_real_clock_under_paused_time() {
-        static BLOCKING: Bulkhead = Bulkhead::new(1).timeout(Duration::from_millis(20));
+        static BLOCKING: Bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_millis(20));
         let _held = BLOCKING.acquire().await.unwrap();
         let waited = tokio::task::spawn_blocking(|| BLOCKING.acquire_blocking().map(drop));
         let error = waited.await.unwrap().unwrap_err();
-        assert_eq!(error.timed_out(), Some(Duration::from_millis(20)));
+        assert!(error.timed_out());
+        assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(20)));
     }
 }

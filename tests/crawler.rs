@@ -27,7 +27,7 @@ impl Crawler {
         let latency = [2, 10, 20].map(Duration::from_millis);
         Self {
             network: Network::new(HOSTS.iter().map(|h| h.to_string()).zip(latency)),
-            per_host: KeyedBulkhead::new(PER_HOST).timeout(Duration::from_secs(5)),
+            per_host: KeyedBulkhead::new(PER_HOST).acquire_timeout(Duration::from_secs(5)),
         }
     }
 

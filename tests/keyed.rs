@@ -293,7 +293,7 @@ mod with_a_shared_keyed_bulkhead {
         async fn a_busy_host_times_out_as_an_item() {
             // The first crawl holds every slot of the hosts (it is dropped once the second
             // is done); the second gives up on each request after 10 ms of waiting.
-            let per_host = KeyedBulkhead::new(2).timeout(Duration::from_millis(10));
+            let per_host = KeyedBulkhead::new(2).acquire_timeout(Duration::from_millis(10));
             let counters = Counters::default();
             let slow = crawl(&per_host, &counters, Duration::from_secs(60));
             let impatient = async {
@@ -317,7 +317,7 @@ mod with_a_shared_keyed_bulkhead {
             assert_eq!(refused.len(), 40);
             let timed_out = refused
                 .iter()
-                .filter(|r| r.as_ref().is_err_and(|e| e.timed_out().is_some()))
+                .filter(|r| r.as_ref().is_err_and(|e| e.timed_out()))
                 .count();
             assert_eq!(timed_out, 40, "every request of the second crawl gave up");
             assert!(counters.max_host_peak() <= 2);

@@ -1,5 +1,6 @@
 //! `KeyedBulkhead`: per-key caps, eviction of idle keys without the eviction/acquire race
-//! (dotnet/runtime#99865), bounded memory over a million keys, runtime scoping.
+//! (dotnet/runtime#99865), bounded memory over a million keys, runtime scoping, the
+//! blocking and `_arc` variants, and a key's stats totalled over runtimes.
 
 mod common;
 
@@ -132,17 +133,42 @@ matrix! {
         let per_host = KeyedBulkhead::<String>::new(1).name("per-host").max_waiting(0);
         let a = per_host.acquire("a.example").await.unwrap();
         let refused = per_host.acquire("a.example").await.unwrap_err();
-        assert_eq!(refused.queue_full(), Some(0));
+        assert!(refused.queue_full());
+        assert_eq!(refused.max_waiting(), Some(0));
         assert_eq!(refused.name(), Some("per-host"));
         assert_eq!(per_host.stats("a.example").rejected, 1);
         let b = per_host.acquire("b.example").await.unwrap();
         drop((a, b));
 
-        let timed = KeyedBulkhead::<String>::new(1).timeout(Duration::from_millis(10));
+        let timed = KeyedBulkhead::<String>::new(1).acquire_timeout(Duration::from_millis(10));
         let _held = timed.acquire("a").await.unwrap();
         let error = timed.acquire("a").await.unwrap_err();
-        assert_eq!(error.timed_out(), Some(Duration::from_millis(10)));
+        assert!(error.timed_out());
+        assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(10)));
         assert_eq!(timed.stats("a").waiting, 0);
+    }
+
+    /// Regression: `KeyedBulkhead` had no `try_acquire_arc` (Bulkhead had).
+    async fn try_acquire_arc_gives_a_static_permit_that_frees_the_key_when_dropped() {
+        let per_host = Arc::new(KeyedBulkhead::<String>::new(1));
+        let permit = per_host.try_acquire_arc("example.com").unwrap();
+        assert!(per_host.try_acquire_arc("example.com").is_none());
+        assert!(per_host.try_acquire_arc("other.example").is_some());
+        assert_eq!(per_host.runtime_stats("example.com").in_flight, 1);
+        spawn(async move {
+            yield_now().await;
+            drop(permit);
+        })
+        .await;
+        assert!(per_host.is_empty());
+        // It does not jump a queued waiter.
+        let held = per_host.acquire("example.com").await.unwrap();
+        let mut waiter = pin!(per_host.acquire("example.com"));
+        assert!(poll_once(waiter.as_mut()).await.is_none());
+        drop(held);
+        assert!(per_host.try_acquire_arc("example.com").is_none(), "jumped the queue");
+        drop(waiter.await.unwrap());
+        assert!(per_host.is_empty());
     }
 
     async fn run_and_owned_permits() {
@@ -184,6 +210,92 @@ fn eviction_racing_with_acquire_on_threads_never_doubles_a_cap() {
         assert_eq!(count.peak(), 1, "key {key}");
     }
     assert_eq!(per_key.len(), 0);
+}
+
+/// Regression: `KeyedBulkhead` had no `acquire_blocking` or `run_blocking` (Bulkhead had).
+#[test]
+fn blocking_threads_share_each_keys_cap_and_get_the_acquire_timeout() {
+    const KEYS: usize = 3;
+    let per_key = KeyedBulkhead::<usize>::new(2);
+    let in_flight: Vec<InFlight> = (0..KEYS).map(|_| InFlight::default()).collect();
+    std::thread::scope(|scope| {
+        for thread in 0..12 {
+            let (per_key, in_flight) = (&per_key, &in_flight);
+            scope.spawn(move || {
+                for round in 0..100 {
+                    let key = (thread + round) % KEYS;
+                    if round % 2 == 0 {
+                        let _permit = per_key.acquire_blocking(&key).unwrap();
+                        let _inside = in_flight[key].enter();
+                        std::thread::yield_now();
+                    } else {
+                        per_key
+                            .run_blocking(&key, || {
+                                let _inside = in_flight[key].enter();
+                                std::thread::yield_now();
+                            })
+                            .unwrap();
+                    }
+                }
+            });
+        }
+    });
+    for (key, count) in in_flight.iter().enumerate() {
+        assert!(count.peak() <= 2, "key {key} peaked at {}", count.peak());
+    }
+    assert!(per_key.is_empty());
+
+    let timed = KeyedBulkhead::<String>::new(1).acquire_timeout(Duration::from_millis(10));
+    let held = timed.try_acquire("a").unwrap();
+    let error = timed.acquire_blocking("a").unwrap_err();
+    assert!(error.timed_out());
+    let mut called = false;
+    assert!(timed.run_blocking("a", || called = true).is_err());
+    assert!(!called);
+    assert_eq!(timed.run_blocking("b", || 7).unwrap(), 7);
+    drop(held);
+    assert_eq!(timed.run_blocking("a", || 8).unwrap(), 8);
+    assert!(timed.is_empty());
+}
+
+/// Regression: `stats(key)` read from a plain thread returned zeros while 4 `run_sync`
+/// runtimes held that key's permits (it showed only the calling runtime's cap).
+#[test]
+fn a_keys_stats_from_a_plain_thread_are_the_totals_over_every_runtime() {
+    static PER_HOST: KeyedBulkhead<String> = KeyedBulkhead::new(2);
+    const THREADS: usize = 4;
+    let barrier = Arc::new(Barrier::new(THREADS + 1));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                run_sync(async {
+                    let held = (
+                        PER_HOST.acquire("example.com").await.unwrap(),
+                        PER_HOST.acquire("example.com").await.unwrap(),
+                    );
+                    barrier.wait();
+                    let own = PER_HOST.runtime_stats("example.com").in_flight;
+                    barrier.wait();
+                    drop(held);
+                    own
+                })
+            })
+        })
+        .collect();
+    barrier.wait();
+    let totals = PER_HOST.stats("example.com");
+    let here = PER_HOST.runtime_stats("example.com");
+    barrier.wait();
+    for thread in threads {
+        assert_eq!(thread.join().unwrap(), 2);
+    }
+    assert_eq!(
+        (totals.in_flight, totals.runtimes, totals.admitted),
+        (8, THREADS, 8)
+    );
+    assert_eq!((here.in_flight, here.runtimes), (0, 1));
+    assert!(PER_HOST.is_empty());
 }
 
 #[test]
@@ -251,6 +363,7 @@ fn the_futures_and_permits_are_send() {
     assert_send(&per_host.acquire("a"));
     assert_send(&per_host.acquire_arc("a"));
     assert_send(&per_host.run("a", async {}));
+    assert_send_sync_static(&per_host.try_acquire_arc("a").unwrap());
     assert_send_sync_static(&HOSTS.acquire("a"));
     let permit = HOSTS.try_acquire("a").unwrap();
     assert_send_sync_static(&permit);

@@ -262,3 +262,46 @@ fn a_passed_on_permit_is_not_taken_by_a_newcomer() {
         assert_all_returned(&semaphore);
     });
 }
+
+/// The waiter queue frees a chunk of nodes (two per chunk under loom) as soon as all its
+/// waiters have left. Here two waiters of the first chunk leave on one thread while a
+/// release hands the permit on from another: whichever comes first, the permit reaches
+/// the waiter in the second chunk, and a newcomer queued after the chunk was freed is
+/// served next.
+#[test]
+fn a_chunk_freed_while_the_permit_is_handed_on_loses_nothing() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1));
+        let guard = semaphore.try_acquire_arc().unwrap();
+        let (_, waker) = counting_waker();
+        let first = queued(&semaphore, &waker);
+        let second = queued(&semaphore, &waker);
+        let (third_wakes, third_waker) = counting_waker();
+        let mut third = queued(&semaphore, &third_waker);
+        let canceller = thread::spawn(move || {
+            drop(first);
+            drop(second);
+        });
+        let releaser = thread::spawn(move || drop(guard));
+        canceller.join().unwrap();
+        releaser.join().unwrap();
+        let guard = woken_and_granted(&mut third, &third_wakes, &third_waker, "the third waiter");
+        let (fourth_wakes, fourth_waker) = counting_waker();
+        let mut fourth = queued(&semaphore, &fourth_waker);
+        let releaser = thread::spawn(move || drop(guard));
+        assert!(
+            semaphore.try_acquire().is_none(),
+            "a newcomer jumped the queue"
+        );
+        releaser.join().unwrap();
+        let guard = woken_and_granted(
+            &mut fourth,
+            &fourth_wakes,
+            &fourth_waker,
+            "the fourth waiter",
+        );
+        drop(guard);
+        drop((third, fourth));
+        assert_all_returned(&semaphore);
+    });
+}

@@ -3,7 +3,7 @@
 //!
 //! # Eviction without races
 //!
-//! Each (key, runtime) pair has a slot: a [`Semaphore`] plus a `users` count of the acquire
+//! Each (key, runtime) pair has a slot: a semaphore plus a `users` count of the acquire
 //! futures and permits that hold it. `users` only grows under the map lock, while the slot
 //! is in the map; it may shrink anywhere. Whoever brings it to zero takes the map lock and
 //! removes the slot if `users` is still zero. So a slot can only be removed when no
@@ -19,13 +19,15 @@ use std::hash::Hash;
 use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use crate::limit::bulkhead::{BulkheadError, BulkheadStats, Gated, Name, Options, Wait};
-use crate::limit::semaphore::Semaphore;
+use super::core::{Acquire, Gated, Holder, Permit};
+use super::options::{Kind, Options, options_builder};
+use super::stats::{Limiter, Tally, limiter};
+use super::{BulkheadError, BulkheadStats};
 use crate::runtime::RuntimeKey;
+use crate::sync::lock;
 
 /// One cap per key, with the same options as [`Bulkhead`](crate::Bulkhead): the
 /// per-host limit of a crawler.
@@ -76,20 +78,13 @@ struct KeySlot<K> {
     runtime: RuntimeKey,
     /// Acquire futures and permits holding this slot; grows only under the map lock.
     users: AtomicUsize,
-    semaphore: Semaphore,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // No user code runs under the lock except `K`'s `Hash`/`Eq`/`ToOwned`; a panic there
-    // leaves the map as it was before the call.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    limiter: Limiter,
 }
 
 impl<K: Hash + Eq> KeyedBulkhead<K> {
-    /// Creates a keyed bulkhead that lets at most `limit` callers in at once per key
-    /// (and per runtime).
+    /// Creates a keyed bulkhead that lets at most `limit` callers in at once per key:
+    /// one cap per key and runtime, or per key in the process with
+    /// [`.global()`](Self::global) (see [`Bulkhead::new`](crate::Bulkhead::new)).
     ///
     /// # Examples
     ///
@@ -100,117 +95,23 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     ///
     /// # Panics
     ///
-    /// Panics when `limit` is 0 or above [`Semaphore::MAX_PERMITS`]; in a `static` that is
-    /// a compile-time error.
+    /// Panics when `limit` is 0 or above
+    /// [`Semaphore::MAX_PERMITS`](crate::Semaphore::MAX_PERMITS); in a `static` that is a
+    /// compile-time error.
     #[track_caller]
     pub const fn new(limit: usize) -> Self {
-        assert!(
-            limit > 0,
-            "tollgate::KeyedBulkhead::new: a limit of 0 would refuse all work; use at least 1"
-        );
-        assert!(
-            limit <= Semaphore::MAX_PERMITS,
-            "tollgate::KeyedBulkhead::new: more than Semaphore::MAX_PERMITS (2^31 - 1)"
-        );
         Self {
-            options: Options::new(limit),
+            options: Options::new(limit, Kind::Keyed),
             map: Mutex::new(None),
         }
     }
 
-    /// Gives up waiting for a key's slot after `timeout`; zero means "a free slot or fail
-    /// at once". As [`Bulkhead::timeout`](crate::Bulkhead::timeout).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    ///
-    /// let per_host = tollgate::KeyedBulkhead::<String>::new(1).timeout(Duration::from_millis(5));
-    /// # futures_lite::future::block_on(async {
-    /// let _held = per_host.acquire("example.com").await.unwrap();
-    /// let error = per_host.acquire("example.com").await.unwrap_err();
-    /// assert_eq!(error.timed_out(), Some(Duration::from_millis(5)));
-    /// # });
-    /// ```
-    pub const fn timeout(mut self, timeout: Duration) -> Self {
-        self.options.timeout = Some(timeout);
-        self
-    }
-
-    /// Refuses at once when no slot of the key is free and `max_waiting` callers already
-    /// wait for that key; 0 means no queue. As
-    /// [`Bulkhead::max_waiting`](crate::Bulkhead::max_waiting).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let per_host = tollgate::KeyedBulkhead::<String>::new(1).max_waiting(0);
-    /// # futures_lite::future::block_on(async {
-    /// let _held = per_host.acquire("example.com").await.unwrap();
-    /// let error = per_host.acquire("example.com").await.unwrap_err();
-    /// assert_eq!(error.queue_full(), Some(0));
-    /// assert!(per_host.acquire("other.example").await.is_ok());
-    /// # });
-    /// ```
-    pub const fn max_waiting(mut self, max_waiting: usize) -> Self {
-        self.options.max_waiting = Some(max_waiting);
-        self
-    }
-
-    /// Names the keyed bulkhead in [`BulkheadError`] errors.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// static PER_HOST: tollgate::KeyedBulkhead<String> =
-    ///     tollgate::KeyedBulkhead::new(1).name("per-host").max_waiting(0);
-    ///
-    /// let _held = PER_HOST.try_acquire("example.com").unwrap();
-    /// let refused = futures_lite::future::block_on(PER_HOST.acquire("example.com"));
-    /// assert_eq!(refused.unwrap_err().name(), Some("per-host"));
-    /// ```
-    pub const fn name(mut self, name: &'static str) -> Self {
-        self.options.set_static_name(name);
-        self
-    }
-
-    /// Like [`name`](Self::name), with a name built at run time.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let crawl = "nightly";
-    /// let per_host = tollgate::KeyedBulkhead::<String>::new(2).with_name(format!("{crawl} per-host"));
-    /// # drop(per_host);
-    /// ```
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.options.name = Name::Shared(name.into().into());
-        self
-    }
-
-    /// Makes each key's cap shared by all runtimes instead of one per runtime.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::{KeyedBulkhead, run_sync};
-    ///
-    /// static PER_HOST: KeyedBulkhead<String> = KeyedBulkhead::new(1).global();
-    ///
-    /// let held = PER_HOST.try_acquire("example.com").unwrap();
-    /// assert!(run_sync(async { PER_HOST.try_acquire("example.com").is_none() }));
-    /// drop(held);
-    /// ```
-    pub const fn global(mut self) -> Self {
-        self.options.global = true;
-        self
-    }
-
-    /// The most callers let in at once per key.
-    pub fn limit(&self) -> usize {
-        self.options.limit
-    }
+    options_builder!(
+        new: "tollgate::KeyedBulkhead::<String>::new",
+        key: "\"example.com\"",
+        slot: "a slot of the key",
+        per: " per key"
+    );
 
     /// How many keys currently have a bulkhead: those with a permit out or a caller
     /// waiting (or an acquire future not yet finished or dropped).
@@ -254,7 +155,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
                     key: key.to_owned(),
                     runtime,
                     users: AtomicUsize::new(0),
-                    semaphore: Semaphore::new(self.options.limit),
+                    limiter: limiter(self.options.limit),
                 });
                 match map.get_mut(key) {
                     Some(slots) => slots.push(slot.clone()),
@@ -300,6 +201,17 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         }
     }
 
+    /// Registers one user of (`key`, calling runtime)'s cap.
+    fn hold_of<B, Q>(bulkhead: B, key: &Q) -> Hold<B, K>
+    where
+        B: Deref<Target = Self>,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let slot = bulkhead.hold(key);
+        Hold { bulkhead, slot }
+    }
+
     /// Takes a slot of `key` if one is free and nobody waits for that key.
     ///
     /// # Examples
@@ -316,22 +228,38 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let hold = Hold {
-            bulkhead: self,
-            slot: self.hold(key),
-        };
-        if hold.slot.semaphore.try_take() {
-            Some(KeyedBulkheadPermit { hold })
-        } else {
-            None // `hold` drops here and gives the slot up
-        }
+        // On failure the hold drops and gives the key up.
+        Permit::try_new(Self::hold_of(self, key)).map(|inner| KeyedBulkheadPermit { inner })
     }
 
-    /// Waits for a slot of `key` in the current runtime, behind everyone already waiting
+    /// Like [`try_acquire`](Self::try_acquire), with a permit that owns an `Arc` of the
+    /// keyed bulkhead, so it is `'static`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let per_host = Arc::new(tollgate::KeyedBulkhead::<String>::new(1));
+    /// let permit = per_host.try_acquire_arc("example.com").unwrap();
+    /// assert!(per_host.try_acquire_arc("example.com").is_none());
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
+    /// assert!(per_host.is_empty());
+    /// ```
+    pub fn try_acquire_arc<Q>(self: &Arc<Self>, key: &Q) -> Option<KeyedBulkheadPermitArc<K>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        Permit::try_new(Self::hold_of(self.clone(), key))
+            .map(|inner| KeyedBulkheadPermitArc { inner })
+    }
+
+    /// Waits for a slot of `key` in the calling runtime, behind everyone already waiting
     /// for that key.
     ///
-    /// The key's bulkhead is found (or created) when `acquire` is called, and it stays
-    /// alive until the future is dropped or its permit is released.
+    /// The key's cap is found (or created) when `acquire` is called, and it stays alive
+    /// until the future is dropped or its permit is released.
     ///
     /// # Examples
     ///
@@ -347,8 +275,8 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     ///
     /// # Errors
     ///
-    /// [`BulkheadError`] when the wait timeout passes first, or when `max_waiting` callers
-    /// already wait for this key.
+    /// [`BulkheadError`] when the acquire timeout passes first, or when `max_waiting`
+    /// callers already wait for this key.
     ///
     /// # Cancel safety
     ///
@@ -359,10 +287,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        KeyedBulkheadAcquire(KeyedAcquireInner::new(Hold {
-            bulkhead: self,
-            slot: self.hold(key),
-        }))
+        KeyedBulkheadAcquire(Acquire::new(Self::hold_of(self, key)))
     }
 
     /// Like [`acquire`](Self::acquire), with a future and a permit that own an `Arc` of
@@ -394,13 +319,44 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        KeyedBulkheadAcquireArc(KeyedAcquireInner::new(Hold {
-            bulkhead: self.clone(),
-            slot: self.hold(key),
-        }))
+        KeyedBulkheadAcquireArc(Acquire::new(Self::hold_of(self.clone(), key)))
     }
 
-    /// Runs `future` holding a slot of `key`: waits for the slot, awaits `future`, then
+    /// Blocks the calling thread until a slot of `key` is free, in the same queue as the
+    /// async callers of that key.
+    ///
+    /// For plain threads (and tokio's `spawn_blocking`); calling it from async code blocks
+    /// the executor's thread. The acquire timeout applies, on the real clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// static PER_DISK: tollgate::KeyedBulkhead<String> = tollgate::KeyedBulkhead::new(1);
+    ///
+    /// std::thread::scope(|scope| {
+    ///     for thread in 0..4 {
+    ///         scope.spawn(move || {
+    ///             let disk = if thread % 2 == 0 { "sda" } else { "sdb" };
+    ///             let _permit = PER_DISK.acquire_blocking(disk).unwrap();
+    ///             // at most one thread per disk is here at once
+    ///         });
+    ///     }
+    /// });
+    /// assert!(PER_DISK.is_empty());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn acquire_blocking<Q>(&self, key: &Q) -> Result<KeyedBulkheadPermit<'_, K>, BulkheadError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        Permit::blocking(Self::hold_of(self, key)).map(|inner| KeyedBulkheadPermit { inner })
+    }
+
+    /// Runs `work` holding a slot of `key`: waits for the slot, awaits `work`, then
     /// releases the slot.
     ///
     /// # Examples
@@ -416,28 +372,52 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     ///
     /// # Errors
     ///
-    /// [`BulkheadError`] as [`acquire`](Self::acquire); `future` is dropped without being
+    /// [`BulkheadError`] as [`acquire`](Self::acquire); `work` is dropped without being
     /// polled then.
     ///
     /// # Cancel safety
     ///
     /// Cancelling while waiting is [`acquire`](Self::acquire)'s cancellation; cancelling
-    /// while `future` runs drops it mid-flight and releases the slot.
-    pub fn run<Q, F>(&self, key: &Q, future: F) -> KeyedBulkheadRun<'_, K, F::IntoFuture>
+    /// while `work` runs drops it mid-flight and releases the slot.
+    pub fn run<Q, F>(&self, key: &Q, work: F) -> KeyedBulkheadRun<'_, K, F::IntoFuture>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
         F: IntoFuture,
     {
         KeyedBulkheadRun {
-            inner: Gated::new(self.acquire(key), future.into_future()),
+            inner: Gated::new(self.acquire(key), work.into_future()),
         }
     }
 
-    /// The counters of `key`'s bulkhead in the current runtime.
+    /// Runs `work` on the calling thread holding a slot of `key`, waiting for the slot as
+    /// [`acquire_blocking`](Self::acquire_blocking) does.
     ///
-    /// A key without a bulkhead (never used, or idle and forgotten) reports all zeros:
-    /// the counters start again when a key comes back.
+    /// # Examples
+    ///
+    /// ```
+    /// let per_disk = tollgate::KeyedBulkhead::<String>::new(2);
+    /// let written = per_disk.run_blocking("sda", || 4096).unwrap();
+    /// assert_eq!(written, 4096);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`BulkheadError`] as [`acquire`](Self::acquire); `work` is not called then.
+    pub fn run_blocking<Q, T>(&self, key: &Q, work: impl FnOnce() -> T) -> Result<T, BulkheadError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let _permit = self.acquire_blocking(key)?;
+        Ok(work())
+    }
+
+    /// The totals of `key`'s caps over every runtime, readable from any thread (as
+    /// [`Bulkhead::stats`](crate::Bulkhead::stats), for one key).
+    ///
+    /// A key without a cap (never used, or idle and forgotten) reports all zeros: the
+    /// counters start again when a key comes back.
     ///
     /// # Examples
     ///
@@ -453,14 +433,52 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let runtime = self.options.runtime();
+        self.key_stats(key, None)
+    }
+
+    /// The counters of `key`'s cap in the calling runtime (of the only one if
+    /// [`global`](Self::global)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedBulkhead, run_sync};
+    ///
+    /// let per_host = KeyedBulkhead::<String>::new(2);
+    /// let permit = per_host.try_acquire("example.com").unwrap();
+    /// assert_eq!(per_host.runtime_stats("example.com").in_flight, 1);
+    /// run_sync(async {
+    ///     assert_eq!(per_host.runtime_stats("example.com").in_flight, 0);
+    ///     assert_eq!(per_host.stats("example.com").in_flight, 1);
+    /// });
+    /// drop(permit);
+    /// ```
+    pub fn runtime_stats<Q>(&self, key: &Q) -> BulkheadStats
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.key_stats(key, Some(self.options.runtime()))
+    }
+
+    /// The sum over `key`'s caps of `runtime`, or of every runtime.
+    fn key_stats<Q>(&self, key: &Q, runtime: Option<RuntimeKey>) -> BulkheadStats
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let map = lock(&self.map);
-        let counters = map
-            .as_ref()
-            .and_then(|map| map.get(key))
-            .and_then(|slots| slots.iter().find(|slot| slot.runtime == runtime))
-            .map(|slot| slot.semaphore.counters());
-        BulkheadStats::new(self.options.limit, counters)
+        let slots = map.as_ref().and_then(|map| map.get(key));
+        let mut total = Tally::default();
+        let mut runtimes = 0;
+        for slot in slots.into_iter().flatten() {
+            if runtime.is_none_or(|runtime| slot.runtime == runtime) {
+                let tally = Tally::of(&slot.limiter);
+                runtimes += usize::from(tally.used() && slot.runtime.is_alive());
+                total.add(tally);
+            }
+        }
+        BulkheadStats::new(self.options.limit, runtime.map_or(runtimes, |_| 1), total)
     }
 }
 
@@ -472,66 +490,33 @@ impl<K: Hash + Eq> fmt::Debug for KeyedBulkhead<K> {
     }
 }
 
-/// One registered user of a slot; gives it up when dropped. `B` is `&KeyedBulkhead<K>`
-/// or `Arc<KeyedBulkhead<K>>`.
+/// One registered user of a key's cap; gives it up when dropped. `B` is
+/// `&KeyedBulkhead<K>` or `Arc<KeyedBulkhead<K>>`.
 struct Hold<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> {
     bulkhead: B,
     slot: Arc<KeySlot<K>>,
 }
 
+impl<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> Holder for Hold<B, K> {
+    fn limiter(&self) -> &Limiter {
+        &self.slot.limiter
+    }
+
+    fn options(&self) -> &Options {
+        &self.bulkhead.options
+    }
+}
+
 impl<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> Drop for Hold<B, K> {
     fn drop(&mut self) {
+        // Runs after the permit or the acquire future has given its permit back.
         self.bulkhead.unhold(&self.slot);
-    }
-}
-
-struct KeyedAcquireInner<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> {
-    /// `None` once the future has completed.
-    hold: Option<Hold<B, K>>,
-    wait: Wait,
-}
-
-impl<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> KeyedAcquireInner<B, K> {
-    fn new(hold: Hold<B, K>) -> Self {
-        Self {
-            hold: Some(hold),
-            wait: Wait::new(),
-        }
-    }
-
-    fn poll(
-        &mut self,
-        cx: &mut Context<'_>,
-        what: &str,
-    ) -> Poll<Result<Hold<B, K>, BulkheadError>> {
-        let Some(hold) = &self.hold else {
-            panic!("{what} polled after completion");
-        };
-        let result = match self
-            .wait
-            .poll(&hold.slot.semaphore, &hold.bulkhead.options, cx)
-        {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(result) => result,
-        };
-        // On error the hold drops here, giving the slot up.
-        let hold = self.hold.take().expect("checked above");
-        Poll::Ready(result.map(|()| hold))
-    }
-}
-
-impl<B: Deref<Target = KeyedBulkhead<K>>, K: Hash + Eq> Drop for KeyedAcquireInner<B, K> {
-    fn drop(&mut self) {
-        if let Some(hold) = &self.hold {
-            // Release a granted permit first; `hold` then gives the slot up.
-            self.wait.abandon(&hold.slot.semaphore);
-        }
     }
 }
 
 /// Future returned by [`KeyedBulkhead::acquire`].
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct KeyedBulkheadAcquire<'a, K: Hash + Eq>(KeyedAcquireInner<&'a KeyedBulkhead<K>, K>);
+pub struct KeyedBulkheadAcquire<'a, K: Hash + Eq>(Acquire<Hold<&'a KeyedBulkhead<K>, K>>);
 
 impl<K: Hash + Eq> fmt::Debug for KeyedBulkheadAcquire<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -546,13 +531,13 @@ impl<'a, K: Hash + Eq> Future for KeyedBulkheadAcquire<'a, K> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
             .poll(cx, "KeyedBulkheadAcquire")
-            .map_ok(|hold| KeyedBulkheadPermit { hold })
+            .map_ok(|inner| KeyedBulkheadPermit { inner })
     }
 }
 
 /// Future returned by [`KeyedBulkhead::acquire_arc`].
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct KeyedBulkheadAcquireArc<K: Hash + Eq>(KeyedAcquireInner<Arc<KeyedBulkhead<K>>, K>);
+pub struct KeyedBulkheadAcquireArc<K: Hash + Eq>(Acquire<Hold<Arc<KeyedBulkhead<K>>, K>>);
 
 impl<K: Hash + Eq> fmt::Debug for KeyedBulkheadAcquireArc<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -567,7 +552,7 @@ impl<K: Hash + Eq> Future for KeyedBulkheadAcquireArc<K> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
             .poll(cx, "KeyedBulkheadAcquireArc")
-            .map_ok(|hold| KeyedBulkheadPermitArc { hold })
+            .map_ok(|inner| KeyedBulkheadPermitArc { inner })
     }
 }
 
@@ -576,21 +561,12 @@ impl<K: Hash + Eq> Future for KeyedBulkheadAcquireArc<K> {
 #[clippy::has_significant_drop]
 #[must_use = "the slot is released as soon as the permit is dropped"]
 pub struct KeyedBulkheadPermit<'a, K: Hash + Eq> {
-    hold: Hold<&'a KeyedBulkhead<K>, K>,
+    inner: Permit<Hold<&'a KeyedBulkhead<K>, K>>,
 }
 
 impl<K: Hash + Eq> fmt::Debug for KeyedBulkheadPermit<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedBulkheadPermit")
-            .finish_non_exhaustive()
-    }
-}
-
-impl<K: Hash + Eq> Drop for KeyedBulkheadPermit<'_, K> {
-    fn drop(&mut self) {
-        // The permit first (possibly to a waiter, who holds the slot too); then the field
-        // `hold` drops and gives the slot up.
-        self.hold.slot.semaphore.release();
+        self.inner.fmt_as("KeyedBulkheadPermit", f)
     }
 }
 
@@ -599,19 +575,12 @@ impl<K: Hash + Eq> Drop for KeyedBulkheadPermit<'_, K> {
 #[clippy::has_significant_drop]
 #[must_use = "the slot is released as soon as the permit is dropped"]
 pub struct KeyedBulkheadPermitArc<K: Hash + Eq> {
-    hold: Hold<Arc<KeyedBulkhead<K>>, K>,
+    inner: Permit<Hold<Arc<KeyedBulkhead<K>>, K>>,
 }
 
 impl<K: Hash + Eq> fmt::Debug for KeyedBulkheadPermitArc<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedBulkheadPermitArc")
-            .finish_non_exhaustive()
-    }
-}
-
-impl<K: Hash + Eq> Drop for KeyedBulkheadPermitArc<K> {
-    fn drop(&mut self) {
-        self.hold.slot.semaphore.release();
+        self.inner.fmt_as("KeyedBulkheadPermitArc", f)
     }
 }
 

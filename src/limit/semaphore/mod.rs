@@ -1,59 +1,19 @@
 //! [`Semaphore`]: a strictly fair (FIFO) async semaphore that also works from blocking threads.
 //!
-//! # How it works
-//!
-//! One `AtomicU64` holds the number of permits in use, a `WAITERS` flag and a wrapping
-//! count of admissions. While nobody waits, acquiring is one compare-and-swap and releasing
-//! one `fetch_sub`: no lock. The waiters live in a FIFO queue behind a `Mutex`; the flag is
-//! set exactly while that queue is non-empty, and while it is set only the lock holder may
-//! take permits. So:
-//!
-//! - a release that sees the flag takes the lock and hands the permit to the oldest waiter
-//!   (the waiter's node is marked granted and its waker woken; the permit is never put back
-//!   where a newcomer could take it);
-//! - `try_acquire` and every new `acquire` fail the fast path while the flag is set, so
-//!   nobody jumps the queue;
-//! - a waiter sets the flag under the lock *after* failing the fast path and then checks the
-//!   count again, so a release racing with it is never missed (both touch the same atomic,
-//!   and every read-modify-write on one atomic is totally ordered).
-//!
-//! Waiter nodes live in a slab (`Vec<Node>` with a free list) linked into a doubly linked
-//! list by index, so leaving the queue from the middle is O(1) and no pointer is shared
-//! with the future: a future only remembers its node's index. A node is freed only by the
-//! future that owns it (when it takes its permit or is dropped), so an index is never
-//! reused behind its owner's back.
-//!
-//! Every permit is released exactly once: by a guard's `Drop`, or, when a waiter is
-//! dropped after being granted, by that waiter's `Drop`, which passes it to the next one.
+//! The public type is a thin wrapper: the algorithm (and its invariants) is in [`core`],
+//! the waiter queue in [`queue`]. Bulkheads use the same core with admission counters,
+//! which a plain semaphore does not carry.
+
+pub(crate) mod core;
+mod queue;
 
 use std::fmt;
 use std::future::Future;
-use std::mem;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
-use crate::sync::{AtomicU64, AtomicUsize, Mutex, MutexGuard};
-
-/// Permits in use: the low 32 bits.
-const IN_FLIGHT: u64 = (1 << 32) - 1;
-/// Set exactly while the wait queue is non-empty (changed only under the queue lock).
-const WAITERS: u64 = 1 << 32;
-/// Admissions, counted modulo 2^31 in the top bits so that admitting costs nothing more
-/// than the compare-and-swap that takes the permit; wrap-arounds go to `admitted_wraps`.
-const ADMIT_SHIFT: u32 = 33;
-const ADMIT_ONE: u64 = 1 << ADMIT_SHIFT;
-const ADMIT_MAX: u64 = u64::MAX >> ADMIT_SHIFT;
-/// The state change of one admission: one more permit in use, one more admission.
-const TAKE: u64 = 1 + ADMIT_ONE;
-
-fn in_flight(state: u64) -> u64 {
-    state & IN_FLIGHT
-}
-
-/// Index meaning "no node" in the queue's links.
-const NIL: usize = usize::MAX;
+use self::core::{Core, Waiter};
 
 /// A counter for limiting concurrent work, fair to waiters and usable from any executor
 /// and from blocking threads.
@@ -64,12 +24,12 @@ const NIL: usize = usize::MAX;
 /// first, so a steady stream of newcomers can starve an old waiter.) The semaphore counts
 /// its waiters ([`waiting`](Self::waiting)).
 ///
-/// It depends on no runtime: waiters are woken through their [`Waker`], so it works under
+/// It depends on no runtime: waiters are woken through their [`Waker`](std::task::Waker), so it works under
 /// smol, tokio, async-std, `futures::executor` and [`run_sync`](crate::run_sync), and
 /// [`acquire_blocking`](Self::acquire_blocking) parks a plain thread.
 ///
 /// Most code wants a [`Bulkhead`](crate::Bulkhead) instead: the same semaphore per runtime,
-/// plus a wait timeout, a bounded queue and statistics.
+/// plus an acquire timeout, a bounded queue and statistics.
 ///
 /// # Examples
 ///
@@ -88,15 +48,7 @@ const NIL: usize = usize::MAX;
 /// # });
 /// ```
 pub struct Semaphore {
-    state: AtomicU64,
-    limit: u64,
-    /// Highest number of permits in use at once.
-    peak: AtomicUsize,
-    /// How many times the admission counter in `state` wrapped around.
-    admitted_wraps: AtomicU64,
-    /// Acquisitions a [`Bulkhead`](crate::Bulkhead) refused (timeout or full queue).
-    rejected: AtomicU64,
-    queue: Mutex<Queue>,
+    core: Core<()>,
 }
 
 impl Semaphore {
@@ -128,12 +80,7 @@ impl Semaphore {
                 "tollgate::Semaphore::new: more than Semaphore::MAX_PERMITS (2^31 - 1) permits"
             );
             Self {
-                state: AtomicU64::new(0),
-                limit: permits as u64,
-                peak: AtomicUsize::new(0),
-                admitted_wraps: AtomicU64::new(0),
-                rejected: AtomicU64::new(0),
-                queue: Mutex::new(Queue::new()),
+                core: Core::new(permits, ()),
             }
         }
     }
@@ -152,7 +99,9 @@ impl Semaphore {
     #[inline]
     pub fn try_acquire(&self) -> Option<SemaphorePermit<'_>> {
         // Not `then_some`: a guard built for a failed attempt would release on drop.
-        self.try_take().then(|| SemaphorePermit { semaphore: self })
+        self.core
+            .try_take()
+            .then(|| SemaphorePermit { semaphore: self })
     }
 
     /// Like [`try_acquire`](Self::try_acquire), with a guard that owns an `Arc` of the
@@ -169,7 +118,7 @@ impl Semaphore {
     /// drop(guard);
     /// ```
     pub fn try_acquire_arc(self: &Arc<Self>) -> Option<SemaphorePermitArc> {
-        self.try_take().then(|| SemaphorePermitArc {
+        self.core.try_take().then(|| SemaphorePermitArc {
             semaphore: self.clone(),
         })
     }
@@ -259,7 +208,7 @@ impl Semaphore {
     ///
     /// A permit that is being handed to a waiter counts as taken.
     pub fn available_permits(&self) -> usize {
-        (self.limit - in_flight(self.state.load(Ordering::Acquire))) as usize
+        self.core.limit() - self.core.in_flight()
     }
 
     /// How many `acquire` calls are waiting in the queue right now.
@@ -282,414 +231,22 @@ impl Semaphore {
     /// # });
     /// ```
     pub fn waiting(&self) -> usize {
-        self.lock().len
+        self.core.waiting()
     }
 
     /// The number of permits the semaphore was created with.
     pub fn limit(&self) -> usize {
-        self.limit as usize
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        // No user code runs under this lock (wakers are woken and dropped after it is
-        // released), so a poisoned lock still guards a consistent queue.
-        self.queue
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// The fast path: takes a permit if one is free and nobody waits.
-    #[inline]
-    pub(crate) fn try_take(&self) -> bool {
-        let mut state = self.state.load(Ordering::Relaxed);
-        loop {
-            if state & WAITERS != 0 || in_flight(state) >= self.limit {
-                return false;
-            }
-            match self.state.compare_exchange_weak(
-                state,
-                state.wrapping_add(TAKE),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    self.note_admitted(state);
-                    return true;
-                }
-                Err(actual) => state = actual,
-            }
-        }
-    }
-
-    /// Bookkeeping after an admission; `before` is the state it started from.
-    #[inline]
-    fn note_admitted(&self, before: u64) {
-        let now = (in_flight(before) + 1) as usize;
-        if now > self.peak.load(Ordering::Relaxed) {
-            self.peak.fetch_max(now, Ordering::Relaxed);
-        }
-        if before >> ADMIT_SHIFT == ADMIT_MAX {
-            self.admitted_wraps.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Gives a permit back: to the oldest waiter if there is one.
-    #[inline]
-    pub(crate) fn release(&self) {
-        let before = self.state.fetch_sub(1, Ordering::AcqRel);
-        debug_assert!(in_flight(before) > 0, "released a permit nobody held");
-        if before & WAITERS != 0 {
-            self.hand_off();
-        }
-    }
-
-    /// Grants free permits to waiters, oldest first, and wakes them outside the lock.
-    #[cold]
-    fn hand_off(&self) {
-        loop {
-            let mut wake = WakeList::new();
-            let more = self.grant(&mut self.lock(), &mut wake);
-            wake.wake_all();
-            if !more {
-                return;
-            }
-        }
-    }
-
-    /// Under the lock: while a permit is free and someone waits, admit the oldest waiter.
-    /// Clears `WAITERS` when the queue empties. Returns true when it stopped only because
-    /// `wake` is full (call again after waking those).
-    fn grant(&self, queue: &mut Queue, wake: &mut WakeList) -> bool {
-        while queue.head != NIL {
-            if wake.is_full() {
-                return true;
-            }
-            // Only the lock holder adds to `in_flight` while `WAITERS` is set, so a free
-            // permit seen here stays free until the `fetch_add` below.
-            if in_flight(self.state.load(Ordering::Acquire)) >= self.limit {
-                return false;
-            }
-            let before = self.state.fetch_add(TAKE, Ordering::AcqRel);
-            self.note_admitted(before);
-            if let Some(waker) = queue.grant_front() {
-                wake.push(waker);
-            }
-        }
-        self.state.fetch_and(!WAITERS, Ordering::AcqRel);
-        false
-    }
-
-    /// The body of every acquire future: `Ready(Ok(()))` once the caller holds a
-    /// permit, `Ready(Err(QueueFull))` when the queue already holds `max_waiting` waiters.
-    #[inline]
-    pub(crate) fn poll_acquire(
-        &self,
-        waiter: &mut Waiter,
-        cx: &mut Context<'_>,
-        max_waiting: usize,
-    ) -> Poll<Result<(), QueueFull>> {
-        if waiter.node.is_none() && self.try_take() {
-            return Poll::Ready(Ok(()));
-        }
-        self.poll_acquire_slow(waiter, cx, max_waiting)
-    }
-
-    /// [`poll_acquire`](Self::poll_acquire) when the fast path did not do: queue, or check
-    /// the place in the queue.
-    #[cold]
-    fn poll_acquire_slow(
-        &self,
-        waiter: &mut Waiter,
-        cx: &mut Context<'_>,
-        max_waiting: usize,
-    ) -> Poll<Result<(), QueueFull>> {
-        if let Some(index) = waiter.node {
-            let mut queue = self.lock();
-            let stale = match &mut queue.nodes[index].state {
-                NodeState::Granted => None,
-                NodeState::Queued(slot) => match slot {
-                    Some(old) if old.will_wake(cx.waker()) => return Poll::Pending,
-                    _ => Some(slot.replace(cx.waker().clone())),
-                },
-                NodeState::Vacant => unreachable!("a waiter's node is freed only by its owner"),
-            };
-            if let Some(stale) = stale {
-                drop(queue);
-                drop(stale); // outside the lock: dropping a waker may run executor code
-                return Poll::Pending;
-            }
-            queue.free(index);
-            waiter.node = None;
-            return Poll::Ready(Ok(()));
-        }
-        let mut queue = self.lock();
-        if queue.len == 0 && self.try_take() {
-            // The queue emptied between the fast path and the lock: nobody to be fair to.
-            return Poll::Ready(Ok(()));
-        }
-        if queue.len >= max_waiting {
-            return Poll::Ready(Err(QueueFull));
-        }
-        let index = queue.push_back(cx.waker().clone());
-        if queue.len == 1 {
-            self.state.fetch_or(WAITERS, Ordering::AcqRel);
-        }
-        // A permit may have been released between the failed fast path and the flag
-        // (that releaser saw no flag and handed nothing off): grant it now.
-        let mut wake = WakeList::new();
-        let more = self.grant(&mut queue, &mut wake);
-        let mine = matches!(queue.nodes[index].state, NodeState::Granted);
-        if mine {
-            queue.free(index);
-        } else {
-            waiter.node = Some(index);
-        }
-        drop(queue);
-        wake.wake_all();
-        if more {
-            self.hand_off();
-        }
-        if mine {
-            Poll::Ready(Ok(()))
-        } else {
-            Poll::Pending
-        }
-    }
-
-    /// Leaves the queue. Returns true when a permit had already been granted to this
-    /// waiter: the caller now holds it (to use, or to [`release`](Self::release)).
-    pub(crate) fn cancel(&self, waiter: &mut Waiter) -> bool {
-        let Some(index) = waiter.node.take() else {
-            return false;
-        };
-        let mut queue = self.lock();
-        match mem::replace(&mut queue.nodes[index].state, NodeState::Vacant) {
-            NodeState::Granted => {
-                queue.free(index);
-                true
-            }
-            NodeState::Queued(waker) => {
-                queue.unlink(index);
-                queue.free(index);
-                if queue.len == 0 {
-                    self.state.fetch_and(!WAITERS, Ordering::AcqRel);
-                }
-                drop(queue);
-                drop(waker);
-                false
-            }
-            NodeState::Vacant => unreachable!("a waiter's node is freed only by its owner"),
-        }
-    }
-
-    #[cold]
-    pub(crate) fn note_rejected(&self) {
-        self.rejected.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A snapshot of the counters. The fields are read one after the other, so under
-    /// concurrent use they may be a few operations apart.
-    pub(crate) fn counters(&self) -> Counters {
-        let wraps = self.admitted_wraps.load(Ordering::Relaxed);
-        let state = self.state.load(Ordering::Acquire);
-        Counters {
-            in_flight: in_flight(state) as usize,
-            waiting: self.waiting(),
-            peak: self.peak.load(Ordering::Relaxed),
-            admitted: wraps
-                .wrapping_mul(ADMIT_MAX + 1)
-                .wrapping_add(state >> ADMIT_SHIFT),
-            rejected: self.rejected.load(Ordering::Relaxed),
-        }
+        self.core.limit()
     }
 }
 
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
-            .field("limit", &self.limit)
+            .field("limit", &self.limit())
             .field("available", &self.available_permits())
             .field("waiting", &self.waiting())
             .finish_non_exhaustive()
-    }
-}
-
-/// Counters of one semaphore, for [`BulkheadStats`](crate::BulkheadStats).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Counters {
-    pub(crate) in_flight: usize,
-    pub(crate) waiting: usize,
-    pub(crate) peak: usize,
-    pub(crate) admitted: u64,
-    pub(crate) rejected: u64,
-}
-
-/// The queue was at its `max_waiting` bound.
-#[derive(Debug)]
-pub(crate) struct QueueFull;
-
-/// An acquire future's place in the queue: the index of its node while it has one.
-#[derive(Debug)]
-pub(crate) struct Waiter {
-    node: Option<usize>,
-}
-
-impl Waiter {
-    pub(crate) const fn new() -> Self {
-        Self { node: None }
-    }
-
-    /// Not in the queue and holding no granted permit.
-    #[inline]
-    pub(crate) fn is_idle(&self) -> bool {
-        self.node.is_none()
-    }
-}
-
-/// The FIFO of waiters: nodes in a slab, linked by index.
-struct Queue {
-    nodes: Vec<Node>,
-    /// First vacant node; vacant nodes are chained through `next`.
-    free: usize,
-    head: usize,
-    tail: usize,
-    /// Queued nodes (not counting granted ones whose owner has not looked yet).
-    len: usize,
-    /// Nodes not vacant: queued plus granted.
-    used: usize,
-}
-
-struct Node {
-    prev: usize,
-    next: usize,
-    state: NodeState,
-}
-
-enum NodeState {
-    Vacant,
-    /// In the queue; the waker of the future that owns the node.
-    Queued(Option<Waker>),
-    /// Out of the queue, holding a permit its owner has not taken yet.
-    Granted,
-}
-
-impl Queue {
-    const fn new() -> Self {
-        Self {
-            nodes: Vec::new(),
-            free: NIL,
-            head: NIL,
-            tail: NIL,
-            len: 0,
-            used: 0,
-        }
-    }
-
-    fn push_back(&mut self, waker: Waker) -> usize {
-        let node = Node {
-            prev: self.tail,
-            next: NIL,
-            state: NodeState::Queued(Some(waker)),
-        };
-        let index = if self.free == NIL {
-            self.nodes.push(node);
-            self.nodes.len() - 1
-        } else {
-            let index = self.free;
-            self.free = self.nodes[index].next;
-            self.nodes[index] = node;
-            index
-        };
-        if self.tail == NIL {
-            self.head = index;
-        } else {
-            self.nodes[self.tail].next = index;
-        }
-        self.tail = index;
-        self.len += 1;
-        self.used += 1;
-        index
-    }
-
-    /// Takes the oldest waiter out of the queue, marks it granted, returns its waker.
-    fn grant_front(&mut self) -> Option<Waker> {
-        let index = self.head;
-        self.unlink(index);
-        match mem::replace(&mut self.nodes[index].state, NodeState::Granted) {
-            NodeState::Queued(waker) => waker,
-            _ => unreachable!("only queued nodes are linked"),
-        }
-    }
-
-    fn unlink(&mut self, index: usize) {
-        let Node { prev, next, .. } = self.nodes[index];
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.nodes[prev].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.nodes[next].prev = prev;
-        }
-        self.len -= 1;
-    }
-
-    /// Returns an unlinked node to the free list.
-    fn free(&mut self, index: usize) {
-        self.nodes[index] = Node {
-            prev: NIL,
-            next: self.free,
-            state: NodeState::Vacant,
-        };
-        self.free = index;
-        self.used -= 1;
-        if self.used == 0 && self.nodes.len() > 64 {
-            // A burst of waiters is over: give its memory back.
-            self.nodes = Vec::new();
-            self.free = NIL;
-        }
-    }
-}
-
-/// Wakers to wake once the lock is released; a fixed array, so no allocation.
-struct WakeList {
-    wakers: [Option<Waker>; 8],
-    len: usize,
-}
-
-impl WakeList {
-    fn new() -> Self {
-        Self {
-            wakers: [const { None }; 8],
-            len: 0,
-        }
-    }
-
-    fn is_full(&self) -> bool {
-        self.len == self.wakers.len()
-    }
-
-    fn push(&mut self, waker: Waker) {
-        self.wakers[self.len] = Some(waker);
-        self.len += 1;
-    }
-
-    fn wake_all(&mut self) {
-        for waker in self.wakers[..self.len].iter_mut() {
-            if let Some(waker) = waker.take() {
-                waker.wake();
-            }
-        }
-        self.len = 0;
-    }
-}
-
-/// Releases the permit a future was granted but never handed out, or leaves the queue.
-fn abandon(semaphore: &Semaphore, waiter: &mut Waiter) {
-    if semaphore.cancel(waiter) {
-        semaphore.release();
     }
 }
 
@@ -715,7 +272,10 @@ impl<'a> Future for SemaphoreAcquire<'a> {
         let semaphore = this
             .semaphore
             .expect("SemaphoreAcquire polled after completion");
-        match semaphore.poll_acquire(&mut this.waiter, cx, usize::MAX) {
+        match semaphore
+            .core
+            .poll_acquire(&mut this.waiter, cx, usize::MAX)
+        {
             Poll::Ready(_) => {
                 this.semaphore = None;
                 Poll::Ready(SemaphorePermit { semaphore })
@@ -728,7 +288,7 @@ impl<'a> Future for SemaphoreAcquire<'a> {
 impl Drop for SemaphoreAcquire<'_> {
     fn drop(&mut self) {
         if let Some(semaphore) = self.semaphore {
-            abandon(semaphore, &mut self.waiter);
+            semaphore.core.abandon(&mut self.waiter);
         }
     }
 }
@@ -757,7 +317,10 @@ impl Future for SemaphoreAcquireArc {
             .semaphore
             .as_ref()
             .expect("SemaphoreAcquireArc polled after completion");
-        match semaphore.poll_acquire(&mut this.waiter, cx, usize::MAX) {
+        match semaphore
+            .core
+            .poll_acquire(&mut this.waiter, cx, usize::MAX)
+        {
             Poll::Ready(_) => Poll::Ready(SemaphorePermitArc {
                 semaphore: this.semaphore.take().expect("checked above"),
             }),
@@ -769,7 +332,7 @@ impl Future for SemaphoreAcquireArc {
 impl Drop for SemaphoreAcquireArc {
     fn drop(&mut self) {
         if let Some(semaphore) = &self.semaphore {
-            abandon(semaphore, &mut self.waiter);
+            semaphore.core.abandon(&mut self.waiter);
         }
     }
 }
@@ -790,7 +353,7 @@ impl fmt::Debug for SemaphorePermit<'_> {
 impl Drop for SemaphorePermit<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.semaphore.release();
+        self.semaphore.core.release();
     }
 }
 
@@ -811,27 +374,57 @@ impl fmt::Debug for SemaphorePermitArc {
 impl Drop for SemaphorePermitArc {
     #[inline]
     fn drop(&mut self) {
-        self.semaphore.release();
+        self.semaphore.core.release();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::task::Waker;
 
+    /// Regression: the public `Semaphore` carried the bulkheads' statistics (an admission
+    /// count in its state word, a peak and a rejection count); a plain semaphore now
+    /// counts nothing beside its permits.
     #[test]
-    fn the_admission_count_survives_its_wrap_around() {
+    fn a_plain_semaphore_keeps_no_admission_count() {
         let semaphore = Semaphore::new(2);
-        semaphore
-            .state
-            .store(ADMIT_MAX << ADMIT_SHIFT, Ordering::Relaxed);
-        assert_eq!(semaphore.counters().admitted, ADMIT_MAX);
-        let guard = semaphore.try_acquire().unwrap(); // the counter wraps here
-        let counters = semaphore.counters();
-        assert_eq!(counters.admitted, ADMIT_MAX + 1);
-        assert_eq!(counters.in_flight, 1);
-        drop(guard);
-        assert_eq!(semaphore.counters().in_flight, 0);
-        assert_eq!(semaphore.available_permits(), 2);
+        for _ in 0..1000 {
+            drop(semaphore.try_acquire().unwrap());
+        }
+        assert_eq!(semaphore.core.state(), 0);
+        assert_eq!(size_of::<Core<()>>(), size_of::<Semaphore>());
+    }
+
+    /// Regression: after 1,000,000 waiters of which one stayed, the waiter queue kept
+    /// about 40 MB until the last one left.
+    #[test]
+    fn a_burst_of_a_million_waiters_down_to_one_gives_its_memory_back() {
+        const BURST: usize = 1_000_000;
+        let semaphore = Semaphore::new(1);
+        let held = semaphore.try_acquire().unwrap();
+        let mut context = Context::from_waker(Waker::noop());
+        let mut waiters: Vec<_> = (0..BURST).map(|_| semaphore.acquire()).collect();
+        for waiter in &mut waiters {
+            assert!(Pin::new(waiter).poll(&mut context).is_pending());
+        }
+        assert!(semaphore.core.queue_footprint() > 30 << 20);
+        // Half leave by cancellation, then the permit goes down the queue, FIFO, until
+        // only the last waiter is left.
+        let mut last = waiters.pop().unwrap();
+        let mut granted: Vec<_> = waiters.drain(BURST / 2..).collect();
+        waiters.clear();
+        drop(held);
+        for waiter in &mut granted {
+            let permit = Pin::new(waiter).poll(&mut context);
+            assert!(permit.is_ready(), "granted in arrival order");
+        }
+        drop(granted);
+        // The last waiter holds its node: granted the permit, not yet polled.
+        assert_eq!((semaphore.waiting(), semaphore.available_permits()), (0, 0));
+        let kept = semaphore.core.queue_footprint();
+        assert!(kept < 1 << 20, "{kept} bytes kept for one waiter");
+        assert!(Pin::new(&mut last).poll(&mut context).is_ready());
+        assert_eq!(semaphore.core.queue_footprint(), 0);
     }
 }

@@ -505,7 +505,7 @@ fn debug_engine<K, T, Fut>(
 /// `per_key_limit` caps this map alone. When several maps (or other code) hit the same
 /// hosts and the cap must hold across all of them, also run each request through a
 /// shared [`KeyedBulkhead`](crate::KeyedBulkhead) inside `f`. Its options then mean what
-/// they say: a wait `timeout` or `max_waiting` turns "the host is busy with the others'
+/// they say: an `acquire_timeout` or `max_waiting` turns "the host is busy with the others'
 /// work" into a [`BulkheadError`](crate::BulkheadError) item instead of a long wait. Within
 /// one map the bulkhead never makes an item wait while it holds a global slot as long as
 /// `per_key_limit` is no larger than the bulkhead's limit.
@@ -514,7 +514,7 @@ fn debug_engine<K, T, Fut>(
 /// use std::time::Duration;
 /// use tollgate::{BulkheadError, KeyedBulkhead, map_keyed, sleep};
 ///
-/// static PER_HOST: KeyedBulkhead<String> = KeyedBulkhead::new(2).timeout(Duration::from_secs(5));
+/// static PER_HOST: KeyedBulkhead<String> = KeyedBulkhead::new(2).acquire_timeout(Duration::from_secs(5));
 ///
 /// async fn crawl(urls: Vec<String>) -> Vec<Result<(), BulkheadError>> {
 ///     let host = |url: &String| url.split('/').nth(2).unwrap_or_default().to_owned();

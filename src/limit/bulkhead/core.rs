@@ -1,0 +1,206 @@
+//! The one acquire path of every bulkhead: wait for a permit of a cap with the options'
+//! acquire timeout and queue bound, count refusals, hand out a permit that gives the slot
+//! back on drop, and run work under it. [`Bulkhead`](crate::Bulkhead) and
+//! [`KeyedBulkhead`](crate::KeyedBulkhead) differ only in how they find the cap (a
+//! [`Holder`]): per runtime, or per key and runtime.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use super::error::{BulkheadError, Reason};
+use super::options::Options;
+use super::stats::Limiter;
+use crate::limit::semaphore::core::Waiter;
+use crate::runtime::RtSleep;
+
+/// What an acquire future and a permit hold on to: one cap of one bulkhead.
+pub(crate) trait Holder {
+    /// The cap's semaphore.
+    fn limiter(&self) -> &Limiter;
+    /// The bulkhead's options.
+    fn options(&self) -> &Options;
+}
+
+/// The body of every bulkhead acquire future.
+pub(crate) struct Acquire<H: Holder> {
+    /// `None` once the future has completed.
+    holder: Option<H>,
+    waiter: Waiter,
+    /// Started when the caller first has to queue; boxed because it is `!Unpin` and only
+    /// the slow path needs it.
+    timer: Option<Pin<Box<RtSleep>>>,
+}
+
+impl<H: Holder> Acquire<H> {
+    #[inline]
+    pub(crate) fn new(holder: H) -> Self {
+        Self {
+            holder: Some(holder),
+            waiter: Waiter::new(),
+            timer: None,
+        }
+    }
+
+    /// `what` names the public future in the panic message.
+    #[inline]
+    pub(crate) fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        what: &str,
+    ) -> Poll<Result<Permit<H>, BulkheadError>> {
+        let Some(holder) = &self.holder else {
+            panic!("{what} polled after completion");
+        };
+        let limiter = holder.limiter();
+        let result = if self.waiter.is_idle() && limiter.try_take() {
+            Ok(())
+        } else {
+            match self.poll_slow(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(result) => result,
+            }
+        };
+        // On error the holder drops here (a keyed bulkhead may forget the key).
+        let holder = self.holder.take().expect("checked above");
+        Poll::Ready(result.map(|()| Permit { holder }))
+    }
+
+    #[cold]
+    fn poll_slow(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
+        let holder = self.holder.as_ref().expect("checked by poll");
+        let (limiter, options) = (holder.limiter(), holder.options());
+        let refuse = |reason| {
+            limiter.counts().note_rejected();
+            Poll::Ready(Err(options.refuse(reason)))
+        };
+        match limiter.poll_acquire(&mut self.waiter, cx, options.queue_bound()) {
+            Poll::Ready(Ok(())) => return Poll::Ready(Ok(())),
+            Poll::Ready(Err(_)) if options.acquire_timeout == Some(std::time::Duration::ZERO) => {
+                return refuse(Reason::TimedOut);
+            }
+            Poll::Ready(Err(_)) => return refuse(Reason::QueueFull),
+            Poll::Pending => {}
+        }
+        let Some(timeout) = options.acquire_timeout else {
+            return Poll::Pending;
+        };
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(RtSleep::after(timeout)));
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        // Time is up, but a permit granted in the meantime still counts.
+        if limiter.cancel(&mut self.waiter) {
+            return Poll::Ready(Ok(()));
+        }
+        refuse(Reason::TimedOut)
+    }
+}
+
+impl<H: Holder> Drop for Acquire<H> {
+    fn drop(&mut self) {
+        if let Some(holder) = &self.holder {
+            // Leave the queue, passing on a permit granted but never handed out; the
+            // holder drops after.
+            holder.limiter().abandon(&mut self.waiter);
+        }
+    }
+}
+
+/// A permit of a cap, given back when dropped (then the holder drops).
+pub(crate) struct Permit<H: Holder> {
+    holder: H,
+}
+
+impl<H: Holder> Permit<H> {
+    /// A permit if one is free and nobody waits; otherwise the holder is dropped.
+    #[inline]
+    pub(crate) fn try_new(holder: H) -> Option<Self> {
+        // Not `then_some`: a permit built for a failed attempt would release a slot that
+        // was never taken.
+        holder.limiter().try_take().then(|| Self { holder })
+    }
+
+    /// Waits on the calling thread, in the same queue as async callers, with the acquire
+    /// timeout on the real clock (a blocked thread lives outside any runtime's time).
+    pub(crate) fn blocking(holder: H) -> Result<Self, BulkheadError> {
+        if holder.limiter().try_take() {
+            return Ok(Self { holder });
+        }
+        let mut acquire = Acquire::new(holder);
+        crate::runtime::block_on_real_time(std::future::poll_fn(|cx| {
+            acquire.poll(cx, "a blocking acquire")
+        }))
+    }
+
+    /// The `Debug` output of a public permit type named `what`.
+    pub(crate) fn fmt_as(&self, what: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(what)
+            .field("bulkhead", &self.holder.options().name.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<H: Holder> Drop for Permit<H> {
+    #[inline]
+    fn drop(&mut self) {
+        self.holder.limiter().release();
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Awaits `future` once `acquire` has produced a permit; holds the permit until
+    /// `future` completes.
+    pub(crate) struct Gated<A, P, F> {
+        state: Gate<A, P>,
+        #[pin]
+        future: F,
+    }
+}
+
+enum Gate<A, P> {
+    Acquiring(A),
+    Running(P),
+    Done,
+}
+
+impl<A, P, F> Gated<A, P, F> {
+    pub(crate) fn new(acquire: A, future: F) -> Self {
+        Self {
+            state: Gate::Acquiring(acquire),
+            future,
+        }
+    }
+}
+
+impl<A, P, F> Future for Gated<A, P, F>
+where
+    A: Future<Output = Result<P, BulkheadError>> + Unpin,
+    F: Future,
+{
+    type Output = Result<F::Output, BulkheadError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Gate::Acquiring(acquire) = this.state {
+            match Pin::new(acquire).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(permit)) => *this.state = Gate::Running(permit),
+                Poll::Ready(Err(full)) => {
+                    *this.state = Gate::Done;
+                    return Poll::Ready(Err(full));
+                }
+            }
+        }
+        assert!(
+            matches!(this.state, Gate::Running(_)),
+            "bulkhead run future polled after completion"
+        );
+        let output = std::task::ready!(this.future.poll(cx));
+        // Release the slot before handing the output back.
+        *this.state = Gate::Done;
+        Poll::Ready(Ok(output))
+    }
+}

@@ -1,0 +1,120 @@
+//! [`BulkheadError`]: why a bulkhead refused.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::options::{Name, Options};
+
+/// Why a [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead)
+/// refused: it had no free slot and either its acquire timeout passed
+/// ([`timed_out`](Self::timed_out)) or its queue was full ([`queue_full`](Self::queue_full)).
+///
+/// It says which limiter ([`name`](Self::name), [`limit`](Self::limit)) and how it was
+/// configured ([`acquire_timeout`](Self::acquire_timeout),
+/// [`max_waiting`](Self::max_waiting)).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Bulkhead;
+///
+/// static API: Bulkhead = Bulkhead::new(1).name("api").acquire_timeout(Duration::ZERO);
+///
+/// # futures_lite::future::block_on(async {
+/// let _busy = API.acquire().await?;
+/// let refused = API.acquire().await.unwrap_err();
+/// assert_eq!(refused.name(), Some("api"));
+/// assert!(refused.timed_out());
+/// assert_eq!(refused.acquire_timeout(), Some(Duration::ZERO));
+/// assert_eq!(refused.to_string(), "bulkhead `api` (limit 1) has no free slot and an acquire timeout of zero");
+/// # Ok::<(), tollgate::BulkheadError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BulkheadError(Box<Refusal>);
+
+/// Boxed so that `Result<BulkheadPermit, BulkheadError>` stays small on the fast path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Refusal {
+    name: Name,
+    limit: usize,
+    acquire_timeout: Option<Duration>,
+    max_waiting: Option<usize>,
+    reason: Reason,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reason {
+    TimedOut,
+    QueueFull,
+}
+
+impl BulkheadError {
+    pub(crate) fn new(options: &Options, reason: Reason) -> Self {
+        Self(Box::new(Refusal {
+            name: options.name.clone(),
+            limit: options.limit,
+            acquire_timeout: options.acquire_timeout,
+            max_waiting: options.max_waiting,
+            reason,
+        }))
+    }
+
+    /// The limiter's name, if it was given one.
+    pub fn name(&self) -> Option<&str> {
+        self.0.name.as_str()
+    }
+
+    /// The limiter's limit on concurrent work (per key for a
+    /// [`KeyedBulkhead`](crate::KeyedBulkhead)).
+    pub fn limit(&self) -> usize {
+        self.0.limit
+    }
+
+    /// True when the wait for a slot lasted the whole acquire timeout (or the timeout is
+    /// zero and no slot was free).
+    pub fn timed_out(&self) -> bool {
+        self.0.reason == Reason::TimedOut
+    }
+
+    /// True when the queue of waiters was already at its `max_waiting` bound.
+    pub fn queue_full(&self) -> bool {
+        self.0.reason == Reason::QueueFull
+    }
+
+    /// The limiter's configured acquire timeout (`None`: it waits without one).
+    pub fn acquire_timeout(&self) -> Option<Duration> {
+        self.0.acquire_timeout
+    }
+
+    /// The limiter's configured bound on waiters (`None`: unbounded).
+    pub fn max_waiting(&self) -> Option<usize> {
+        self.0.max_waiting
+    }
+}
+
+impl fmt::Display for BulkheadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let refusal = &*self.0;
+        let limit = refusal.limit;
+        match refusal.name.as_str() {
+            Some(name) => write!(f, "bulkhead `{name}` (limit {limit})")?,
+            None => write!(f, "bulkhead (limit {limit})")?,
+        }
+        match (refusal.reason, refusal.acquire_timeout) {
+            (Reason::TimedOut, Some(Duration::ZERO) | None) => {
+                f.write_str(" has no free slot and an acquire timeout of zero")
+            }
+            (Reason::TimedOut, Some(timeout)) => {
+                write!(f, " had no free slot within {timeout:?}")
+            }
+            (Reason::QueueFull, _) => match refusal.max_waiting.unwrap_or(0) {
+                0 => f.write_str(" has no free slot and takes no waiters"),
+                max => write!(f, " has no free slot and {max} callers already waiting"),
+            },
+        }
+    }
+}
+
+impl std::error::Error for BulkheadError {}
