@@ -1,8 +1,9 @@
-//! `map_keyed`: a global cap and a per-key cap that do not block each other.
+//! Per-key limits (`.per_key(key_fn, limit)` on every bounded map): a global cap and a
+//! per-key cap that do not block each other.
 //!
-//! Pins the recipe's pitfall "two limits can block each other": with host-sorted input,
-//! a task that holds a global slot while it waits for its host leaves the other global
-//! slots idle. `map_keyed` must keep every global slot busy anyway.
+//! Pins the pitfall "two limits can block each other": with host-sorted input, a task
+//! that holds a global slot while it waits for its host leaves the other global slots
+//! idle. A map with a per-key limit must keep every global slot busy anyway.
 
 mod common;
 
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::{InFlight, matrix};
 use futures_lite::StreamExt;
-use tollgate::{BoundedStreamExt, map_keyed, sleep};
+use tollgate::{BoundedStreamExt, amap_iter, map_async, sleep, try_map_async};
 
 const HOSTS: usize = 20;
 const PER_HOST: usize = 2;
@@ -45,12 +46,7 @@ impl Counters {
 /// Crawls `(host, page)` items with the simulated latency and returns how long it took.
 async fn crawl(items: Vec<(usize, usize)>, counters: &Counters) -> Duration {
     let start = Instant::now();
-    let pages = map_keyed(
-        items.clone(),
-        |(host, _)| *host,
-        GLOBAL,
-        PER_HOST,
-        |(host, page)| {
+    let pages = map_async(items.clone(), GLOBAL, |(host, page)| {
             let host_counter = counters.host(host);
             async move {
                 let _global = counters.global.enter();
@@ -58,8 +54,7 @@ async fn crawl(items: Vec<(usize, usize)>, counters: &Counters) -> Duration {
                 sleep(Duration::from_millis(2)).await;
                 (host, page)
             }
-        },
-    )
+        }).per_key(|(host, _)| *host, PER_HOST)
     .await;
     assert_eq!(pages, items, "every page, in input order");
     assert_eq!(counters.global.now(), 0);
@@ -106,8 +101,8 @@ matrix! {
         assert_eq!(counters.global.peak(), 5 * PER_HOST);
     }
 
-    async fn look_ahead_bounds_what_is_pulled() {
-        for lookahead in [1, 7, 100] {
+    async fn the_window_bounds_what_is_pulled() {
+        for window in [8, 15, 100] {
             let pulled = Cell::new(0usize);
             let started = Cell::new(0usize);
             let worst = Cell::new(0usize);
@@ -115,17 +110,17 @@ matrix! {
                 pulled.set(pulled.get() + 1);
                 worst.set(worst.get().max(pulled.get() - started.get()));
             });
-            let outputs = map_keyed(items, |n| n / 500, 8, 2, |n| {
+            let outputs = map_async(items, 8, |n| {
                 started.set(started.get() + 1);
                 async move {
                     futures_lite::future::yield_now().await;
                     n
                 }
-            })
-            .lookahead(lookahead)
+            }).per_key(|n| n / 500, 2)
+            .window(window)
             .await;
             assert_eq!(outputs, (0..2_000).collect::<Vec<_>>());
-            assert!(worst.get() <= lookahead, "{} waiting > look-ahead {lookahead}", worst.get());
+            assert!(worst.get() <= window, "{} pulled and not started > window {window}", worst.get());
         }
     }
 
@@ -134,29 +129,29 @@ matrix! {
         // one after another.
         let order = Mutex::new(Vec::new());
         let items = ["a", "a", "a", "b", "b", "b", "c", "c", "c"];
-        map_keyed(items, |key| *key, 1, 1, |key| {
+        map_async(items, 1, |key| {
             order.lock().unwrap().push(key);
             futures_lite::future::yield_now()
-        })
+        }).per_key(|key| *key, 1)
         .await;
         assert_eq!(*order.lock().unwrap(), ["a", "b", "c", "a", "b", "c", "a", "b", "c"]);
     }
 
     async fn failures_are_items_and_empty_input_is_empty() {
-        let results = map_keyed(0..10, |n| n % 3, 4, 1, |n| async move {
+        let results = map_async(0..10, 4, |n| async move {
             if n == 4 { Err(format!("item {n} failed")) } else { Ok(n) }
-        })
+        }).per_key(|n| n % 3, 1)
         .await;
         assert_eq!(results.iter().filter(|r| r.is_err()).count(), 1);
         assert_eq!(results[4], Err("item 4 failed".to_owned()));
-        let nothing: Vec<u8> = map_keyed(Vec::<u8>::new(), |n| *n, 4, 1, |n| async move { n }).await;
+        let nothing: Vec<u8> = map_async(Vec::<u8>::new(), 4, |n| async move { n }).per_key(|n| *n, 1).await;
         assert!(nothing.is_empty());
     }
 
     async fn the_stream_form_yields_in_completion_order_within_the_caps() {
         let counters = Counters::default();
         let mut seen: Vec<(usize, usize)> = futures_lite::stream::iter(sorted())
-            .map_keyed_unordered(|(host, _)| *host, GLOBAL, PER_HOST, |(host, page)| {
+            .map_unordered(GLOBAL, |(host, page)| {
                 let host_counter = counters.host(host);
                 let counters = &counters;
                 async move {
@@ -165,7 +160,7 @@ matrix! {
                     sleep(Duration::from_micros(200 * (page as u64 % 5))).await;
                     (host, page)
                 }
-            })
+            }).per_key(|(host, _)| *host, PER_HOST)
             .collect()
             .await;
         assert!(counters.global.peak() <= GLOBAL);
@@ -178,7 +173,7 @@ matrix! {
         use futures_lite::FutureExt;
         let alive = Arc::new(InFlight::default());
         let tracker = alive.clone();
-        let crawl = map_keyed(0..100, |n| n % 4, 8, 2, move |n| {
+        let crawl = map_async(0..100, 8, move |n| {
             let alive = tracker.clone();
             async move {
                 let _alive = alive.enter();
@@ -188,7 +183,7 @@ matrix! {
                 }
                 futures_lite::future::pending::<()>().await;
             }
-        });
+        }).per_key(|n| n % 4, 2);
         let payload = std::panic::AssertUnwindSafe(crawl).catch_unwind().await.unwrap_err();
         assert_eq!(common::panic_message(&*payload), "item 5 broke");
         assert_eq!(alive.now(), 0, "every other future was dropped");
@@ -199,13 +194,13 @@ matrix! {
         let alive = Arc::new(InFlight::default());
         {
             let tracker = alive.clone();
-            let crawl = map_keyed(0..1_000, |n| n % 10, 8, 2, move |_| {
+            let crawl = map_async(0..1_000, 8, move |_| {
                 let alive = tracker.clone();
                 async move {
                     let _alive = alive.enter();
                     futures_lite::future::pending::<()>().await;
                 }
-            });
+            }).per_key(|n| n % 10, 2);
             let mut crawl = std::pin::pin!(crawl);
             assert!(futures_lite::future::poll_once(crawl.as_mut()).await.is_none());
             assert_eq!(alive.now(), 8);
@@ -216,33 +211,28 @@ matrix! {
 }
 
 #[test]
-#[should_panic(expected = "the per-key limit of map_keyed must be at least 1")]
+#[should_panic(expected = "tollgate: the per-key limit must be at least 1")]
 fn a_zero_per_key_limit_panics() {
-    drop(map_keyed(0..1, |n| *n, 1, 0, |n| async move { n }));
+    drop(map_async(0..1, 1, |n| async move { n }).per_key(|n| *n, 0));
 }
 
 #[test]
-#[should_panic(expected = "the global limit of map_keyed must be at least 1")]
+#[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
 fn a_zero_global_limit_panics() {
-    drop(map_keyed(0..1, |n| *n, 0, 1, |n| async move { n }));
+    drop(map_async(0..1, 0, |n| async move { n }).per_key(|n| *n, 1));
 }
 
 #[test]
 fn the_futures_are_send() {
     fn assert_send<T: Send>(_: &T) {}
-    let crawl = map_keyed(vec![1, 2], |n| *n, 2, 1, |n| async move { n });
+    let crawl = map_async(vec![1, 2], 2, |n| async move { n }).per_key(|n| *n, 1);
     assert_send(&crawl);
-    let stream = futures_lite::stream::iter(vec![1, 2]).map_keyed_unordered(
-        |n| *n,
-        2,
-        1,
-        |n| async move { n },
-    );
+    let stream = futures_lite::stream::iter(vec![1, 2]).map_unordered(2, |n| async move { n }).per_key(|n| *n, 1);
     assert_send(&stream);
 }
 
 mod with_a_shared_keyed_bulkhead {
-    //! Two crawls of the same hosts at once: `map_keyed` caps each, a shared
+    //! Two crawls of the same hosts at once: `per_key` caps each, a shared
     //! `KeyedBulkhead` caps them together, and its wait timeout turns a host kept busy by
     //! the other crawl into failures as items.
 
@@ -255,12 +245,7 @@ mod with_a_shared_keyed_bulkhead {
         hold: Duration,
     ) -> Vec<Result<(), BulkheadError>> {
         let items = (0..40).map(|n| n % 4);
-        map_keyed(
-            items,
-            |host| *host,
-            8,
-            2,
-            |host| {
+        map_async(items, 8, |host| {
                 let host_counter = counters.host(host);
                 async move {
                     per_host
@@ -270,8 +255,7 @@ mod with_a_shared_keyed_bulkhead {
                         })
                         .await
                 }
-            },
-        )
+            }).per_key(|host| *host, 2)
         .await
     }
 
