@@ -9,12 +9,18 @@ mod common;
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::future::{Future, poll_fn};
+use std::panic::AssertUnwindSafe;
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use common::{InFlight, matrix};
-use futures_lite::StreamExt;
-use tollgate::{BoundedStreamExt, amap_iter, map_async, sleep, try_map_async};
+use futures_lite::future::yield_now;
+use futures_lite::{StreamExt, stream};
+use tollgate::{BoundedStreamExt, amap_iter, map_async, sleep, timeout, try_map_async};
 
 const HOSTS: usize = 20;
 const PER_HOST: usize = 2;
@@ -71,6 +77,57 @@ fn interleaved() -> Vec<(usize, usize)> {
     (0..100)
         .flat_map(|p| (0..HOSTS).map(move |h| (h, p)))
         .collect()
+}
+
+/// A request of `host` for `page`, counted globally and per host.
+fn job(counters: &Counters, (host, page): (usize, usize)) -> impl Future<Output = (usize, usize)> + '_ {
+    let host_counter = counters.host(host);
+    let global = &counters.global;
+    async move {
+        let _global = global.enter();
+        let _host = host_counter.enter();
+        sleep(Duration::from_micros(100 * (page as u64 % 3))).await;
+        (host, page)
+    }
+}
+
+/// Pulls every item of `stream`.
+fn drain<S: futures_lite::Stream>(mut stream: Pin<&mut S>) -> impl Future<Output = ()> + '_ {
+    poll_fn(move |cx| loop {
+        match stream.as_mut().poll_next(cx) {
+            Poll::Ready(Some(_)) => {}
+            Poll::Ready(None) => return Poll::Ready(()),
+            Poll::Pending => return Poll::Pending,
+        }
+    })
+}
+
+/// Polls `fut` until it panics, and returns the panic's message.
+async fn poll_until_panic<F: Future>(fut: F) -> String {
+    let mut fut = pin!(fut);
+    poll_fn(|cx| match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+        Ok(Poll::Pending) => Poll::Pending,
+        Ok(Poll::Ready(_)) => panic!("finished without panicking"),
+        Err(payload) => Poll::Ready(common::panic_message(&*payload)),
+    })
+    .await
+}
+
+/// Polls `fut` once more and checks that it panics with a message starting with
+/// `expected` (neither hangs nor returns).
+async fn assert_polled_again_panics<F: Future>(fut: F, expected: &str) {
+    let mut fut = pin!(fut);
+    let outcome = poll_fn(|cx| {
+        Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx).is_ready())))
+    })
+    .await;
+    match outcome {
+        Ok(ready) => panic!("polled again: no panic (ready: {ready}), expected {expected:?}"),
+        Err(payload) => {
+            let message = common::panic_message(&*payload);
+            assert!(message.starts_with(expected), "{message}");
+        }
+    }
 }
 
 matrix! {
@@ -208,6 +265,114 @@ matrix! {
         assert_eq!(alive.now(), 0);
         assert_eq!(alive.peak(), 8);
     }
+
+    /// Regression: the keyed unordered stream never returned `Pending` while outputs kept
+    /// coming, so an outer 10 ms timeout around draining 3,000,000 ready futures never
+    /// fired (the drain took seconds). 300,000 show the same in a debug build.
+    async fn a_keyed_stream_of_ready_futures_yields_to_an_outer_timeout() {
+        const N: u64 = 300_000;
+        let started = Instant::now();
+        let keyed = stream::iter(0..N)
+            .map_unordered(64, |n| async move { n })
+            .per_key(|n| n % 16, 4);
+        let drained = timeout(Duration::from_millis(10), keyed.count()).await;
+        assert!(drained.is_err(), "drained {N} items without yielding to the timeout");
+        assert!(started.elapsed() < Duration::from_secs(30));
+        // The plain stream, for comparison, has always yielded.
+        let plain = amap_iter(0..N, 64, |n| async move { n });
+        assert!(timeout(Duration::from_millis(10), plain.count()).await.is_err());
+    }
+
+    /// Regression: a keyed map polled after completion returned `Ready([])`; like every
+    /// map it must panic clearly.
+    async fn a_keyed_map_polled_after_completion_panics_clearly() {
+        let mut keyed = pin!(map_async(0..10, 4, |n| async move { n }).per_key(|n| n % 3, 1));
+        assert_eq!(keyed.as_mut().await, (0..10).collect::<Vec<_>>());
+        assert_polled_again_panics(keyed.as_mut(), "`MapAsync` polled after completion").await;
+        let mut tried = pin!(try_map_async(0..10, 4, |n| async move { Ok::<_, ()>(n) }).per_key(|n| n % 3, 1));
+        assert_eq!(tried.as_mut().await, Ok((0..10).collect::<Vec<_>>()));
+        assert_polled_again_panics(tried.as_mut(), "`TryMapAsync` polled after completion").await;
+    }
+
+    /// Regression: after a caught panic, the keyed map polled again returned `Pending`
+    /// forever and never woke (its waiting items could never start). Future and stream
+    /// forms must panic clearly instead.
+    async fn a_keyed_map_polled_again_after_a_caught_panic_panics_clearly() {
+        let job = |n: usize| async move {
+            if n == 5 {
+                yield_now().await;
+                panic!("item 5 broke");
+            }
+            futures_lite::future::pending::<usize>().await
+        };
+        let mut keyed = pin!(map_async(0..100, 8, job).per_key(|n| n % 4, 2));
+        assert_eq!(poll_until_panic(keyed.as_mut()).await, "item 5 broke");
+        assert_polled_again_panics(keyed.as_mut(), "`MapAsync` polled after a panic").await;
+        let try_job = |n: usize| async move { Ok::<_, ()>(job(n).await) };
+        let mut tried = pin!(try_map_async(0..100, 8, try_job).per_key(|n| n % 4, 2));
+        assert_eq!(poll_until_panic(tried.as_mut()).await, "item 5 broke");
+        assert_polled_again_panics(tried.as_mut(), "`TryMapAsync` polled after a panic").await;
+        let mut unordered = pin!(amap_iter(0..100, 8, job).per_key(|n| n % 4, 2));
+        assert_eq!(poll_until_panic(drain(unordered.as_mut())).await, "item 5 broke");
+        assert_polled_again_panics(drain(unordered.as_mut()), "`MapUnordered` polled after a panic").await;
+        let mut ordered = pin!(stream::iter(0..100).map_bounded(8, job).per_key(|n| n % 4, 2));
+        assert_eq!(poll_until_panic(drain(ordered.as_mut())).await, "item 5 broke");
+        assert_polled_again_panics(drain(ordered.as_mut()), "`MapBounded` polled after a panic").await;
+    }
+
+    async fn every_bounded_map_takes_a_per_key_limit() {
+        let items = || sorted().into_iter();
+        let key = |(host, _): &(usize, usize)| *host;
+        let check = |counters: &Counters| {
+            assert!(counters.global.peak() <= GLOBAL);
+            assert_eq!(counters.max_host_peak(), PER_HOST);
+            assert_eq!(counters.global.now(), 0);
+        };
+        // In input order: the ordered stream.
+        let counters = Counters::default();
+        let ordered: Vec<_> = stream::iter(items())
+            .map_bounded(GLOBAL, |item| job(&counters, item))
+            .per_key(key, PER_HOST)
+            .collect()
+            .await;
+        assert_eq!(ordered, sorted());
+        check(&counters);
+        // In completion order, from an iterator.
+        let counters = Counters::default();
+        let mut unordered: Vec<_> = amap_iter(items(), GLOBAL, |item| job(&counters, item))
+            .per_key(key, PER_HOST)
+            .collect()
+            .await;
+        unordered.sort_unstable();
+        assert_eq!(unordered, sorted());
+        check(&counters);
+        // All or nothing.
+        let counters = Counters::default();
+        let all = try_map_async(items(), GLOBAL, |item| {
+            let fut = job(&counters, item);
+            async move { Ok::<_, ()>(fut.await) }
+        })
+        .per_key(key, PER_HOST)
+        .await;
+        assert_eq!(all, Ok(sorted()));
+        check(&counters);
+    }
+
+    async fn the_first_error_stops_a_keyed_try_map() {
+        let pulled = AtomicUsize::new(0);
+        let items = (0..10_000usize).inspect(|_| {
+            pulled.fetch_add(1, SeqCst);
+        });
+        let result = try_map_async(items, 8, |n| async move {
+            yield_now().await;
+            if n == 50 { Err(n) } else { Ok(n) }
+        })
+        .per_key(|n| n % 4, 2)
+        .window(16)
+        .await;
+        assert_eq!(result, Err(50));
+        assert!(pulled.load(SeqCst) <= 50 + 16, "pulled {}", pulled.load(SeqCst));
+    }
 }
 
 #[test]
@@ -229,6 +394,48 @@ fn the_futures_are_send() {
     assert_send(&crawl);
     let stream = futures_lite::stream::iter(vec![1, 2]).map_unordered(2, |n| async move { n }).per_key(|n| *n, 1);
     assert_send(&stream);
+}
+
+struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+#[test]
+fn a_keyed_stream_of_ready_items_yields_now_and_then() {
+    let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = Waker::from(count.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut outputs = pin!(amap_iter(0..100_000, 64, |n| async move { n }).per_key(|n| n % 7, 3));
+    let (mut items, mut yields) = (0, 0);
+    loop {
+        match outputs.as_mut().poll_next(&mut cx) {
+            Poll::Ready(Some(_)) => items += 1,
+            Poll::Ready(None) => break,
+            Poll::Pending => {
+                yields += 1;
+                assert_eq!(count.0.load(SeqCst), yields, "each yield wakes the task");
+            }
+        }
+    }
+    assert_eq!(items, 100_000);
+    assert!((10..=100_000 / 64).contains(&yields), "yields: {yields}");
+}
+
+#[test]
+fn the_limits_cannot_be_swapped_and_the_window_defaults_to_64_times_the_limit() {
+    let keyed = map_async(0..10, 8, |n| async move { n }).per_key(|n| n % 2, 2);
+    let shown = format!("{keyed:?}");
+    assert!(shown.contains("limit: 8") && shown.contains("per_key_limit: 2"), "{shown}");
+    assert!(shown.contains("window: 512"), "{shown}");
+    // An explicit window survives `per_key`, whichever comes first.
+    let keyed = map_async(0..10, 8, |n| async move { n }).window(20).per_key(|n| n % 2, 2);
+    assert!(format!("{keyed:?}").contains("window: 20"));
+    let keyed = amap_iter(0..10, 8, |n| async move { n }).per_key(|n| n % 2, 2).window(30);
+    assert!(format!("{keyed:?}").contains("window: 30"));
 }
 
 mod with_a_shared_keyed_bulkhead {

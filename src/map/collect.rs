@@ -181,7 +181,6 @@ where
 {
     type Output = Vec<Fut::Output>;
 
-    #[track_caller]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let core = this.core.project();
@@ -309,7 +308,6 @@ where
 {
     type Output = Result<Vec<T>, E>;
 
-    #[track_caller]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let core = this.core.project();
@@ -399,7 +397,6 @@ where
 {
     type Output = Vec<<I::Item as IntoFuture>::Output>;
 
-    #[track_caller]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let core = this.core.project();

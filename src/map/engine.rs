@@ -227,7 +227,6 @@ impl<Fut, A> Engine<Fut, A> {
     /// Panics if the map may not be polled: it finished (a future) or a panic went
     /// through it.
     #[inline]
-    #[track_caller]
     pub(crate) fn check(&self, name: &str) {
         if self.state != State::Running {
             self.polled_when_not_running(name);
@@ -235,7 +234,6 @@ impl<Fut, A> Engine<Fut, A> {
     }
 
     #[cold]
-    #[track_caller]
     fn polled_when_not_running(&self, name: &str) -> ! {
         match self.state {
             State::Finished => panic!("`{name}` polled after completion"),
@@ -456,7 +454,6 @@ impl<S: Stream, Fut, R, A> Core<S, Fut, R, A> {
 
 impl<S: Stream, Fut: Future, R: Buffer<Fut::Output>, A: Admission<S::Item>> Core<S, Fut, R, A> {
     /// The next output for a stream. `name` is the stream's type, for panic messages.
-    #[track_caller]
     pub(crate) fn poll_next_with<F, W>(
         self: Pin<&mut Self>,
         f: &mut F,

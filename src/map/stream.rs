@@ -130,7 +130,6 @@ where
 {
     type Item = Fut::Output;
 
-    #[track_caller]
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
         this.core.poll_next_with(this.f, cx, "MapBounded")
@@ -266,7 +265,6 @@ where
 {
     type Item = Fut::Output;
 
-    #[track_caller]
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
         this.core.poll_next_with(this.f, cx, "MapUnordered")
