@@ -37,7 +37,10 @@ fn keyed(c: &mut Criterion) {
     for (order, hosts) in inputs() {
         group.bench_with_input(BenchmarkId::new("per_key", order), &hosts, |b, hosts| {
             b.iter(|| {
-                run_sync(map_async(hosts.iter().copied(), GLOBAL, |_| sleep(LATENCY)).per_key(|h| *h, PER_HOST))
+                run_sync(
+                    map_async(hosts.iter().copied(), GLOBAL, |_| sleep(LATENCY))
+                        .per_key(|h| *h, PER_HOST),
+                )
             })
         });
         group.bench_with_input(BenchmarkId::new("naive", order), &hosts, |b, hosts| {

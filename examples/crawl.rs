@@ -244,28 +244,29 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
     let done = AtomicUsize::new(0);
     let start = Instant::now();
     let mut crawl = map_async(urls, settings.global, |(i, url)| {
-            let network = &network;
-            let done = &done;
-            let mut attempt = 0;
-            async move {
-                let result = retry(|| {
-                    attempt += 1;
-                    let outcome = outcome(i, attempt, settings.fail_percent);
-                    let url = url.as_str();
-                    async move {
-                        tollgate::timeout(attempt_timeout, network.get(url, outcome))
-                            .await
-                            .unwrap_or(Err(FetchError::TimedOut))
-                    }
-                })
-                .attempts(3)
-                .interval(Duration::from_millis(1))
-                .when(|error| matches!(error, FetchError::Unavailable | FetchError::TimedOut))
-                .await;
-                done.fetch_add(1, Ordering::Relaxed);
-                result
-            }
-        }).per_key(|(_, url)| host_of(url).to_owned(), settings.per_host);
+        let network = &network;
+        let done = &done;
+        let mut attempt = 0;
+        async move {
+            let result = retry(|| {
+                attempt += 1;
+                let outcome = outcome(i, attempt, settings.fail_percent);
+                let url = url.as_str();
+                async move {
+                    tollgate::timeout(attempt_timeout, network.get(url, outcome))
+                        .await
+                        .unwrap_or(Err(FetchError::TimedOut))
+                }
+            })
+            .attempts(3)
+            .interval(Duration::from_millis(1))
+            .when(|error| matches!(error, FetchError::Unavailable | FetchError::TimedOut))
+            .await;
+            done.fetch_add(1, Ordering::Relaxed);
+            result
+        }
+    })
+    .per_key(|(_, url)| host_of(url).to_owned(), settings.per_host);
     if let Some(window) = settings.window {
         crawl = crawl.window(window.max(settings.global));
     }

@@ -145,7 +145,10 @@ async fn crawl(
     settings: &Settings,
     attempts: &AtomicUsize,
 ) -> Vec<Result<String, RetryError<FetchError>>> {
-    map_async(urls.iter().map(String::as_str), settings.global, |url| async move {
+    map_async(
+        urls.iter().map(String::as_str),
+        settings.global,
+        |url| async move {
             retry(|| {
                 attempts.fetch_add(1, Ordering::Relaxed);
                 fetch(url)
@@ -155,7 +158,9 @@ async fn crawl(
             .timeout(PATIENCE)
             .when(|error| matches!(error, FetchError::Unavailable))
             .await
-        }).per_key(|url| host_of(url), settings.per_host)
+        },
+    )
+    .per_key(|url| host_of(url), settings.per_host)
     .await
 }
 
@@ -344,8 +349,9 @@ async fn part_headline(server: &TestServer, settings: &Settings) -> Result<(), S
 
     server.reset_peaks();
     let start = Instant::now();
-    let results = map_async(urls.iter().map(String::as_str), settings.global, fetch).per_key(|url| host_of(url), settings.per_host)
-    .await;
+    let results = map_async(urls.iter().map(String::as_str), settings.global, fetch)
+        .per_key(|url| host_of(url), settings.per_host)
+        .await;
     let concurrent = start.elapsed();
     check(results)?;
     let peak = server.global().peak;

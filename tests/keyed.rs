@@ -53,14 +53,15 @@ impl Counters {
 async fn crawl(items: Vec<(usize, usize)>, counters: &Counters) -> Duration {
     let start = Instant::now();
     let pages = map_async(items.clone(), GLOBAL, |(host, page)| {
-            let host_counter = counters.host(host);
-            async move {
-                let _global = counters.global.enter();
-                let _host = host_counter.enter();
-                sleep(Duration::from_millis(2)).await;
-                (host, page)
-            }
-        }).per_key(|(host, _)| *host, PER_HOST)
+        let host_counter = counters.host(host);
+        async move {
+            let _global = counters.global.enter();
+            let _host = host_counter.enter();
+            sleep(Duration::from_millis(2)).await;
+            (host, page)
+        }
+    })
+    .per_key(|(host, _)| *host, PER_HOST)
     .await;
     assert_eq!(pages, items, "every page, in input order");
     assert_eq!(counters.global.now(), 0);
@@ -80,7 +81,10 @@ fn interleaved() -> Vec<(usize, usize)> {
 }
 
 /// A request of `host` for `page`, counted globally and per host.
-fn job(counters: &Counters, (host, page): (usize, usize)) -> impl Future<Output = (usize, usize)> + '_ {
+fn job(
+    counters: &Counters,
+    (host, page): (usize, usize),
+) -> impl Future<Output = (usize, usize)> + '_ {
     let host_counter = counters.host(host);
     let global = &counters.global;
     async move {
@@ -93,11 +97,13 @@ fn job(counters: &Counters, (host, page): (usize, usize)) -> impl Future<Output 
 
 /// Pulls every item of `stream`.
 fn drain<S: futures_lite::Stream>(mut stream: Pin<&mut S>) -> impl Future<Output = ()> + '_ {
-    poll_fn(move |cx| loop {
-        match stream.as_mut().poll_next(cx) {
-            Poll::Ready(Some(_)) => {}
-            Poll::Ready(None) => return Poll::Ready(()),
-            Poll::Pending => return Poll::Pending,
+    poll_fn(move |cx| {
+        loop {
+            match stream.as_mut().poll_next(cx) {
+                Poll::Ready(Some(_)) => {}
+                Poll::Ready(None) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
         }
     })
 }
@@ -105,11 +111,13 @@ fn drain<S: futures_lite::Stream>(mut stream: Pin<&mut S>) -> impl Future<Output
 /// Polls `fut` until it panics, and returns the panic's message.
 async fn poll_until_panic<F: Future>(fut: F) -> String {
     let mut fut = pin!(fut);
-    poll_fn(|cx| match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-        Ok(Poll::Pending) => Poll::Pending,
-        Ok(Poll::Ready(_)) => panic!("finished without panicking"),
-        Err(payload) => Poll::Ready(common::panic_message(&*payload)),
-    })
+    poll_fn(
+        |cx| match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(_)) => panic!("finished without panicking"),
+            Err(payload) => Poll::Ready(common::panic_message(&*payload)),
+        },
+    )
     .await
 }
 
@@ -118,7 +126,9 @@ async fn poll_until_panic<F: Future>(fut: F) -> String {
 async fn assert_polled_again_panics<F: Future>(fut: F, expected: &str) {
     let mut fut = pin!(fut);
     let outcome = poll_fn(|cx| {
-        Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx).is_ready())))
+        Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| {
+            fut.as_mut().poll(cx).is_ready()
+        })))
     })
     .await;
     match outcome {
@@ -392,7 +402,9 @@ fn the_futures_are_send() {
     fn assert_send<T: Send>(_: &T) {}
     let crawl = map_async(vec![1, 2], 2, |n| async move { n }).per_key(|n| *n, 1);
     assert_send(&crawl);
-    let stream = futures_lite::stream::iter(vec![1, 2]).map_unordered(2, |n| async move { n }).per_key(|n| *n, 1);
+    let stream = futures_lite::stream::iter(vec![1, 2])
+        .map_unordered(2, |n| async move { n })
+        .per_key(|n| *n, 1);
     assert_send(&stream);
 }
 
@@ -429,12 +441,19 @@ fn a_keyed_stream_of_ready_items_yields_now_and_then() {
 fn the_limits_cannot_be_swapped_and_the_window_defaults_to_64_times_the_limit() {
     let keyed = map_async(0..10, 8, |n| async move { n }).per_key(|n| n % 2, 2);
     let shown = format!("{keyed:?}");
-    assert!(shown.contains("limit: 8") && shown.contains("per_key_limit: 2"), "{shown}");
+    assert!(
+        shown.contains("limit: 8") && shown.contains("per_key_limit: 2"),
+        "{shown}"
+    );
     assert!(shown.contains("window: 512"), "{shown}");
     // An explicit window survives `per_key`, whichever comes first.
-    let keyed = map_async(0..10, 8, |n| async move { n }).window(20).per_key(|n| n % 2, 2);
+    let keyed = map_async(0..10, 8, |n| async move { n })
+        .window(20)
+        .per_key(|n| n % 2, 2);
     assert!(format!("{keyed:?}").contains("window: 20"));
-    let keyed = amap_iter(0..10, 8, |n| async move { n }).per_key(|n| n % 2, 2).window(30);
+    let keyed = amap_iter(0..10, 8, |n| async move { n })
+        .per_key(|n| n % 2, 2)
+        .window(30);
     assert!(format!("{keyed:?}").contains("window: 30"));
 }
 
@@ -453,16 +472,17 @@ mod with_a_shared_keyed_bulkhead {
     ) -> Vec<Result<(), BulkheadError>> {
         let items = (0..40).map(|n| n % 4);
         map_async(items, 8, |host| {
-                let host_counter = counters.host(host);
-                async move {
-                    per_host
-                        .run(&host, async {
-                            let _host = host_counter.enter();
-                            sleep(hold).await;
-                        })
-                        .await
-                }
-            }).per_key(|host| *host, 2)
+            let host_counter = counters.host(host);
+            async move {
+                per_host
+                    .run(&host, async {
+                        let _host = host_counter.enter();
+                        sleep(hold).await;
+                    })
+                    .await
+            }
+        })
+        .per_key(|host| *host, 2)
         .await
     }
 

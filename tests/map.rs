@@ -152,11 +152,13 @@ impl Iterator for Claims {
 
 /// Pulls every item of `stream`.
 fn drain<S: futures_lite::Stream>(mut stream: Pin<&mut S>) -> impl Future<Output = ()> + '_ {
-    poll_fn(move |cx| loop {
-        match stream.as_mut().poll_next(cx) {
-            Poll::Ready(Some(_)) => {}
-            Poll::Ready(None) => return Poll::Ready(()),
-            Poll::Pending => return Poll::Pending,
+    poll_fn(move |cx| {
+        loop {
+            match stream.as_mut().poll_next(cx) {
+                Poll::Ready(Some(_)) => {}
+                Poll::Ready(None) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
         }
     })
 }
@@ -164,11 +166,13 @@ fn drain<S: futures_lite::Stream>(mut stream: Pin<&mut S>) -> impl Future<Output
 /// Polls `fut` until it panics, and returns the panic's message.
 async fn poll_until_panic<F: Future>(fut: F) -> String {
     let mut fut = pin!(fut);
-    poll_fn(|cx| match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-        Ok(Poll::Pending) => Poll::Pending,
-        Ok(Poll::Ready(_)) => panic!("finished without panicking"),
-        Err(payload) => Poll::Ready(panic_message(&*payload)),
-    })
+    poll_fn(
+        |cx| match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(_)) => panic!("finished without panicking"),
+            Err(payload) => Poll::Ready(panic_message(&*payload)),
+        },
+    )
     .await
 }
 
@@ -176,9 +180,12 @@ async fn poll_until_panic<F: Future>(fut: F) -> String {
 /// (neither hangs nor returns).
 async fn assert_polled_after_panic<F: Future>(fut: F, expected: &str) {
     let mut fut = pin!(fut);
-    let outcome =
-        poll_fn(|cx| Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx).is_ready()))))
-            .await;
+    let outcome = poll_fn(|cx| {
+        Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| {
+            fut.as_mut().poll(cx).is_ready()
+        })))
+    })
+    .await;
     match outcome {
         Ok(ready) => panic!("polled again: no panic (ready: {ready}), expected {expected:?}"),
         Err(payload) => {

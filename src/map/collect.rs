@@ -43,7 +43,13 @@ where
     pub(crate) fn new(items: I, limit: usize, f: F) -> Self {
         let out = output_vec(items.size_hint().0);
         Self {
-            core: Core::new(stream::iter(items), limit, true, InOrder::new(), Window::default()),
+            core: Core::new(
+                stream::iter(items),
+                limit,
+                true,
+                InOrder::new(),
+                Window::default(),
+            ),
             f,
             out,
         }
@@ -132,7 +138,11 @@ where
     /// If `limit` is 0. Polling panics if `key_fn` does (after dropping the work in
     /// flight and the items waiting for their key).
     #[track_caller]
-    pub fn per_key<K, KF>(self, key_fn: KF, limit: usize) -> MapAsync<I, F, Fut, PerKey<I::Item, K, KF>>
+    pub fn per_key<K, KF>(
+        self,
+        key_fn: KF,
+        limit: usize,
+    ) -> MapAsync<I, F, Fut, PerKey<I::Item, K, KF>>
     where
         K: Hash + Eq + Clone,
         KF: FnMut(&I::Item) -> K,
@@ -189,7 +199,10 @@ where
             order: core.results,
             out: this.out,
         };
-        let _ = std::task::ready!(core.engine.poll_drive(core.source, this.f, &mut results, cx));
+        let _ = std::task::ready!(
+            core.engine
+                .poll_drive(core.source, this.f, &mut results, cx)
+        );
         core.engine.finish();
         Poll::Ready(std::mem::take(this.out))
     }
@@ -219,6 +232,10 @@ pin_project! {
     }
 }
 
+/// [`TryMapAsync`] with a per-key limit (a private shorthand: the type is the public one).
+type TryMapAsyncPerKey<I, F, Fut, T, E, K, KF> =
+    TryMapAsync<I, F, Fut, T, E, PerKey<<I as Iterator>::Item, K, KF>>;
+
 impl<I, F, Fut, T, E> TryMapAsync<I, F, Fut, T, E>
 where
     I: Iterator,
@@ -229,7 +246,13 @@ where
     pub(crate) fn new(items: I, limit: usize, f: F) -> Self {
         let out = output_vec(items.size_hint().0);
         Self {
-            core: Core::new(stream::iter(items), limit, true, InOrder::new(), Window::default()),
+            core: Core::new(
+                stream::iter(items),
+                limit,
+                true,
+                InOrder::new(),
+                Window::default(),
+            ),
             f,
             out,
             error: None,
@@ -261,7 +284,7 @@ where
         self,
         key_fn: KF,
         limit: usize,
-    ) -> TryMapAsync<I, F, Fut, T, E, PerKey<I::Item, K, KF>>
+    ) -> TryMapAsyncPerKey<I, F, Fut, T, E, K, KF>
     where
         K: Hash + Eq + Clone,
         KF: FnMut(&I::Item) -> K,
@@ -317,7 +340,10 @@ where
             out: this.out,
             error: this.error,
         };
-        let flow = std::task::ready!(core.engine.poll_drive(core.source, this.f, &mut results, cx));
+        let flow = std::task::ready!(
+            core.engine
+                .poll_drive(core.source, this.f, &mut results, cx)
+        );
         core.engine.finish();
         match flow {
             ControlFlow::Continue(()) => Poll::Ready(Ok(std::mem::take(this.out))),
@@ -364,7 +390,13 @@ where
     pub(crate) fn new(futures: I, limit: usize) -> Self {
         let out = output_vec(futures.size_hint().0);
         Self {
-            core: Core::new(stream::iter(futures), limit, true, InOrder::new(), Window::default()),
+            core: Core::new(
+                stream::iter(futures),
+                limit,
+                true,
+                InOrder::new(),
+                Window::default(),
+            ),
             out,
         }
     }

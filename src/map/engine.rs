@@ -142,8 +142,7 @@ impl<T> Admission<T> for Window {
                     *budget -= 1;
                     let seq = engine.next_seq;
                     engine.next_seq += 1;
-                    if let Started::Ready(output) = engine.pool.start(f(item).into_future(), seq)
-                    {
+                    if let Started::Ready(output) = engine.pool.start(f(item).into_future(), seq) {
                         results.accept(seq, output)?;
                     }
                 }
@@ -199,8 +198,15 @@ impl<Fut, A> Engine<Fut, A> {
 
     /// The same engine, not yet started, with another admission; an unset window follows
     /// the new admission's default.
-    pub(crate) fn with_admission<T, B: Admission<T>>(self, ordered: bool, admission: B) -> Engine<Fut, B> {
-        debug_assert!(self.next_seq == 0, "the admission changes before the first poll");
+    pub(crate) fn with_admission<T, B: Admission<T>>(
+        self,
+        ordered: bool,
+        admission: B,
+    ) -> Engine<Fut, B> {
+        debug_assert!(
+            self.next_seq == 0,
+            "the admission changes before the first poll"
+        );
         let limit = self.pool.limit();
         Engine {
             pool: self.pool,

@@ -49,6 +49,9 @@ pub trait BoundedStreamExt: Stream {
     /// A slow item does not stall the others: their outputs wait in a reorder buffer
     /// bounded by the [window](MapBounded::window) (4 × `limit` by default).
     ///
+    /// `f` may return any [`IntoFuture`]; add a per-key cap with
+    /// [`MapBounded::per_key`].
+    ///
     /// Failures are items like any other: with `Fut::Output = Result<T, E>` you get every
     /// `Result`. Stop at the first error with `try_next`/`try_collect`-style consumers, or
     /// use [`try_map_async`] for an iterator.
@@ -70,7 +73,8 @@ pub trait BoundedStreamExt: Stream {
     /// # Panics
     ///
     /// If `limit` is 0. If a future, `f` or the source panics, the other futures in flight
-    /// are dropped and the panic continues in the caller.
+    /// are dropped and the panic continues in the caller; polling the stream again after
+    /// that panics too (it never hangs or yields more).
     ///
     /// # Cancel safety
     ///
@@ -95,6 +99,9 @@ pub trait BoundedStreamExt: Stream {
     /// refilled in the same poll. By default at most `limit` items are pulled and not yet
     /// yielded; [`MapUnordered::window`] allows more finished outputs to wait.
     ///
+    /// `f` may return any [`IntoFuture`]; add a per-key cap with
+    /// [`MapUnordered::per_key`].
+    ///
     /// # Examples
     ///
     /// ```
@@ -114,7 +121,8 @@ pub trait BoundedStreamExt: Stream {
     /// # Panics
     ///
     /// If `limit` is 0. If a future, `f` or the source panics, the other futures in flight
-    /// are dropped and the panic continues in the caller.
+    /// are dropped and the panic continues in the caller; polling the stream again after
+    /// that panics too (it never hangs or yields more).
     ///
     /// # Cancel safety
     ///
@@ -148,6 +156,10 @@ impl<S: Stream + ?Sized> BoundedStreamExt for S {}
 /// `Vec<Result<T, E>>` (asyncio's `return_exceptions=True`). For all-or-nothing, use
 /// [`try_map_async`].
 ///
+/// `f` may return any [`IntoFuture`], a [`retry`](crate::retry) builder for instance. A
+/// per-key cap (per host) goes beside its key function:
+/// `map_async(urls, 12, fetch).per_key(host, 4)`; see [`MapAsync::per_key`].
+///
 /// This is [`BoundedStreamExt::map_bounded`] over the iterator, collected. Each future is
 /// polled inline (never spawned) as soon as it is created, and a future that is ready at
 /// once costs no allocation and no wake-up. After a few hundred units of work in one poll
@@ -180,7 +192,8 @@ impl<S: Stream + ?Sized> BoundedStreamExt for S {}
 /// # Panics
 ///
 /// If `limit` is 0. If a future or `f` panics, the other futures in flight are dropped and
-/// the panic continues in the caller.
+/// the panic continues in the caller. Polling the future again after it completed, or
+/// after it propagated a panic, panics (it never hangs or returns partial data).
 ///
 /// # Cancel safety
 ///
@@ -203,7 +216,10 @@ where
 ///
 /// All-or-nothing: the first future to fail (in completion order) wins. Every other future
 /// in flight is dropped (cancelled) at once, nothing more is pulled from `items`, and
-/// its error is returned.
+/// its error is returned. The input may be endless (`1u32..`): the result vector grows as
+/// values arrive and is never sized from the input's `size_hint`.
+///
+/// `f` may return any [`IntoFuture`]; add a per-key cap with [`TryMapAsync::per_key`].
 ///
 /// # Examples
 ///
@@ -224,7 +240,8 @@ where
 /// # Panics
 ///
 /// If `limit` is 0. If a future or `f` panics, the other futures in flight are dropped and
-/// the panic continues in the caller.
+/// the panic continues in the caller. Polling the future again after it completed, or
+/// after it propagated a panic, panics (it never hangs or returns partial data).
 ///
 /// # Cancel safety
 ///
@@ -252,6 +269,9 @@ where
 /// cancels every future in flight and pulls nothing more. This is
 /// [`BoundedStreamExt::map_unordered`] over the iterator.
 ///
+/// `f` may return any [`IntoFuture`]; add a per-key cap with [`MapUnordered::per_key`]
+/// (the keyed map's stream form over an iterator).
+///
 /// # Examples
 ///
 /// ```
@@ -269,7 +289,7 @@ where
 /// # Panics
 ///
 /// If `limit` is 0. If a future or `f` panics, the other futures in flight are dropped and
-/// the panic continues in the caller.
+/// the panic continues in the caller; polling the stream again after that panics too.
 ///
 /// # Cancel safety
 ///
@@ -289,7 +309,12 @@ where
 /// Runs `futures` with at most `limit` in flight, collecting their outputs in input order.
 ///
 /// The futures are already created, but none is polled before its turn: at most `limit`
-/// are in flight at once. This is [`map_async`] without the function.
+/// are in flight at once. This is [`map_async`] without the function; the items may be
+/// any [`IntoFuture`] (a list of [`retry`](crate::retry) builders, say).
+///
+/// `gather_limit` has no `per_key`: its items carry no key to count by. For a per-key
+/// cap, keep the keys in the items and use [`map_async`] with
+/// [`per_key`](MapAsync::per_key).
 ///
 /// # Examples
 ///
@@ -309,7 +334,8 @@ where
 /// # Panics
 ///
 /// If `limit` is 0. If a future panics, the others in flight are dropped and the panic
-/// continues in the caller.
+/// continues in the caller. Polling the future again after it completed, or after it
+/// propagated a panic, panics.
 ///
 /// # Cancel safety
 ///

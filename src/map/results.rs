@@ -180,7 +180,6 @@ impl<T, E> Results<Result<T, E>> for TryCollect<'_, T, E> {
     }
 }
 
-
 /// The most a collecting map preallocates for its output from the input's `size_hint`:
 /// a hint may be huge (`0..1 << 33`) or unbounded (`1u32..`), and the vector grows
 /// anyway.

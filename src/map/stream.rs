@@ -73,7 +73,11 @@ where
     /// If `limit` is 0. Polling panics if `key_fn` does (after dropping the work in
     /// flight).
     #[track_caller]
-    pub fn per_key<K, KF>(self, key_fn: KF, limit: usize) -> MapBounded<S, F, Fut, PerKey<S::Item, K, KF>>
+    pub fn per_key<K, KF>(
+        self,
+        key_fn: KF,
+        limit: usize,
+    ) -> MapBounded<S, F, Fut, PerKey<S::Item, K, KF>>
     where
         K: Hash + Eq + Clone,
         KF: FnMut(&S::Item) -> K,
@@ -172,7 +176,13 @@ where
     #[track_caller]
     pub(crate) fn new(source: S, limit: usize, f: F) -> Self {
         Self {
-            core: Core::new(source, limit, false, InCompletionOrder::new(), Window::default()),
+            core: Core::new(
+                source,
+                limit,
+                false,
+                InCompletionOrder::new(),
+                Window::default(),
+            ),
             f,
         }
     }
