@@ -437,6 +437,55 @@ fn a_keyed_stream_of_ready_items_yields_now_and_then() {
     assert!((10..=100_000 / 64).contains(&yields), "yields: {yields}");
 }
 
+/// Returns `Pending` once (waking itself), then its item; counts itself in `in_flight`
+/// meanwhile.
+struct PendOnce<'a> {
+    item: u64,
+    in_flight: &'a InFlight,
+    running: Option<common::InFlightGuard<'a>>,
+}
+
+impl Future for PendOnce<'_> {
+    type Output = u64;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u64> {
+        if self.running.take().is_some() {
+            return Poll::Ready(self.item);
+        }
+        self.running = Some(self.in_flight.enter());
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A consumer slower than the work fills the large keyed window with finished outputs;
+/// refilling after every yield then ran one item at a time (half the speed of the
+/// plain map). The backlog is handed out first, so work restarts `limit` at a time.
+#[test]
+fn a_keyed_stream_with_a_full_backlog_restarts_work_in_batches() {
+    let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = Waker::from(count);
+    let mut cx = Context::from_waker(&waker);
+    let (warm_up, steady) = (InFlight::default(), InFlight::default());
+    let mut outputs = pin!(
+        amap_iter(0..40_000u64, 64, |item| PendOnce {
+            item,
+            in_flight: if item < 20_000 { &warm_up } else { &steady },
+            running: None,
+        })
+        .per_key(|item| item % 64, 4)
+    );
+    let mut items = 0;
+    while let Poll::Ready(Some(_)) | Poll::Pending = outputs.as_mut().poll_next(&mut cx) {
+        items += 1;
+    }
+    assert!(items >= 40_000);
+    assert!(
+        steady.peak() >= 32,
+        "steady state ran {} at once",
+        steady.peak()
+    );
+}
+
 #[test]
 fn the_limits_cannot_be_swapped_and_the_window_defaults_to_64_times_the_limit() {
     let keyed = map_async(0..10, 8, |n| async move { n }).per_key(|n| n % 2, 2);

@@ -59,6 +59,11 @@ pub(crate) trait Admission<T> {
     /// Items pulled and not started yet.
     fn waiting(&self) -> usize;
 
+    /// Whether a stream that just took an output from its buffer, with `backlog`
+    /// outputs still held there, should run a pass (poll the woken, refill) before
+    /// returning it.
+    fn refill_after_yield(backlog: usize, limit: usize) -> bool;
+
     /// The future in slot `index` finished.
     fn finished(&mut self, index: usize);
 
@@ -109,6 +114,14 @@ impl<T> Admission<T> for Window {
     #[inline(always)]
     fn waiting(&self) -> usize {
         0
+    }
+
+    /// Always: the yielded output freed a place in the window (which is the limit by
+    /// default for completion order), and refilling it at once keeps `limit` futures in
+    /// flight.
+    #[inline(always)]
+    fn refill_after_yield(_backlog: usize, _limit: usize) -> bool {
+        true
     }
 
     #[inline(always)]
@@ -485,10 +498,13 @@ impl<S: Stream, Fut: Future, R: Buffer<Fut::Output>, A: Admission<S::Item>> Core
         let mut budget = BUDGET;
         engine.engine.pool.enter();
         if let Some(value) = results.pop() {
-            // Yielding `value` released a place in the window: refill before returning.
-            let _ = engine
-                .engine
-                .pass(source.as_mut(), f, results, cx, &mut budget);
+            // Yielding `value` released a place in the window: refill before returning,
+            // unless the admission would rather hand out a backlog first.
+            if A::refill_after_yield(results.backlog(), engine.engine.pool.limit()) {
+                let _ = engine
+                    .engine
+                    .pass(source.as_mut(), f, results, cx, &mut budget);
+            }
             *streak += 1;
             return Poll::Ready(Some(value));
         }

@@ -20,6 +20,9 @@ pub(crate) trait Results<T> {
 /// A buffer a stream yields from.
 pub(crate) trait Buffer<T>: Results<T> {
     fn pop(&mut self) -> Option<T>;
+    /// Outputs held (for input order, also the gaps before them): at least what `pop`
+    /// can still hand out without more work.
+    fn backlog(&self) -> usize;
 }
 
 /// The reorder buffer: `waiting[k]` holds the output of item `head + k` once it is done.
@@ -77,6 +80,11 @@ impl<T> Buffer<T> for InOrder<T> {
         self.head += 1;
         Some(value)
     }
+
+    #[inline]
+    fn backlog(&self) -> usize {
+        self.waiting.len()
+    }
 }
 
 /// Outputs in the order they finished.
@@ -113,6 +121,11 @@ impl<T> Buffer<T> for InCompletionOrder<T> {
         let value = self.done.pop_front()?;
         self.yielded += 1;
         Some(value)
+    }
+
+    #[inline]
+    fn backlog(&self) -> usize {
+        self.done.len()
     }
 }
 

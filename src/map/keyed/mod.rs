@@ -89,6 +89,15 @@ where
         self.scheduler.waiting()
     }
 
+    /// Only once fewer than `limit` outputs are left to hand out. The window is large
+    /// (64 x the limit by default), so a consumer slower than the work lets it fill up
+    /// with finished outputs; refilling after every yield would then start one item per
+    /// output, one at a time (and its key would come and go from the scheduler each
+    /// time). Handing out the backlog first restarts the work in batches of `limit`.
+    fn refill_after_yield(backlog: usize, limit: usize) -> bool {
+        backlog < limit
+    }
+
     fn finished(&mut self, index: usize) {
         let key = self.keys[index].take().expect("a running slot has a key");
         self.scheduler.finish(&key);
