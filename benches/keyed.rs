@@ -2,7 +2,8 @@
 //!
 //! 20 hosts x 100 requests of 1 ms (timers), 2 per host, 16 overall. The ideal schedule
 //! takes 2000 x 1 ms / 16 = 125 ms whatever the input order.
-//! - `map_keyed/interleaved` and `map_keyed/sorted`: the work-conserving scheduler; the
+//! - `per_key/interleaved` and `per_key/sorted`: `map_async(..).per_key(..)`, the
+//!   work-conserving scheduler; the
 //!   target is sorted >= 0.9x the throughput of interleaved.
 //! - `naive/*`: `map_async` + `KeyedBulkhead`, the recipe's way: a request takes a global
 //!   slot and then waits for its host while holding it, so sorted input runs ~2 at a time.
@@ -12,7 +13,7 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use tollgate::{KeyedBulkhead, map_async, map_keyed, run_sync, sleep};
+use tollgate::{KeyedBulkhead, map_async, run_sync, sleep};
 
 const HOSTS: usize = 20;
 const PER_HOST_ITEMS: usize = 100;
@@ -34,15 +35,12 @@ fn keyed(c: &mut Criterion) {
         .sample_size(10)
         .measurement_time(Duration::from_secs(8));
     for (order, hosts) in inputs() {
-        group.bench_with_input(BenchmarkId::new("map_keyed", order), &hosts, |b, hosts| {
+        group.bench_with_input(BenchmarkId::new("per_key", order), &hosts, |b, hosts| {
             b.iter(|| {
-                run_sync(map_keyed(
-                    hosts.iter().copied(),
-                    |h| *h,
-                    GLOBAL,
-                    PER_HOST,
-                    |_| sleep(LATENCY),
-                ))
+                run_sync(
+                    map_async(hosts.iter().copied(), GLOBAL, |_| sleep(LATENCY))
+                        .per_key(|h| *h, PER_HOST),
+                )
             })
         });
         group.bench_with_input(BenchmarkId::new("naive", order), &hosts, |b, hosts| {

@@ -6,19 +6,19 @@
 //! mirrors that the fast one wins.
 //!
 //! Part 2 is a bulk run: by default 100,000 requests over 50 hosts with mixed latencies and
-//! failures, through `map_keyed` (global and per-host caps that never block each other)
+//! failures, through `map_async(..).per_key(..)` (global and per-host caps that never block each other)
 //! with `retry` on transient failures and a per-attempt `timeout`. It prints throughput,
 //! per-host peaks, failures by kind and the efficiency against the ideal schedule.
 //!
 //! ```text
 //! cargo run --release --example crawl -- [--requests N] [--hosts H] [--global G]
 //!                                        [--per-host P] [--fail-percent F] [--sorted]
-//!                                        [--lookahead L]
+//!                                        [--window W]
 //! ```
 //!
-//! With `--sorted` the input comes sorted by host. `map_keyed` looks ahead a bounded number
-//! of items (64 x the global limit by default) for other hosts' work; when runs of one host
-//! are longer than that, raise `--lookahead` to fill every global slot.
+//! With `--sorted` the input comes sorted by host. A map with a per-key limit pulls ahead a
+//! bounded window of items (64 x the global limit by default) for other hosts' work; when runs of one host
+//! are longer than that, raise `--window` to fill every global slot.
 //!
 //! The example checks its own invariants (pages, failures, per-host and global peaks) and
 //! exits non-zero if one breaks.
@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tollgate::{Bulkhead, map_async, map_keyed, race, retry, run_sync, sleep};
+use tollgate::{Bulkhead, map_async, race, retry, run_sync, sleep};
 
 #[path = "../tests/support/simulated_network.rs"]
 mod simulated_network;
@@ -139,7 +139,7 @@ struct Settings {
     per_host: usize,
     fail_percent: u64,
     sorted: bool,
-    lookahead: Option<usize>,
+    window: Option<usize>,
 }
 
 impl Settings {
@@ -151,7 +151,7 @@ impl Settings {
             per_host: 4,
             fail_percent: 5,
             sorted: false,
-            lookahead: None,
+            window: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
@@ -169,7 +169,7 @@ impl Settings {
                 "--global" => settings.global = number as usize,
                 "--per-host" => settings.per_host = number as usize,
                 "--fail-percent" => settings.fail_percent = number.min(100),
-                "--lookahead" => settings.lookahead = Some(number.max(1) as usize),
+                "--window" => settings.window = Some(number.max(1) as usize),
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
@@ -243,37 +243,32 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
 
     let done = AtomicUsize::new(0);
     let start = Instant::now();
-    let mut crawl = map_keyed(
-        urls,
-        |(_, url)| host_of(url).to_owned(),
-        settings.global,
-        settings.per_host,
-        |(i, url)| {
-            let network = &network;
-            let done = &done;
-            let mut attempt = 0;
-            async move {
-                let result = retry(|| {
-                    attempt += 1;
-                    let outcome = outcome(i, attempt, settings.fail_percent);
-                    let url = url.as_str();
-                    async move {
-                        tollgate::timeout(attempt_timeout, network.get(url, outcome))
-                            .await
-                            .unwrap_or(Err(FetchError::TimedOut))
-                    }
-                })
-                .attempts(3)
-                .interval(Duration::from_millis(1))
-                .when(|error| matches!(error, FetchError::Unavailable | FetchError::TimedOut))
-                .await;
-                done.fetch_add(1, Ordering::Relaxed);
-                result
-            }
-        },
-    );
-    if let Some(lookahead) = settings.lookahead {
-        crawl = crawl.lookahead(lookahead);
+    let mut crawl = map_async(urls, settings.global, |(i, url)| {
+        let network = &network;
+        let done = &done;
+        let mut attempt = 0;
+        async move {
+            let result = retry(|| {
+                attempt += 1;
+                let outcome = outcome(i, attempt, settings.fail_percent);
+                let url = url.as_str();
+                async move {
+                    tollgate::timeout(attempt_timeout, network.get(url, outcome))
+                        .await
+                        .unwrap_or(Err(FetchError::TimedOut))
+                }
+            })
+            .attempts(3)
+            .interval(Duration::from_millis(1))
+            .when(|error| matches!(error, FetchError::Unavailable | FetchError::TimedOut))
+            .await;
+            done.fetch_add(1, Ordering::Relaxed);
+            result
+        }
+    })
+    .per_key(|(_, url)| host_of(url).to_owned(), settings.per_host);
+    if let Some(window) = settings.window {
+        crawl = crawl.window(window.max(settings.global));
     }
     // A progress line while the crawl runs.
     let progress = async {

@@ -7,7 +7,7 @@
 //! are checked from the other end of the wire.
 //!
 //! 1. The crawl: `--urls` URLs (round-robin over four hosts, every 10th on the flaky host,
-//!    every 100th on the refusing address) through `map_keyed` with a global limit and a
+//!    every 100th on the refusing address) through `map_async(..).per_key(..)` with a global limit and a
 //!    per-host cap, `retry` on 503s. Prints pages, failures by kind, retries, and the
 //!    per-host and global peaks the server saw.
 //! 2. A mirror race: a slow mirror against a fast one with `race`; the fast one wins and the
@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use http_client::{ClientError, get};
 use http_server::{TestServer, page_body};
 use tollgate::testing::eventually;
-use tollgate::{RetryError, map_keyed, race, retry};
+use tollgate::{RetryError, map_async, race, retry};
 
 /// The healthy hosts and their latencies in milliseconds.
 const HOSTS: [(&str, u64); 4] = [("alpha", 1), ("bravo", 2), ("charlie", 3), ("delta", 5)];
@@ -145,11 +145,9 @@ async fn crawl(
     settings: &Settings,
     attempts: &AtomicUsize,
 ) -> Vec<Result<String, RetryError<FetchError>>> {
-    map_keyed(
+    map_async(
         urls.iter().map(String::as_str),
-        |url| host_of(url),
         settings.global,
-        settings.per_host,
         |url| async move {
             retry(|| {
                 attempts.fetch_add(1, Ordering::Relaxed);
@@ -162,6 +160,7 @@ async fn crawl(
             .await
         },
     )
+    .per_key(|url| host_of(url), settings.per_host)
     .await
 }
 
@@ -350,14 +349,9 @@ async fn part_headline(server: &TestServer, settings: &Settings) -> Result<(), S
 
     server.reset_peaks();
     let start = Instant::now();
-    let results = map_keyed(
-        urls.iter().map(String::as_str),
-        |url| host_of(url),
-        settings.global,
-        settings.per_host,
-        fetch,
-    )
-    .await;
+    let results = map_async(urls.iter().map(String::as_str), settings.global, fetch)
+        .per_key(|url| host_of(url), settings.per_host)
+        .await;
     let concurrent = start.elapsed();
     check(results)?;
     let peak = server.global().peak;

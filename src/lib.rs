@@ -12,7 +12,7 @@
 //! ```
 //! use std::io;
 //! use std::time::Duration;
-//! use tollgate::{RetryError, map_keyed, race, retry, run_sync, sleep};
+//! use tollgate::{RetryError, map_async, race, retry, run_sync, sleep};
 //!
 //! async fn http_get(url: &str) -> io::Result<String> {
 //!     let slow = url.contains("slow.example");
@@ -37,7 +37,7 @@
 //!
 //! run_sync(async {
 //!     // At most 8 requests in flight, at most 2 per host; failures are items.
-//!     let results = map_keyed(urls, host, 8, 2, fetch).await;
+//!     let results = map_async(urls, 8, fetch).per_key(host, 2).await;
 //!     let failed = results.iter().filter(|page| page.is_err()).count();
 //!     assert_eq!((results.len() - failed, failed), (20, 1));
 //!
@@ -55,13 +55,13 @@
 //!
 //! | | wait for all, `Vec` in input order | stream, as they complete | first success |
 //! | --- | --- | --- | --- |
-//! | failures are items | [`map_async`], [`gather_limit`], [`map_keyed`] | [`amap_iter`], [`.map_unordered`](BoundedStreamExt::map_unordered), [`.map_keyed_unordered`](BoundedStreamExt::map_keyed_unordered) (and [`.map_bounded`](BoundedStreamExt::map_bounded) in input order) | [`race`]: failures are skipped, all of them reported if nobody wins |
+//! | failures are items | [`map_async`], [`gather_limit`] | [`amap_iter`], [`.map_unordered`](BoundedStreamExt::map_unordered) (and [`.map_bounded`](BoundedStreamExt::map_bounded) in input order) | [`race`]: failures are skipped, all of them reported if nobody wins |
 //! | the first failure stops everything | [`try_map_async`] | stop consuming: dropping the stream cancels what is in flight | - |
 //!
 //! | need | tollgate |
 //! | --- | --- |
 //! | global cap on concurrent work, lazy input | [`map_async`], [`try_map_async`], [`amap_iter`], [`gather_limit`], [`BoundedStreamExt`] |
-//! | global cap AND per-host cap, neither blocking the other | [`map_keyed`] |
+//! | global cap AND per-host cap, neither blocking the other | [`.per_key`](futures::MapAsync::per_key) on every bounded map but `gather_limit` |
 //! | per-resource cap, wait timeout, bounded wait queue, stats; one cap per runtime | [`Bulkhead`] (+ [`BulkheadError`], [`BulkheadStats`]) over a FIFO [`Semaphore`] that also serves blocking threads |
 //! | one cap per host, created on demand, idle hosts forgotten | [`KeyedBulkhead`] |
 //! | ask several mirrors, first success wins, losers cancelled | [`race`] (+ [`.timeout(d)`](futures::Race::timeout)), [`RaceError`] |
@@ -137,7 +137,6 @@ pub use crate::limit::bulkhead::{
     Bulkhead, BulkheadError, BulkheadPermit, BulkheadPermitArc, BulkheadStats,
 };
 pub use crate::limit::semaphore::{Semaphore, SemaphorePermit, SemaphorePermitArc};
-pub use crate::map::keyed::map_keyed;
 pub use crate::map::{BoundedStreamExt, amap_iter, gather_limit, map_async, try_map_async};
 pub use crate::race::{IntoContestants, RaceError, race};
 pub use crate::retry::{Attempt, RetryError, retry};
@@ -151,8 +150,9 @@ pub mod futures {
     };
     pub use crate::limit::bulkhead::{BulkheadAcquire, BulkheadAcquireArc, BulkheadRun};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
-    pub use crate::map::keyed::{MapKeyed, MapKeyedUnordered};
-    pub use crate::map::{GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync};
+    pub use crate::map::{
+        GatherLimit, MapAsync, MapBounded, MapUnordered, PerKey, TryMapAsync, Window,
+    };
     pub use crate::race::{Either, Race};
     pub use crate::retry::Retry;
     pub use crate::time::{Sleep, Timeout};

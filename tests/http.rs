@@ -3,7 +3,7 @@
 //!
 //! The groundwork first (sequential awaits, `join_all` chunks, refusals, 503s, hang-ups),
 //! then the real crawl: 1,000 URLs over several hosts, a refusing address and a
-//! flaky host, through `map_keyed` (and `map_async` + `KeyedBulkhead`) with `retry` on
+//! flaky host, through `map_async(..).per_key(..)` (and `map_async` + `KeyedBulkhead`) with `retry` on
 //! 503s, checked against what the server itself observed; and a mirror race whose loser
 //! the server sees hang up.
 
@@ -24,7 +24,7 @@ use http_client::{ClientError, Page, get};
 use http_server::{Stats, TestServer, UNAVAILABLE_BODY, page_body};
 use tollgate::futures::Retry;
 use tollgate::testing::eventually;
-use tollgate::{BulkheadError, KeyedBulkhead, RetryError, map_async, map_keyed, race, retry};
+use tollgate::{BulkheadError, KeyedBulkhead, RetryError, map_async, race, retry};
 
 /// Long enough for a busy CI machine, short enough to fail fast.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -395,16 +395,10 @@ matrix! {
         assert!(concurrent < sequential, "bounded {concurrent:?} vs one by one {sequential:?}");
     }
 
-    async fn crawl_with_map_keyed_and_retry() {
+    async fn crawl_with_per_key_limits_and_retry() {
         let server = crawl_server();
         let plan = crawl_plan(&server);
-        let results = map_keyed(
-            plan.iter().map(|target| target.url.as_str()),
-            |url| host_key(url),
-            GLOBAL,
-            PER_HOST,
-            |url| retry_503s(move || fetch(url)).into_future(),
-        )
+        let results = map_async(plan.iter().map(|target| target.url.as_str()), GLOBAL, |url| retry_503s(move || fetch(url)).into_future()).per_key(|url| host_key(url), PER_HOST)
         .await;
         check_crawl(&server, &plan, &results);
     }

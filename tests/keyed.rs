@@ -1,19 +1,26 @@
-//! `map_keyed`: a global cap and a per-key cap that do not block each other.
+//! Per-key limits (`.per_key(key_fn, limit)` on every bounded map): a global cap and a
+//! per-key cap that do not block each other.
 //!
-//! Pins the recipe's pitfall "two limits can block each other": with host-sorted input,
-//! a task that holds a global slot while it waits for its host leaves the other global
-//! slots idle. `map_keyed` must keep every global slot busy anyway.
+//! Pins the pitfall "two limits can block each other": with host-sorted input, a task
+//! that holds a global slot while it waits for its host leaves the other global slots
+//! idle. A map with a per-key limit must keep every global slot busy anyway.
 
 mod common;
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::future::{Future, poll_fn};
+use std::panic::AssertUnwindSafe;
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use common::{InFlight, matrix};
-use futures_lite::StreamExt;
-use tollgate::{BoundedStreamExt, map_keyed, sleep};
+use futures_lite::future::yield_now;
+use futures_lite::{StreamExt, stream};
+use tollgate::{BoundedStreamExt, amap_iter, map_async, sleep, timeout, try_map_async};
 
 const HOSTS: usize = 20;
 const PER_HOST: usize = 2;
@@ -45,21 +52,16 @@ impl Counters {
 /// Crawls `(host, page)` items with the simulated latency and returns how long it took.
 async fn crawl(items: Vec<(usize, usize)>, counters: &Counters) -> Duration {
     let start = Instant::now();
-    let pages = map_keyed(
-        items.clone(),
-        |(host, _)| *host,
-        GLOBAL,
-        PER_HOST,
-        |(host, page)| {
-            let host_counter = counters.host(host);
-            async move {
-                let _global = counters.global.enter();
-                let _host = host_counter.enter();
-                sleep(Duration::from_millis(2)).await;
-                (host, page)
-            }
-        },
-    )
+    let pages = map_async(items.clone(), GLOBAL, |(host, page)| {
+        let host_counter = counters.host(host);
+        async move {
+            let _global = counters.global.enter();
+            let _host = host_counter.enter();
+            sleep(Duration::from_millis(2)).await;
+            (host, page)
+        }
+    })
+    .per_key(|(host, _)| *host, PER_HOST)
     .await;
     assert_eq!(pages, items, "every page, in input order");
     assert_eq!(counters.global.now(), 0);
@@ -76,6 +78,66 @@ fn interleaved() -> Vec<(usize, usize)> {
     (0..100)
         .flat_map(|p| (0..HOSTS).map(move |h| (h, p)))
         .collect()
+}
+
+/// A request of `host` for `page`, counted globally and per host.
+fn job(
+    counters: &Counters,
+    (host, page): (usize, usize),
+) -> impl Future<Output = (usize, usize)> + '_ {
+    let host_counter = counters.host(host);
+    let global = &counters.global;
+    async move {
+        let _global = global.enter();
+        let _host = host_counter.enter();
+        sleep(Duration::from_micros(100 * (page as u64 % 3))).await;
+        (host, page)
+    }
+}
+
+/// Pulls every item of `stream`.
+fn drain<S: futures_lite::Stream>(mut stream: Pin<&mut S>) -> impl Future<Output = ()> + '_ {
+    poll_fn(move |cx| {
+        loop {
+            match stream.as_mut().poll_next(cx) {
+                Poll::Ready(Some(_)) => {}
+                Poll::Ready(None) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    })
+}
+
+/// Polls `fut` until it panics, and returns the panic's message.
+async fn poll_until_panic<F: Future>(fut: F) -> String {
+    let mut fut = pin!(fut);
+    poll_fn(
+        |cx| match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(_)) => panic!("finished without panicking"),
+            Err(payload) => Poll::Ready(common::panic_message(&*payload)),
+        },
+    )
+    .await
+}
+
+/// Polls `fut` once more and checks that it panics with a message starting with
+/// `expected` (neither hangs nor returns).
+async fn assert_polled_again_panics<F: Future>(fut: F, expected: &str) {
+    let mut fut = pin!(fut);
+    let outcome = poll_fn(|cx| {
+        Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| {
+            fut.as_mut().poll(cx).is_ready()
+        })))
+    })
+    .await;
+    match outcome {
+        Ok(ready) => panic!("polled again: no panic (ready: {ready}), expected {expected:?}"),
+        Err(payload) => {
+            let message = common::panic_message(&*payload);
+            assert!(message.starts_with(expected), "{message}");
+        }
+    }
 }
 
 matrix! {
@@ -106,8 +168,8 @@ matrix! {
         assert_eq!(counters.global.peak(), 5 * PER_HOST);
     }
 
-    async fn look_ahead_bounds_what_is_pulled() {
-        for lookahead in [1, 7, 100] {
+    async fn the_window_bounds_what_is_pulled() {
+        for window in [8, 15, 100] {
             let pulled = Cell::new(0usize);
             let started = Cell::new(0usize);
             let worst = Cell::new(0usize);
@@ -115,17 +177,17 @@ matrix! {
                 pulled.set(pulled.get() + 1);
                 worst.set(worst.get().max(pulled.get() - started.get()));
             });
-            let outputs = map_keyed(items, |n| n / 500, 8, 2, |n| {
+            let outputs = map_async(items, 8, |n| {
                 started.set(started.get() + 1);
                 async move {
                     futures_lite::future::yield_now().await;
                     n
                 }
-            })
-            .lookahead(lookahead)
+            }).per_key(|n| n / 500, 2)
+            .window(window)
             .await;
             assert_eq!(outputs, (0..2_000).collect::<Vec<_>>());
-            assert!(worst.get() <= lookahead, "{} waiting > look-ahead {lookahead}", worst.get());
+            assert!(worst.get() <= window, "{} pulled and not started > window {window}", worst.get());
         }
     }
 
@@ -134,29 +196,29 @@ matrix! {
         // one after another.
         let order = Mutex::new(Vec::new());
         let items = ["a", "a", "a", "b", "b", "b", "c", "c", "c"];
-        map_keyed(items, |key| *key, 1, 1, |key| {
+        map_async(items, 1, |key| {
             order.lock().unwrap().push(key);
             futures_lite::future::yield_now()
-        })
+        }).per_key(|key| *key, 1)
         .await;
         assert_eq!(*order.lock().unwrap(), ["a", "b", "c", "a", "b", "c", "a", "b", "c"]);
     }
 
     async fn failures_are_items_and_empty_input_is_empty() {
-        let results = map_keyed(0..10, |n| n % 3, 4, 1, |n| async move {
+        let results = map_async(0..10, 4, |n| async move {
             if n == 4 { Err(format!("item {n} failed")) } else { Ok(n) }
-        })
+        }).per_key(|n| n % 3, 1)
         .await;
         assert_eq!(results.iter().filter(|r| r.is_err()).count(), 1);
         assert_eq!(results[4], Err("item 4 failed".to_owned()));
-        let nothing: Vec<u8> = map_keyed(Vec::<u8>::new(), |n| *n, 4, 1, |n| async move { n }).await;
+        let nothing: Vec<u8> = map_async(Vec::<u8>::new(), 4, |n| async move { n }).per_key(|n| *n, 1).await;
         assert!(nothing.is_empty());
     }
 
     async fn the_stream_form_yields_in_completion_order_within_the_caps() {
         let counters = Counters::default();
         let mut seen: Vec<(usize, usize)> = futures_lite::stream::iter(sorted())
-            .map_keyed_unordered(|(host, _)| *host, GLOBAL, PER_HOST, |(host, page)| {
+            .map_unordered(GLOBAL, |(host, page)| {
                 let host_counter = counters.host(host);
                 let counters = &counters;
                 async move {
@@ -165,7 +227,7 @@ matrix! {
                     sleep(Duration::from_micros(200 * (page as u64 % 5))).await;
                     (host, page)
                 }
-            })
+            }).per_key(|(host, _)| *host, PER_HOST)
             .collect()
             .await;
         assert!(counters.global.peak() <= GLOBAL);
@@ -178,7 +240,7 @@ matrix! {
         use futures_lite::FutureExt;
         let alive = Arc::new(InFlight::default());
         let tracker = alive.clone();
-        let crawl = map_keyed(0..100, |n| n % 4, 8, 2, move |n| {
+        let crawl = map_async(0..100, 8, move |n| {
             let alive = tracker.clone();
             async move {
                 let _alive = alive.enter();
@@ -188,7 +250,7 @@ matrix! {
                 }
                 futures_lite::future::pending::<()>().await;
             }
-        });
+        }).per_key(|n| n % 4, 2);
         let payload = std::panic::AssertUnwindSafe(crawl).catch_unwind().await.unwrap_err();
         assert_eq!(common::panic_message(&*payload), "item 5 broke");
         assert_eq!(alive.now(), 0, "every other future was dropped");
@@ -199,13 +261,13 @@ matrix! {
         let alive = Arc::new(InFlight::default());
         {
             let tracker = alive.clone();
-            let crawl = map_keyed(0..1_000, |n| n % 10, 8, 2, move |_| {
+            let crawl = map_async(0..1_000, 8, move |_| {
                 let alive = tracker.clone();
                 async move {
                     let _alive = alive.enter();
                     futures_lite::future::pending::<()>().await;
                 }
-            });
+            }).per_key(|n| n % 10, 2);
             let mut crawl = std::pin::pin!(crawl);
             assert!(futures_lite::future::poll_once(crawl.as_mut()).await.is_none());
             assert_eq!(alive.now(), 8);
@@ -213,36 +275,239 @@ matrix! {
         assert_eq!(alive.now(), 0);
         assert_eq!(alive.peak(), 8);
     }
+
+    /// Regression: the keyed unordered stream never returned `Pending` while outputs kept
+    /// coming, so an outer 10 ms timeout around draining 3,000,000 ready futures never
+    /// fired (the drain took seconds). 300,000 show the same in a debug build.
+    async fn a_keyed_stream_of_ready_futures_yields_to_an_outer_timeout() {
+        const N: u64 = 300_000;
+        let started = Instant::now();
+        let keyed = stream::iter(0..N)
+            .map_unordered(64, |n| async move { n })
+            .per_key(|n| n % 16, 4);
+        let drained = timeout(Duration::from_millis(10), keyed.count()).await;
+        assert!(drained.is_err(), "drained {N} items without yielding to the timeout");
+        assert!(started.elapsed() < Duration::from_secs(30));
+        // The plain stream, for comparison, has always yielded.
+        let plain = amap_iter(0..N, 64, |n| async move { n });
+        assert!(timeout(Duration::from_millis(10), plain.count()).await.is_err());
+    }
+
+    /// Regression: a keyed map polled after completion returned `Ready([])`; like every
+    /// map it must panic clearly.
+    async fn a_keyed_map_polled_after_completion_panics_clearly() {
+        let mut keyed = pin!(map_async(0..10, 4, |n| async move { n }).per_key(|n| n % 3, 1));
+        assert_eq!(keyed.as_mut().await, (0..10).collect::<Vec<_>>());
+        assert_polled_again_panics(keyed.as_mut(), "`MapAsync` polled after completion").await;
+        let mut tried = pin!(try_map_async(0..10, 4, |n| async move { Ok::<_, ()>(n) }).per_key(|n| n % 3, 1));
+        assert_eq!(tried.as_mut().await, Ok((0..10).collect::<Vec<_>>()));
+        assert_polled_again_panics(tried.as_mut(), "`TryMapAsync` polled after completion").await;
+    }
+
+    /// Regression: after a caught panic, the keyed map polled again returned `Pending`
+    /// forever and never woke (its waiting items could never start). Future and stream
+    /// forms must panic clearly instead.
+    async fn a_keyed_map_polled_again_after_a_caught_panic_panics_clearly() {
+        let job = |n: usize| async move {
+            if n == 5 {
+                yield_now().await;
+                panic!("item 5 broke");
+            }
+            futures_lite::future::pending::<usize>().await
+        };
+        let mut keyed = pin!(map_async(0..100, 8, job).per_key(|n| n % 4, 2));
+        assert_eq!(poll_until_panic(keyed.as_mut()).await, "item 5 broke");
+        assert_polled_again_panics(keyed.as_mut(), "`MapAsync` polled after a panic").await;
+        let try_job = |n: usize| async move { Ok::<_, ()>(job(n).await) };
+        let mut tried = pin!(try_map_async(0..100, 8, try_job).per_key(|n| n % 4, 2));
+        assert_eq!(poll_until_panic(tried.as_mut()).await, "item 5 broke");
+        assert_polled_again_panics(tried.as_mut(), "`TryMapAsync` polled after a panic").await;
+        let mut unordered = pin!(amap_iter(0..100, 8, job).per_key(|n| n % 4, 2));
+        assert_eq!(poll_until_panic(drain(unordered.as_mut())).await, "item 5 broke");
+        assert_polled_again_panics(drain(unordered.as_mut()), "`MapUnordered` polled after a panic").await;
+        let mut ordered = pin!(stream::iter(0..100).map_bounded(8, job).per_key(|n| n % 4, 2));
+        assert_eq!(poll_until_panic(drain(ordered.as_mut())).await, "item 5 broke");
+        assert_polled_again_panics(drain(ordered.as_mut()), "`MapBounded` polled after a panic").await;
+    }
+
+    async fn every_bounded_map_takes_a_per_key_limit() {
+        let items = || sorted().into_iter();
+        let key = |(host, _): &(usize, usize)| *host;
+        let check = |counters: &Counters| {
+            assert!(counters.global.peak() <= GLOBAL);
+            assert_eq!(counters.max_host_peak(), PER_HOST);
+            assert_eq!(counters.global.now(), 0);
+        };
+        // In input order: the ordered stream.
+        let counters = Counters::default();
+        let ordered: Vec<_> = stream::iter(items())
+            .map_bounded(GLOBAL, |item| job(&counters, item))
+            .per_key(key, PER_HOST)
+            .collect()
+            .await;
+        assert_eq!(ordered, sorted());
+        check(&counters);
+        // In completion order, from an iterator.
+        let counters = Counters::default();
+        let mut unordered: Vec<_> = amap_iter(items(), GLOBAL, |item| job(&counters, item))
+            .per_key(key, PER_HOST)
+            .collect()
+            .await;
+        unordered.sort_unstable();
+        assert_eq!(unordered, sorted());
+        check(&counters);
+        // All or nothing.
+        let counters = Counters::default();
+        let all = try_map_async(items(), GLOBAL, |item| {
+            let fut = job(&counters, item);
+            async move { Ok::<_, ()>(fut.await) }
+        })
+        .per_key(key, PER_HOST)
+        .await;
+        assert_eq!(all, Ok(sorted()));
+        check(&counters);
+    }
+
+    async fn the_first_error_stops_a_keyed_try_map() {
+        let pulled = AtomicUsize::new(0);
+        let items = (0..10_000usize).inspect(|_| {
+            pulled.fetch_add(1, SeqCst);
+        });
+        let result = try_map_async(items, 8, |n| async move {
+            yield_now().await;
+            if n == 50 { Err(n) } else { Ok(n) }
+        })
+        .per_key(|n| n % 4, 2)
+        .window(16)
+        .await;
+        assert_eq!(result, Err(50));
+        assert!(pulled.load(SeqCst) <= 50 + 16, "pulled {}", pulled.load(SeqCst));
+    }
 }
 
 #[test]
-#[should_panic(expected = "the per-key limit of map_keyed must be at least 1")]
+#[should_panic(expected = "tollgate: the per-key limit must be at least 1")]
 fn a_zero_per_key_limit_panics() {
-    drop(map_keyed(0..1, |n| *n, 1, 0, |n| async move { n }));
+    drop(map_async(0..1, 1, |n| async move { n }).per_key(|n| *n, 0));
 }
 
 #[test]
-#[should_panic(expected = "the global limit of map_keyed must be at least 1")]
+#[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
 fn a_zero_global_limit_panics() {
-    drop(map_keyed(0..1, |n| *n, 0, 1, |n| async move { n }));
+    drop(map_async(0..1, 0, |n| async move { n }).per_key(|n| *n, 1));
 }
 
 #[test]
 fn the_futures_are_send() {
     fn assert_send<T: Send>(_: &T) {}
-    let crawl = map_keyed(vec![1, 2], |n| *n, 2, 1, |n| async move { n });
+    let crawl = map_async(vec![1, 2], 2, |n| async move { n }).per_key(|n| *n, 1);
     assert_send(&crawl);
-    let stream = futures_lite::stream::iter(vec![1, 2]).map_keyed_unordered(
-        |n| *n,
-        2,
-        1,
-        |n| async move { n },
-    );
+    let stream = futures_lite::stream::iter(vec![1, 2])
+        .map_unordered(2, |n| async move { n })
+        .per_key(|n| *n, 1);
     assert_send(&stream);
 }
 
+struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+#[test]
+fn a_keyed_stream_of_ready_items_yields_now_and_then() {
+    let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = Waker::from(count.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut outputs = pin!(amap_iter(0..100_000, 64, |n| async move { n }).per_key(|n| n % 7, 3));
+    let (mut items, mut yields) = (0, 0);
+    loop {
+        match outputs.as_mut().poll_next(&mut cx) {
+            Poll::Ready(Some(_)) => items += 1,
+            Poll::Ready(None) => break,
+            Poll::Pending => {
+                yields += 1;
+                assert_eq!(count.0.load(SeqCst), yields, "each yield wakes the task");
+            }
+        }
+    }
+    assert_eq!(items, 100_000);
+    assert!((10..=100_000 / 64).contains(&yields), "yields: {yields}");
+}
+
+/// Returns `Pending` once (waking itself), then its item; counts itself in `in_flight`
+/// meanwhile.
+struct PendOnce<'a> {
+    item: u64,
+    in_flight: &'a InFlight,
+    running: Option<common::InFlightGuard<'a>>,
+}
+
+impl Future for PendOnce<'_> {
+    type Output = u64;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u64> {
+        if self.running.take().is_some() {
+            return Poll::Ready(self.item);
+        }
+        self.running = Some(self.in_flight.enter());
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A consumer slower than the work fills the large keyed window with finished outputs;
+/// refilling after every yield then ran one item at a time (half the speed of the
+/// plain map). The backlog is handed out first, so work restarts `limit` at a time.
+#[test]
+fn a_keyed_stream_with_a_full_backlog_restarts_work_in_batches() {
+    let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = Waker::from(count);
+    let mut cx = Context::from_waker(&waker);
+    let (warm_up, steady) = (InFlight::default(), InFlight::default());
+    let mut outputs = pin!(
+        amap_iter(0..40_000u64, 64, |item| PendOnce {
+            item,
+            in_flight: if item < 20_000 { &warm_up } else { &steady },
+            running: None,
+        })
+        .per_key(|item| item % 64, 4)
+    );
+    let mut items = 0;
+    while let Poll::Ready(Some(_)) | Poll::Pending = outputs.as_mut().poll_next(&mut cx) {
+        items += 1;
+    }
+    assert!(items >= 40_000);
+    assert!(
+        steady.peak() >= 32,
+        "steady state ran {} at once",
+        steady.peak()
+    );
+}
+
+#[test]
+fn the_limits_cannot_be_swapped_and_the_window_defaults_to_64_times_the_limit() {
+    let keyed = map_async(0..10, 8, |n| async move { n }).per_key(|n| n % 2, 2);
+    let shown = format!("{keyed:?}");
+    assert!(
+        shown.contains("limit: 8") && shown.contains("per_key_limit: 2"),
+        "{shown}"
+    );
+    assert!(shown.contains("window: 512"), "{shown}");
+    // An explicit window survives `per_key`, whichever comes first.
+    let keyed = map_async(0..10, 8, |n| async move { n })
+        .window(20)
+        .per_key(|n| n % 2, 2);
+    assert!(format!("{keyed:?}").contains("window: 20"));
+    let keyed = amap_iter(0..10, 8, |n| async move { n })
+        .per_key(|n| n % 2, 2)
+        .window(30);
+    assert!(format!("{keyed:?}").contains("window: 30"));
+}
+
 mod with_a_shared_keyed_bulkhead {
-    //! Two crawls of the same hosts at once: `map_keyed` caps each, a shared
+    //! Two crawls of the same hosts at once: `per_key` caps each, a shared
     //! `KeyedBulkhead` caps them together, and its wait timeout turns a host kept busy by
     //! the other crawl into failures as items.
 
@@ -255,23 +520,18 @@ mod with_a_shared_keyed_bulkhead {
         hold: Duration,
     ) -> Vec<Result<(), BulkheadError>> {
         let items = (0..40).map(|n| n % 4);
-        map_keyed(
-            items,
-            |host| *host,
-            8,
-            2,
-            |host| {
-                let host_counter = counters.host(host);
-                async move {
-                    per_host
-                        .run(&host, async {
-                            let _host = host_counter.enter();
-                            sleep(hold).await;
-                        })
-                        .await
-                }
-            },
-        )
+        map_async(items, 8, |host| {
+            let host_counter = counters.host(host);
+            async move {
+                per_host
+                    .run(&host, async {
+                        let _host = host_counter.enter();
+                        sleep(hold).await;
+                    })
+                    .await
+            }
+        })
+        .per_key(|host| *host, 2)
         .await
     }
 

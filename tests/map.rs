@@ -17,7 +17,7 @@ use futures::FutureExt as _;
 use futures_lite::future::{pending, poll_once, yield_now};
 use futures_lite::{StreamExt, stream};
 use tollgate::{
-    BoundedStreamExt, amap_iter, gather_limit, map_async, sleep, timeout, try_map_async,
+    BoundedStreamExt, amap_iter, gather_limit, map_async, retry, sleep, timeout, try_map_async,
 };
 
 const GENEROUS: Duration = Duration::from_secs(60);
@@ -131,6 +131,68 @@ fn woken_by_thread(
         }
         Poll::Pending
     })
+}
+
+/// Claims a huge length in `size_hint`, yields `left` items.
+struct Claims {
+    left: u64,
+}
+
+impl Iterator for Claims {
+    type Item = u64;
+    fn next(&mut self) -> Option<u64> {
+        let item = self.left;
+        self.left = self.left.checked_sub(1)?;
+        Some(item)
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (usize::MAX / 2, None)
+    }
+}
+
+/// Pulls every item of `stream`.
+fn drain<S: futures_lite::Stream>(mut stream: Pin<&mut S>) -> impl Future<Output = ()> + '_ {
+    poll_fn(move |cx| {
+        loop {
+            match stream.as_mut().poll_next(cx) {
+                Poll::Ready(Some(_)) => {}
+                Poll::Ready(None) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    })
+}
+
+/// Polls `fut` until it panics, and returns the panic's message.
+async fn poll_until_panic<F: Future>(fut: F) -> String {
+    let mut fut = pin!(fut);
+    poll_fn(
+        |cx| match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(_)) => panic!("finished without panicking"),
+            Err(payload) => Poll::Ready(panic_message(&*payload)),
+        },
+    )
+    .await
+}
+
+/// Polls `fut` once more and checks that it panics with a message starting with `expected`
+/// (neither hangs nor returns).
+async fn assert_polled_after_panic<F: Future>(fut: F, expected: &str) {
+    let mut fut = pin!(fut);
+    let outcome = poll_fn(|cx| {
+        Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| {
+            fut.as_mut().poll(cx).is_ready()
+        })))
+    })
+    .await;
+    match outcome {
+        Ok(ready) => panic!("polled again: no panic (ready: {ready}), expected {expected:?}"),
+        Err(payload) => {
+            let message = panic_message(&*payload);
+            assert!(message.starts_with(expected), "{message}");
+        }
+    }
 }
 
 matrix! {
@@ -527,15 +589,20 @@ matrix! {
         waker_thread.join().unwrap();
     }
 
+    /// Regression: the peak was reached only if no 20 ms sleep ended before all 3,000
+    /// futures had started; on a busy machine only 2,560 had. Now every future waits at a
+    /// barrier that opens once all 3,000 are in.
     async fn thousands_in_flight_grow_the_pool_without_losing_wake_ups() {
         // Past the first ready set (1,024 slots): the pool grows and re-polls the
-        // running futures with their new wakers.
+        // running futures with their new wakers, which must still get the barrier's
+        // wake-up.
         let in_flight = Arc::new(InFlight::default());
+        let all_in = Arc::new(async_lock::Barrier::new(3000));
         let job = |i: usize| {
-            let in_flight = in_flight.clone();
+            let (in_flight, all_in) = (in_flight.clone(), all_in.clone());
             async move {
                 let _running = in_flight.enter();
-                sleep(Duration::from_millis(20)).await;
+                all_in.wait().await;
                 i
             }
         };
@@ -546,6 +613,84 @@ matrix! {
         assert_eq!(map_async(0..3, usize::MAX, |i| async move { i }).await, [0, 1, 2]);
         let huge: Vec<u8> = stream::iter(0..3u8).map_unordered(usize::MAX, |i| async move { i }).collect().await;
         assert_eq!(huge.len(), 3);
+    }
+
+    /// Regression: after a caught panic, `try_map_async` polled again returned `Ok` with
+    /// the values collected so far (silent truncation) and `map_async` returned the
+    /// partial vector; every map must panic clearly instead.
+    async fn a_map_polled_again_after_a_caught_panic_panics_clearly() {
+        let job = |i: usize| async move {
+            if i == 5 {
+                yield_now().await;
+                panic!("item 5 failed");
+            }
+            i
+        };
+        let try_job = |i: usize| async move { Ok::<_, ()>(job(i).await) };
+        let mut map = pin!(map_async(0..100, 8, job));
+        assert_eq!(poll_until_panic(map.as_mut()).await, "item 5 failed");
+        assert_polled_after_panic(map.as_mut(), "`MapAsync` polled after a panic").await;
+        let mut try_map = pin!(try_map_async(0..100, 8, try_job));
+        assert_eq!(poll_until_panic(try_map.as_mut()).await, "item 5 failed");
+        assert_polled_after_panic(try_map.as_mut(), "`TryMapAsync` polled after a panic").await;
+        let mut gathered = pin!(gather_limit((0..100).map(job), 8));
+        assert_eq!(poll_until_panic(gathered.as_mut()).await, "item 5 failed");
+        assert_polled_after_panic(gathered.as_mut(), "`GatherLimit` polled after a panic").await;
+        let mut ordered = pin!(stream::iter(0..100).map_bounded(8, job));
+        assert_eq!(poll_until_panic(drain(ordered.as_mut())).await, "item 5 failed");
+        assert_polled_after_panic(drain(ordered.as_mut()), "`MapBounded` polled after a panic").await;
+        let mut unordered = pin!(amap_iter(0..100, 8, job));
+        assert_eq!(poll_until_panic(drain(unordered.as_mut())).await, "item 5 failed");
+        assert_polled_after_panic(drain(unordered.as_mut()), "`MapUnordered` polled after a panic").await;
+    }
+
+    /// Regression: `try_map_async(1u32.., 4, f)` panicked with "capacity overflow" before
+    /// pulling anything (the output vector was sized from `size_hint`).
+    async fn an_unbounded_input_fails_fast_on_an_error() {
+        let result = try_map_async(1u32.., 4, |n| async move {
+            if n % 3 == 0 {
+                yield_now().await;
+            }
+            if n == 1_000 { Err(n) } else { Ok(n) }
+        })
+        .await;
+        assert_eq!(result, Err(1_000));
+        let first: Vec<u32> = amap_iter(1u32.., 4, |n| async move { n }).take(10).collect().await;
+        assert_eq!(first.len(), 10);
+    }
+
+    /// The output vector trusts `size_hint` only up to a small cap.
+    async fn a_huge_size_hint_preallocates_little() {
+        let out = map_async(Claims { left: 3 }, 4, |n| async move { n }).await;
+        assert_eq!(out, [3, 2, 1]);
+        assert!(out.capacity() <= 1024, "capacity {}", out.capacity());
+        let out = try_map_async(Claims { left: 3 }, 4, |n| async move { Ok::<_, ()>(n) }).await.unwrap();
+        assert!(out.capacity() <= 1024, "capacity {}", out.capacity());
+        let out = gather_limit(Claims { left: 3 }.map(|n| async move { n }), 4).await;
+        assert!(out.capacity() <= 1024, "capacity {}", out.capacity());
+    }
+
+    /// Every map takes work as `IntoFuture`: here `retry` builders, which are not
+    /// futures themselves.
+    async fn the_function_may_return_into_future_work() {
+        let attempt = |n: u32| retry(move || async move { Ok::<_, ()>(n) }).attempts(2);
+        let ok = |results: &[Result<u32, tollgate::RetryError<()>>]| {
+            results.iter().map(|r| *r.as_ref().unwrap()).collect::<Vec<_>>()
+        };
+        assert_eq!(ok(&map_async(0..4, 2, attempt).await), [0, 1, 2, 3]);
+        assert_eq!(ok(&gather_limit((0..4).map(attempt), 2).await), [0, 1, 2, 3]);
+        let tried = try_map_async(0..4, 2, attempt).await.unwrap();
+        assert_eq!(tried, [0, 1, 2, 3]);
+        let streamed: Vec<_> = stream::iter(0..4).map_bounded(2, attempt).collect().await;
+        assert_eq!(ok(&streamed), [0, 1, 2, 3]);
+        let mut unordered: Vec<_> = ok(&amap_iter(0..4, 2, attempt).collect::<Vec<_>>().await);
+        unordered.sort_unstable();
+        assert_eq!(unordered, [0, 1, 2, 3]);
+        let mut unordered: Vec<_> = ok(&stream::iter(0..4).map_unordered(2, attempt).collect::<Vec<_>>().await);
+        unordered.sort_unstable();
+        assert_eq!(unordered, [0, 1, 2, 3]);
+        let keyed = map_async(0..4, 2, attempt).per_key(|n| n % 2, 1).await;
+        assert_eq!(ok(&keyed), [0, 1, 2, 3]);
     }
 }
 

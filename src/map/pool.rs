@@ -36,6 +36,14 @@ pin_project! {
     }
 }
 
+/// What [`Pool::start`] did with a new future.
+pub(crate) enum Started<T> {
+    /// Ready on its first poll: its output; the slot is free again.
+    Ready(T),
+    /// In flight in the slot with this index (the index comes back with its output).
+    Pending(usize),
+}
+
 /// Up to `limit` futures in flight, each in its own reusable slot.
 pub(crate) struct Pool<Fut> {
     slots: Vec<Pin<Box<Slot<Fut>>>>,
@@ -145,11 +153,12 @@ impl<Fut> Pool<Fut> {
 
 impl<Fut: Future> Pool<Fut> {
     /// Starts `fut` in a slot and polls it once. A ready future's output is returned at
-    /// once and leaves no trace; otherwise it stays in flight under `tag`.
+    /// once and leaves no trace; otherwise it stays in flight under `tag` in the slot
+    /// whose index is returned.
     ///
     /// The pool must not be full.
     #[inline(always)]
-    pub(crate) fn start(&mut self, fut: Fut, tag: usize) -> Option<Fut::Output> {
+    pub(crate) fn start(&mut self, fut: Fut, tag: usize) -> Started<Fut::Output> {
         let index = self.idle_slot();
         let slot = &mut self.slots[index];
         slot.as_mut().set(Slot::Busy { fut });
@@ -160,23 +169,23 @@ impl<Fut: Future> Pool<Fut> {
             Poll::Ready(output) => {
                 slot.as_mut().set(Slot::Idle);
                 self.idle.push(index);
-                Some(output)
+                Started::Ready(output)
             }
             Poll::Pending => {
                 self.tags[index] = tag;
                 self.busy += 1;
-                None
+                Started::Pending(index)
             }
         }
     }
 
-    /// Polls every future woken since the last call, handing each finished one's tag and
-    /// output to `done`. Stops early, leaving the rest marked, when `done` breaks.
+    /// Polls every future woken since the last call, handing each finished one's tag,
+    /// slot index and output to `done`. Stops early, leaving the rest marked, when `done` breaks.
     /// Returns how many futures it polled.
     #[inline]
     pub(crate) fn poll_woken(
         &mut self,
-        mut done: impl FnMut(usize, Fut::Output) -> ControlFlow<()>,
+        mut done: impl FnMut(usize, usize, Fut::Output) -> ControlFlow<()>,
     ) -> ControlFlow<(), usize> {
         let Self {
             slots,
@@ -203,7 +212,7 @@ impl<Fut: Future> Pool<Fut> {
                     slot.as_mut().set(Slot::Idle);
                     idle.push(index);
                     *busy -= 1;
-                    done(tags[index], output)
+                    done(tags[index], index, output)
                 }
                 Poll::Pending => ControlFlow::Continue(()),
             }
@@ -264,7 +273,7 @@ mod tests {
 
     fn woken(pool: &mut Pool<Manual>) -> Vec<(usize, usize)> {
         let mut out = Vec::new();
-        let _ = pool.poll_woken(|tag, output| {
+        let _ = pool.poll_woken(|tag, _, output| {
             out.push((tag, output));
             ControlFlow::Continue(())
         });
@@ -283,13 +292,13 @@ mod tests {
         };
         let mut pool = Pool::new(3, usize::MAX);
         for _ in 0..10 {
-            assert_eq!(pool.start(manual(0), 0), Some(7));
+            assert!(matches!(pool.start(manual(0), 0), Started::Ready(7)));
         }
         assert_eq!(pool.slots.len(), 1, "a ready future frees its slot at once");
         let waiting = manual(1);
         let handle = waiting.waker.clone();
-        assert_eq!(pool.start(waiting, 42), None);
-        assert_eq!(pool.start(manual(5), 43), None);
+        assert!(matches!(pool.start(waiting, 42), Started::Pending(_)));
+        assert!(matches!(pool.start(manual(5), 43), Started::Pending(_)));
         assert_eq!(pool.len(), 2);
         assert!(!pool.has_woken());
         assert!(woken(&mut pool).is_empty());
@@ -321,7 +330,7 @@ mod tests {
                 drops: drops.clone(),
                 waker: Arc::default(),
             };
-            assert_eq!(pool.start(fut, tag), None);
+            assert!(matches!(pool.start(fut, tag), Started::Pending(_)));
         }
         assert_eq!(pool.ready.len(), 4);
         assert!(
@@ -340,7 +349,7 @@ mod tests {
                 drops: drops.clone(),
                 waker: Arc::default(),
             };
-            assert_eq!(pool.start(fut, tag), None);
+            assert!(matches!(pool.start(fut, tag), Started::Pending(_)));
         }
         assert_eq!(pool.ready.len(), 8);
         assert!(pool.ready.entered());

@@ -39,6 +39,18 @@ impl<K, T> KeyScheduler<K, T> {
     pub(crate) fn active_keys(&self) -> usize {
         self.keys.len()
     }
+
+    /// The most items of one key that may run at once.
+    pub(crate) fn per_key(&self) -> usize {
+        self.per_key
+    }
+
+    /// Forgets every key, waiting item and running count (the running work was dropped).
+    pub(crate) fn clear(&mut self) {
+        self.keys.clear();
+        self.turns.clear();
+        self.waiting = 0;
+    }
 }
 
 impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {

@@ -1,0 +1,460 @@
+//! The collecting futures: [`MapAsync`], [`TryMapAsync`] and [`GatherLimit`]. Each
+//! drives the engine and moves every output straight into its result vector when it is
+//! next in line.
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::hash::Hash;
+use std::ops::ControlFlow;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_lite::stream::{self, Iter};
+use pin_project_lite::pin_project;
+
+use super::engine::{Admission, Core, DebugFields, Window};
+use super::keyed::PerKey;
+use super::results::{Collect, InOrder, TryCollect, output_vec};
+
+pin_project! {
+    /// Future for [`map_async`](crate::map_async).
+    ///
+    /// `A` is the admission: [`Window`] by default, [`PerKey`] after
+    /// [`per_key`](MapAsync::per_key).
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct MapAsync<I, F, Fut, A = Window>
+    where
+        Fut: IntoFuture,
+    {
+        #[pin]
+        core: Core<Iter<I>, Fut::IntoFuture, InOrder<Fut::Output>, A>,
+        f: F,
+        out: Vec<Fut::Output>,
+    }
+}
+
+impl<I, F, Fut> MapAsync<I, F, Fut>
+where
+    I: Iterator,
+    F: FnMut(I::Item) -> Fut,
+    Fut: IntoFuture,
+{
+    #[track_caller]
+    pub(crate) fn new(items: I, limit: usize, f: F) -> Self {
+        let out = output_vec(items.size_hint().0);
+        Self {
+            core: Core::new(
+                stream::iter(items),
+                limit,
+                true,
+                InOrder::new(),
+                Window::default(),
+            ),
+            f,
+            out,
+        }
+    }
+
+    /// Adds a per-key limit: at most `limit` items of one key (a URL's host, a tenant, a
+    /// shard, as named by `key_fn`) run at once, within the map's global limit, without
+    /// either limit blocking the other.
+    ///
+    /// An item starts only when its key and the global limit both have room. Items whose
+    /// key is full wait in a per-key queue **without holding a global slot**, and items
+    /// of other keys go ahead, so host-sorted input still fills every global slot. Keys
+    /// with waiting items take turns, so none starves; a key that runs fewer than `limit`
+    /// items gets a turn for its next one at once. Within a key, items start in input
+    /// order. Outputs still come in input order.
+    ///
+    /// Input is pulled ahead of the running work, up to the [window](MapAsync::window),
+    /// to find items of other keys. With a per-key limit the default window is
+    /// 64 × the global limit: with input sorted by key in runs of `r` items, filling
+    /// every global slot needs a window of about `(global / per_key) × r`; interleaved
+    /// input needs very little. Memory stays bounded by the window whatever the order.
+    ///
+    /// The global limit is `map_async`'s argument and the per-key limit sits beside its
+    /// key function, so the two cannot be swapped by accident.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// async fn fetch(url: String) -> Result<String, std::io::Error> {
+    ///     tollgate::sleep(Duration::from_millis(1)).await; // the network, simulated
+    ///     Ok(format!("<html>{url}</html>"))
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // Sorted by host: the naive crawler would leave most global slots idle here.
+    /// let urls: Vec<String> = ["a.example", "b.example", "c.example"]
+    ///     .iter()
+    ///     .flat_map(|host| (0..10).map(move |i| format!("https://{host}/{i}")))
+    ///     .collect();
+    /// let host = |url: &String| url.split('/').nth(2).unwrap_or_default().to_owned();
+    /// // 6 requests at once, at most 2 per host.
+    /// let pages = tollgate::map_async(urls, 6, fetch).per_key(host, 2).await;
+    /// assert_eq!(pages.len(), 30);
+    /// assert!(pages.iter().all(Result::is_ok));
+    /// # });
+    /// ```
+    ///
+    /// # With a `KeyedBulkhead`
+    ///
+    /// The per-key limit caps this map alone. When several maps (or other code) hit the
+    /// same hosts and the cap must hold across all of them, also run each request
+    /// through a shared [`KeyedBulkhead`](crate::KeyedBulkhead) inside `f`. Its options
+    /// then mean what they say: an `acquire_timeout` or `max_waiting` turns "the host is
+    /// busy with the others' work" into a [`BulkheadError`](crate::BulkheadError) item
+    /// instead of a long wait. Within one map the bulkhead never makes an item wait while
+    /// it holds a global slot as long as the per-key limit is no larger than the
+    /// bulkhead's limit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{BulkheadError, KeyedBulkhead, map_async, sleep};
+    ///
+    /// async fn crawl(per_host: &KeyedBulkhead<String>, urls: Vec<String>) -> Vec<Result<(), BulkheadError>> {
+    ///     let host = |url: &String| url.split('/').nth(2).unwrap_or_default().to_owned();
+    ///     map_async(urls, 8, |url| async move {
+    ///         let host = url.split('/').nth(2).unwrap_or_default().to_owned();
+    ///         per_host.run(&host, sleep(Duration::from_millis(1))).await
+    ///     })
+    ///     .per_key(host, 2)
+    ///     .await
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let per_host = KeyedBulkhead::new(2);
+    /// let urls = |n| (0..n).map(|i| format!("https://example.com/{i}")).collect();
+    /// // Two crawls at once: together they still send at most 2 requests to the host.
+    /// let (a, b) = futures_lite::future::zip(crawl(&per_host, urls(10)), crawl(&per_host, urls(10))).await;
+    /// assert!(a.iter().chain(&b).all(Result::is_ok));
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is 0. Polling panics if `key_fn` does (after dropping the work in
+    /// flight and the items waiting for their key).
+    #[track_caller]
+    pub fn per_key<K, KF>(
+        self,
+        key_fn: KF,
+        limit: usize,
+    ) -> MapAsync<I, F, Fut, PerKey<I::Item, K, KF>>
+    where
+        K: Hash + Eq + Clone,
+        KF: FnMut(&I::Item) -> K,
+    {
+        MapAsync {
+            core: self.core.with_admission(true, PerKey::new(key_fn, limit)),
+            f: self.f,
+            out: self.out,
+        }
+    }
+}
+
+impl<I, F, Fut: IntoFuture, A> MapAsync<I, F, Fut, A> {
+    /// Sets the window: at most `window` items are pulled and not yet collected in order
+    /// (waiting for their key, in flight, or finished and waiting for a slower earlier
+    /// item). The default is 4 × `limit` (64 × `limit` with a per-key limit);
+    /// `usize::MAX` never holds a slot back behind a slow item.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let squares = tollgate::map_async(1..=4, 2, |n| async move { n * n })
+    ///     .window(usize::MAX)
+    ///     .await;
+    /// assert_eq!(squares, [1, 4, 9, 16]);
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `window` is less than the limit.
+    #[track_caller]
+    pub fn window(mut self, window: usize) -> Self {
+        self.core.engine.set_window(window);
+        self
+    }
+}
+
+impl<I, F, Fut, A> Future for MapAsync<I, F, Fut, A>
+where
+    I: Iterator,
+    F: FnMut(I::Item) -> Fut,
+    Fut: IntoFuture,
+    A: Admission<I::Item>,
+{
+    type Output = Vec<Fut::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let core = this.core.project();
+        core.engine.check("MapAsync");
+        let mut results = Collect {
+            order: core.results,
+            out: this.out,
+        };
+        let _ = std::task::ready!(
+            core.engine
+                .poll_drive(core.source, this.f, &mut results, cx)
+        );
+        core.engine.finish();
+        Poll::Ready(std::mem::take(this.out))
+    }
+}
+
+impl<I, F, Fut: IntoFuture, A: DebugFields> fmt::Debug for MapAsync<I, F, Fut, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.core.engine.debug("MapAsync", f)
+    }
+}
+
+pin_project! {
+    /// Future for [`try_map_async`](crate::try_map_async).
+    ///
+    /// `A` is the admission: [`Window`] by default, [`PerKey`] after
+    /// [`per_key`](TryMapAsync::per_key).
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct TryMapAsync<I, F, Fut, T, E, A = Window>
+    where
+        Fut: IntoFuture,
+    {
+        #[pin]
+        core: Core<Iter<I>, Fut::IntoFuture, InOrder<Fut::Output>, A>,
+        f: F,
+        out: Vec<T>,
+        error: Option<E>,
+    }
+}
+
+/// [`TryMapAsync`] with a per-key limit (a private shorthand: the type is the public one).
+type TryMapAsyncPerKey<I, F, Fut, T, E, K, KF> =
+    TryMapAsync<I, F, Fut, T, E, PerKey<<I as Iterator>::Item, K, KF>>;
+
+impl<I, F, Fut, T, E> TryMapAsync<I, F, Fut, T, E>
+where
+    I: Iterator,
+    F: FnMut(I::Item) -> Fut,
+    Fut: IntoFuture<Output = Result<T, E>>,
+{
+    #[track_caller]
+    pub(crate) fn new(items: I, limit: usize, f: F) -> Self {
+        let out = output_vec(items.size_hint().0);
+        Self {
+            core: Core::new(
+                stream::iter(items),
+                limit,
+                true,
+                InOrder::new(),
+                Window::default(),
+            ),
+            f,
+            out,
+            error: None,
+        }
+    }
+
+    /// Adds a per-key limit, as [`MapAsync::per_key`] does: at most `limit` items of one
+    /// key run at once, within the global limit, and an item whose key is full waits
+    /// without holding a global slot. The first error still stops everything.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let jobs = [("a", "1"), ("a", "2"), ("b", "3")];
+    /// let parsed = tollgate::try_map_async(jobs, 4, |(_, n)| async move { n.parse::<u32>() })
+    ///     .per_key(|(host, _)| *host, 1)
+    ///     .await;
+    /// assert_eq!(parsed, Ok(vec![1, 2, 3]));
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is 0. Polling panics if `key_fn` does (after dropping the work in
+    /// flight).
+    #[track_caller]
+    pub fn per_key<K, KF>(
+        self,
+        key_fn: KF,
+        limit: usize,
+    ) -> TryMapAsyncPerKey<I, F, Fut, T, E, K, KF>
+    where
+        K: Hash + Eq + Clone,
+        KF: FnMut(&I::Item) -> K,
+    {
+        TryMapAsync {
+            core: self.core.with_admission(true, PerKey::new(key_fn, limit)),
+            f: self.f,
+            out: self.out,
+            error: self.error,
+        }
+    }
+}
+
+impl<I, F, Fut: IntoFuture, T, E, A> TryMapAsync<I, F, Fut, T, E, A> {
+    /// Sets the window, as [`MapAsync::window`] does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let all = tollgate::try_map_async(1..=3, 1, |n| async move { Ok::<_, ()>(n) })
+    ///     .window(10)
+    ///     .await;
+    /// assert_eq!(all, Ok(vec![1, 2, 3]));
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `window` is less than the limit.
+    #[track_caller]
+    pub fn window(mut self, window: usize) -> Self {
+        self.core.engine.set_window(window);
+        self
+    }
+}
+
+impl<I, F, Fut, T, E, A> Future for TryMapAsync<I, F, Fut, T, E, A>
+where
+    I: Iterator,
+    F: FnMut(I::Item) -> Fut,
+    Fut: IntoFuture<Output = Result<T, E>>,
+    A: Admission<I::Item>,
+{
+    type Output = Result<Vec<T>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let core = this.core.project();
+        core.engine.check("TryMapAsync");
+        let mut results = TryCollect {
+            order: core.results,
+            out: this.out,
+            error: this.error,
+        };
+        let flow = std::task::ready!(
+            core.engine
+                .poll_drive(core.source, this.f, &mut results, cx)
+        );
+        core.engine.finish();
+        match flow {
+            ControlFlow::Continue(()) => Poll::Ready(Ok(std::mem::take(this.out))),
+            ControlFlow::Break(()) => {
+                *this.out = Vec::new();
+                let error = this.error.take();
+                Poll::Ready(Err(error.expect("an error stopped the map")))
+            }
+        }
+    }
+}
+
+impl<I, F, Fut: IntoFuture, T, E, A: DebugFields> fmt::Debug for TryMapAsync<I, F, Fut, T, E, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.core.engine.debug("TryMapAsync", f)
+    }
+}
+
+pin_project! {
+    /// Future for [`gather_limit`](crate::gather_limit).
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct GatherLimit<I>
+    where
+        I: Iterator,
+        I::Item: IntoFuture,
+    {
+        #[pin]
+        core: Core<
+            Iter<I>,
+            <I::Item as IntoFuture>::IntoFuture,
+            InOrder<<I::Item as IntoFuture>::Output>,
+            Window,
+        >,
+        out: Vec<<I::Item as IntoFuture>::Output>,
+    }
+}
+
+impl<I> GatherLimit<I>
+where
+    I: Iterator,
+    I::Item: IntoFuture,
+{
+    #[track_caller]
+    pub(crate) fn new(futures: I, limit: usize) -> Self {
+        let out = output_vec(futures.size_hint().0);
+        Self {
+            core: Core::new(
+                stream::iter(futures),
+                limit,
+                true,
+                InOrder::new(),
+                Window::default(),
+            ),
+            out,
+        }
+    }
+
+    /// Sets the window, as [`MapAsync::window`] does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let jobs = (1..=3).map(|n| async move { n });
+    /// assert_eq!(tollgate::gather_limit(jobs, 1).window(8).await, [1, 2, 3]);
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `window` is less than the limit.
+    #[track_caller]
+    pub fn window(mut self, window: usize) -> Self {
+        self.core.engine.set_window(window);
+        self
+    }
+}
+
+impl<I> Future for GatherLimit<I>
+where
+    I: Iterator,
+    I::Item: IntoFuture,
+{
+    type Output = Vec<<I::Item as IntoFuture>::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let core = this.core.project();
+        core.engine.check("GatherLimit");
+        let mut results = Collect {
+            order: core.results,
+            out: this.out,
+        };
+        // The item is already the work.
+        let _ = std::task::ready!(core.engine.poll_drive(
+            core.source,
+            &mut |work: I::Item| work,
+            &mut results,
+            cx
+        ));
+        core.engine.finish();
+        Poll::Ready(std::mem::take(this.out))
+    }
+}
+
+impl<I> fmt::Debug for GatherLimit<I>
+where
+    I: Iterator,
+    I::Item: IntoFuture,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.core.engine.debug("GatherLimit", f)
+    }
+}

@@ -1,0 +1,535 @@
+//! The one drive loop under every bounded map.
+//!
+//! An [`Engine`] owns the [`Pool`] of futures in flight and the input bookkeeping; the
+//! source stream and the mapping function live beside it and are lent to each call. One
+//! poll runs passes until nothing can move:
+//! - poll the futures that were woken, handing each output to a [`Results`] consumer;
+//! - refill: the [`Admission`] decides which items to pull and start, the plain
+//!   [`Window`] (pull while a slot is free and the window allows) or the per-key
+//!   scheduler ([`PerKey`](super::keyed::PerKey));
+//! - after a budget of work, wake the task and yield, so a long run of ready futures
+//!   cannot starve the executor; a stream also yields after a streak of ready items.
+//!
+//! A panic that unwinds through a poll (from a future, the function, the key function or
+//! the source) drops everything in flight and marks the engine as panicked: polled again,
+//! it panics with a clear message instead of hanging or returning partial data.
+//!
+//! The admission is a type parameter, so each map is monomorphised for its own: the
+//! window path compiles to the same code as if the keyed path did not exist.
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::ops::ControlFlow;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_lite::Stream;
+use pin_project_lite::pin_project;
+
+use super::pool::{Pool, Started};
+use super::results::{Buffer, Results};
+
+/// Units of work (a child poll, a pull or a start) one poll may do before yielding.
+const BUDGET: usize = 512;
+/// Items a stream may yield in a row, without ever returning `Pending`, before it yields.
+const STREAK: u32 = 256;
+
+#[track_caller]
+pub(crate) fn check_limit(limit: usize) {
+    assert!(
+        limit > 0,
+        "tollgate: the concurrency limit must be at least 1 (a limit of 0 would never run anything)"
+    );
+}
+
+#[track_caller]
+fn check_window(window: usize, limit: usize) {
+    assert!(
+        window >= limit,
+        "tollgate: the window ({window}) must be at least the concurrency limit ({limit})"
+    );
+}
+
+/// Decides which pulled items start, and when to pull more.
+pub(crate) trait Admission<T> {
+    /// The window when none is set, for a map with this global `limit` whose outputs
+    /// come in input order (`ordered`) or completion order.
+    fn default_window(limit: usize, ordered: bool) -> usize;
+
+    /// Items pulled and not started yet.
+    fn waiting(&self) -> usize;
+
+    /// Whether a stream that just took an output from its buffer, with `backlog`
+    /// outputs still held there, should run a pass (poll the woken, refill) before
+    /// returning it.
+    fn refill_after_yield(backlog: usize, limit: usize) -> bool;
+
+    /// The future in slot `index` finished.
+    fn finished(&mut self, index: usize);
+
+    /// Forgets every waiting item and every running one (the pool was cleared).
+    fn clear(&mut self);
+
+    /// Pulls and starts items while the admission allows and the budget lasts. Outputs
+    /// of futures ready at once go to `results`; a break from it stops the map.
+    fn fill<S, F, W, R>(
+        engine: &mut Engine<W::IntoFuture, Self>,
+        source: Pin<&mut S>,
+        f: &mut F,
+        results: &mut R,
+        cx: &mut Context<'_>,
+        budget: &mut usize,
+    ) -> ControlFlow<()>
+    where
+        Self: Sized,
+        S: Stream<Item = T>,
+        F: FnMut(T) -> W,
+        W: IntoFuture,
+        R: Results<<W::IntoFuture as Future>::Output>;
+}
+
+/// The admission of a map without per-key limits: an item is pulled when a slot is free
+/// and the window allows, and starts at once.
+///
+/// It is the default type parameter of every bounded map; see
+/// [`MapAsync::per_key`](crate::futures::MapAsync::per_key) for the other one.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Window {
+    _private: (),
+}
+
+/// Ordered mode's default window, in multiples of the limit.
+const ORDERED_WINDOW: usize = 4;
+
+impl<T> Admission<T> for Window {
+    #[inline]
+    fn default_window(limit: usize, ordered: bool) -> usize {
+        if ordered {
+            limit.saturating_mul(ORDERED_WINDOW)
+        } else {
+            limit
+        }
+    }
+
+    #[inline(always)]
+    fn waiting(&self) -> usize {
+        0
+    }
+
+    /// Always: the yielded output freed a place in the window (which is the limit by
+    /// default for completion order), and refilling it at once keeps `limit` futures in
+    /// flight.
+    #[inline(always)]
+    fn refill_after_yield(_backlog: usize, _limit: usize) -> bool {
+        true
+    }
+
+    #[inline(always)]
+    fn finished(&mut self, _index: usize) {}
+
+    #[inline(always)]
+    fn clear(&mut self) {}
+
+    #[inline(always)]
+    fn fill<S, F, W, R>(
+        engine: &mut Engine<W::IntoFuture, Self>,
+        mut source: Pin<&mut S>,
+        f: &mut F,
+        results: &mut R,
+        cx: &mut Context<'_>,
+        budget: &mut usize,
+    ) -> ControlFlow<()>
+    where
+        S: Stream<Item = T>,
+        F: FnMut(T) -> W,
+        W: IntoFuture,
+        R: Results<<W::IntoFuture as Future>::Output>,
+    {
+        while *budget > 0
+            && !engine.input_done
+            && !engine.pool.is_full()
+            && engine.next_seq - results.released() < engine.window
+        {
+            match source.as_mut().poll_next(cx) {
+                Poll::Ready(Some(item)) => {
+                    *budget -= 1;
+                    let seq = engine.next_seq;
+                    engine.next_seq += 1;
+                    if let Started::Ready(output) = engine.pool.start(f(item).into_future(), seq) {
+                        results.accept(seq, output)?;
+                    }
+                }
+                Poll::Ready(None) => engine.input_done = true,
+                Poll::Pending => break,
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Where a map is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Running,
+    /// A future returned its output.
+    Finished,
+    /// A panic unwound through a poll; everything in flight was dropped.
+    Panicked,
+}
+
+/// The pool, the admission and the input bookkeeping.
+pub(crate) struct Engine<Fut, A> {
+    pub(crate) pool: Pool<Fut>,
+    pub(crate) admission: A,
+    /// At most this many items pulled and not yet released (yielded or collected).
+    pub(crate) window: usize,
+    /// Whether the user set the window (a default follows the admission).
+    window_set: bool,
+    /// Items pulled so far; the next item's input position.
+    pub(crate) next_seq: usize,
+    pub(crate) input_done: bool,
+    state: State,
+}
+
+impl<Fut, A> Engine<Fut, A> {
+    #[track_caller]
+    pub(crate) fn new<T>(limit: usize, expected: usize, ordered: bool, admission: A) -> Self
+    where
+        A: Admission<T>,
+    {
+        check_limit(limit);
+        Self {
+            pool: Pool::new(limit, expected),
+            admission,
+            window: A::default_window(limit, ordered),
+            window_set: false,
+            next_seq: 0,
+            input_done: false,
+            state: State::Running,
+        }
+    }
+
+    /// The same engine, not yet started, with another admission; an unset window follows
+    /// the new admission's default.
+    pub(crate) fn with_admission<T, B: Admission<T>>(
+        self,
+        ordered: bool,
+        admission: B,
+    ) -> Engine<Fut, B> {
+        debug_assert!(
+            self.next_seq == 0,
+            "the admission changes before the first poll"
+        );
+        let limit = self.pool.limit();
+        Engine {
+            pool: self.pool,
+            admission,
+            window: if self.window_set {
+                self.window
+            } else {
+                B::default_window(limit, ordered)
+            },
+            window_set: self.window_set,
+            next_seq: 0,
+            input_done: false,
+            state: State::Running,
+        }
+    }
+
+    #[track_caller]
+    pub(crate) fn set_window(&mut self, window: usize) {
+        check_window(window, self.pool.limit());
+        self.window = window;
+        self.window_set = true;
+    }
+
+    /// Panics if the map may not be polled: it finished (a future) or a panic went
+    /// through it.
+    #[inline]
+    pub(crate) fn check(&self, name: &str) {
+        if self.state != State::Running {
+            self.polled_when_not_running(name);
+        }
+    }
+
+    #[cold]
+    fn polled_when_not_running(&self, name: &str) -> ! {
+        match self.state {
+            State::Finished => panic!("`{name}` polled after completion"),
+            _ => panic!(
+                "`{name}` polled after a panic it propagated (the work in flight was dropped)"
+            ),
+        }
+    }
+
+    /// Marks a future's engine as finished: polling it again panics.
+    pub(crate) fn finish(&mut self) {
+        self.state = State::Finished;
+    }
+
+    pub(crate) fn debug(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result
+    where
+        A: DebugFields,
+    {
+        let mut s = f.debug_struct(name);
+        s.field("limit", &self.pool.limit())
+            .field("in_flight", &self.pool.len())
+            .field("window", &self.window);
+        self.admission.fields(&mut s);
+        s.finish_non_exhaustive()
+    }
+}
+
+/// The admission's part of a map's `Debug`, without bounds on the item type.
+pub(crate) trait DebugFields {
+    fn fields(&self, s: &mut fmt::DebugStruct<'_, '_>);
+}
+
+impl DebugFields for Window {
+    fn fields(&self, _s: &mut fmt::DebugStruct<'_, '_>) {}
+}
+
+impl<Fut: Future, A> Engine<Fut, A> {
+    fn is_done<T>(&self) -> bool
+    where
+        A: Admission<T>,
+    {
+        self.input_done && self.pool.is_empty() && self.admission.waiting() == 0
+    }
+
+    /// Drops every future in flight and every waiting item, and pulls nothing more.
+    fn stop<T>(&mut self)
+    where
+        A: Admission<T>,
+    {
+        self.input_done = true;
+        self.pool.clear();
+        self.admission.clear();
+    }
+
+    /// One round: poll the woken futures, then refill.
+    #[inline(always)]
+    fn pass<T, S, F, W, R>(
+        &mut self,
+        source: Pin<&mut S>,
+        f: &mut F,
+        results: &mut R,
+        cx: &mut Context<'_>,
+        budget: &mut usize,
+    ) -> ControlFlow<()>
+    where
+        A: Admission<T>,
+        S: Stream<Item = T>,
+        F: FnMut(T) -> W,
+        W: IntoFuture<IntoFuture = Fut>,
+        R: Results<Fut::Output>,
+    {
+        if self.pool.has_woken() {
+            let admission = &mut self.admission;
+            let polled = self.pool.poll_woken(|seq, index, output| {
+                admission.finished(index);
+                results.accept(seq, output)
+            })?;
+            *budget = budget.saturating_sub(polled);
+        }
+        A::fill(self, source, f, results, cx, budget)
+    }
+
+    /// Drives everything to the end, handing outputs to `results`. `Ready(Break)` means
+    /// `results` stopped the map; the futures in flight are dropped by then.
+    pub(crate) fn poll_drive<T, S, F, W, R>(
+        &mut self,
+        mut source: Pin<&mut S>,
+        f: &mut F,
+        results: &mut R,
+        cx: &mut Context<'_>,
+    ) -> Poll<ControlFlow<()>>
+    where
+        A: Admission<T>,
+        S: Stream<Item = T>,
+        F: FnMut(T) -> W,
+        W: IntoFuture<IntoFuture = Fut>,
+        R: Results<Fut::Output>,
+    {
+        let this = StopOnUnwind::new(self);
+        let mut budget = BUDGET;
+        loop {
+            // Until `register`, wake-ups only mark their futures: one that wakes itself
+            // during this pass costs no trip through the executor.
+            this.engine.pool.enter();
+            if this
+                .engine
+                .pass(source.as_mut(), f, results, cx, &mut budget)
+                .is_break()
+            {
+                this.engine.stop();
+                return Poll::Ready(ControlFlow::Break(()));
+            }
+            if this.engine.is_done() {
+                return Poll::Ready(ControlFlow::Continue(()));
+            }
+            if budget == 0 {
+                // Cooperative: plenty done in this poll; let the executor run others.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            this.engine.pool.register(cx);
+            if !this.engine.pool.has_woken() {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+/// Drops the work in flight and marks the engine as panicked when a panic (in a future,
+/// in `f`, in the key function, in the source) unwinds through a poll, so the panic
+/// reaches the caller after the others are gone and a later poll cannot hang.
+struct StopOnUnwind<'a, T, Fut: Future, A: Admission<T>> {
+    engine: &'a mut Engine<Fut, A>,
+    /// Polled from a destructor during another panic: not ours to clean up after.
+    already_panicking: bool,
+    _item: std::marker::PhantomData<fn(T)>,
+}
+
+impl<'a, T, Fut: Future, A: Admission<T>> StopOnUnwind<'a, T, Fut, A> {
+    #[inline]
+    fn new(engine: &'a mut Engine<Fut, A>) -> Self {
+        Self {
+            engine,
+            already_panicking: std::thread::panicking(),
+            _item: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T, Fut: Future, A: Admission<T>> Drop for StopOnUnwind<'_, T, Fut, A> {
+    fn drop(&mut self) {
+        if std::thread::panicking() && !self.already_panicking {
+            self.engine.stop();
+            self.engine.state = State::Panicked;
+        }
+    }
+}
+
+pin_project! {
+    /// A source, the engine and where outputs go: everything but the function.
+    pub(crate) struct Core<S, Fut, R, A> {
+        #[pin]
+        pub(crate) source: S,
+        pub(crate) engine: Engine<Fut, A>,
+        pub(crate) results: R,
+        // Items yielded in a row without returning `Pending`.
+        streak: u32,
+    }
+}
+
+impl<S: Stream, Fut, R, A> Core<S, Fut, R, A> {
+    #[track_caller]
+    pub(crate) fn new(source: S, limit: usize, ordered: bool, results: R, admission: A) -> Self
+    where
+        A: Admission<S::Item>,
+    {
+        let expected = source.size_hint().1.unwrap_or(usize::MAX);
+        Self {
+            engine: Engine::new(limit, expected, ordered, admission),
+            source,
+            results,
+            streak: 0,
+        }
+    }
+
+    /// The same core with another admission; see [`Engine::with_admission`].
+    pub(crate) fn with_admission<B: Admission<S::Item>>(
+        self,
+        ordered: bool,
+        admission: B,
+    ) -> Core<S, Fut, R, B> {
+        Core {
+            source: self.source,
+            engine: self.engine.with_admission(ordered, admission),
+            results: self.results,
+            streak: self.streak,
+        }
+    }
+
+    /// Pulled and not yet yielded, plus what the source still promises.
+    pub(crate) fn size_hint(&self) -> (usize, Option<usize>)
+    where
+        R: Results<Fut::Output>,
+        Fut: Future,
+    {
+        let held = self.engine.next_seq - self.results.released();
+        let (lower, upper) = if self.engine.input_done {
+            (0, Some(0))
+        } else {
+            self.source.size_hint()
+        };
+        (
+            lower.saturating_add(held),
+            upper.and_then(|upper| upper.checked_add(held)),
+        )
+    }
+}
+
+impl<S: Stream, Fut: Future, R: Buffer<Fut::Output>, A: Admission<S::Item>> Core<S, Fut, R, A> {
+    /// The next output for a stream. `name` is the stream's type, for panic messages.
+    pub(crate) fn poll_next_with<F, W>(
+        self: Pin<&mut Self>,
+        f: &mut F,
+        cx: &mut Context<'_>,
+        name: &str,
+    ) -> Poll<Option<Fut::Output>>
+    where
+        F: FnMut(S::Item) -> W,
+        W: IntoFuture<IntoFuture = Fut>,
+    {
+        let this = self.project();
+        this.engine.check(name);
+        let mut source = this.source;
+        let results = this.results;
+        let streak = this.streak;
+        if *streak >= STREAK {
+            // Cooperative: a long run of ready items yields once to the executor.
+            *streak = 0;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let engine = StopOnUnwind::new(this.engine);
+        let mut budget = BUDGET;
+        engine.engine.pool.enter();
+        if let Some(value) = results.pop() {
+            // Yielding `value` released a place in the window: refill before returning,
+            // unless the admission would rather hand out a backlog first.
+            if A::refill_after_yield(results.backlog(), engine.engine.pool.limit()) {
+                let _ = engine
+                    .engine
+                    .pass(source.as_mut(), f, results, cx, &mut budget);
+            }
+            *streak += 1;
+            return Poll::Ready(Some(value));
+        }
+        loop {
+            let _ = engine
+                .engine
+                .pass(source.as_mut(), f, results, cx, &mut budget);
+            if let Some(value) = results.pop() {
+                let _ = A::fill(engine.engine, source.as_mut(), f, results, cx, &mut budget);
+                *streak += 1;
+                return Poll::Ready(Some(value));
+            }
+            if engine.engine.is_done() {
+                return Poll::Ready(None);
+            }
+            *streak = 0;
+            if budget == 0 {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            engine.engine.pool.register(cx);
+            if !engine.engine.pool.has_woken() {
+                return Poll::Pending;
+            }
+            engine.engine.pool.enter();
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Where a bounded map's finished outputs go: a reorder buffer (input order), a queue
+//! (completion order), or straight into the collected vector (in input order, stopping at
+//! the first error for `try_map_async`).
+//!
+//! Each consumer also says how many items have left the map (yielded or collected): the
+//! engine counts the window from there.
+
+use std::collections::VecDeque;
+use std::ops::ControlFlow;
+
+/// A consumer of finished outputs, told each output's input position.
+pub(crate) trait Results<T> {
+    /// Takes the output of item `seq`. Breaking stops the whole map (fail-fast).
+    fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()>;
+    /// How many items have left the map (yielded or collected): the window is counted
+    /// from here.
+    fn released(&self) -> usize;
+}
+
+/// A buffer a stream yields from.
+pub(crate) trait Buffer<T>: Results<T> {
+    fn pop(&mut self) -> Option<T>;
+    /// Outputs held (for input order, also the gaps before them): at least what `pop`
+    /// can still hand out without more work.
+    fn backlog(&self) -> usize;
+}
+
+/// The reorder buffer: `waiting[k]` holds the output of item `head + k` once it is done.
+pub(crate) struct InOrder<T> {
+    waiting: VecDeque<Option<T>>,
+    head: usize,
+}
+
+impl<T> InOrder<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            waiting: VecDeque::new(),
+            head: 0,
+        }
+    }
+}
+
+impl<T> InOrder<T> {
+    /// Stores an output that is not the next one after the last stored: leaves gaps
+    /// (`None`) for the items before it.
+    #[cold]
+    fn accept_out_of_line(&mut self, k: usize, value: T) {
+        if k < self.waiting.len() {
+            self.waiting[k] = Some(value);
+        } else {
+            self.waiting.resize_with(k, || None);
+            self.waiting.push_back(Some(value));
+        }
+    }
+}
+
+impl<T> Results<T> for InOrder<T> {
+    #[inline(always)]
+    fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
+        let k = seq - self.head;
+        if k == self.waiting.len() {
+            self.waiting.push_back(Some(value));
+        } else {
+            self.accept_out_of_line(k, value);
+        }
+        ControlFlow::Continue(())
+    }
+
+    #[inline]
+    fn released(&self) -> usize {
+        self.head
+    }
+}
+
+impl<T> Buffer<T> for InOrder<T> {
+    #[inline]
+    fn pop(&mut self) -> Option<T> {
+        let value = self.waiting.front_mut()?.take()?;
+        self.waiting.pop_front();
+        self.head += 1;
+        Some(value)
+    }
+
+    #[inline]
+    fn backlog(&self) -> usize {
+        self.waiting.len()
+    }
+}
+
+/// Outputs in the order they finished.
+pub(crate) struct InCompletionOrder<T> {
+    done: VecDeque<T>,
+    yielded: usize,
+}
+
+impl<T> InCompletionOrder<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            done: VecDeque::new(),
+            yielded: 0,
+        }
+    }
+}
+
+impl<T> Results<T> for InCompletionOrder<T> {
+    #[inline]
+    fn accept(&mut self, _seq: usize, value: T) -> ControlFlow<()> {
+        self.done.push_back(value);
+        ControlFlow::Continue(())
+    }
+
+    #[inline]
+    fn released(&self) -> usize {
+        self.yielded
+    }
+}
+
+impl<T> Buffer<T> for InCompletionOrder<T> {
+    #[inline]
+    fn pop(&mut self) -> Option<T> {
+        let value = self.done.pop_front()?;
+        self.yielded += 1;
+        Some(value)
+    }
+
+    #[inline]
+    fn backlog(&self) -> usize {
+        self.done.len()
+    }
+}
+
+/// Collects into a vector in input order: an output that is next in line goes straight
+/// in; the others wait in the reorder buffer.
+pub(crate) struct Collect<'a, T> {
+    pub(crate) order: &'a mut InOrder<T>,
+    pub(crate) out: &'a mut Vec<T>,
+}
+
+impl<T> Results<T> for Collect<'_, T> {
+    #[inline]
+    fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
+        if seq == self.order.head && self.order.waiting.is_empty() {
+            self.out.push(value);
+            self.order.head += 1;
+        } else {
+            let _ = self.order.accept(seq, value);
+            while let Some(value) = self.order.pop() {
+                self.out.push(value);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    #[inline]
+    fn released(&self) -> usize {
+        self.order.head
+    }
+}
+
+/// Collects the `Ok` values in input order; the first `Err` stops everything. Only `Ok`
+/// values ever wait in the reorder buffer.
+pub(crate) struct TryCollect<'a, T, E> {
+    pub(crate) order: &'a mut InOrder<Result<T, E>>,
+    pub(crate) out: &'a mut Vec<T>,
+    pub(crate) error: &'a mut Option<E>,
+}
+
+impl<T, E> Results<Result<T, E>> for TryCollect<'_, T, E> {
+    #[inline]
+    fn accept(&mut self, seq: usize, value: Result<T, E>) -> ControlFlow<()> {
+        match value {
+            Ok(value) if seq == self.order.head && self.order.waiting.is_empty() => {
+                self.out.push(value);
+                self.order.head += 1;
+            }
+            Ok(value) => {
+                let _ = self.order.accept(seq, Ok(value));
+                while let Some(Ok(value)) = self.order.pop() {
+                    self.out.push(value);
+                }
+            }
+            Err(error) => {
+                *self.error = Some(error);
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    #[inline]
+    fn released(&self) -> usize {
+        self.order.head
+    }
+}
+
+/// The most a collecting map preallocates for its output from the input's `size_hint`:
+/// a hint may be huge (`0..1 << 33`) or unbounded (`1u32..`), and the vector grows
+/// anyway.
+const MAX_PREALLOC: usize = 1024;
+
+/// An empty output vector for an input whose `size_hint` lower bound is `expected`.
+pub(crate) fn output_vec<T>(expected: usize) -> Vec<T> {
+    Vec::with_capacity(expected.min(MAX_PREALLOC))
+}
