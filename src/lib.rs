@@ -1,115 +1,4 @@
-//! Runtime-agnostic async primitives for bulk work.
-//!
-//! Crawl thousands of URLs, run a nightly sync, "enrich these 50,000 rows from an API":
-//! starting everything at once exhausts sockets and gets you banned, and a hand-written
-//! semaphore + queue + error handling is forty lines rewritten every time. tollgate is those
-//! forty lines, done once, done right, and fast: a global cap, a per-host cap that does not
-//! fight it, failures collected instead of fatal, mirrors raced, retries with per-attempt
-//! timeouts, and memory that does not grow with the input.
-//!
-//! # The crawler
-//!
-//! ```
-//! use std::io;
-//! use std::time::Duration;
-//! use tollgate::{RetryError, map_async, race, retry, run_sync, sleep};
-//!
-//! async fn http_get(url: &str) -> io::Result<String> {
-//!     let slow = url.contains("slow.example");
-//!     sleep(Duration::from_millis(if slow { 20 } else { 2 })).await; // the network, simulated
-//!     match url.ends_with("/broken") {
-//!         true => Err(io::Error::other(format!("cannot reach {url}"))),
-//!         false => Ok(format!("<html>{url}</html>")),
-//!     }
-//! }
-//!
-//! /// A GET with up to 3 tries, 5 s each, 10 ms apart.
-//! async fn fetch(url: String) -> Result<String, RetryError<io::Error>> {
-//!     let one_try = || http_get(&url);
-//!     retry(one_try).attempts(3).timeout(Duration::from_secs(5)).interval(Duration::from_millis(10)).await
-//! }
-//!
-//! let host = |url: &String| url.split('/').nth(2).unwrap_or_default().to_owned();
-//! let mut urls: Vec<String> = (0..10)
-//!     .flat_map(|i| ["fast.example", "slow.example"].map(|h| format!("https://{h}/page/{i}")))
-//!     .collect();
-//! urls.push("https://fast.example/broken".into());
-//!
-//! run_sync(async {
-//!     // At most 8 requests in flight, at most 2 per host; failures are items.
-//!     let results = map_async(urls, 8, fetch).per_key(host, 2).await;
-//!     let failed = results.iter().filter(|page| page.is_err()).count();
-//!     assert_eq!((results.len() - failed, failed), (20, 1));
-//!
-//!     // Two mirrors: the first good answer wins, the other request is cancelled.
-//!     let mirrors = (fetch("https://slow.example/file".into()), fetch("https://fast.example/file".into()));
-//!     let body = race(mirrors).timeout(Duration::from_secs(2)).await.unwrap();
-//!     assert_eq!(body, "<html>https://fast.example/file</html>");
-//! });
-//! ```
-//!
-//! `cargo run --example crawl` runs the full demo on a simulated network;
-//! `cargo run --example crawl_http` crawls real sockets on loopback.
-//!
-//! # Operations
-//!
-//! | | wait for all, `Vec` in input order | stream, as they complete | first success |
-//! | --- | --- | --- | --- |
-//! | failures are items | [`map_async`], [`gather_limit`] | [`amap_iter`], [`.map_unordered`](BoundedStreamExt::map_unordered) (and [`.map_bounded`](BoundedStreamExt::map_bounded) in input order) | [`race`]: failures are skipped, all of them reported if nobody wins |
-//! | the first failure stops everything | [`try_map_async`] | stop consuming: dropping the stream cancels what is in flight | - |
-//!
-//! | need | tollgate |
-//! | --- | --- |
-//! | global cap on concurrent work, lazy input | [`map_async`], [`try_map_async`], [`amap_iter`], [`gather_limit`], [`BoundedStreamExt`] |
-//! | global cap AND per-host cap, neither blocking the other | [`.per_key`](futures::MapAsync::per_key) on every bounded map but `gather_limit` |
-//! | per-resource cap, wait timeout, bounded wait queue, stats; one cap per runtime | [`Bulkhead`] (+ [`BulkheadError`], [`BulkheadStats`]) over a FIFO [`Semaphore`] that also serves blocking threads |
-//! | one cap per host, created on demand, idle hosts forgotten | [`KeyedBulkhead`] |
-//! | ask several mirrors, first success wins, losers cancelled | [`race`] (+ [`.timeout(d)`](futures::Race::timeout)), [`RaceError`] |
-//! | retry transient failures with backoff and per-attempt timeouts | [`retry`], [`RetryError`] |
-//! | deadline on any future | [`timeout`], [`sleep`], [`TimeoutError`] |
-//! | sync entry point that refuses to nest | [`run_sync`], [`try_run_sync`] |
-//! | which runtime am I on? | [`RuntimeKey`] |
-//! | wait in a test for background work | [`testing::eventually`] |
-//! | one error type over all of them | [`Error`] |
-//!
-//! # Runtimes
-//!
-//! tollgate never spawns: its futures are polled by whoever awaits them, and its timers
-//! come from async-io's reactor, which runs beside any executor.
-//!
-//! | where your code runs | works | what tollgate sees ([`RuntimeKey`]) | timers |
-//! | --- | --- | --- | --- |
-//! | [`run_sync`] | yes | one key per call | async-io |
-//! | smol, async-std, `futures::executor` | yes | one process-wide key | async-io |
-//! | tokio, default features | yes | one process-wide key | async-io (tokio's paused clock is ignored) |
-//! | tokio, feature `tokio` | yes | one key per tokio runtime | tokio's clock (`pause()` honoured) |
-//!
-//! The `tokio` feature adds exactly that: per-runtime keys inside tokio (so a `static`
-//! [`Bulkhead`] caps each `#[tokio::test]` separately), [`run_sync`] refusing to block a
-//! tokio thread, and timers on tokio's clock. Every future tollgate returns is `Send`
-//! whenever what it holds is, so it can go to `tokio::spawn`.
-//!
-//! # A stream only works while it is polled
-//!
-//! Because nothing is spawned, the futures inside [`amap_iter`] or
-//! [`.map_unordered`](BoundedStreamExt::map_unordered) make progress only while the stream
-//! is polled. A loop that awaits something slow *in its body* between two `next()` calls
-//! pauses every request in flight (futures-rs #2387 is that surprise with `buffered`).
-//! tollgate keeps each slot busy for as long as it is polled (a finished slot is refilled
-//! in the same poll), but it cannot poll while you are not asking. Put the slow work inside
-//! the mapped function, collect with [`map_async`], or spawn the stream as a task and read
-//! its results from a channel.
-//!
-//! # When not to use tollgate
-//!
-//! - CPU-bound work: a bounded map runs its futures on one task. Use rayon, or
-//!   `spawn_blocking` behind a [`Bulkhead`].
-//! - Requests per second: tollgate caps how many run *at once*, not how many start per
-//!   second. A rate limiter (token bucket) is a different tool.
-//! - One future, or a handful you can `join!`: just await them.
-//! - Middleware stacks for a service (load shedding, routing, discovery): that is tower.
-//!
-
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -143,7 +32,8 @@ pub use crate::retry::{Attempt, RetryError, retry};
 pub use crate::runtime::{RunSyncError, RuntimeKey, run_sync, try_run_sync};
 pub use crate::time::{TimeoutError, sleep, timeout};
 
-/// The futures tollgate's functions return, named so they can be stored in structs.
+/// The futures and streams tollgate's functions return (and the admission types of the
+/// bounded maps), named so they can be stored in structs. One public path each.
 pub mod futures {
     pub use crate::limit::bulkhead::keyed::{
         KeyedBulkheadAcquire, KeyedBulkheadAcquireArc, KeyedBulkheadRun,
@@ -157,7 +47,3 @@ pub mod futures {
     pub use crate::retry::Retry;
     pub use crate::time::{Sleep, Timeout};
 }
-
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-struct ReadmeDoctests;
