@@ -5,7 +5,7 @@
 //! - `per_key/interleaved` and `per_key/sorted`: `map_async(..).per_key(..)`, the
 //!   work-conserving scheduler; the
 //!   target is sorted >= 0.9x the throughput of interleaved.
-//! - `naive/*`: `map_async` + `KeyedBulkhead`, the recipe's way: a request takes a global
+//! - `naive/*`: `map_async` + `KeyedBulkhead`, the hand-built way: a request takes a global
 //!   slot and then waits for its host while holding it, so sorted input runs ~2 at a time.
 //!
 //! Run: `cargo bench --bench keyed`.

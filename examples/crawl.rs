@@ -1,14 +1,14 @@
 //! The crawler on a simulated network, offline: the main demo.
 //!
-//! Part 1 is the Python recipe, line for line: 30 pages from 3 hosts plus one broken URL,
-//! a global limit of 8 (`map_async`) and a cap of 2 per host (one `Bulkhead` per host, the
-//! recipe's `bulkhead_for`), failures collected instead of fatal, then a race of two
-//! mirrors that the fast one wins.
+//! Part 1 is the crawler built by hand: 30 pages from 3 hosts plus one broken URL, a
+//! global limit of 8 (`map_async`) and a cap of 2 per host (a map from host to `Bulkhead`),
+//! failures collected instead of fatal, then a race of two mirrors that the fast one wins.
 //!
 //! Part 2 is a bulk run: by default 100,000 requests over 50 hosts with mixed latencies and
-//! failures, through `map_async(..).per_key(..)` (global and per-host caps that never block each other)
-//! with `retry` on transient failures and a per-attempt `timeout`. It prints throughput,
-//! per-host peaks, failures by kind and the efficiency against the ideal schedule.
+//! failures, through `map_async(..).per_key(..)` (global and per-host caps that never block
+//! each other) with `retry` on transient failures and a `timeout` on each attempt. It
+//! prints throughput, per-host peaks, failures by kind and the efficiency against the ideal
+//! schedule.
 //!
 //! ```text
 //! cargo run --release --example crawl -- [--requests N] [--hosts H] [--global G]
@@ -17,8 +17,8 @@
 //! ```
 //!
 //! With `--sorted` the input comes sorted by host. A map with a per-key limit pulls ahead a
-//! bounded window of items (64 x the global limit by default) for other hosts' work; when runs of one host
-//! are longer than that, raise `--window` to fill every global slot.
+//! bounded window of items (64 x the global limit by default) for other hosts' work; when
+//! runs of one host are longer than that, raise `--window` to fill every global slot.
 //!
 //! The example checks its own invariants (pages, failures, per-host and global peaks) and
 //! exits non-zero if one breaks.
@@ -35,17 +35,17 @@ mod simulated_network;
 
 use simulated_network::{FetchError, Network, Outcome, host_of};
 
-// --- part 1: the recipe --------------------------------------------------------------
+// --- part 1: the hand-built crawler ------------------------------------------------
 
 const PER_HOST: usize = 2;
 
-async fn recipe() -> Result<(), String> {
+async fn hand_built() -> Result<(), String> {
     let network = Network::new([
         ("fast.example".to_owned(), Duration::from_millis(2)),
         ("slow.example".to_owned(), Duration::from_millis(10)),
         ("mirror-a.example".to_owned(), Duration::from_millis(20)),
     ]);
-    // The recipe's `bulkhead_for(host)`: one named bulkhead per host, 5 s wait timeout.
+    // A map from host to bulkhead: one named bulkhead per host, 5 s acquire timeout.
     let bulkheads: HashMap<&str, Bulkhead> = ["fast.example", "slow.example", "mirror-a.example"]
         .into_iter()
         .map(|host| {
@@ -359,7 +359,7 @@ fn main() -> ExitCode {
         }
     };
     match run_sync(async {
-        recipe().await?;
+        hand_built().await?;
         bulk(&settings).await
     }) {
         Ok(()) => ExitCode::SUCCESS,

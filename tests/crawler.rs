@@ -1,5 +1,5 @@
-//! The Python recipe's own five tests, ported: limits, failures collected, a race that
-//! survives a broken mirror, all mirrors down, and no request left running.
+//! The crawler's five promises: limits hold, failures are collected, a race survives a
+//! broken mirror, all mirrors down is reported, and no request is left running.
 
 mod common;
 #[path = "support/simulated_network.rs"]
@@ -15,8 +15,8 @@ use tollgate::{KeyedBulkhead, RaceError, map_async, race};
 const PER_HOST: usize = 2;
 const HOSTS: [&str; 3] = ["fast.example", "slow.example", "mirror-a.example"];
 
-/// The recipe's crawler: a per-host bulkhead (the recipe's `bulkhead_for(host)` dict) in
-/// front of the simulated network, and `map_async` for the global limit.
+/// The hand-built crawler: a per-host bulkhead (a map from host to cap, created on
+/// demand) in front of the simulated network, and `map_async` for the global limit.
 struct Crawler {
     network: Network,
     per_host: KeyedBulkhead<String>,

@@ -361,7 +361,7 @@ matrix! {
     }
 
     async fn bounded_concurrency_beats_sequential_fetches() {
-        // The article's headline: the same URLs one by one, then with a cap.
+        // The headline of bounded concurrency: the same URLs one by one, then with a cap.
         const URLS: usize = 48;
         const LIMIT: usize = 16;
         const LATENCY: Duration = Duration::from_millis(5);
@@ -404,7 +404,7 @@ matrix! {
     }
 
     async fn crawl_with_map_async_and_a_keyed_bulkhead() {
-        // The recipe's form: `map_async` for the global limit, a bulkhead per host inside
+        // The hand-built form: `map_async` for the global limit, a bulkhead per host inside
         // it, `retry` outside the bulkhead (no host slot held during the pause).
         let server = crawl_server();
         let plan = crawl_plan(&server);

@@ -16,7 +16,7 @@ use tollgate::{BulkheadError, sleep};
 /// Why a simulated request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FetchError {
-    /// The host cannot be reached (the recipe's `ConnectionError`).
+    /// The host cannot be reached (a connection error).
     Unreachable(String),
     /// 503: try again later.
     Unavailable,
