@@ -106,8 +106,8 @@ matrix! {
         ])
         .await
         .unwrap_err();
-        assert_eq!(failed.len(), 2);
-        let mut indices: Vec<usize> = failed.iter().map(|(index, _)| *index).collect();
+        assert_eq!(failed.errors().len(), 2);
+        let mut indices: Vec<usize> = failed.errors().iter().map(|(index, _)| *index).collect();
         indices.sort_unstable();
         assert_eq!(indices, [0, 1]);
     }
@@ -179,7 +179,7 @@ matrix! {
             .await
             .unwrap_err();
         assert!(failed.timed_out());
-        assert!(failed.is_empty());
+        assert!(failed.errors().is_empty());
         assert_eq!(polls.load(Ordering::SeqCst), 3);
         assert_eq!(failed.to_string(), "race timed out after 0ns with 0 failures");
 
@@ -191,7 +191,7 @@ matrix! {
         let failed = race(Vec::<std::future::Ready<Result<u8, String>>>::new())
             .await
             .unwrap_err();
-        assert!(failed.is_empty());
+        assert!(failed.errors().is_empty());
         assert!(!failed.timed_out());
         assert_eq!(failed.to_string(), "race had no contestants");
         // A timeout does not make an empty race wait.
@@ -241,9 +241,9 @@ matrix! {
         ))
         .await
         .unwrap_err();
-        let indices: Vec<usize> = failed.iter().map(|(index, _)| *index).collect();
+        let indices: Vec<usize> = failed.errors().iter().map(|(index, _)| *index).collect();
         assert_eq!(indices, (0..12).collect::<Vec<_>>());
-        assert!(failed.iter().all(|(index, error)| index == error));
+        assert!(failed.errors().iter().all(|(index, error)| index == error));
 
         // A 1-tuple works too.
         assert_eq!(race((ready(Ok::<u8, ()>(1)),)).await, Ok(1));
@@ -275,7 +275,7 @@ matrix! {
             }
         });
         let failed = race(contestants).await.unwrap_err();
-        assert_eq!(failed.len(), N);
+        assert_eq!(failed.errors().len(), N);
         // Each contestant ran its body twice: polled exactly twice.
         assert_eq!(polls.load(Ordering::SeqCst), 2 * N);
     }
@@ -430,8 +430,8 @@ fn race_failed_is_an_error_and_converts_to_the_umbrella() {
     ]))
     .unwrap_err();
     is_error(&failed);
-    assert_eq!(failed.len(), 2);
-    assert_eq!(failed[1].1.to_string(), "reset");
+    assert_eq!(failed.errors().len(), 2);
+    assert_eq!(failed.errors()[1].1.to_string(), "reset");
 
     let umbrella: tollgate::Error = failed.into();
     is_error(&umbrella);
@@ -501,7 +501,7 @@ mod paused_clock {
         .await
         .unwrap_err();
         assert!(failed.timed_out());
-        assert_eq!(failed.len(), 1);
+        assert_eq!(failed.errors().len(), 1);
         assert_eq!(
             failed.to_string(),
             "race timed out after 3600s with 1 failure"
