@@ -100,4 +100,3 @@ where
         crate::Error::Race(error.map_errors(Into::into))
     }
 }
-

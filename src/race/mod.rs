@@ -86,6 +86,11 @@ struct Slot<F> {
 /// [`RaceError`] when every contestant failed, when the timeout passed first, or at once
 /// when there are no contestants (never a panic, unlike `futures::future::select_ok`).
 ///
+/// # Panics
+///
+/// A contestant's panic propagates out of the race's poll. Polling the race again after
+/// that, or after it returned `Ready`, panics.
+///
 /// # Cancel safety
 ///
 /// Dropping the race drops every contestant still running. When the race returns (won,
@@ -123,6 +128,10 @@ enum State {
     Fresh,
     /// Polled once: later polls poll the woken contestants only.
     Running,
+    /// Polling contestants. Still set on the next poll only if a contestant panicked
+    /// and the panic left the previous one: that poll panics too, rather than hang on
+    /// the wake-ups the unwinding poll had taken and not yet passed on.
+    Polling,
     /// The output was returned.
     Done,
 }
@@ -280,10 +289,10 @@ where
         let mut winner = None;
         // Wake-ups during this poll only mark their contestants: we look before we return.
         this.wake.enter();
-        match this.state {
+        match mem::replace(&mut this.state, State::Polling) {
             State::Done => panic!("`Race` polled after it completed"),
+            State::Polling => panic!("`Race` polled after a contestant panicked"),
             State::Fresh => {
-                this.state = State::Running;
                 if let Some(duration) = this.timeout {
                     this.timer = Some(Box::pin(sleep(duration)));
                 }
@@ -295,17 +304,18 @@ where
                 }
             }
             State::Running => {
-                let _ = this.wake.drain(|index| {
-                    match this.contestants.poll(&this.wake, index) {
+                let _ = this
+                    .wake
+                    .drain(|index| match this.contestants.poll(&this.wake, index) {
                         Polled::Won(value) => {
                             winner = Some(value);
                             ControlFlow::Break(())
                         }
                         Polled::Pending | Polled::Failed => ControlFlow::Continue(()),
-                    }
-                });
+                    });
             }
         }
+        this.state = State::Running;
         if let Some(value) = winner {
             // The losers go before the winner's value leaves this poll.
             this.contestants.drop_all();

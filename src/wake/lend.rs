@@ -200,13 +200,18 @@ mod tests {
         let set = WakeSet::new(130);
         let mut lender = Lender::new(&set);
         let kept = lender.lend(&set, 0).clone();
-        let first = lender.kept(&set).expect("a clone is around: the child keeps it");
+        let first = lender
+            .kept(&set)
+            .expect("a clone is around: the child keeps it");
         // Someone still holds it: it is not reused once its child finished.
         lender.finished(&set, Some(first));
         let second = lender.lend(&set, 1).clone();
         assert!(!kept.will_wake(&second));
         drop(second);
-        assert!(lender.kept(&set).is_none(), "no clone left: it stays the spare");
+        assert!(
+            lender.kept(&set).is_none(),
+            "no clone left: it stays the spare"
+        );
         let third = lender.lend(&set, 129).clone();
         assert!(third.will_wake(lender.lend(&set, 129)));
         assert!(!set.any());
@@ -231,7 +236,12 @@ mod tests {
         lender.finished(&set, None);
         lender.lend(&set, 1).wake_by_ref();
         assert!(lender.kept(&set).is_none());
-        assert!(lender.spare.as_ref().is_some_and(|spare| spare.own.is_none()));
+        assert!(
+            lender
+                .spare
+                .as_ref()
+                .is_some_and(|spare| spare.own.is_none())
+        );
         assert_eq!(drained(&set), [1]);
     }
 

@@ -130,7 +130,9 @@ impl Shared {
     #[inline]
     fn mark(&self, index: usize) {
         let word = index / BITS;
-        let previous = self.word(word).fetch_or(1 << (index % BITS), Ordering::SeqCst);
+        let previous = self
+            .word(word)
+            .fetch_or(1 << (index % BITS), Ordering::SeqCst);
         if previous == 0 {
             if let Some(summary) = self.summary.get(word / BITS) {
                 summary.fetch_or(1 << (word % BITS), Ordering::SeqCst);
@@ -193,7 +195,10 @@ impl WakeSet {
         let shared = &*self.shared;
         if shared.summary.is_empty() {
             shared.first.load(Ordering::SeqCst) != 0
-                || shared.rest.iter().any(|word| word.load(Ordering::SeqCst) != 0)
+                || shared
+                    .rest
+                    .iter()
+                    .any(|word| word.load(Ordering::SeqCst) != 0)
         } else {
             shared
                 .summary
