@@ -57,3 +57,18 @@ macro_rules! const_unless_loom {
     };
 }
 pub(crate) use const_unless_loom;
+
+/// A `SeqCst` fence under loom; nothing otherwise. loom models `SeqCst` loads and stores only
+/// as `AcqRel` (it models `SeqCst` fences fully), so it cannot see the order a
+/// store-buffering pair of `SeqCst` accesses gets outside loom (each side stores, then loads
+/// what the other stores). Code that rests on such a pair calls this between the store and
+/// the load of each side, so the loom model checks the same protocol.
+#[cfg(tollgate_loom)]
+pub(crate) fn loom_seq_cst_fence() {
+    loom::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// See the loom version: outside loom the `SeqCst` accesses themselves give the order.
+#[cfg(not(tollgate_loom))]
+#[inline(always)]
+pub(crate) fn loom_seq_cst_fence() {}

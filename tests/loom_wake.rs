@@ -214,8 +214,9 @@ fn race_a_lent_waker_is_reused_only_when_nobody_else_holds_it() {
 }
 
 /// Contestant 0 fails while a clone of its lent waker is still held (and woken) by another
-/// thread: that waker may be reused only after the clone is gone, so contestant 1, which
-/// pends on its next poll with the spare, still gets its own wake-up.
+/// thread; contestant 1 pends on its next poll with whatever spare is left. A late wake-up
+/// through 0's clone can at worst poll 1 once more (were that waker reused early); 1 must
+/// still get its own wake-up and the race must end with both errors.
 #[test]
 fn race_a_failed_contestants_waker_held_elsewhere_is_not_reused_early() {
     loom::model(|| {

@@ -183,7 +183,7 @@ matrix! {
         assert_eq!(polls.load(Ordering::SeqCst), 3);
         assert_eq!(failed.to_string(), "race timed out after 0ns with 0 failures");
 
-        // A contestant that is ready wins over the expired deadline.
+        // A contestant that is ready wins over the expired timeout.
         assert_eq!(race([ready(Ok::<_, ()>(4))]).timeout(Duration::ZERO).await, Ok(4));
     }
 

@@ -96,6 +96,18 @@ pin_project_lite::pin_project! {
     /// contestants of a tuple, which have different types, in one list.
     ///
     /// A tuple `(a, b, c)` becomes `left(a)`, `right(left(b))` and `right(right(c))`.
+    /// It shows up only in the type of such a race.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::future::{Ready, ready};
+    /// use tollgate::futures::{Either, Race};
+    ///
+    /// type R = Result<u8, ()>;
+    /// let race: Race<Either<Ready<R>, Ready<R>>, ()> = tollgate::race((ready(Err(())), ready(Ok(1))));
+    /// # assert_eq!(futures_lite::future::block_on(race), Ok(1));
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Either<L, R> {
         #[pin]

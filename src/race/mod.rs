@@ -208,6 +208,26 @@ impl<F, E> Contestants<F, E> {
 /// `.await` it (or spawn it, or return it from a map's function).
 ///
 /// `F` is the type of one contestant and `E` its error type.
+///
+/// # Examples
+///
+/// The type can be named, so a race can be stored or returned:
+///
+/// ```
+/// use std::future::{Ready, ready};
+/// use std::time::Duration;
+/// use tollgate::futures::Race;
+///
+/// type Answer = Ready<Result<u32, String>>;
+///
+/// fn ask(mirrors: Vec<Answer>) -> Race<Answer, String> {
+///     tollgate::race(mirrors).timeout(Duration::from_secs(5))
+/// }
+///
+/// # futures_lite::future::block_on(async {
+/// assert_eq!(ask(vec![ready(Err("down".into())), ready(Ok(3))]).await, Ok(3));
+/// # });
+/// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Race<F, E> {
     contestants: Contestants<F, E>,
@@ -223,10 +243,9 @@ impl<F, E> Race<F, E> {
     /// poll.
     ///
     /// The timeout is checked after the contestants on every poll, so a contestant that
-    /// is ready wins over a deadline that has passed. `Duration::ZERO` gives each contestant
-    /// exactly one poll; `Duration::MAX` never expires. The timer runs on
-    /// [`tollgate::time`](crate::time)'s clock, so tokio's paused clock applies with the
-    /// `tokio` feature.
+    /// is ready wins over a timeout that has passed. `Duration::ZERO` gives each contestant
+    /// exactly one poll; `Duration::MAX` never expires. The timer is a
+    /// [`sleep`](crate::sleep), so tokio's paused clock applies with the `tokio` feature.
     ///
     /// # Examples
     ///

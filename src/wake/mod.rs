@@ -44,9 +44,10 @@
 //! 4. **Taking bits** swaps a word to zero (after a plain load finds it non-empty: a load
 //!    does not take the cache line the way a swap does). With a summary, the parent swaps
 //!    the summary word first, then takes the words it names. A summary bit is a hint: it
-//!    may name a word already taken; a word's bit without its summary bit is only possible
-//!    while the wake-up that emptied-to-non-empty the word is between its two ORs, and that
-//!    wake-up then reads `active` after the parent's look, as in 3, and wakes the parent.
+//!    may name a word already taken. A word with bits but no summary bit exists only while
+//!    the wake-up that found the word empty is between its two ORs; if the parent's look
+//!    misses the summary bit, that wake-up reads `active` after the look, as in 3, and
+//!    wakes the parent.
 //! 5. **Reusing a lent waker** for another child (a new number) is allowed only when
 //!    nobody but the parent holds it: the `Arc` behind it has exactly two owners, the
 //!    [`Lender`] and the `Waker` itself. Nobody else can wake it then, nor clone it; a
@@ -58,7 +59,10 @@
 //!    it for as long as it runs, and a finished child's waker is dropped.
 //!
 //! `tests/loom_wake.rs` checks 1-5 under loom: the atomics and the parent's waker slot come
-//! from [`crate::sync`]. The `Arc`s behind the wakers stay `std`'s (a `Waker` can only be
+//! from [`crate::sync`]. loom treats `SeqCst` loads and stores as `AcqRel`, too weak for the
+//! store-buffering pair of rule 3 (a wake-up ORs then reads `active`; the parent stores
+//! `active` then reads the words), so under loom a `SeqCst` fence sits between the two
+//! accesses of each side ([`crate::sync::loom_seq_cst_fence`], nothing outside loom). The `Arc`s behind the wakers stay `std`'s (a `Waker` can only be
 //! made safely from a `std` `Arc`), so loom interleaves the strong-count reads and drops
 //! of rule 5 only at the neighbouring atomic operations and does not explore their weak
 //! orderings.
@@ -72,7 +76,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Wake, Waker};
 
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, AtomicWaker};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, AtomicWaker, loom_seq_cst_fence};
 
 const BITS: usize = u64::BITS as usize;
 
@@ -137,6 +141,7 @@ impl Shared {
             if let Some(summary) = self.summary.get(word / BITS) {
                 summary.fetch_or(1 << (word % BITS), Ordering::SeqCst);
             }
+            loom_seq_cst_fence();
             if !self.active.load(Ordering::SeqCst) {
                 self.parent.wake();
             }
@@ -181,6 +186,7 @@ impl WakeSet {
     pub(crate) fn register(&self, cx: &Context<'_>) {
         self.shared.active.store(false, Ordering::SeqCst);
         self.shared.parent.register(cx.waker());
+        loom_seq_cst_fence();
     }
 
     /// Marks a slot woken by hand, as if its waker had been woken.
