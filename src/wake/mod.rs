@@ -62,10 +62,10 @@
 //! from [`crate::sync`]. loom treats `SeqCst` loads and stores as `AcqRel`, too weak for the
 //! store-buffering pair of rule 3 (a wake-up ORs then reads `active`; the parent stores
 //! `active` then reads the words), so under loom a `SeqCst` fence sits between the two
-//! accesses of each side ([`crate::sync::loom_seq_cst_fence`], nothing outside loom). The `Arc`s behind the wakers stay `std`'s (a `Waker` can only be
-//! made safely from a `std` `Arc`), so loom interleaves the strong-count reads and drops
-//! of rule 5 only at the neighbouring atomic operations and does not explore their weak
-//! orderings.
+//! accesses of each side ([`crate::sync::loom_seq_cst_fence`], nothing outside loom). The
+//! `Arc`s behind the wakers stay `std`'s (a `Waker` can only be made safely from a `std`
+//! `Arc`), so loom interleaves the strong-count reads and drops of rule 5 only at the
+//! neighbouring atomic operations and does not explore their weak orderings.
 
 mod lend;
 
