@@ -108,7 +108,12 @@ impl Shared {
         let words = slots.div_ceil(BITS).max(1);
         Self {
             first: AtomicU64::new(0),
-            rest: (1..words).map(|_| AtomicU64::new(0)).collect(),
+            // Most races are this small: skip building an empty boxed slice from an iterator.
+            rest: if words == 1 {
+                Box::default()
+            } else {
+                (1..words).map(|_| AtomicU64::new(0)).collect()
+            },
             summary: if words < SUMMARY_FROM_WORDS {
                 Box::default()
             } else {
