@@ -31,6 +31,9 @@ pub use crate::race::{IntoContestants, RaceError, race};
 pub use crate::retry::{Attempt, RetryError, retry};
 pub use crate::runtime::{RunSyncError, RuntimeKey, run_sync, try_run_sync};
 pub use crate::time::{TimeoutError, sleep, timeout};
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub use crate::wake::model as __wake_model;
 
 /// The futures and streams tollgate's functions return (and the admission types of the
 /// bounded maps), named so they can be stored in structs. One public path each.

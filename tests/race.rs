@@ -106,8 +106,8 @@ matrix! {
         ])
         .await
         .unwrap_err();
-        assert_eq!(failed.len(), 2);
-        let mut indices: Vec<usize> = failed.iter().map(|(index, _)| *index).collect();
+        assert_eq!(failed.errors().len(), 2);
+        let mut indices: Vec<usize> = failed.errors().iter().map(|(index, _)| *index).collect();
         indices.sort_unstable();
         assert_eq!(indices, [0, 1]);
     }
@@ -179,11 +179,11 @@ matrix! {
             .await
             .unwrap_err();
         assert!(failed.timed_out());
-        assert!(failed.is_empty());
+        assert!(failed.errors().is_empty());
         assert_eq!(polls.load(Ordering::SeqCst), 3);
         assert_eq!(failed.to_string(), "race timed out after 0ns with 0 failures");
 
-        // A contestant that is ready wins over the expired deadline.
+        // A contestant that is ready wins over the expired timeout.
         assert_eq!(race([ready(Ok::<_, ()>(4))]).timeout(Duration::ZERO).await, Ok(4));
     }
 
@@ -191,7 +191,7 @@ matrix! {
         let failed = race(Vec::<std::future::Ready<Result<u8, String>>>::new())
             .await
             .unwrap_err();
-        assert!(failed.is_empty());
+        assert!(failed.errors().is_empty());
         assert!(!failed.timed_out());
         assert_eq!(failed.to_string(), "race had no contestants");
         // A timeout does not make an empty race wait.
@@ -241,9 +241,9 @@ matrix! {
         ))
         .await
         .unwrap_err();
-        let indices: Vec<usize> = failed.iter().map(|(index, _)| *index).collect();
+        let indices: Vec<usize> = failed.errors().iter().map(|(index, _)| *index).collect();
         assert_eq!(indices, (0..12).collect::<Vec<_>>());
-        assert!(failed.iter().all(|(index, error)| index == error));
+        assert!(failed.errors().iter().all(|(index, error)| index == error));
 
         // A 1-tuple works too.
         assert_eq!(race((ready(Ok::<u8, ()>(1)),)).await, Ok(1));
@@ -275,9 +275,83 @@ matrix! {
             }
         });
         let failed = race(contestants).await.unwrap_err();
-        assert_eq!(failed.len(), N);
+        assert_eq!(failed.errors().len(), N);
         // Each contestant ran its body twice: polled exactly twice.
         assert_eq!(polls.load(Ordering::SeqCst), 2 * N);
+    }
+
+    async fn contestants_may_be_into_future_and_races_are_futures() {
+        // A contestant that is only `IntoFuture` (a builder), and a race that is a
+        // contestant of another race and the work of a map.
+        struct Mirror(&'static str, bool);
+        impl std::future::IntoFuture for Mirror {
+            type Output = Result<String, String>;
+            type IntoFuture = std::pin::Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+            fn into_future(self) -> Self::IntoFuture {
+                Box::pin(mirror(self.0, Duration::ZERO, self.1))
+            }
+        }
+        let body = race([Mirror("down.example", false), Mirror("up.example", true)]).await;
+        assert_eq!(body.unwrap(), "<html>up.example</html>");
+
+        let inner = race((Mirror("a.example", false), ready(Err("b".to_owned()))));
+        let outer = race((
+            async move { inner.await.map_err(|failed| failed.to_string()) },
+            async { Ok("<html>fallback</html>".to_owned()) },
+        ));
+        assert_eq!(outer.await.unwrap(), "<html>fallback</html>");
+
+        let bodies = tollgate::map_async(["x.example", "y.example"], 2, |name| {
+            race([mirror(name, Duration::ZERO, false), mirror(name, Duration::from_millis(1), true)])
+                .timeout(Duration::from_secs(60))
+        })
+        .await;
+        let bodies: Vec<String> = bodies.into_iter().map(Result::unwrap).collect();
+        assert_eq!(bodies, ["<html>x.example</html>", "<html>y.example</html>"]);
+    }
+
+    async fn wake_ups_from_another_thread_reach_every_contestant_of_a_large_race() {
+        // 1,000 contestants (wake words with a summary) each leave a clone of their waker
+        // and pend; once all of them have, a plain thread wakes them in reverse order.
+        // Every contestant fails on its second poll.
+        const N: usize = 1_000;
+        let parked: Arc<Mutex<Vec<(usize, Waker)>>> = Arc::default();
+        let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+        let contestants = (0..N).map(|me| {
+            let (parked, polls) = (parked.clone(), polls.clone());
+            poll_fn(move |cx| {
+                if polls[me].fetch_add(1, Ordering::SeqCst) == 0 {
+                    parked.lock().unwrap().push((me, cx.waker().clone()));
+                    return Poll::Pending;
+                }
+                Poll::Ready(Err::<(), usize>(me))
+            })
+        });
+        let waker_thread = {
+            let parked = parked.clone();
+            std::thread::spawn(move || {
+                // Gate on every contestant having parked, not on a timer.
+                let mut all = loop {
+                    let mut parked = parked.lock().unwrap();
+                    if parked.len() == N {
+                        break std::mem::take(&mut *parked);
+                    }
+                    drop(parked);
+                    std::thread::yield_now();
+                };
+                all.sort_by_key(|(me, _)| std::cmp::Reverse(*me));
+                for (_, waker) in all {
+                    waker.wake();
+                }
+            })
+        };
+        let failed = race(contestants).await.unwrap_err();
+        waker_thread.join().unwrap();
+        let mut indices: Vec<usize> = failed.errors().iter().map(|(index, _)| *index).collect();
+        indices.sort_unstable();
+        assert_eq!(indices, (0..N).collect::<Vec<_>>());
+        let polled: Vec<usize> = polls.iter().map(|p| p.load(Ordering::SeqCst)).collect();
+        assert!(polled.iter().all(|&p| p == 2), "each contestant polled exactly twice");
     }
 
     async fn races_work_when_spawned() {
@@ -420,6 +494,42 @@ fn polling_after_completion_panics() {
     let _ = race.as_mut().poll(&mut cx);
 }
 
+/// Before, a race polled again after a contestant's panic had propagated out of it
+/// returned `Pending` for good: the unwinding poll had taken the other contestants'
+/// wake-ups and never passed them on, so a woken contestant was never polled again.
+#[test]
+#[should_panic(expected = "`Race` polled after a contestant panicked")]
+fn polling_after_a_contestant_panicked_panics_instead_of_hanging() {
+    let woken: Arc<Mutex<Vec<Waker>>> = Arc::default();
+    let contestant = |me: usize| {
+        let woken = woken.clone();
+        let mut polls = 0;
+        poll_fn(move |cx| {
+            polls += 1;
+            match (me, polls) {
+                (_, 1) => {
+                    woken.lock().unwrap().push(cx.waker().clone());
+                    Poll::Pending
+                }
+                (0, _) => panic!("contestant 0 broke"),
+                _ => Poll::Ready(Ok::<usize, ()>(me)),
+            }
+        })
+    };
+    let mut race = Box::pin(race([contestant(0), contestant(1)]));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    for waker in woken.lock().unwrap().drain(..) {
+        waker.wake();
+    }
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = race.as_mut().poll(&mut cx);
+    }));
+    assert!(unwound.is_err(), "contestant 0's panic propagates");
+    // Contestant 1 was woken and would win; the old race never polled it again.
+    let _ = race.as_mut().poll(&mut cx);
+}
+
 #[test]
 fn race_failed_is_an_error_and_converts_to_the_umbrella() {
     fn is_error<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
@@ -430,8 +540,8 @@ fn race_failed_is_an_error_and_converts_to_the_umbrella() {
     ]))
     .unwrap_err();
     is_error(&failed);
-    assert_eq!(failed.len(), 2);
-    assert_eq!(failed[1].1.to_string(), "reset");
+    assert_eq!(failed.errors().len(), 2);
+    assert_eq!(failed.errors()[1].1.to_string(), "reset");
 
     let umbrella: tollgate::Error = failed.into();
     is_error(&umbrella);
@@ -501,7 +611,7 @@ mod paused_clock {
         .await
         .unwrap_err();
         assert!(failed.timed_out());
-        assert_eq!(failed.len(), 1);
+        assert_eq!(failed.errors().len(), 1);
         assert_eq!(
             failed.to_string(),
             "race timed out after 3600s with 1 failure"

@@ -1,103 +1,119 @@
-//! Which of many child futures asked to be polled again.
+//! Which of many child futures asked to be polled again: the one wake bit-set under the
+//! bounded maps and `race`.
 //!
-//! Combinators that drive many futures (the bounded maps, `map_keyed`) give each child
-//! slot its own waker. Waking a child sets that slot's bit; the parent then polls only the
-//! slots whose bits it takes. Bits live in `AtomicU64` words, so a wake is one atomic OR
-//! with no lock and no allocation, and finding the ready slots costs one `swap` per
-//! non-empty word.
+//! A combinator that drives many futures (the *parent*) polls each child with a waker of
+//! its own. Waking a child sets that child's bit in a [`WakeSet`]; the parent then polls
+//! only the children whose bits it takes. Bits live in `AtomicU64` words, so a wake-up is
+//! one atomic OR with no lock and no allocation, and finding the woken children costs one
+//! `swap` per non-empty word.
 //!
-//! Three refinements keep the hot path short:
-//! - the parent task is woken only when a word goes from empty to non-empty. Until the
-//!   parent takes that word, further wakes in it only set their bit: the parent, already
-//!   woken, will see them. (The parent registers before it looks, so nothing is lost.)
-//! - while the parent is inside its own poll ([`ReadySet::enter`] until
-//!   [`ReadySet::register`]) wakes do not wake it at all: it looks at the words before it
-//!   returns `Pending`. A child that wakes itself while being polled (a yield, a ready
-//!   channel) then costs one atomic OR and no executor round trip.
-//! - from 8 words (512 slots) on, a summary word has one bit per word (set on the same
-//!   empty-to-non-empty transition), so [`ReadySet::drain`] and [`ReadySet::any`] skip
-//!   empty words without touching them: with 100,000 slots a wake-up costs a handful of
-//!   loads, not 1,563.
+//! Two ways to hand out the child wakers sit on the same bits:
+//! - [`ReadySet`] (the maps' pool): one waker per slot, made the first time the slot is
+//!   used and kept as long as the set. A slot is reused by the next future, so its waker is
+//!   too; a stale wake-up only costs a spurious poll of whatever runs there.
+//! - [`Lender`] (`race`): one spare waker, renumbered for each child it is lent to, and
+//!   taken away only by a child that keeps a clone of it. Most contestants of a race never
+//!   keep their waker (they finish on the first poll, or only wake themselves during it),
+//!   so a race of ready contestants allocates no waker at all.
 //!
-//! Slot wakers are created on first use, so a set sized for a large limit costs a few bits
-//! per slot until its slots are actually used.
+//! # The protocol
+//!
+//! The parent is one task; it alone enters, registers, takes bits and lends wakers. Wakers
+//! run on any thread. State: the bit words, a summary word per 64 words (from
+//! [`SUMMARY_FROM_WORDS`] words on), the `active` flag and the parent's waker. Every
+//! access below is `SeqCst` unless it says otherwise.
+//!
+//! 1. **A wake-up** ORs its bit into its word. Only if the word was empty does it go on: it
+//!    sets the word's summary bit, then reads `active`, and wakes the parent if `active`
+//!    is false. A word that was not empty has already woken the parent (or will be looked
+//!    at, by 2 or 3), and only the parent empties words, so one wake-up per word and per
+//!    look is enough.
+//! 2. **The parent enters its poll** ([`WakeSet::enter`]: sets `active`, `Relaxed`, as
+//!    only the parent writes it) when it will look at the words before it returns
+//!    `Pending`. Until then wake-ups only set bits: a child that wakes itself while being
+//!    polled (a yield, a ready channel) costs one atomic OR and no executor round trip.
+//! 3. **Before returning `Pending`** the parent calls [`WakeSet::register`] (stores `false`
+//!    in `active`, then registers its waker), and only then looks at the words
+//!    ([`WakeSet::any`] or [`WakeSet::drain`]). A wake-up whose OR the look misses comes
+//!    after the look in the `SeqCst` order, so its read of `active` comes after the
+//!    store of `false`: it wakes the parent, and the waker slot (an `AtomicWaker`) hands
+//!    that wake-up to the waker just registered (or to the one being registered). A
+//!    wake-up that read `active` as `true` read it before that store (or from a later
+//!    poll's `enter`, which ends with its own register and look), so its OR comes before
+//!    the look: the look sees the bit. Either way nothing is lost.
+//! 4. **Taking bits** swaps a word to zero (after a plain load finds it non-empty: a load
+//!    does not take the cache line the way a swap does). With a summary, the parent swaps
+//!    the summary word first, then takes the words it names. A summary bit is a hint: it
+//!    may name a word already taken. A word with bits but no summary bit exists only while
+//!    the wake-up that found the word empty is between its two ORs; if the parent's look
+//!    misses the summary bit, that wake-up reads `active` after the look, as in 3, and
+//!    wakes the parent.
+//! 5. **Reusing a lent waker** for another child (a new number) is allowed only when
+//!    nobody but the parent holds it: the `Arc` behind it has exactly two owners, the
+//!    [`Lender`] and the `Waker` itself. Nobody else can wake it then, nor clone it; a
+//!    wake-up through a clone dropped since has read the old number before its release
+//!    decrement of the count, and the parent's acquire fence after reading the count
+//!    orders that read before the renumbering. So a wake-up reaches the child it was lent
+//!    to, or (when the child has finished, which the parent sees) a spurious poll of a slot
+//!    that ignores it. A waker whose count is higher is never renumbered: the child keeps
+//!    it for as long as it runs, and a finished child's waker is dropped.
+//!
+//! `tests/loom_wake.rs` checks 1-5 under loom: the atomics and the parent's waker slot come
+//! from [`crate::sync`]. loom treats `SeqCst` loads and stores as `AcqRel`, too weak for the
+//! store-buffering pair of rule 3 (a wake-up ORs then reads `active`; the parent stores
+//! `active` then reads the words), so under loom a `SeqCst` fence sits between the two
+//! accesses of each side ([`crate::sync::loom_seq_cst_fence`], nothing outside loom). The
+//! `Arc`s behind the wakers stay `std`'s (a `Waker` can only be made safely from a `std`
+//! `Arc`), so loom interleaves the strong-count reads and drops of rule 5 only at the
+//! neighbouring atomic operations and does not explore their weak orderings.
+
+mod lend;
+
+pub(crate) use lend::{Lender, Lent};
 
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Wake, Waker};
 
-use atomic_waker::AtomicWaker;
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, AtomicWaker, loom_seq_cst_fence};
 
 const BITS: usize = u64::BITS as usize;
 
 /// Below this many words the summary costs more than it saves: scan the words directly.
 const SUMMARY_FROM_WORDS: usize = 8;
 
-#[derive(Debug, Default)]
+/// The bits and the parent's waker, shared with every child waker.
+#[derive(Debug)]
 struct Shared {
-    words: Box<[AtomicU64]>,
+    /// The bits of slots 0..64, inline: most sets are small, and a race of two contestants
+    /// should not pay an allocation for one word.
+    first: AtomicU64,
+    /// The bits of slots 64.., one word per 64.
+    rest: Box<[AtomicU64]>,
     /// Bit `w % 64` of `summary[w / 64]`: word `w` may be non-empty. A hint, never a
     /// promise in the other direction: a set bit may point to an empty word. Empty when
     /// there are fewer than `SUMMARY_FROM_WORDS` words.
     summary: Box<[AtomicU64]>,
     /// The parent is inside its poll and will look at the words before it returns
-    /// `Pending` (after [`ReadySet::register`] clears this): wake-ups need not wake it.
+    /// `Pending` (after [`WakeSet::register`] clears this): wake-ups need not wake it.
     active: AtomicBool,
     parent: AtomicWaker,
+    /// The slot that a waker made from `Shared` itself stands for (see [`Lender`]).
+    lent_index: AtomicUsize,
 }
 
 impl Shared {
-    #[inline]
-    fn mark(&self, index: usize) {
-        let word = index / BITS;
-        // SeqCst: the `active` check below pairs with `register`'s store and look
-        // (store `active`, then load the words) so that one of the two sides sees the
-        // other.
-        let previous = self.words[word].fetch_or(1 << (index % BITS), Ordering::SeqCst);
-        if previous == 0 {
-            if let Some(summary) = self.summary.get(word / BITS) {
-                summary.fetch_or(1 << (word % BITS), Ordering::SeqCst);
-            }
-            if !self.active.load(Ordering::SeqCst) {
-                self.parent.wake();
-            }
-        }
-    }
-}
-
-/// The waker handed to the future in one slot.
-#[derive(Debug)]
-struct SlotWaker {
-    shared: Arc<Shared>,
-    index: usize,
-}
-
-impl Wake for SlotWaker {
-    fn wake(self: Arc<Self>) {
-        self.shared.mark(self.index);
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.shared.mark(self.index);
-    }
-}
-
-/// A fixed number of slots, each with its own waker, and the set of slots woken since the
-/// parent last looked.
-#[derive(Debug)]
-pub(crate) struct ReadySet {
-    shared: Arc<Shared>,
-    wakers: Box<[OnceLock<Waker>]>,
-}
-
-impl ReadySet {
-    /// A set of `slots` slots, none of them ready. Allocates the bit words once; each
-    /// slot's waker is allocated the first time [`waker`](Self::waker) asks for it.
-    pub(crate) fn new(slots: usize) -> Self {
-        let words = slots.div_ceil(BITS);
-        let shared = Arc::new(Shared {
-            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+    fn new(slots: usize) -> Self {
+        let words = slots.div_ceil(BITS).max(1);
+        Self {
+            first: AtomicU64::new(0),
+            // Most races are this small: skip building an empty boxed slice from an iterator.
+            rest: if words == 1 {
+                Box::default()
+            } else {
+                (1..words).map(|_| AtomicU64::new(0)).collect()
+            },
             summary: if words < SUMMARY_FROM_WORDS {
                 Box::default()
             } else {
@@ -107,30 +123,54 @@ impl ReadySet {
             },
             active: AtomicBool::new(false),
             parent: AtomicWaker::new(),
-        });
-        let wakers = (0..slots).map(|_| OnceLock::new()).collect();
-        Self { shared, wakers }
+            lent_index: AtomicUsize::new(0),
+        }
     }
 
-    /// The number of slots.
-    pub(crate) fn len(&self) -> usize {
-        self.wakers.len()
-    }
-
-    /// The waker of slot `index`: waking it marks the slot ready and wakes the parent.
     #[inline]
-    pub(crate) fn waker(&self, index: usize) -> &Waker {
-        self.wakers[index].get_or_init(|| {
-            Waker::from(Arc::new(SlotWaker {
-                shared: self.shared.clone(),
-                index,
-            }))
-        })
+    fn word(&self, word: usize) -> &AtomicU64 {
+        match word {
+            0 => &self.first,
+            _ => &self.rest[word - 1],
+        }
+    }
+
+    /// Rule 1 of the protocol.
+    #[inline]
+    fn mark(&self, index: usize) {
+        let word = index / BITS;
+        let previous = self
+            .word(word)
+            .fetch_or(1 << (index % BITS), Ordering::SeqCst);
+        if previous == 0 {
+            if let Some(summary) = self.summary.get(word / BITS) {
+                summary.fetch_or(1 << (word % BITS), Ordering::SeqCst);
+            }
+            loom_seq_cst_fence();
+            if !self.active.load(Ordering::SeqCst) {
+                self.parent.wake();
+            }
+        }
+    }
+}
+
+/// The bit-set and its protocol, without the child wakers: see the module docs.
+#[derive(Debug)]
+pub(crate) struct WakeSet {
+    shared: Arc<Shared>,
+}
+
+impl WakeSet {
+    /// A set of `slots` slots, none of them woken. Allocates only when `slots > 64`.
+    pub(crate) fn new(slots: usize) -> Self {
+        Self {
+            shared: Arc::new(Shared::new(slots)),
+        }
     }
 
     /// The parent is polling: until it calls [`register`](Self::register), wake-ups only
     /// mark their slots and do not wake it. Call it on entering the parent's poll when
-    /// the parent will look for ready slots before returning `Pending`, and return
+    /// the parent will look for woken slots before returning `Pending`, and return
     /// `Ready` or call `register` and look again before returning `Pending`.
     #[inline]
     pub(crate) fn enter(&self) {
@@ -146,39 +186,47 @@ impl ReadySet {
     }
 
     /// Remembers the parent task to wake (and ends [`enter`](Self::enter)). Call it before
-    /// looking for ready slots ([`drain`](Self::drain), [`any`](Self::any)) when the parent
+    /// looking for woken slots ([`drain`](Self::drain), [`any`](Self::any)) when the parent
     /// is about to return `Pending`, so that no wake-up between the two is lost.
     pub(crate) fn register(&self, cx: &Context<'_>) {
         self.shared.active.store(false, Ordering::SeqCst);
         self.shared.parent.register(cx.waker());
+        loom_seq_cst_fence();
     }
 
-    /// Marks a slot ready by hand, as if its waker had been woken.
+    /// Marks a slot woken by hand, as if its waker had been woken.
     pub(crate) fn mark(&self, index: usize) {
         self.shared.mark(index);
     }
 
-    /// Whether any slot may be ready (a cheap look; it may answer `true` once for a word
+    /// Whether any slot may be woken (a cheap look; it may answer `true` once for a word
     /// whose bits were just taken).
     #[inline]
     pub(crate) fn any(&self) -> bool {
         let shared = &*self.shared;
-        let hints = if shared.summary.is_empty() {
-            &shared.words
+        if shared.summary.is_empty() {
+            shared.first.load(Ordering::SeqCst) != 0
+                || shared
+                    .rest
+                    .iter()
+                    .any(|word| word.load(Ordering::SeqCst) != 0)
         } else {
-            &shared.summary
-        };
-        hints.iter().any(|word| word.load(Ordering::SeqCst) != 0)
+            shared
+                .summary
+                .iter()
+                .any(|word| word.load(Ordering::SeqCst) != 0)
+        }
     }
 
-    /// Takes every ready slot, calling `f` with each index (skipping empty words through
-    /// the summary when there is one). If `f` breaks, the slots not yet passed to it stay
-    /// marked.
+    /// Takes every woken slot, calling `f` with each index in increasing order within a
+    /// word (skipping empty words through the summary when there is one). If `f` breaks,
+    /// the slots not yet passed to it stay marked.
     #[inline]
     pub(crate) fn drain(&self, mut f: impl FnMut(usize) -> ControlFlow<()>) -> ControlFlow<()> {
         let shared = &*self.shared;
         if shared.summary.is_empty() {
-            for word in 0..shared.words.len() {
+            take_bits(shared, 0, &mut f)?;
+            for word in 1..=shared.rest.len() {
                 take_bits(shared, word, &mut f)?;
             }
             return ControlFlow::Continue(());
@@ -210,7 +258,7 @@ fn take_bits(
     word: usize,
     f: &mut impl FnMut(usize) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
-    let slot = &shared.words[word];
+    let slot = shared.word(word);
     if slot.load(Ordering::Relaxed) == 0 {
         return ControlFlow::Continue(());
     }
@@ -235,7 +283,145 @@ pub(crate) fn for_each_bit(word: usize, mut bits: u64, mut f: impl FnMut(usize))
     }
 }
 
-#[cfg(test)]
+/// The waker kept by one slot of a [`ReadySet`].
+#[derive(Debug)]
+struct SlotWaker {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl Wake for SlotWaker {
+    fn wake(self: Arc<Self>) {
+        self.shared.mark(self.index);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.shared.mark(self.index);
+    }
+}
+
+/// A [`WakeSet`] of a fixed number of slots, each with its own waker, made on first use
+/// and kept: the maps' pool, whose slots are reused by future after future.
+#[derive(Debug)]
+pub(crate) struct ReadySet {
+    set: WakeSet,
+    wakers: Box<[OnceLock<Waker>]>,
+}
+
+impl ReadySet {
+    /// A set of `slots` slots, none of them ready. Allocates the bit words once; each
+    /// slot's waker is allocated the first time [`waker`](Self::waker) asks for it.
+    pub(crate) fn new(slots: usize) -> Self {
+        Self {
+            set: WakeSet::new(slots),
+            wakers: (0..slots).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The number of slots.
+    pub(crate) fn len(&self) -> usize {
+        self.wakers.len()
+    }
+
+    /// The waker of slot `index`: waking it marks the slot ready and wakes the parent.
+    #[inline]
+    pub(crate) fn waker(&self, index: usize) -> &Waker {
+        self.wakers[index].get_or_init(|| {
+            Waker::from(Arc::new(SlotWaker {
+                shared: self.set.shared.clone(),
+                index,
+            }))
+        })
+    }
+
+    /// See [`WakeSet::enter`].
+    #[inline]
+    pub(crate) fn enter(&self) {
+        self.set.enter();
+    }
+
+    /// See [`WakeSet::entered`].
+    pub(crate) fn entered(&self) -> bool {
+        self.set.entered()
+    }
+
+    /// See [`WakeSet::register`].
+    pub(crate) fn register(&self, cx: &Context<'_>) {
+        self.set.register(cx);
+    }
+
+    /// See [`WakeSet::mark`].
+    pub(crate) fn mark(&self, index: usize) {
+        self.set.mark(index);
+    }
+
+    /// See [`WakeSet::any`].
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.set.any()
+    }
+
+    /// See [`WakeSet::drain`].
+    #[inline]
+    pub(crate) fn drain(&self, f: impl FnMut(usize) -> ControlFlow<()>) -> ControlFlow<()> {
+        self.set.drain(f)
+    }
+}
+
+/// The wake layer's internals, public only in loom builds so that `tests/loom_wake.rs` can
+/// model them directly (hidden from docs; not an API).
+#[cfg(tollgate_loom)]
+pub mod model {
+    use std::ops::ControlFlow;
+    use std::task::{Context, Waker};
+
+    /// A [`super::ReadySet`]: slots with kept wakers.
+    #[derive(Debug)]
+    pub struct ReadySet(super::ReadySet);
+
+    impl ReadySet {
+        /// A set of `slots` slots.
+        pub fn new(slots: usize) -> Self {
+            Self(super::ReadySet::new(slots))
+        }
+
+        /// A clone of slot `index`'s waker.
+        pub fn waker(&self, index: usize) -> Waker {
+            self.0.waker(index).clone()
+        }
+
+        /// Rule 2.
+        pub fn enter(&self) {
+            self.0.enter();
+        }
+
+        /// Rule 3.
+        pub fn register(&self, cx: &Context<'_>) {
+            self.0.register(cx);
+        }
+
+        /// Whether any slot may be woken.
+        pub fn any(&self) -> bool {
+            self.0.any()
+        }
+
+        /// Takes every woken slot; with `stop_after`, breaks after that many.
+        pub fn drain(&self, stop_after: Option<usize>) -> Vec<usize> {
+            let mut taken = Vec::new();
+            let _ = self.0.drain(|index| {
+                taken.push(index);
+                if Some(taken.len()) == stop_after {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            });
+            taken
+        }
+    }
+}
+
+#[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
@@ -365,5 +551,23 @@ mod tests {
         assert_eq!(set.wakers.iter().filter(|w| w.get().is_some()).count(), 1);
         first.wake();
         assert_eq!(drained(&set), [999_999]);
+    }
+
+    #[test]
+    fn sets_of_up_to_64_slots_use_the_inline_word_only() {
+        for slots in [0, 1, 64] {
+            let set = WakeSet::new(slots);
+            assert!(set.shared.rest.is_empty() && set.shared.summary.is_empty());
+        }
+        let set = WakeSet::new(65);
+        assert_eq!(set.shared.rest.len(), 1);
+        set.mark(64);
+        set.mark(0);
+        let mut seen = Vec::new();
+        let _ = set.drain(|index| {
+            seen.push(index);
+            ControlFlow::Continue(())
+        });
+        assert_eq!(seen, [0, 64]);
     }
 }

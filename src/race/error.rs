@@ -1,0 +1,102 @@
+//! [`RaceError`]: nobody won.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The error of [`race`](crate::race): no contestant succeeded.
+///
+/// Carries every contestant's error with its index, in the order they failed (a contestant
+/// that was still running when the race timed out has no entry), read through
+/// [`errors`](Self::errors) and [`into_errors`](Self::into_errors).
+/// The error types of the contestants need only be `Debug` for this to be an error:
+/// `RaceError<E>` is `Error + Send + Sync + 'static` whenever `E` is `Debug + Send + Sync
+/// + 'static`.
+///
+/// Converts into the umbrella [`tollgate::Error`](crate::Error) when `E` converts into
+/// `Box<dyn Error + Send + Sync>` (each error is boxed).
+///
+/// # Examples
+///
+/// ```
+/// use std::future::ready;
+///
+/// # futures_lite::future::block_on(async {
+/// let failed = tollgate::race([ready(Err::<(), _>("a")), ready(Err("b"))])
+///     .await
+///     .unwrap_err();
+/// assert_eq!(failed.to_string(), "all 2 contestants failed");
+/// assert!(!failed.timed_out());
+/// assert_eq!(failed.errors().len(), 2);
+/// assert_eq!(failed.into_errors(), [(0, "a"), (1, "b")]);
+/// # });
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RaceError<E> {
+    errors: Vec<(usize, E)>,
+    timed_out: Option<Duration>,
+}
+
+impl<E> RaceError<E> {
+    pub(super) fn new(errors: Vec<(usize, E)>, timed_out: Option<Duration>) -> Self {
+        Self { errors, timed_out }
+    }
+
+    /// Every `(contestant index, error)`, in the order the contestants failed.
+    pub fn errors(&self) -> &[(usize, E)] {
+        &self.errors
+    }
+
+    /// Takes the list of `(contestant index, error)`.
+    pub fn into_errors(self) -> Vec<(usize, E)> {
+        self.errors
+    }
+
+    /// Whether the race ended because its [timeout](crate::futures::Race::timeout) passed
+    /// (rather than because every contestant failed).
+    pub fn timed_out(&self) -> bool {
+        self.timed_out.is_some()
+    }
+
+    /// The timeout that passed, when [`timed_out`](Self::timed_out).
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timed_out
+    }
+
+    /// Applies `f` to every error, keeping indices and the timeout.
+    pub fn map_errors<E2>(self, mut f: impl FnMut(E) -> E2) -> RaceError<E2> {
+        RaceError {
+            errors: self
+                .errors
+                .into_iter()
+                .map(|(index, error)| (index, f(error)))
+                .collect(),
+            timed_out: self.timed_out,
+        }
+    }
+}
+
+impl<E> fmt::Display for RaceError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let failed = self.errors.len();
+        match self.timed_out {
+            Some(after) => {
+                let noun = if failed == 1 { "failure" } else { "failures" };
+                write!(f, "race timed out after {after:?} with {failed} {noun}")
+            }
+            None if failed == 0 => f.write_str("race had no contestants"),
+            None if failed == 1 => f.write_str("the only contestant failed"),
+            None => write!(f, "all {failed} contestants failed"),
+        }
+    }
+}
+
+impl<E: fmt::Debug> std::error::Error for RaceError<E> {}
+
+impl<E> From<RaceError<E>> for crate::Error
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn from(error: RaceError<E>) -> Self {
+        crate::Error::Race(error.map_errors(Into::into))
+    }
+}
