@@ -59,10 +59,9 @@ pub(crate) trait Admission<T> {
     /// Items pulled and not started yet.
     fn waiting(&self) -> usize;
 
-    /// Whether a stream that just took an output from its buffer, with `backlog`
-    /// outputs still held there, should run a pass (poll the woken, refill) before
-    /// returning it.
-    fn refill_after_yield(backlog: usize, limit: usize) -> bool;
+    /// What a stream that just took an output from its buffer does before returning it,
+    /// with `backlog` outputs still held there and the pool `full` or not.
+    fn after_yield(backlog: usize, limit: usize, full: bool) -> AfterYield;
 
     /// The future in slot `index` finished.
     fn finished(&mut self, index: usize);
@@ -86,6 +85,17 @@ pub(crate) trait Admission<T> {
         F: FnMut(T) -> W,
         W: IntoFuture,
         R: Results<<W::IntoFuture as Future>::Output>;
+}
+
+/// What a stream does after taking an output from its buffer, before returning it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterYield {
+    /// Nothing: hand out the backlog first.
+    Hold,
+    /// Pull and start items, leaving the woken futures for later.
+    Fill,
+    /// A whole pass: poll the woken futures, then refill.
+    Pass,
 }
 
 /// The admission of a map without per-key limits: an item is pulled when a slot is free
@@ -116,12 +126,19 @@ impl<T> Admission<T> for Window {
         0
     }
 
-    /// Always: the yielded output freed a place in the window (which is the limit by
-    /// default for completion order), and refilling it at once keeps `limit` futures in
-    /// flight.
+    /// Always refill: the yielded output freed a place in the window (which is the limit
+    /// by default for completion order), and refilling it at once keeps `limit` futures
+    /// in flight. Poll the woken futures too only when every slot is taken (then
+    /// finishing some is the only way to start more): otherwise they wait until the
+    /// buffer runs dry and are polled in one batch, instead of one look at the ready set
+    /// per yielded output.
     #[inline(always)]
-    fn refill_after_yield(_backlog: usize, _limit: usize) -> bool {
-        true
+    fn after_yield(_backlog: usize, _limit: usize, full: bool) -> AfterYield {
+        if full {
+            AfterYield::Pass
+        } else {
+            AfterYield::Fill
+        }
     }
 
     #[inline(always)]
@@ -499,11 +516,21 @@ impl<S: Stream, Fut: Future, R: Buffer<Fut::Output>, A: Admission<S::Item>> Core
         engine.engine.pool.enter();
         if let Some(value) = results.pop() {
             // Yielding `value` released a place in the window: refill before returning,
-            // unless the admission would rather hand out a backlog first.
-            if A::refill_after_yield(results.backlog(), engine.engine.pool.limit()) {
-                let _ = engine
-                    .engine
-                    .pass(source.as_mut(), f, results, cx, &mut budget);
+            // as the admission says. Futures woken and not polled here stay marked: the
+            // pass that runs when the buffer is empty polls them.
+            let engine = &mut *engine.engine;
+            match A::after_yield(
+                results.backlog(),
+                engine.pool.limit(),
+                engine.pool.is_full(),
+            ) {
+                AfterYield::Hold => {}
+                AfterYield::Fill => {
+                    let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut budget);
+                }
+                AfterYield::Pass => {
+                    let _ = engine.pass(source.as_mut(), f, results, cx, &mut budget);
+                }
             }
             *streak += 1;
             return Poll::Ready(Some(value));
