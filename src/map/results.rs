@@ -137,7 +137,7 @@ pub(crate) struct Collect<'a, T> {
 }
 
 impl<T> Results<T> for Collect<'_, T> {
-    #[inline]
+    #[inline(always)]
     fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
         if seq == self.order.head && self.order.waiting.is_empty() {
             self.out.push(value);
