@@ -19,7 +19,7 @@ use std::fmt;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use pin_project_lite::pin_project;
 
@@ -47,6 +47,9 @@ pub(crate) enum Started<T> {
 /// Up to `limit` futures in flight, each in its own reusable slot.
 pub(crate) struct Pool<Fut> {
     slots: Vec<Pin<Box<Slot<Fut>>>>,
+    /// Each created slot's waker, cloned once from the ready set (which creates its
+    /// wakers lazily, at the cost of a check per call) and replaced when the set grows.
+    wakers: Vec<Waker>,
     tags: Vec<usize>,
     /// Created slots that hold no future, most recently freed last (reused first: warm).
     idle: Vec<usize>,
@@ -63,6 +66,7 @@ impl<Fut> Pool<Fut> {
         debug_assert!(limit > 0);
         Self {
             slots: Vec::new(),
+            wakers: Vec::new(),
             tags: Vec::new(),
             idle: Vec::new(),
             busy: 0,
@@ -144,7 +148,11 @@ impl<Fut> Pool<Fut> {
                 ready.mark(busy);
             }
             self.ready = ready;
+            for (busy, waker) in self.wakers.iter_mut().enumerate() {
+                *waker = self.ready.waker(busy).clone();
+            }
         }
+        self.wakers.push(self.ready.waker(index).clone());
         self.slots.push(Box::pin(Slot::Idle));
         self.tags.push(0);
         index
@@ -165,7 +173,7 @@ impl<Fut: Future> Pool<Fut> {
         let SlotProj::Busy { fut } = slot.as_mut().project() else {
             unreachable!()
         };
-        match fut.poll(&mut Context::from_waker(self.ready.waker(index))) {
+        match fut.poll(&mut Context::from_waker(&self.wakers[index])) {
             Poll::Ready(output) => {
                 slot.as_mut().set(Slot::Idle);
                 self.idle.push(index);
@@ -189,6 +197,7 @@ impl<Fut: Future> Pool<Fut> {
     ) -> ControlFlow<(), usize> {
         let Self {
             slots,
+            wakers,
             tags,
             idle,
             busy,
@@ -207,7 +216,7 @@ impl<Fut: Future> Pool<Fut> {
                 return ControlFlow::Continue(());
             };
             polled += 1;
-            match fut.poll(&mut Context::from_waker(ready.waker(index))) {
+            match fut.poll(&mut Context::from_waker(&wakers[index])) {
                 Poll::Ready(output) => {
                     slot.as_mut().set(Slot::Idle);
                     idle.push(index);
@@ -242,7 +251,6 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Waker;
 
     /// Pending until woken `polls` times by hand; counts its polls and drops.
     struct Manual {
