@@ -124,11 +124,12 @@ impl<Fut> Pool<Fut> {
         self.busy = 0;
     }
 
-    /// A slot with no future in it, creating one if needed. The pool must not be full.
-    #[inline]
+    /// A slot with no future in it, left on the idle list (creating one if needed). The
+    /// pool must not be full.
+    #[inline(always)]
     fn idle_slot(&mut self) -> usize {
-        match self.idle.pop() {
-            Some(index) => index,
+        match self.idle.last() {
+            Some(&index) => index,
             None => self.new_slot(),
         }
     }
@@ -155,6 +156,7 @@ impl<Fut> Pool<Fut> {
         self.wakers.push(self.ready.waker(index).clone());
         self.slots.push(Box::pin(Slot::Idle));
         self.tags.push(0);
+        self.idle.push(index);
         index
     }
 }
@@ -167,6 +169,8 @@ impl<Fut: Future> Pool<Fut> {
     /// The pool must not be full.
     #[inline(always)]
     pub(crate) fn start(&mut self, fut: Fut, tag: usize) -> Started<Fut::Output> {
+        // The slot leaves the idle list only if the future stays in flight: a future ready
+        // at once leaves the list as it was.
         let index = self.idle_slot();
         let slot = &mut self.slots[index];
         slot.as_mut().set(Slot::Busy { fut });
@@ -176,10 +180,10 @@ impl<Fut: Future> Pool<Fut> {
         match fut.poll(&mut Context::from_waker(&self.wakers[index])) {
             Poll::Ready(output) => {
                 slot.as_mut().set(Slot::Idle);
-                self.idle.push(index);
                 Started::Ready(output)
             }
             Poll::Pending => {
+                self.idle.pop();
                 self.tags[index] = tag;
                 self.busy += 1;
                 Started::Pending(index)
