@@ -162,21 +162,47 @@ impl<T> Admission<T> for Window {
         W: IntoFuture,
         R: Results<<W::IntoFuture as Future>::Output>,
     {
-        while *budget > 0
-            && !engine.input_done
-            && !engine.pool.is_full()
-            && engine.next_seq - results.released() < engine.window
-        {
+        if engine.input_done || engine.pool.is_full() {
+            return ControlFlow::Continue(());
+        }
+        // One bound for the loop (the window's room, capped by the budget), measured again
+        // when it runs out only if collecting in order may have released items meanwhile,
+        // and the pool checked only when a future stays in flight: one ready at once takes
+        // no slot.
+        let mut room = engine
+            .window
+            .saturating_sub(engine.next_seq - results.released())
+            .min(*budget);
+        loop {
+            if room == 0 {
+                if !R::RELEASES_ON_ACCEPT {
+                    break;
+                }
+                let held = engine.next_seq - results.released();
+                room = engine.window.saturating_sub(held).min(*budget);
+                if room == 0 {
+                    break;
+                }
+            }
             match source.as_mut().poll_next(cx) {
                 Poll::Ready(Some(item)) => {
+                    room -= 1;
                     *budget -= 1;
                     let seq = engine.next_seq;
                     engine.next_seq += 1;
-                    if let Started::Ready(output) = engine.pool.start(f(item).into_future(), seq) {
-                        results.accept(seq, output)?;
+                    match engine.pool.start(f(item).into_future(), seq) {
+                        Started::Ready(output) => results.accept(seq, output)?,
+                        Started::Pending(_) => {
+                            if engine.pool.is_full() {
+                                break;
+                            }
+                        }
                     }
                 }
-                Poll::Ready(None) => engine.input_done = true,
+                Poll::Ready(None) => {
+                    engine.input_done = true;
+                    break;
+                }
                 Poll::Pending => break,
             }
         }

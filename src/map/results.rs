@@ -10,6 +10,9 @@ use std::ops::ControlFlow;
 
 /// A consumer of finished outputs, told each output's input position.
 pub(crate) trait Results<T> {
+    /// Whether [`accept`](Self::accept) may release items (collecting in order does; a
+    /// buffer releases only when an output is taken from it).
+    const RELEASES_ON_ACCEPT: bool;
     /// Takes the output of item `seq`. Breaking stops the whole map (fail-fast).
     fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()>;
     /// How many items have left the map (yielded or collected): the window is counted
@@ -55,6 +58,8 @@ impl<T> InOrder<T> {
 }
 
 impl<T> Results<T> for InOrder<T> {
+    const RELEASES_ON_ACCEPT: bool = false;
+
     #[inline(always)]
     fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
         let k = seq - self.head;
@@ -103,6 +108,8 @@ impl<T> InCompletionOrder<T> {
 }
 
 impl<T> Results<T> for InCompletionOrder<T> {
+    const RELEASES_ON_ACCEPT: bool = false;
+
     #[inline]
     fn accept(&mut self, _seq: usize, value: T) -> ControlFlow<()> {
         self.done.push_back(value);
@@ -137,6 +144,8 @@ pub(crate) struct Collect<'a, T> {
 }
 
 impl<T> Results<T> for Collect<'_, T> {
+    const RELEASES_ON_ACCEPT: bool = true;
+
     #[inline(always)]
     fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
         if seq == self.order.head && self.order.waiting.is_empty() {
@@ -166,6 +175,8 @@ pub(crate) struct TryCollect<'a, T, E> {
 }
 
 impl<T, E> Results<Result<T, E>> for TryCollect<'_, T, E> {
+    const RELEASES_ON_ACCEPT: bool = true;
+
     #[inline]
     fn accept(&mut self, seq: usize, value: Result<T, E>) -> ControlFlow<()> {
         match value {
