@@ -592,7 +592,7 @@ impl<S: Stream, Fut: Future, R: Buffer<Fut::Output>, A: Admission<S::Item>> Core
 mod tests {
     use std::panic::{AssertUnwindSafe, catch_unwind};
     use std::pin::pin;
-    use std::task::{Context, Poll, Waker};
+    use std::task::{Context, Waker};
 
     /// Runs `body` from a destructor while another panic unwinds.
     fn during_another_panic(body: impl FnOnce() + 'static) {
