@@ -59,10 +59,9 @@ pub(crate) trait Admission<T> {
     /// Items pulled and not started yet.
     fn waiting(&self) -> usize;
 
-    /// Whether a stream that just took an output from its buffer, with `backlog`
-    /// outputs still held there, should run a pass (poll the woken, refill) before
-    /// returning it.
-    fn refill_after_yield(backlog: usize, limit: usize) -> bool;
+    /// What a stream that just took an output from its buffer does before returning it,
+    /// with `backlog` outputs still held there and the pool `full` or not.
+    fn after_yield(backlog: usize, limit: usize, full: bool) -> AfterYield;
 
     /// The future in slot `index` finished.
     fn finished(&mut self, index: usize);
@@ -86,6 +85,17 @@ pub(crate) trait Admission<T> {
         F: FnMut(T) -> W,
         W: IntoFuture,
         R: Results<<W::IntoFuture as Future>::Output>;
+}
+
+/// What a stream does after taking an output from its buffer, before returning it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterYield {
+    /// Nothing: hand out the backlog first.
+    Hold,
+    /// Pull and start items, leaving the woken futures for later.
+    Fill,
+    /// A whole pass: poll the woken futures, then refill.
+    Pass,
 }
 
 /// The admission of a map without per-key limits: an item is pulled when a slot is free
@@ -116,12 +126,19 @@ impl<T> Admission<T> for Window {
         0
     }
 
-    /// Always: the yielded output freed a place in the window (which is the limit by
-    /// default for completion order), and refilling it at once keeps `limit` futures in
-    /// flight.
+    /// Always refill: the yielded output freed a place in the window (which is the limit
+    /// by default for completion order), and refilling it at once keeps `limit` futures
+    /// in flight. Poll the woken futures too only when every slot is taken (then
+    /// finishing some is the only way to start more): otherwise they wait until the
+    /// buffer runs dry and are polled in one batch, instead of one look at the ready set
+    /// per yielded output.
     #[inline(always)]
-    fn refill_after_yield(_backlog: usize, _limit: usize) -> bool {
-        true
+    fn after_yield(_backlog: usize, _limit: usize, full: bool) -> AfterYield {
+        if full {
+            AfterYield::Pass
+        } else {
+            AfterYield::Fill
+        }
     }
 
     #[inline(always)]
@@ -145,21 +162,47 @@ impl<T> Admission<T> for Window {
         W: IntoFuture,
         R: Results<<W::IntoFuture as Future>::Output>,
     {
-        while *budget > 0
-            && !engine.input_done
-            && !engine.pool.is_full()
-            && engine.next_seq - results.released() < engine.window
-        {
+        if engine.input_done || engine.pool.is_full() {
+            return ControlFlow::Continue(());
+        }
+        // One bound for the loop (the window's room, capped by the budget), measured again
+        // when it runs out only if collecting in order may have released items meanwhile,
+        // and the pool checked only when a future stays in flight: one ready at once takes
+        // no slot.
+        let mut room = engine
+            .window
+            .saturating_sub(engine.next_seq - results.released())
+            .min(*budget);
+        loop {
+            if room == 0 {
+                if !R::RELEASES_ON_ACCEPT {
+                    break;
+                }
+                let held = engine.next_seq - results.released();
+                room = engine.window.saturating_sub(held).min(*budget);
+                if room == 0 {
+                    break;
+                }
+            }
             match source.as_mut().poll_next(cx) {
                 Poll::Ready(Some(item)) => {
+                    room -= 1;
                     *budget -= 1;
                     let seq = engine.next_seq;
                     engine.next_seq += 1;
-                    if let Started::Ready(output) = engine.pool.start(f(item).into_future(), seq) {
-                        results.accept(seq, output)?;
+                    match engine.pool.start(f(item).into_future(), seq) {
+                        Started::Ready(output) => results.accept(seq, output)?,
+                        Started::Pending(_) => {
+                            if engine.pool.is_full() {
+                                break;
+                            }
+                        }
                     }
                 }
-                Poll::Ready(None) => engine.input_done = true,
+                Poll::Ready(None) => {
+                    engine.input_done = true;
+                    break;
+                }
                 Poll::Pending => break,
             }
         }
@@ -351,63 +394,66 @@ impl<Fut: Future, A> Engine<Fut, A> {
         W: IntoFuture<IntoFuture = Fut>,
         R: Results<Fut::Output>,
     {
-        let this = StopOnUnwind::new(self);
-        let mut budget = BUDGET;
-        loop {
-            // Until `register`, wake-ups only mark their futures: one that wakes itself
-            // during this pass costs no trip through the executor.
-            this.engine.pool.enter();
-            if this
-                .engine
-                .pass(source.as_mut(), f, results, cx, &mut budget)
-                .is_break()
-            {
-                this.engine.stop();
-                return Poll::Ready(ControlFlow::Break(()));
+        StopOnUnwind::run(self, |engine| {
+            let mut budget = BUDGET;
+            loop {
+                // Until `register`, wake-ups only mark their futures: one that wakes itself
+                // during this pass costs no trip through the executor.
+                engine.pool.enter();
+                if engine
+                    .pass(source.as_mut(), f, results, cx, &mut budget)
+                    .is_break()
+                {
+                    engine.stop();
+                    return Poll::Ready(ControlFlow::Break(()));
+                }
+                if engine.is_done() {
+                    return Poll::Ready(ControlFlow::Continue(()));
+                }
+                if budget == 0 {
+                    // Cooperative: plenty done in this poll; let the executor run others.
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                engine.pool.register(cx);
+                if !engine.pool.has_woken() {
+                    return Poll::Pending;
+                }
             }
-            if this.engine.is_done() {
-                return Poll::Ready(ControlFlow::Continue(()));
-            }
-            if budget == 0 {
-                // Cooperative: plenty done in this poll; let the executor run others.
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-            this.engine.pool.register(cx);
-            if !this.engine.pool.has_woken() {
-                return Poll::Pending;
-            }
-        }
+        })
     }
 }
 
 /// Drops the work in flight and marks the engine as panicked when a panic (in a future,
 /// in `f`, in the key function, in the source) unwinds through a poll, so the panic
 /// reaches the caller after the others are gone and a later poll cannot hang.
+///
+/// The guard is forgotten when the poll returns, so its destructor runs only while this
+/// poll unwinds: no `thread::panicking()` check on every poll, and a poll made from a
+/// destructor during another panic, which returns normally, leaves the map alone.
 struct StopOnUnwind<'a, T, Fut: Future, A: Admission<T>> {
     engine: &'a mut Engine<Fut, A>,
-    /// Polled from a destructor during another panic: not ours to clean up after.
-    already_panicking: bool,
     _item: std::marker::PhantomData<fn(T)>,
 }
 
 impl<'a, T, Fut: Future, A: Admission<T>> StopOnUnwind<'a, T, Fut, A> {
-    #[inline]
-    fn new(engine: &'a mut Engine<Fut, A>) -> Self {
-        Self {
+    /// Runs `body` on the engine under the guard.
+    #[inline(always)]
+    fn run<O>(engine: &'a mut Engine<Fut, A>, body: impl FnOnce(&mut Engine<Fut, A>) -> O) -> O {
+        let guard = Self {
             engine,
-            already_panicking: std::thread::panicking(),
             _item: std::marker::PhantomData,
-        }
+        };
+        let out = body(&mut *guard.engine);
+        std::mem::forget(guard);
+        out
     }
 }
 
 impl<T, Fut: Future, A: Admission<T>> Drop for StopOnUnwind<'_, T, Fut, A> {
     fn drop(&mut self) {
-        if std::thread::panicking() && !self.already_panicking {
-            self.engine.stop();
-            self.engine.state = State::Panicked;
-        }
+        self.engine.stop();
+        self.engine.state = State::Panicked;
     }
 }
 
@@ -494,42 +540,107 @@ impl<S: Stream, Fut: Future, R: Buffer<Fut::Output>, A: Admission<S::Item>> Core
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        let engine = StopOnUnwind::new(this.engine);
-        let mut budget = BUDGET;
-        engine.engine.pool.enter();
-        if let Some(value) = results.pop() {
-            // Yielding `value` released a place in the window: refill before returning,
-            // unless the admission would rather hand out a backlog first.
-            if A::refill_after_yield(results.backlog(), engine.engine.pool.limit()) {
-                let _ = engine
-                    .engine
-                    .pass(source.as_mut(), f, results, cx, &mut budget);
-            }
-            *streak += 1;
-            return Poll::Ready(Some(value));
-        }
-        loop {
-            let _ = engine
-                .engine
-                .pass(source.as_mut(), f, results, cx, &mut budget);
+        StopOnUnwind::run(this.engine, |engine| {
+            let mut budget = BUDGET;
+            engine.pool.enter();
             if let Some(value) = results.pop() {
-                let _ = A::fill(engine.engine, source.as_mut(), f, results, cx, &mut budget);
+                // Yielding `value` released a place in the window: refill before
+                // returning, as the admission says. Futures woken and not polled here stay
+                // marked: the pass that runs when the buffer is empty polls them.
+                match A::after_yield(
+                    results.backlog(),
+                    engine.pool.limit(),
+                    engine.pool.is_full(),
+                ) {
+                    AfterYield::Hold => {}
+                    AfterYield::Fill => {
+                        let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut budget);
+                    }
+                    AfterYield::Pass => {
+                        let _ = engine.pass(source.as_mut(), f, results, cx, &mut budget);
+                    }
+                }
                 *streak += 1;
                 return Poll::Ready(Some(value));
             }
-            if engine.engine.is_done() {
-                return Poll::Ready(None);
+            loop {
+                let _ = engine.pass(source.as_mut(), f, results, cx, &mut budget);
+                if let Some(value) = results.pop() {
+                    let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut budget);
+                    *streak += 1;
+                    return Poll::Ready(Some(value));
+                }
+                if engine.is_done() {
+                    return Poll::Ready(None);
+                }
+                *streak = 0;
+                if budget == 0 {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                engine.pool.register(cx);
+                if !engine.pool.has_woken() {
+                    return Poll::Pending;
+                }
+                engine.pool.enter();
             }
-            *streak = 0;
-            if budget == 0 {
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::pin::pin;
+    use std::task::{Context, Waker};
+
+    /// Runs `body` from a destructor while another panic unwinds.
+    fn during_another_panic(body: impl FnOnce() + 'static) {
+        struct OnDrop<B: FnOnce()>(Option<B>);
+        impl<B: FnOnce()> Drop for OnDrop<B> {
+            fn drop(&mut self) {
+                assert!(std::thread::panicking());
+                (self.0.take().unwrap())();
             }
-            engine.engine.pool.register(cx);
-            if !engine.engine.pool.has_woken() {
-                return Poll::Pending;
-            }
-            engine.engine.pool.enter();
         }
+        let outer = catch_unwind(AssertUnwindSafe(|| {
+            let _guard = OnDrop(Some(body));
+            panic!("outer");
+        }));
+        assert!(outer.is_err());
+    }
+
+    /// Before, the unwind guard remembered whether the thread was already panicking when
+    /// the poll began and then did nothing: a map polled from a destructor during another
+    /// panic, whose own future panicked (caught there), was not stopped, and a later poll
+    /// returned `Ready([0])`: partial data as success. Now the guard acts whenever this
+    /// poll unwinds.
+    #[test]
+    fn a_panic_inside_a_map_polled_during_another_panic_still_marks_it() {
+        during_another_panic(|| {
+            let mut map = pin!(crate::map_async(0..4u32, 2, |n| async move {
+                assert!(n != 1, "item 1 fails");
+                n
+            }));
+            let mut cx = Context::from_waker(Waker::noop());
+            assert!(catch_unwind(AssertUnwindSafe(|| map.as_mut().poll(&mut cx))).is_err());
+            let again = catch_unwind(AssertUnwindSafe(|| map.as_mut().poll(&mut cx)))
+                .expect_err("polled again after its panic");
+            let message = again.downcast_ref::<String>().unwrap();
+            assert!(message.contains("after a panic it propagated"), "{message}");
+        });
+    }
+
+    /// A map polled to the end from a destructor during another panic works as usual.
+    #[test]
+    fn a_map_polled_during_another_panic_runs_to_the_end() {
+        during_another_panic(|| {
+            let out =
+                futures_lite::future::block_on(crate::map_async(0..100u32, 4, |n| async move {
+                    futures_lite::future::yield_now().await;
+                    n * 2
+                }));
+            assert_eq!(out, (0..100).map(|n| n * 2).collect::<Vec<_>>());
+        });
     }
 }

@@ -19,7 +19,7 @@ use std::fmt;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use pin_project_lite::pin_project;
 
@@ -32,7 +32,7 @@ pin_project! {
     #[project = SlotProj]
     enum Slot<Fut> {
         Idle,
-        Busy { #[pin] fut: Fut },
+        Busy { #[pin] fut: Fut, tag: usize },
     }
 }
 
@@ -44,10 +44,17 @@ pub(crate) enum Started<T> {
     Pending(usize),
 }
 
+/// A slot and its waker, cloned once from the ready set (which creates its wakers
+/// lazily, at the cost of a check per call) and replaced when the set grows.
+struct Entry<Fut> {
+    slot: Pin<Box<Slot<Fut>>>,
+    waker: Waker,
+}
+
 /// Up to `limit` futures in flight, each in its own reusable slot.
 pub(crate) struct Pool<Fut> {
-    slots: Vec<Pin<Box<Slot<Fut>>>>,
-    tags: Vec<usize>,
+    /// The created slots, each beside its waker (one bounds check reaches both).
+    slots: Vec<Entry<Fut>>,
     /// Created slots that hold no future, most recently freed last (reused first: warm).
     idle: Vec<usize>,
     busy: usize,
@@ -63,7 +70,6 @@ impl<Fut> Pool<Fut> {
         debug_assert!(limit > 0);
         Self {
             slots: Vec::new(),
-            tags: Vec::new(),
             idle: Vec::new(),
             busy: 0,
             limit,
@@ -112,19 +118,20 @@ impl<Fut> Pool<Fut> {
 
     /// Drops every future in flight.
     pub(crate) fn clear(&mut self) {
-        for slot in &mut self.slots {
-            slot.as_mut().set(Slot::Idle);
+        for entry in &mut self.slots {
+            entry.slot.as_mut().set(Slot::Idle);
         }
         self.idle.clear();
         self.idle.extend((0..self.slots.len()).rev());
         self.busy = 0;
     }
 
-    /// A slot with no future in it, creating one if needed. The pool must not be full.
-    #[inline]
+    /// A slot with no future in it, left on the idle list (creating one if needed). The
+    /// pool must not be full.
+    #[inline(always)]
     fn idle_slot(&mut self) -> usize {
-        match self.idle.pop() {
-            Some(index) => index,
+        match self.idle.last() {
+            Some(&index) => index,
             None => self.new_slot(),
         }
     }
@@ -144,9 +151,15 @@ impl<Fut> Pool<Fut> {
                 ready.mark(busy);
             }
             self.ready = ready;
+            for (busy, entry) in self.slots.iter_mut().enumerate() {
+                entry.waker = self.ready.waker(busy).clone();
+            }
         }
-        self.slots.push(Box::pin(Slot::Idle));
-        self.tags.push(0);
+        self.slots.push(Entry {
+            slot: Box::pin(Slot::Idle),
+            waker: self.ready.waker(index).clone(),
+        });
+        self.idle.push(index);
         index
     }
 }
@@ -159,20 +172,21 @@ impl<Fut: Future> Pool<Fut> {
     /// The pool must not be full.
     #[inline(always)]
     pub(crate) fn start(&mut self, fut: Fut, tag: usize) -> Started<Fut::Output> {
+        // The slot leaves the idle list only if the future stays in flight: a future ready
+        // at once leaves the list as it was.
         let index = self.idle_slot();
-        let slot = &mut self.slots[index];
-        slot.as_mut().set(Slot::Busy { fut });
-        let SlotProj::Busy { fut } = slot.as_mut().project() else {
+        let Entry { slot, waker } = &mut self.slots[index];
+        slot.as_mut().set(Slot::Busy { fut, tag });
+        let SlotProj::Busy { fut, .. } = slot.as_mut().project() else {
             unreachable!()
         };
-        match fut.poll(&mut Context::from_waker(self.ready.waker(index))) {
+        match fut.poll(&mut Context::from_waker(waker)) {
             Poll::Ready(output) => {
                 slot.as_mut().set(Slot::Idle);
-                self.idle.push(index);
                 Started::Ready(output)
             }
             Poll::Pending => {
-                self.tags[index] = tag;
+                self.idle.pop();
                 self.busy += 1;
                 Started::Pending(index)
             }
@@ -189,7 +203,6 @@ impl<Fut: Future> Pool<Fut> {
     ) -> ControlFlow<(), usize> {
         let Self {
             slots,
-            tags,
             idle,
             busy,
             ready,
@@ -200,19 +213,20 @@ impl<Fut: Future> Pool<Fut> {
         let flow = ready.drain(|index| {
             // Stale bits (a finished future's waker, a slot not yet created by this ready
             // set's predecessor) point at idle slots: nothing to poll.
-            let Some(slot) = slots.get_mut(index) else {
+            let Some(Entry { slot, waker }) = slots.get_mut(index) else {
                 return ControlFlow::Continue(());
             };
-            let SlotProj::Busy { fut } = slot.as_mut().project() else {
+            let SlotProj::Busy { fut, tag } = slot.as_mut().project() else {
                 return ControlFlow::Continue(());
             };
+            let tag = *tag;
             polled += 1;
-            match fut.poll(&mut Context::from_waker(ready.waker(index))) {
+            match fut.poll(&mut Context::from_waker(waker)) {
                 Poll::Ready(output) => {
                     slot.as_mut().set(Slot::Idle);
                     idle.push(index);
                     *busy -= 1;
-                    done(tags[index], index, output)
+                    done(tag, index, output)
                 }
                 Poll::Pending => ControlFlow::Continue(()),
             }
@@ -242,7 +256,6 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Waker;
 
     /// Pending until woken `polls` times by hand; counts its polls and drops.
     struct Manual {

@@ -10,6 +10,9 @@ use std::ops::ControlFlow;
 
 /// A consumer of finished outputs, told each output's input position.
 pub(crate) trait Results<T> {
+    /// Whether [`accept`](Self::accept) may release items (collecting in order does; a
+    /// buffer releases only when an output is taken from it).
+    const RELEASES_ON_ACCEPT: bool;
     /// Takes the output of item `seq`. Breaking stops the whole map (fail-fast).
     fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()>;
     /// How many items have left the map (yielded or collected): the window is counted
@@ -55,6 +58,8 @@ impl<T> InOrder<T> {
 }
 
 impl<T> Results<T> for InOrder<T> {
+    const RELEASES_ON_ACCEPT: bool = false;
+
     #[inline(always)]
     fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
         let k = seq - self.head;
@@ -88,24 +93,45 @@ impl<T> Buffer<T> for InOrder<T> {
 }
 
 /// Outputs in the order they finished.
+///
+/// Two vectors instead of a ring buffer (half the instructions per output): finished
+/// outputs are pushed on `incoming`; `outgoing` holds older ones, the next one last, and
+/// when it runs dry `incoming` is reversed into its place.
 pub(crate) struct InCompletionOrder<T> {
-    done: VecDeque<T>,
+    incoming: Vec<T>,
+    outgoing: Vec<T>,
     yielded: usize,
 }
 
 impl<T> InCompletionOrder<T> {
     pub(crate) fn new() -> Self {
         Self {
-            done: VecDeque::new(),
+            incoming: Vec::new(),
+            outgoing: Vec::new(),
             yielded: 0,
         }
+    }
+
+    /// `outgoing` is empty: the outputs that came in since become the outgoing ones.
+    #[inline(never)]
+    fn turn(&mut self) -> Option<T> {
+        if self.incoming.is_empty() {
+            return None;
+        }
+        std::mem::swap(&mut self.incoming, &mut self.outgoing);
+        self.outgoing.reverse();
+        let value = self.outgoing.pop();
+        self.yielded += 1;
+        value
     }
 }
 
 impl<T> Results<T> for InCompletionOrder<T> {
+    const RELEASES_ON_ACCEPT: bool = false;
+
     #[inline]
     fn accept(&mut self, _seq: usize, value: T) -> ControlFlow<()> {
-        self.done.push_back(value);
+        self.incoming.push(value);
         ControlFlow::Continue(())
     }
 
@@ -118,14 +144,18 @@ impl<T> Results<T> for InCompletionOrder<T> {
 impl<T> Buffer<T> for InCompletionOrder<T> {
     #[inline]
     fn pop(&mut self) -> Option<T> {
-        let value = self.done.pop_front()?;
-        self.yielded += 1;
-        Some(value)
+        match self.outgoing.pop() {
+            Some(value) => {
+                self.yielded += 1;
+                Some(value)
+            }
+            None => self.turn(),
+        }
     }
 
     #[inline]
     fn backlog(&self) -> usize {
-        self.done.len()
+        self.incoming.len() + self.outgoing.len()
     }
 }
 
@@ -137,7 +167,9 @@ pub(crate) struct Collect<'a, T> {
 }
 
 impl<T> Results<T> for Collect<'_, T> {
-    #[inline]
+    const RELEASES_ON_ACCEPT: bool = true;
+
+    #[inline(always)]
     fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
         if seq == self.order.head && self.order.waiting.is_empty() {
             self.out.push(value);
@@ -166,6 +198,8 @@ pub(crate) struct TryCollect<'a, T, E> {
 }
 
 impl<T, E> Results<Result<T, E>> for TryCollect<'_, T, E> {
+    const RELEASES_ON_ACCEPT: bool = true;
+
     #[inline]
     fn accept(&mut self, seq: usize, value: Result<T, E>) -> ControlFlow<()> {
         match value {

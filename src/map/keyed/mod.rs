@@ -22,7 +22,7 @@ use std::task::{Context, Poll};
 use futures_lite::Stream;
 
 use self::scheduler::KeyScheduler;
-use super::engine::{Admission, DebugFields, Engine};
+use super::engine::{Admission, AfterYield, DebugFields, Engine};
 use super::pool::Started;
 use super::results::Results;
 
@@ -94,8 +94,12 @@ where
     /// with finished outputs; refilling after every yield would then start one item per
     /// output, one at a time (and its key would come and go from the scheduler each
     /// time). Handing out the backlog first restarts the work in batches of `limit`.
-    fn refill_after_yield(backlog: usize, limit: usize) -> bool {
-        backlog < limit
+    fn after_yield(backlog: usize, limit: usize, _full: bool) -> AfterYield {
+        if backlog < limit {
+            AfterYield::Pass
+        } else {
+            AfterYield::Hold
+        }
     }
 
     fn finished(&mut self, index: usize) {
