@@ -58,8 +58,8 @@ macro_rules! const_unless_loom {
 }
 pub(crate) use const_unless_loom;
 
-/// Locks a `std` mutex, ignoring poisoning. For the limiters' own tables, whose critical
-/// sections leave the data consistent at every point a panic can unwind from (a lookup, a
+/// Locks a `std` mutex, ignoring poisoning. For the limiters' and the runtime registry's own
+/// tables, whose critical sections leave the data consistent at every point a panic can unwind from (a lookup, a
 /// push, a sum, a rebuild from a taken list, or user code - `Hash`, `Eq`, `ToOwned` - run
 /// before anything changes).
 pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -177,7 +177,7 @@ matrix! {
         assert_eq!(error.limit(), 1);
         assert_eq!(
             error.to_string(),
-            "bulkhead `slow-api` (limit 1) had no free slot within 20ms"
+            "bulkhead `slow-api` (limit 1) had no free permit within 20ms"
         );
         let stats = bulkhead.stats();
         assert_eq!((stats.waiting, stats.rejected, stats.in_flight), (0, 1, 1));
@@ -208,7 +208,7 @@ matrix! {
         assert!(!error.timed_out());
         assert_eq!(
             error.to_string(),
-            "bulkhead `mail` (limit 1) has no free slot and 2 callers already waiting"
+            "bulkhead `mail` (limit 1) has no free permit and 2 callers already waiting"
         );
         let stats = bulkhead.stats();
         assert_eq!((stats.waiting, stats.rejected), (2, 1));
@@ -230,7 +230,7 @@ matrix! {
         assert_eq!(error.max_waiting(), Some(0));
         assert_eq!(
             error.to_string(),
-            "bulkhead (limit 2) has no free slot and takes no waiters"
+            "bulkhead (limit 2) has no free permit and takes no waiters"
         );
         drop(a);
         let c = poll_once(bulkhead.acquire()).await.unwrap().unwrap();
@@ -506,7 +506,7 @@ fn errors_convert_and_describe_themselves() {
     assert_eq!(error.name(), Some("host example.com"));
     assert_eq!(
         error.to_string(),
-        "bulkhead `host example.com` (limit 3) has no free slot and an acquire timeout of zero"
+        "bulkhead `host example.com` (limit 3) has no free permit and an acquire timeout of zero"
     );
     let umbrella: tollgate::Error = error.clone().into();
     assert!(matches!(umbrella, tollgate::Error::Bulkhead(_)));
@@ -607,14 +607,14 @@ mod with_tokio {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_slot_granted_before_the_deadline_is_taken() {
+    async fn a_permit_granted_before_the_acquire_timeout_is_taken() {
         let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_secs(10));
         let held = bulkhead.acquire().await.unwrap();
         let mut waiter = pin!(bulkhead.acquire());
         assert!(poll_once(waiter.as_mut()).await.is_none());
         tokio::time::advance(Duration::from_secs(9)).await;
         drop(held);
-        tokio::time::advance(Duration::from_secs(5)).await; // past the deadline
+        tokio::time::advance(Duration::from_secs(5)).await; // past the acquire timeout
         assert!(waiter.await.is_ok(), "granted in time, so admitted");
     }
 

@@ -893,7 +893,7 @@ fn a_window_below_the_limit_panics() {
 
 #[test]
 fn the_limit_panic_points_at_the_caller() {
-    // #[track_caller]: the panic's location is the call in this file, not src/map.rs.
+    // #[track_caller]: the panic's location is the call in this file, not inside src/map/.
     // The hook is process-wide: record this thread's panic, pass others on.
     let seen: Arc<Mutex<Option<(String, u32)>>> = Arc::default();
     let previous: Arc<dyn Fn(&std::panic::PanicHookInfo<'_>) + Send + Sync> =

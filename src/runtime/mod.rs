@@ -19,16 +19,6 @@ mod timer;
 #[cfg(feature = "tokio")]
 mod tokio;
 
-use std::sync::{Mutex, MutexGuard};
-
 pub use self::key::RuntimeKey;
 pub use self::run_sync::{RunSyncError, run_sync, try_run_sync};
 pub(crate) use self::timer::{RtSleep, block_on_real_time, now};
-
-/// Locks a mutex, ignoring poisoning: the sets guarded here stay consistent even if a
-/// panic unwinds through a holder (every critical section is a single insert/remove/lookup).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}

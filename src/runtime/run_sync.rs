@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::lock;
+use crate::sync::lock;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// The ids of the `run_sync` calls still running, on any thread.

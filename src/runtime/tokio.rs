@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use tokio::runtime::{Handle, Id};
 
-use super::lock;
+use crate::sync::lock;
 
 static SENTINELS: LazyLock<Mutex<HashMap<Id, Weak<()>>>> = LazyLock::new(Default::default);
 

@@ -275,7 +275,7 @@ fn take_bits(
 }
 
 /// Calls `f` with the slot index of every set bit of `bits`, taken from word `word`.
-pub(crate) fn for_each_bit(word: usize, mut bits: u64, mut f: impl FnMut(usize)) {
+fn for_each_bit(word: usize, mut bits: u64, mut f: impl FnMut(usize)) {
     while bits != 0 {
         let bit = bits.trailing_zeros() as usize;
         bits &= bits - 1;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::options::{Name, Options};
 
 /// Why a [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead)
-/// refused: it had no free slot and either its acquire timeout passed
+/// refused: it had no free permit and either its acquire timeout passed
 /// ([`timed_out`](Self::timed_out)) or its queue was full ([`queue_full`](Self::queue_full)).
 ///
 /// It says which limiter ([`name`](Self::name), [`limit`](Self::limit)) and how it was
@@ -27,7 +27,7 @@ use super::options::{Name, Options};
 /// assert_eq!(refused.name(), Some("api"));
 /// assert!(refused.timed_out());
 /// assert_eq!(refused.acquire_timeout(), Some(Duration::ZERO));
-/// assert_eq!(refused.to_string(), "bulkhead `api` (limit 1) has no free slot and an acquire timeout of zero");
+/// assert_eq!(refused.to_string(), "bulkhead `api` (limit 1) has no free permit and an acquire timeout of zero");
 /// # Ok::<(), tollgate::BulkheadError>(())
 /// # }).unwrap();
 /// ```
@@ -72,8 +72,8 @@ impl BulkheadError {
         self.0.limit
     }
 
-    /// True when the wait for a slot lasted the whole acquire timeout (or the timeout is
-    /// zero and no slot was free).
+    /// True when the wait for a permit lasted the whole acquire timeout (or the timeout is
+    /// zero and no permit was free).
     pub fn timed_out(&self) -> bool {
         self.0.reason == Reason::TimedOut
     }
@@ -104,14 +104,14 @@ impl fmt::Display for BulkheadError {
         }
         match (refusal.reason, refusal.acquire_timeout) {
             (Reason::TimedOut, Some(Duration::ZERO) | None) => {
-                f.write_str(" has no free slot and an acquire timeout of zero")
+                f.write_str(" has no free permit and an acquire timeout of zero")
             }
             (Reason::TimedOut, Some(timeout)) => {
-                write!(f, " had no free slot within {timeout:?}")
+                write!(f, " had no free permit within {timeout:?}")
             }
             (Reason::QueueFull, _) => match refusal.max_waiting.unwrap_or(0) {
-                0 => f.write_str(" has no free slot and takes no waiters"),
-                max => write!(f, " has no free slot and {max} callers already waiting"),
+                0 => f.write_str(" has no free permit and takes no waiters"),
+                max => write!(f, " has no free permit and {max} callers already waiting"),
             },
         }
     }

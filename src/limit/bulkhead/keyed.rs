@@ -109,7 +109,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     options_builder!(
         new: "tollgate::KeyedBulkhead::<String>::new",
         key: "\"example.com\"",
-        slot: "a slot of the key",
+        permit: "a permit of the key",
         per: " per key"
     );
 
@@ -212,7 +212,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         Hold { bulkhead, slot }
     }
 
-    /// Takes a slot of `key` if one is free and nobody waits for that key.
+    /// Takes a permit of `key` if one is free and nobody waits for that key.
     ///
     /// # Examples
     ///
@@ -255,7 +255,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
             .map(|inner| KeyedBulkheadPermitArc { inner })
     }
 
-    /// Waits for a slot of `key` in the calling runtime, behind everyone already waiting
+    /// Waits for a permit of `key` in the calling runtime, behind everyone already waiting
     /// for that key.
     ///
     /// The key's cap is found (or created) when `acquire` is called, and it stays alive
@@ -322,7 +322,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         KeyedBulkheadAcquireArc(Acquire::new(Self::hold_of(self.clone(), key)))
     }
 
-    /// Blocks the calling thread until a slot of `key` is free, in the same queue as the
+    /// Blocks the calling thread until a permit of `key` is free, in the same queue as the
     /// async callers of that key.
     ///
     /// For plain threads (and tokio's `spawn_blocking`); calling it from async code blocks
@@ -356,8 +356,8 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         Permit::blocking(Self::hold_of(self, key)).map(|inner| KeyedBulkheadPermit { inner })
     }
 
-    /// Runs `work` holding a slot of `key`: waits for the slot, awaits `work`, then
-    /// releases the slot.
+    /// Runs `work` holding a permit of `key`: waits for the permit, awaits `work`, then
+    /// releases the permit.
     ///
     /// # Examples
     ///
@@ -378,7 +378,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     /// # Cancel safety
     ///
     /// Cancelling while waiting is [`acquire`](Self::acquire)'s cancellation; cancelling
-    /// while `work` runs drops it mid-flight and releases the slot.
+    /// while `work` runs drops it mid-flight and releases the permit.
     pub fn run<Q, F>(&self, key: &Q, work: F) -> KeyedBulkheadRun<'_, K, F::IntoFuture>
     where
         K: Borrow<Q>,
@@ -390,7 +390,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         }
     }
 
-    /// Runs `work` on the calling thread holding a slot of `key`, waiting for the slot as
+    /// Runs `work` on the calling thread holding a permit of `key`, waiting for the permit as
     /// [`acquire_blocking`](Self::acquire_blocking) does.
     ///
     /// # Examples
@@ -556,10 +556,10 @@ impl<K: Hash + Eq> Future for KeyedBulkheadAcquireArc<K> {
     }
 }
 
-/// A slot of one key of a [`KeyedBulkhead`], released when dropped (and the key forgotten
+/// A permit of one key of a [`KeyedBulkhead`], released when dropped (and the key forgotten
 /// if it is then idle).
 #[clippy::has_significant_drop]
-#[must_use = "the slot is released as soon as the permit is dropped"]
+#[must_use = "the permit is released as soon as it is dropped"]
 pub struct KeyedBulkheadPermit<'a, K: Hash + Eq> {
     inner: Permit<Hold<&'a KeyedBulkhead<K>, K>>,
 }
@@ -570,10 +570,10 @@ impl<K: Hash + Eq> fmt::Debug for KeyedBulkheadPermit<'_, K> {
     }
 }
 
-/// A slot of one key of a [`KeyedBulkhead`] that owns an `Arc` of it, so it can move into
+/// A permit of one key of a [`KeyedBulkhead`] that owns an `Arc` of it, so it can move into
 /// a spawned task; released when dropped.
 #[clippy::has_significant_drop]
-#[must_use = "the slot is released as soon as the permit is dropped"]
+#[must_use = "the permit is released as soon as it is dropped"]
 pub struct KeyedBulkheadPermitArc<K: Hash + Eq> {
     inner: Permit<Hold<Arc<KeyedBulkhead<K>>, K>>,
 }

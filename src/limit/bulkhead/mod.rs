@@ -46,14 +46,14 @@ use self::stats::Limiter;
 ///
 /// | option | default | effect |
 /// | --- | --- | --- |
-/// | [`acquire_timeout(d)`](Self::acquire_timeout) | wait forever | give up waiting for a slot after `d` ([`BulkheadError::timed_out`]); zero = take a free slot or fail at once |
+/// | [`acquire_timeout(d)`](Self::acquire_timeout) | wait forever | give up waiting for a permit after `d` ([`BulkheadError::timed_out`]); zero = take a free permit or fail at once |
 /// | [`max_waiting(n)`](Self::max_waiting) | unbounded | refuse at once when `n` callers already wait ([`BulkheadError::queue_full`]); 0 = no queue |
 /// | [`name(s)`](Self::name) / [`with_name(s)`](Self::with_name) | none | named in [`BulkheadError`] |
 /// | [`global()`](Self::global) | one cap per runtime | one cap shared by every runtime |
 ///
 /// # Examples
 ///
-/// One cap per runtime: four threads, each in its own `run_sync`, get 8 slots each.
+/// One cap per runtime: four threads, each in its own `run_sync`, get 8 permits each.
 ///
 /// ```
 /// use std::sync::Barrier;
@@ -162,7 +162,7 @@ impl Bulkhead {
     options_builder!(
         new: "tollgate::Bulkhead::new",
         key: "",
-        slot: "a slot",
+        permit: "a permit",
         per: ""
     );
 
@@ -202,7 +202,7 @@ impl Bulkhead {
         self.caps.tracked()
     }
 
-    /// Takes a slot if one is free and nobody is waiting, without waiting.
+    /// Takes a permit if one is free and nobody is waiting, without waiting.
     ///
     /// # Examples
     ///
@@ -235,7 +235,7 @@ impl Bulkhead {
         Permit::try_new(Self::slot(self.clone())).map(|inner| BulkheadPermitArc { inner })
     }
 
-    /// Waits for a slot in the calling runtime's cap, behind everyone already waiting.
+    /// Waits for a permit in the calling runtime's cap, behind everyone already waiting.
     ///
     /// # Examples
     ///
@@ -295,7 +295,7 @@ impl Bulkhead {
         BulkheadAcquireArc(Acquire::new(Self::slot(self.clone())))
     }
 
-    /// Blocks the calling thread until a slot is free, in the same queue as async callers.
+    /// Blocks the calling thread until a permit is free, in the same queue as async callers.
     ///
     /// For plain threads (and tokio's `spawn_blocking`); calling it from async code blocks
     /// the executor's thread. The acquire timeout applies, on the real clock.
@@ -323,8 +323,8 @@ impl Bulkhead {
         Permit::blocking(Self::slot(self)).map(|inner| BulkheadPermit { inner })
     }
 
-    /// Runs `work` holding a slot: waits for the slot, then awaits `work`, then releases
-    /// the slot (the `async with bulkhead:` of Python).
+    /// Runs `work` holding a permit: waits for the permit, then awaits `work`, then releases
+    /// the permit (the `async with bulkhead:` of Python).
     ///
     /// # Examples
     ///
@@ -346,14 +346,14 @@ impl Bulkhead {
     /// # Cancel safety
     ///
     /// Cancelling while waiting is [`acquire`](Self::acquire)'s cancellation; cancelling
-    /// while `work` runs drops it mid-flight and releases the slot.
+    /// while `work` runs drops it mid-flight and releases the permit.
     pub fn run<F: IntoFuture>(&self, work: F) -> BulkheadRun<'_, F::IntoFuture> {
         BulkheadRun {
             inner: Gated::new(self.acquire(), work.into_future()),
         }
     }
 
-    /// Runs `work` on the calling thread holding a slot, waiting for the slot as
+    /// Runs `work` on the calling thread holding a permit, waiting for the permit as
     /// [`acquire_blocking`](Self::acquire_blocking) does.
     ///
     /// # Examples
@@ -499,9 +499,9 @@ impl Future for BulkheadAcquireArc {
     }
 }
 
-/// A slot of a [`Bulkhead`], released when dropped.
+/// A permit of a [`Bulkhead`], released when dropped.
 #[clippy::has_significant_drop]
-#[must_use = "the slot is released as soon as the permit is dropped"]
+#[must_use = "the permit is released as soon as it is dropped"]
 pub struct BulkheadPermit<'a> {
     inner: Permit<Slot<&'a Bulkhead>>,
 }
@@ -512,10 +512,10 @@ impl fmt::Debug for BulkheadPermit<'_> {
     }
 }
 
-/// A slot of a [`Bulkhead`] that owns an `Arc` of it, so it can move into a spawned task;
+/// A permit of a [`Bulkhead`] that owns an `Arc` of it, so it can move into a spawned task;
 /// released when dropped.
 #[clippy::has_significant_drop]
-#[must_use = "the slot is released as soon as the permit is dropped"]
+#[must_use = "the permit is released as soon as it is dropped"]
 pub struct BulkheadPermitArc {
     inner: Permit<Slot<Arc<Bulkhead>>>,
 }

@@ -55,7 +55,7 @@ impl Options {
         mem::forget(previous);
     }
 
-    /// How many may queue: a zero acquire timeout means "a free slot or nothing", so no
+    /// How many may queue: a zero acquire timeout means "a free permit or nothing", so no
     /// queue at all.
     #[inline]
     pub(crate) fn queue_bound(&self) -> usize {
@@ -117,13 +117,13 @@ impl Name {
 /// The builder methods and `limit()` of a bulkhead type with an `options: Options` field,
 /// written once for [`Bulkhead`](crate::Bulkhead) and
 /// [`KeyedBulkhead`](crate::KeyedBulkhead). `$new` is the path of the type's `new` in the
-/// examples, `$key` the arguments of its `acquire` there, `$slot` what a caller waits for.
+/// examples, `$key` the arguments of its `acquire` there, `$permit` what a caller waits for.
 macro_rules! options_builder {
-    (new: $new:literal, key: $key:literal, slot: $slot:literal, per: $per:literal) => {
-        #[doc = concat!("Gives up waiting for ", $slot, " after `timeout`, with a [`BulkheadError`](crate::BulkheadError) whose [`timed_out`](crate::BulkheadError::timed_out) is true.")]
+    (new: $new:literal, key: $key:literal, permit: $permit:literal, per: $per:literal) => {
+        #[doc = concat!("Gives up waiting for ", $permit, " after `duration`, with a [`BulkheadError`](crate::BulkheadError) whose [`timed_out`](crate::BulkheadError::timed_out) is true.")]
         ///
         /// It bounds only the wait for a permit, not the work done with it.
-        /// `Duration::ZERO` means "take a free slot or fail at once" (no queueing).
+        /// `Duration::ZERO` means "take a free permit or fail at once" (no queueing).
         ///
         /// # Examples
         ///
@@ -138,14 +138,14 @@ macro_rules! options_builder {
         /// assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(5)));
         /// # });
         /// ```
-        pub const fn acquire_timeout(mut self, timeout: ::std::time::Duration) -> Self {
-            self.options.acquire_timeout = Some(timeout);
+        pub const fn acquire_timeout(mut self, duration: ::std::time::Duration) -> Self {
+            self.options.acquire_timeout = Some(duration);
             self
         }
 
-        #[doc = concat!("Refuses at once, with a [`BulkheadError`](crate::BulkheadError) whose [`queue_full`](crate::BulkheadError::queue_full) is true, when no slot is free and `max_waiting` callers already wait", $per, ".")]
+        #[doc = concat!("Refuses at once, with a [`BulkheadError`](crate::BulkheadError) whose [`queue_full`](crate::BulkheadError::queue_full) is true, when no permit is free and `max_waiting` callers already wait", $per, ".")]
         ///
-        /// `max_waiting(0)` means no queue at all: refuse whenever every slot is taken.
+        /// `max_waiting(0)` means no queue at all: refuse whenever every permit is taken.
         ///
         /// # Examples
         ///

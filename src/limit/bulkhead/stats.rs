@@ -180,7 +180,7 @@ impl BulkheadStats {
         }
     }
 
-    /// Free slots right now over the caps counted: `limit * runtimes - in_flight` (0 at
+    /// Free permits right now over the caps counted: `limit * runtimes - in_flight` (0 at
     /// least: a permit of an ended runtime still counts in `in_flight`).
     pub fn available(&self) -> usize {
         (self.limit * self.runtimes).saturating_sub(self.in_flight)

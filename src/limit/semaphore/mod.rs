@@ -91,20 +91,20 @@ impl Semaphore {
     ///
     /// ```
     /// let semaphore = tollgate::Semaphore::new(1);
-    /// let guard = semaphore.try_acquire().unwrap();
+    /// let permit = semaphore.try_acquire().unwrap();
     /// assert!(semaphore.try_acquire().is_none());
-    /// drop(guard);
+    /// drop(permit);
     /// assert!(semaphore.try_acquire().is_some());
     /// ```
     #[inline]
     pub fn try_acquire(&self) -> Option<SemaphorePermit<'_>> {
-        // Not `then_some`: a guard built for a failed attempt would release on drop.
+        // Not `then_some`: a permit built for a failed attempt would release on drop.
         self.core
             .try_take()
             .then(|| SemaphorePermit { semaphore: self })
     }
 
-    /// Like [`try_acquire`](Self::try_acquire), with a guard that owns an `Arc` of the
+    /// Like [`try_acquire`](Self::try_acquire), with a permit that owns an `Arc` of the
     /// semaphore and so is `'static`.
     ///
     /// # Examples
@@ -113,9 +113,9 @@ impl Semaphore {
     /// use std::sync::Arc;
     ///
     /// let semaphore = Arc::new(tollgate::Semaphore::new(1));
-    /// let guard = semaphore.try_acquire_arc().unwrap();
+    /// let permit = semaphore.try_acquire_arc().unwrap();
     /// assert!(semaphore.try_acquire_arc().is_none());
-    /// drop(guard);
+    /// drop(permit);
     /// ```
     pub fn try_acquire_arc(self: &Arc<Self>) -> Option<SemaphorePermitArc> {
         self.core.try_take().then(|| SemaphorePermitArc {
@@ -130,9 +130,9 @@ impl Semaphore {
     /// ```
     /// # futures_lite::future::block_on(async {
     /// let semaphore = tollgate::Semaphore::new(2);
-    /// let guard = semaphore.acquire().await;
+    /// let permit = semaphore.acquire().await;
     /// assert_eq!(semaphore.available_permits(), 1);
-    /// drop(guard);
+    /// drop(permit);
     /// # });
     /// ```
     ///
@@ -149,8 +149,8 @@ impl Semaphore {
         }
     }
 
-    /// Like [`acquire`](Self::acquire), with a guard that owns an `Arc` of the semaphore,
-    /// so the future and the guard are `'static` and can move into a spawned task.
+    /// Like [`acquire`](Self::acquire), with a permit that owns an `Arc` of the semaphore,
+    /// so the future and the permit are `'static` and can move into a spawned task.
     ///
     /// # Examples
     ///
@@ -159,8 +159,8 @@ impl Semaphore {
     ///
     /// # futures_lite::future::block_on(async {
     /// let semaphore = Arc::new(tollgate::Semaphore::new(2));
-    /// let guard = semaphore.acquire_arc().await;
-    /// std::thread::spawn(move || drop(guard)).join().unwrap();
+    /// let permit = semaphore.acquire_arc().await;
+    /// std::thread::spawn(move || drop(permit)).join().unwrap();
     /// assert_eq!(semaphore.available_permits(), 2);
     /// # });
     /// ```
@@ -190,7 +190,7 @@ impl Semaphore {
     /// std::thread::scope(|scope| {
     ///     for _ in 0..4 {
     ///         scope.spawn(|| {
-    ///             let _guard = semaphore.acquire_blocking();
+    ///             let _permit = semaphore.acquire_blocking();
     ///             // at most two threads are here at once
     ///         });
     ///     }
@@ -199,7 +199,7 @@ impl Semaphore {
     /// ```
     pub fn acquire_blocking(&self) -> SemaphorePermit<'_> {
         match self.try_acquire() {
-            Some(guard) => guard,
+            Some(permit) => permit,
             None => crate::sync::block_on(self.acquire()),
         }
     }
@@ -339,7 +339,7 @@ impl Drop for SemaphoreAcquireArc {
 
 /// A permit of a [`Semaphore`], released when dropped.
 #[clippy::has_significant_drop]
-#[must_use = "the permit is released as soon as the guard is dropped"]
+#[must_use = "the permit is released as soon as it is dropped"]
 pub struct SemaphorePermit<'a> {
     semaphore: &'a Semaphore,
 }
@@ -360,7 +360,7 @@ impl Drop for SemaphorePermit<'_> {
 /// A permit of a [`Semaphore`] that owns an `Arc` of it, so it can move into a spawned
 /// task; released when dropped.
 #[clippy::has_significant_drop]
-#[must_use = "the permit is released as soon as the guard is dropped"]
+#[must_use = "the permit is released as soon as it is dropped"]
 pub struct SemaphorePermitArc {
     semaphore: Arc<Semaphore>,
 }
