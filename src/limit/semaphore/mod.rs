@@ -9,6 +9,7 @@ mod queue;
 
 use std::fmt;
 use std::future::Future;
+use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -143,10 +144,7 @@ impl Semaphore {
     /// waiter: nothing leaks.
     #[inline]
     pub fn acquire(&self) -> SemaphoreAcquire<'_> {
-        SemaphoreAcquire {
-            semaphore: Some(self),
-            waiter: Waiter::new(),
-        }
+        SemaphoreAcquire(Acquiring::new(self))
     }
 
     /// Like [`acquire`](Self::acquire), with a permit that owns an `Arc` of the semaphore,
@@ -171,10 +169,7 @@ impl Semaphore {
     /// permit already handed over goes on to the next waiter.
     #[inline]
     pub fn acquire_arc(self: &Arc<Self>) -> SemaphoreAcquireArc {
-        SemaphoreAcquireArc {
-            semaphore: Some(self.clone()),
-            waiter: Waiter::new(),
-        }
+        SemaphoreAcquireArc(Acquiring::new(self.clone()))
     }
 
     /// Blocks the calling thread until a permit is free, in the same queue as the async
@@ -250,12 +245,50 @@ impl fmt::Debug for Semaphore {
     }
 }
 
-/// Future returned by [`Semaphore::acquire`].
-#[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct SemaphoreAcquire<'a> {
-    semaphore: Option<&'a Semaphore>,
+/// The wait both acquire futures share: a place in the queue, and the handle to the
+/// semaphore (a reference or an `Arc`) until the permit is granted.
+struct Acquiring<S: Deref<Target = Semaphore>> {
+    semaphore: Option<S>,
     waiter: Waiter,
 }
+
+impl<S: Deref<Target = Semaphore>> Acquiring<S> {
+    #[inline]
+    fn new(semaphore: S) -> Self {
+        Self {
+            semaphore: Some(semaphore),
+            waiter: Waiter::new(),
+        }
+    }
+
+    /// Hands back the semaphore once a permit is taken for the caller.
+    #[inline]
+    fn poll_take(&mut self, cx: &mut Context<'_>, name: &str) -> Poll<S> {
+        let semaphore = match &self.semaphore {
+            Some(semaphore) => semaphore,
+            None => panic!("{name} polled after completion"),
+        };
+        match semaphore
+            .core
+            .poll_acquire(&mut self.waiter, cx, usize::MAX)
+        {
+            Poll::Ready(_) => Poll::Ready(self.semaphore.take().expect("checked above")),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: Deref<Target = Semaphore>> Drop for Acquiring<S> {
+    fn drop(&mut self) {
+        if let Some(semaphore) = &self.semaphore {
+            semaphore.core.abandon(&mut self.waiter);
+        }
+    }
+}
+
+/// Future returned by [`Semaphore::acquire`].
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct SemaphoreAcquire<'a>(Acquiring<&'a Semaphore>);
 
 impl fmt::Debug for SemaphoreAcquire<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -268,37 +301,15 @@ impl<'a> Future for SemaphoreAcquire<'a> {
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let semaphore = this
-            .semaphore
-            .expect("SemaphoreAcquire polled after completion");
-        match semaphore
-            .core
-            .poll_acquire(&mut this.waiter, cx, usize::MAX)
-        {
-            Poll::Ready(_) => {
-                this.semaphore = None;
-                Poll::Ready(SemaphorePermit { semaphore })
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl Drop for SemaphoreAcquire<'_> {
-    fn drop(&mut self) {
-        if let Some(semaphore) = self.semaphore {
-            semaphore.core.abandon(&mut self.waiter);
-        }
+        self.0
+            .poll_take(cx, "SemaphoreAcquire")
+            .map(|semaphore| SemaphorePermit { semaphore })
     }
 }
 
 /// Future returned by [`Semaphore::acquire_arc`].
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct SemaphoreAcquireArc {
-    semaphore: Option<Arc<Semaphore>>,
-    waiter: Waiter,
-}
+pub struct SemaphoreAcquireArc(Acquiring<Arc<Semaphore>>);
 
 impl fmt::Debug for SemaphoreAcquireArc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -312,28 +323,9 @@ impl Future for SemaphoreAcquireArc {
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let semaphore = this
-            .semaphore
-            .as_ref()
-            .expect("SemaphoreAcquireArc polled after completion");
-        match semaphore
-            .core
-            .poll_acquire(&mut this.waiter, cx, usize::MAX)
-        {
-            Poll::Ready(_) => Poll::Ready(SemaphorePermitArc {
-                semaphore: this.semaphore.take().expect("checked above"),
-            }),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl Drop for SemaphoreAcquireArc {
-    fn drop(&mut self) {
-        if let Some(semaphore) = &self.semaphore {
-            semaphore.core.abandon(&mut self.waiter);
-        }
+        self.0
+            .poll_take(cx, "SemaphoreAcquireArc")
+            .map(|semaphore| SemaphorePermitArc { semaphore })
     }
 }
 
