@@ -16,6 +16,25 @@ use super::engine::{Admission, Core, DebugFields, Window};
 use super::keyed::PerKey;
 use super::results::{Collect, InOrder, TryCollect, output_vec};
 
+/// The engine under a collecting map before any per-key limit: items as a stream, the
+/// plain window, outputs in input order.
+type Collecting<I, W, T> = Core<Iter<I>, W, InOrder<T>, Window>;
+
+/// The start of every collecting map, with an output vector sized from the input's lower
+/// bound (capped).
+#[track_caller]
+fn collecting<I: Iterator, W, T, O>(items: I, limit: usize) -> (Collecting<I, W, T>, Vec<O>) {
+    let out = output_vec(items.size_hint().0);
+    let core = Core::new(
+        stream::iter(items),
+        limit,
+        true,
+        InOrder::new(),
+        Window::default(),
+    );
+    (core, out)
+}
+
 pin_project! {
     /// Future for [`map_async`](crate::map_async).
     ///
@@ -41,18 +60,8 @@ where
 {
     #[track_caller]
     pub(crate) fn new(items: I, limit: usize, f: F) -> Self {
-        let out = output_vec(items.size_hint().0);
-        Self {
-            core: Core::new(
-                stream::iter(items),
-                limit,
-                true,
-                InOrder::new(),
-                Window::default(),
-            ),
-            f,
-            out,
-        }
+        let (core, out) = collecting(items, limit);
+        Self { core, f, out }
     }
 
     /// Adds a per-key limit: at most `limit` items of one key (a URL's host, a tenant, a
@@ -244,15 +253,9 @@ where
 {
     #[track_caller]
     pub(crate) fn new(items: I, limit: usize, f: F) -> Self {
-        let out = output_vec(items.size_hint().0);
+        let (core, out) = collecting(items, limit);
         Self {
-            core: Core::new(
-                stream::iter(items),
-                limit,
-                true,
-                InOrder::new(),
-                Window::default(),
-            ),
+            core,
             f,
             out,
             error: None,
@@ -388,17 +391,8 @@ where
 {
     #[track_caller]
     pub(crate) fn new(futures: I, limit: usize) -> Self {
-        let out = output_vec(futures.size_hint().0);
-        Self {
-            core: Core::new(
-                stream::iter(futures),
-                limit,
-                true,
-                InOrder::new(),
-                Window::default(),
-            ),
-            out,
-        }
+        let (core, out) = collecting(futures, limit);
+        Self { core, out }
     }
 
     /// Sets the window, as [`MapAsync::window`] does.
