@@ -25,6 +25,7 @@
 //! - every permit is released exactly once: by a permit's `Drop`, or, when a waiter is
 //!   dropped after being granted, by that waiter's `Drop`, which passes it to the next one.
 
+use std::mem;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
@@ -196,9 +197,7 @@ impl<C: Count> Core<C> {
             }
             let before = self.state.fetch_add(C::TAKE, Ordering::AcqRel);
             self.counts.admitted(before);
-            if let Some(waker) = queue.grant_front() {
-                wake.push(waker);
-            }
+            wake.push(queue.grant_front());
         }
         self.state.fetch_and(!WAITERS, Ordering::AcqRel);
         false
@@ -232,10 +231,8 @@ impl<C: Count> Core<C> {
             let mut queue = self.lock();
             let stale = match queue.state_mut(index) {
                 NodeState::Granted => None,
-                NodeState::Queued(slot) => match slot {
-                    Some(old) if old.will_wake(cx.waker()) => return Poll::Pending,
-                    _ => Some(slot.replace(cx.waker().clone())),
-                },
+                NodeState::Queued(old) if old.will_wake(cx.waker()) => return Poll::Pending,
+                NodeState::Queued(old) => Some(mem::replace(old, cx.waker().clone())),
                 NodeState::Vacant => unreachable!("a waiter's node is freed only by its owner"),
             };
             if let Some(stale) = stale {

@@ -34,7 +34,7 @@ pub(super) enum NodeState {
     /// On the free list.
     Vacant,
     /// In the queue; the waker of the future that owns the node.
-    Queued(Option<Waker>),
+    Queued(Waker),
     /// Out of the queue, holding a permit its owner has not taken yet.
     Granted,
 }
@@ -123,7 +123,7 @@ impl Queue {
         *self.node_mut(index) = Node {
             prev: self.tail,
             next: NIL,
-            state: NodeState::Queued(Some(waker)),
+            state: NodeState::Queued(waker),
         };
         if self.tail == NIL {
             self.head = index;
@@ -137,7 +137,7 @@ impl Queue {
 
     /// Takes the oldest waiter out of the queue, marks it granted, returns its waker.
     /// The queue must not be empty.
-    pub(super) fn grant_front(&mut self) -> Option<Waker> {
+    pub(super) fn grant_front(&mut self) -> Waker {
         let index = self.head;
         self.unlink(index);
         match mem::replace(&mut self.node_mut(index).state, NodeState::Granted) {
@@ -371,7 +371,7 @@ mod tests {
                 "{} bytes kept for one waiter (it was number {stays})",
                 queue.footprint()
             );
-            assert!(queue.grant_front().is_some());
+            queue.grant_front();
             assert!(matches!(queue.remove(nodes[stays]), NodeState::Granted));
             assert_eq!(
                 queue.footprint(),
