@@ -9,15 +9,14 @@ mod common;
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::future::{Future, poll_fn};
-use std::panic::AssertUnwindSafe;
+use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use common::{InFlight, matrix};
+use common::{InFlight, assert_polled_again_panics, drain, matrix, poll_until_panic};
 use futures_lite::future::yield_now;
 use futures_lite::{StreamExt, stream};
 use tollgate::{BoundedStreamExt, amap_iter, map_async, sleep, timeout, try_map_async};
@@ -92,51 +91,6 @@ fn job(
         let _host = host_counter.enter();
         sleep(Duration::from_micros(100 * (page as u64 % 3))).await;
         (host, page)
-    }
-}
-
-/// Pulls every item of `stream`.
-fn drain<S: futures_lite::Stream>(mut stream: Pin<&mut S>) -> impl Future<Output = ()> + '_ {
-    poll_fn(move |cx| {
-        loop {
-            match stream.as_mut().poll_next(cx) {
-                Poll::Ready(Some(_)) => {}
-                Poll::Ready(None) => return Poll::Ready(()),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-    })
-}
-
-/// Polls `fut` until it panics, and returns the panic's message.
-async fn poll_until_panic<F: Future>(fut: F) -> String {
-    let mut fut = pin!(fut);
-    poll_fn(
-        |cx| match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(_)) => panic!("finished without panicking"),
-            Err(payload) => Poll::Ready(common::panic_message(&*payload)),
-        },
-    )
-    .await
-}
-
-/// Polls `fut` once more and checks that it panics with a message starting with
-/// `expected` (neither hangs nor returns).
-async fn assert_polled_again_panics<F: Future>(fut: F, expected: &str) {
-    let mut fut = pin!(fut);
-    let outcome = poll_fn(|cx| {
-        Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| {
-            fut.as_mut().poll(cx).is_ready()
-        })))
-    })
-    .await;
-    match outcome {
-        Ok(ready) => panic!("polled again: no panic (ready: {ready}), expected {expected:?}"),
-        Err(payload) => {
-            let message = common::panic_message(&*payload);
-            assert!(message.starts_with(expected), "{message}");
-        }
     }
 }
 

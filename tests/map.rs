@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use common::{InFlight, matrix, panic_message};
+use common::{
+    InFlight, assert_polled_again_panics, drain, matrix, panic_message, poll_until_panic,
+};
 use futures::FutureExt as _;
 use futures_lite::future::{pending, poll_once, yield_now};
 use futures_lite::{StreamExt, stream};
@@ -147,51 +149,6 @@ impl Iterator for Claims {
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
         (usize::MAX / 2, None)
-    }
-}
-
-/// Pulls every item of `stream`.
-fn drain<S: futures_lite::Stream>(mut stream: Pin<&mut S>) -> impl Future<Output = ()> + '_ {
-    poll_fn(move |cx| {
-        loop {
-            match stream.as_mut().poll_next(cx) {
-                Poll::Ready(Some(_)) => {}
-                Poll::Ready(None) => return Poll::Ready(()),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-    })
-}
-
-/// Polls `fut` until it panics, and returns the panic's message.
-async fn poll_until_panic<F: Future>(fut: F) -> String {
-    let mut fut = pin!(fut);
-    poll_fn(
-        |cx| match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(_)) => panic!("finished without panicking"),
-            Err(payload) => Poll::Ready(panic_message(&*payload)),
-        },
-    )
-    .await
-}
-
-/// Polls `fut` once more and checks that it panics with a message starting with `expected`
-/// (neither hangs nor returns).
-async fn assert_polled_after_panic<F: Future>(fut: F, expected: &str) {
-    let mut fut = pin!(fut);
-    let outcome = poll_fn(|cx| {
-        Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| {
-            fut.as_mut().poll(cx).is_ready()
-        })))
-    })
-    .await;
-    match outcome {
-        Ok(ready) => panic!("polled again: no panic (ready: {ready}), expected {expected:?}"),
-        Err(payload) => {
-            let message = panic_message(&*payload);
-            assert!(message.starts_with(expected), "{message}");
-        }
     }
 }
 
@@ -629,19 +586,19 @@ matrix! {
         let try_job = |i: usize| async move { Ok::<_, ()>(job(i).await) };
         let mut map = pin!(map_async(0..100, 8, job));
         assert_eq!(poll_until_panic(map.as_mut()).await, "item 5 failed");
-        assert_polled_after_panic(map.as_mut(), "`MapAsync` polled after a panic").await;
+        assert_polled_again_panics(map.as_mut(), "`MapAsync` polled after a panic").await;
         let mut try_map = pin!(try_map_async(0..100, 8, try_job));
         assert_eq!(poll_until_panic(try_map.as_mut()).await, "item 5 failed");
-        assert_polled_after_panic(try_map.as_mut(), "`TryMapAsync` polled after a panic").await;
+        assert_polled_again_panics(try_map.as_mut(), "`TryMapAsync` polled after a panic").await;
         let mut gathered = pin!(gather_limit((0..100).map(job), 8));
         assert_eq!(poll_until_panic(gathered.as_mut()).await, "item 5 failed");
-        assert_polled_after_panic(gathered.as_mut(), "`GatherLimit` polled after a panic").await;
+        assert_polled_again_panics(gathered.as_mut(), "`GatherLimit` polled after a panic").await;
         let mut ordered = pin!(stream::iter(0..100).map_bounded(8, job));
         assert_eq!(poll_until_panic(drain(ordered.as_mut())).await, "item 5 failed");
-        assert_polled_after_panic(drain(ordered.as_mut()), "`MapBounded` polled after a panic").await;
+        assert_polled_again_panics(drain(ordered.as_mut()), "`MapBounded` polled after a panic").await;
         let mut unordered = pin!(amap_iter(0..100, 8, job));
         assert_eq!(poll_until_panic(drain(unordered.as_mut())).await, "item 5 failed");
-        assert_polled_after_panic(drain(unordered.as_mut()), "`MapUnordered` polled after a panic").await;
+        assert_polled_again_panics(drain(unordered.as_mut()), "`MapUnordered` polled after a panic").await;
     }
 
     /// Regression: `try_map_async(1u32.., 4, f)` panicked with "capacity overflow" before

@@ -333,6 +333,21 @@ impl DebugFields for Window {
 }
 
 impl<Fut: Future, A> Engine<Fut, A> {
+    /// Ends a round that has nothing to hand out: `true` when the poll must return
+    /// `Pending`, because the budget is spent (after asking to be polled again: plenty was
+    /// done in this poll, the executor runs the others first) or because nothing woke
+    /// since the pass looked (the task is registered for the next wake-up). `false`: a
+    /// wake-up came in meanwhile, run another round.
+    #[inline(always)]
+    fn should_park(&mut self, cx: &mut Context<'_>, budget: usize) -> bool {
+        if budget == 0 {
+            cx.waker().wake_by_ref();
+            return true;
+        }
+        self.pool.register(cx);
+        !self.pool.has_woken()
+    }
+
     fn is_done<T>(&self) -> bool
     where
         A: Admission<T>,
@@ -410,13 +425,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
                 if engine.is_done() {
                     return Poll::Ready(ControlFlow::Continue(()));
                 }
-                if budget == 0 {
-                    // Cooperative: plenty done in this poll; let the executor run others.
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-                engine.pool.register(cx);
-                if !engine.pool.has_woken() {
+                if engine.should_park(cx, budget) {
                     return Poll::Pending;
                 }
             }
@@ -574,12 +583,7 @@ impl<S: Stream, Fut: Future, R: Buffer<Fut::Output>, A: Admission<S::Item>> Core
                     return Poll::Ready(None);
                 }
                 *streak = 0;
-                if budget == 0 {
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-                engine.pool.register(cx);
-                if !engine.pool.has_woken() {
+                if engine.should_park(cx, budget) {
                     return Poll::Pending;
                 }
                 engine.pool.enter();

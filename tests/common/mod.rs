@@ -2,9 +2,12 @@
 
 #![allow(dead_code, unused_macros, unused_imports)]
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::panic::AssertUnwindSafe;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::Poll;
 
 /// Instantiates each async test body once per runtime:
 /// `smol` (`smol::block_on`), `run_sync` (tollgate's entry point) and, with the `tokio`
@@ -165,5 +168,50 @@ pub struct DropGuard(DropFlag);
 impl Drop for DropGuard {
     fn drop(&mut self) {
         self.0.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Pulls every item of `stream`.
+pub fn drain<S: futures_lite::Stream>(mut stream: Pin<&mut S>) -> impl Future<Output = ()> + '_ {
+    poll_fn(move |cx| {
+        loop {
+            match stream.as_mut().poll_next(cx) {
+                Poll::Ready(Some(_)) => {}
+                Poll::Ready(None) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    })
+}
+
+/// Polls `fut` until it panics, and returns the panic's message.
+pub async fn poll_until_panic<F: Future>(fut: F) -> String {
+    let mut fut = pin!(fut);
+    poll_fn(
+        |cx| match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(_)) => panic!("finished without panicking"),
+            Err(payload) => Poll::Ready(panic_message(&*payload)),
+        },
+    )
+    .await
+}
+
+/// Polls `fut` once more and checks that it panics with a message starting with
+/// `expected` (neither hangs nor returns).
+pub async fn assert_polled_again_panics<F: Future>(fut: F, expected: &str) {
+    let mut fut = pin!(fut);
+    let outcome = poll_fn(|cx| {
+        Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| {
+            fut.as_mut().poll(cx).is_ready()
+        })))
+    })
+    .await;
+    match outcome {
+        Ok(ready) => panic!("polled again: no panic (ready: {ready}), expected {expected:?}"),
+        Err(payload) => {
+            let message = panic_message(&*payload);
+            assert!(message.starts_with(expected), "{message}");
+        }
     }
 }
