@@ -159,8 +159,10 @@ pub struct BulkheadStats {
     pub waiting: usize,
     /// The most permits that were ever out at once in any one cap (so at most `limit`).
     pub peak_in_flight: usize,
-    /// Permits handed out so far. (A snapshot taken at the very moment the internal
-    /// 31-bit admission counter wraps may read 2^31 low, once per 2^31 admissions.)
+    /// Permits handed out so far, counting one handed to a waiter that was then cancelled
+    /// before it took it (the permit went on to the next waiter, which counts again). (A
+    /// snapshot taken at the very moment the internal 31-bit admission counter wraps may
+    /// read 2^31 low, once per 2^31 admissions.)
     pub admitted: u64,
     /// Acquires refused with [`BulkheadError`](crate::BulkheadError) so far (a failed
     /// `try_acquire` is not counted).
