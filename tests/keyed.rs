@@ -13,10 +13,12 @@ use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use common::{InFlight, assert_polled_again_panics, drain, matrix, poll_until_panic};
+use common::{
+    InFlight, assert_polled_again_panics, counting_waker, drain, matrix, poll_until_panic,
+};
 use futures_lite::future::yield_now;
 use futures_lite::{StreamExt, stream};
 use tollgate::{BoundedStreamExt, amap_iter, map_async, sleep, timeout, try_map_async};
@@ -362,18 +364,9 @@ fn the_futures_are_send() {
     assert_send(&stream);
 }
 
-struct CountingWaker(AtomicUsize);
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, SeqCst);
-    }
-}
-
 #[test]
 fn a_keyed_stream_of_ready_items_yields_now_and_then() {
-    let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
-    let waker = Waker::from(count.clone());
+    let (count, waker) = counting_waker();
     let mut cx = Context::from_waker(&waker);
     let mut outputs = pin!(amap_iter(0..100_000, 64, |n| async move { n }).per_key(|n| n % 7, 3));
     let (mut items, mut yields) = (0, 0);
@@ -416,8 +409,7 @@ impl Future for PendOnce<'_> {
 /// plain map). The backlog is handed out first, so work restarts `limit` at a time.
 #[test]
 fn a_keyed_stream_with_a_full_backlog_restarts_work_in_batches() {
-    let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
-    let waker = Waker::from(count);
+    let (_count, waker) = counting_waker();
     let mut cx = Context::from_waker(&waker);
     let (warm_up, steady) = (InFlight::default(), InFlight::default());
     let mut outputs = pin!(

@@ -9,11 +9,12 @@ use std::panic::AssertUnwindSafe;
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use common::{
-    InFlight, assert_polled_again_panics, drain, matrix, panic_message, poll_until_panic,
+    InFlight, assert_polled_again_panics, counting_waker, drain, matrix, panic_message,
+    poll_until_panic,
 };
 use futures::FutureExt as _;
 use futures_lite::future::{pending, poll_once, yield_now};
@@ -653,22 +654,6 @@ matrix! {
 
 // ---------------------------------------------------------------------------------------
 // Hand-polled: the polling discipline.
-
-struct CountingWaker(AtomicUsize);
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, SeqCst);
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.fetch_add(1, SeqCst);
-    }
-}
-
-fn counting_waker() -> (Arc<CountingWaker>, Waker) {
-    let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
-    (count.clone(), Waker::from(count))
-}
 
 /// Pending until its own gate opens; counts its polls.
 struct Manual {

@@ -7,7 +7,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::task::Poll;
+use std::task::{Poll, Wake, Waker};
 
 /// Instantiates each async test body once per runtime:
 /// `smol` (`smol::block_on`), `run_sync` (tollgate's entry point) and, with the `tokio`
@@ -214,4 +214,22 @@ pub async fn assert_polled_again_panics<F: Future>(fut: F, expected: &str) {
             assert!(message.starts_with(expected), "{message}");
         }
     }
+}
+
+/// A waker that counts its wake-ups.
+pub struct CountingWaker(pub AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A counting waker and its count.
+pub fn counting_waker() -> (Arc<CountingWaker>, Waker) {
+    let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
+    (count.clone(), Waker::from(count))
 }
