@@ -25,6 +25,7 @@ pub use crate::limit::bulkhead::keyed::{
 pub use crate::limit::bulkhead::{
     Bulkhead, BulkheadError, BulkheadPermit, BulkheadPermitArc, BulkheadStats,
 };
+pub use crate::limit::rate::Rate;
 pub use crate::limit::semaphore::{Semaphore, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{BoundedStreamExt, amap_iter, gather_limit, map_async, try_map_async};
 pub use crate::race::{IntoContestants, RaceError, race};

@@ -1,0 +1,266 @@
+//! The arithmetic of a rate, shared by the rate limiters and the maps' scheduler: [`Rate`]
+//! (what the user asks for) and [`Gcra`] (the decision, on one `u64` of state).
+//!
+//! GCRA, the generic cell rate algorithm: the state is the *theoretical arrival time* (TAT),
+//! the moment at which the limiter would be back to empty if nothing else started. A start
+//! at `now` is allowed when `TAT - now <= tolerance`, where the tolerance is what the burst
+//! allows beyond one interval; it then pushes the TAT one interval further. A TAT in the
+//! past counts as `now`: an idle limiter is a fresh one, which is why a keyed limiter can
+//! forget a key whose TAT has passed without changing any decision.
+//!
+//! Times are nanoseconds since a process-wide origin, so the state fits in one atomic word
+//! and compares with plain integers.
+
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+/// The instant that clock readings count from. Readings before it (tokio's paused clock
+/// can lag behind) count as the origin itself.
+static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// Nanoseconds from the origin to `instant`, saturating at both ends.
+#[inline]
+pub(crate) fn nanos_since_origin(instant: Instant) -> u64 {
+    let since = instant.saturating_duration_since(*ORIGIN);
+    u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The instant `nanos` after the origin (the far future when it does not fit).
+#[inline]
+pub(crate) fn instant_at(nanos: u64) -> Instant {
+    let origin = *ORIGIN;
+    origin
+        .checked_add(Duration::from_nanos(nanos))
+        .unwrap_or_else(|| far_future(origin))
+}
+
+/// About thirty years after `from`: later than anything a run waits for, and always
+/// representable.
+fn far_future(from: Instant) -> Instant {
+    from + Duration::from_secs(60 * 60 * 24 * 365 * 30)
+}
+
+fn duration_nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// How many starts are allowed per unit of time, and how many may come at once after a
+/// quiet spell.
+///
+/// A `Rate` of 10 per second with a burst of 1 (the default) lets one start through every
+/// 100 ms and never two closer together; with a burst of 5, up to 5 may start at once after
+/// a quiet half-second, and the long-run average stays 10 per second. Build one with
+/// [`per_second`](Rate::per_second), [`per_minute`](Rate::per_minute),
+/// [`per`](Rate::per) or [`every`](Rate::every), then set [`burst`](Rate::burst).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Rate;
+///
+/// let polite = Rate::per_second(2).burst(4);
+/// assert_eq!(polite.interval(), Duration::from_millis(500));
+/// assert_eq!(polite.burst_size(), 4);
+/// assert_eq!(Rate::every(Duration::from_secs(3)).interval(), Duration::from_secs(3));
+/// assert_eq!(Rate::per(30, Duration::from_secs(60)), Rate::every(Duration::from_secs(2)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Rate {
+    /// Nanoseconds between two starts at the steady rate (at least 1).
+    interval: u64,
+    burst: u32,
+}
+
+impl Rate {
+    /// `count` starts per second.
+    ///
+    /// # Panics
+    ///
+    /// If `count` is 0 (a rate of nothing would never start anything).
+    #[track_caller]
+    pub fn per_second(count: u32) -> Self {
+        Self::per(count, Duration::from_secs(1))
+    }
+
+    /// `count` starts per minute.
+    ///
+    /// # Panics
+    ///
+    /// If `count` is 0.
+    #[track_caller]
+    pub fn per_minute(count: u32) -> Self {
+        Self::per(count, Duration::from_secs(60))
+    }
+
+    /// `count` starts per `period`, evenly spaced: one every `period / count`.
+    ///
+    /// # Panics
+    ///
+    /// If `count` is 0 or `period` is zero.
+    #[track_caller]
+    pub fn per(count: u32, period: Duration) -> Self {
+        assert!(
+            count > 0,
+            "tollgate: a rate needs at least 1 start per period (0 would never start anything)"
+        );
+        assert!(
+            !period.is_zero(),
+            "tollgate: a rate's period must not be zero"
+        );
+        Self {
+            interval: (duration_nanos(period) / u64::from(count)).max(1),
+            burst: 1,
+        }
+    }
+
+    /// One start every `interval` (a crawl delay).
+    ///
+    /// # Panics
+    ///
+    /// If `interval` is zero.
+    #[track_caller]
+    pub fn every(interval: Duration) -> Self {
+        Self::per(1, interval)
+    }
+
+    /// Allows up to `burst` starts at once after a quiet spell (1 by default: never two
+    /// closer than the interval). The average over a long run stays the rate.
+    ///
+    /// # Panics
+    ///
+    /// If `burst` is 0.
+    #[track_caller]
+    #[must_use]
+    pub fn burst(mut self, burst: u32) -> Self {
+        assert!(burst > 0, "tollgate: a rate's burst must be at least 1");
+        self.burst = burst;
+        self
+    }
+
+    /// The time between two starts at the steady rate.
+    pub fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval)
+    }
+
+    /// How many starts may come at once after a quiet spell.
+    pub fn burst_size(&self) -> u32 {
+        self.burst
+    }
+}
+
+/// A [`Rate`] as the two numbers GCRA decides with. The state it decides on (the TAT) is
+/// kept by the caller: an atomic word, an entry of a keyed map, a field of the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Gcra {
+    /// Nanoseconds one start adds to the TAT.
+    interval: u64,
+    /// How far ahead of `now` the TAT may be for a start to be allowed.
+    tolerance: u64,
+}
+
+impl Gcra {
+    pub(crate) fn new(rate: Rate) -> Self {
+        Self {
+            interval: rate.interval,
+            tolerance: rate.interval.saturating_mul(u64::from(rate.burst - 1)),
+        }
+    }
+
+    /// A start at `now` against state `tat`: `Ok(new_tat)` if allowed, or `Err(at)`, the
+    /// earliest time a start can be allowed (nanoseconds since the origin, after `now`).
+    #[inline]
+    pub(crate) fn decide(&self, tat: u64, now: u64) -> Result<u64, u64> {
+        let tat = tat.max(now);
+        let allowed_at = tat - self.tolerance.min(tat);
+        if allowed_at > now {
+            Err(allowed_at)
+        } else {
+            Ok(tat.saturating_add(self.interval))
+        }
+    }
+
+    /// The earliest time a start is allowed against `tat` (`now` or earlier when it is
+    /// allowed already).
+    #[inline]
+    pub(crate) fn allowed_at(&self, tat: u64) -> u64 {
+        tat.saturating_sub(self.tolerance)
+    }
+
+    /// Whether state `tat` decides like a fresh limiter at `now` (so it can be forgotten).
+    #[inline]
+    pub(crate) fn is_idle(tat: u64, now: u64) -> bool {
+        tat <= now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_burst_of_one_spaces_starts_by_the_interval() {
+        let gcra = Gcra::new(Rate::per_second(10));
+        let now = 1_000 * MS;
+        let tat = gcra.decide(0, now).unwrap();
+        assert_eq!(tat, now + 100 * MS);
+        assert_eq!(gcra.decide(tat, now), Err(now + 100 * MS));
+        assert_eq!(gcra.decide(tat, now + 99 * MS), Err(now + 100 * MS));
+        assert!(gcra.decide(tat, now + 100 * MS).is_ok());
+    }
+
+    #[test]
+    fn a_burst_lets_that_many_through_at_once_then_the_rate() {
+        let gcra = Gcra::new(Rate::per_second(10).burst(3));
+        let now = 1_000 * MS;
+        let mut tat = 0;
+        for _ in 0..3 {
+            tat = gcra.decide(tat, now).expect("within the burst");
+        }
+        assert_eq!(gcra.decide(tat, now), Err(now + 100 * MS));
+        // Over a long run, the average is the rate: 10 more in the next second.
+        let mut allowed = 0;
+        for step in 1..=1000 {
+            if let Ok(next) = gcra.decide(tat, now + step * MS) {
+                tat = next;
+                allowed += 1;
+            }
+        }
+        assert_eq!(allowed, 10);
+    }
+
+    #[test]
+    fn an_idle_state_is_a_fresh_one() {
+        let gcra = Gcra::new(Rate::per_second(10).burst(2));
+        let now = 5_000 * MS;
+        let tat = gcra.decide(gcra.decide(0, now).unwrap(), now).unwrap();
+        assert!(!Gcra::is_idle(tat, now));
+        let later = now + 300 * MS;
+        assert!(Gcra::is_idle(tat, later));
+        assert_eq!(gcra.decide(tat, later), gcra.decide(0, later));
+    }
+
+    #[test]
+    fn the_origin_round_trips() {
+        let now = Instant::now();
+        let nanos = nanos_since_origin(now);
+        assert_eq!(nanos_since_origin(instant_at(nanos)), nanos);
+        assert_eq!(nanos_since_origin(*ORIGIN - Duration::from_secs(1)), 0);
+    }
+
+    #[test]
+    fn huge_rates_saturate_instead_of_overflowing() {
+        let gcra = Gcra::new(Rate::every(Duration::MAX).burst(u32::MAX));
+        assert!(gcra.decide(0, 0).is_ok());
+        let fast = Gcra::new(Rate::per(u32::MAX, Duration::from_nanos(1)));
+        assert_eq!(fast.decide(0, 10), Ok(11));
+    }
+
+    #[test]
+    #[should_panic(expected = "at least 1 start")]
+    fn a_rate_of_zero_panics() {
+        let _ = Rate::per_second(0);
+    }
+}
