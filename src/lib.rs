@@ -29,7 +29,7 @@ pub use crate::limit::rate::Rate;
 pub use crate::limit::semaphore::{Semaphore, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{BoundedStreamExt, amap_iter, gather_limit, map_async, try_map_async};
 pub use crate::race::{IntoContestants, RaceError, race};
-pub use crate::retry::{Attempt, RetryError, retry};
+pub use crate::retry::{Attempt, RetryError, RetryEvent, RetryPolicy, retry};
 pub use crate::runtime::{RunSyncError, RuntimeKey, run_sync, try_run_sync};
 pub use crate::time::{TimeoutError, sleep, timeout};
 #[cfg(tollgate_loom)]
@@ -45,7 +45,8 @@ pub mod futures {
     pub use crate::limit::bulkhead::{BulkheadAcquire, BulkheadAcquireArc, BulkheadRun};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::map::{
-        GatherLimit, MapAsync, MapBounded, MapUnordered, PerKey, TryMapAsync, Window,
+        GatherLimit, MapAsync, MapBounded, MapUnordered, NoRetry, PerKey, TryMapAsync, Unkeyed,
+        Window,
     };
     pub use crate::race::{Either, Race};
     pub use crate::retry::Retry;

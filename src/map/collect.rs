@@ -12,9 +12,10 @@ use std::task::{Context, Poll};
 use futures_lite::stream::{self, Iter};
 use pin_project_lite::pin_project;
 
-use super::engine::{Admission, Core, DebugFields, Window};
+use super::engine::{Admission, Core, DebugFields, DefaultWindow, Window};
 use super::keyed::PerKey;
 use super::results::{Collect, InOrder, TryCollect, output_vec};
+use super::schedule::scheduling_methods;
 
 /// The engine under a collecting map before any per-key limit: items as a stream, the
 /// plain window, outputs in input order.
@@ -23,7 +24,10 @@ type Collecting<I, W, T> = Core<Iter<I>, W, InOrder<T>, Window>;
 /// The start of every collecting map, with an output vector sized from the input's lower
 /// bound (capped).
 #[track_caller]
-fn collecting<I: Iterator, W, T, O>(items: I, limit: usize) -> (Collecting<I, W, T>, Vec<O>) {
+fn collecting<I: Iterator, W: Future<Output = T>, T, O>(
+    items: I,
+    limit: usize,
+) -> (Collecting<I, W, T>, Vec<O>) {
     let out = output_vec(items.size_hint().0);
     let core = Core::new(
         stream::iter(items),
@@ -157,11 +161,39 @@ where
         KF: FnMut(&I::Item) -> K,
     {
         MapAsync {
-            core: self.core.with_admission(true, PerKey::new(key_fn, limit)),
+            core: self
+                .core
+                .with_admission(true, |_| PerKey::new(key_fn, limit)),
             f: self.f,
             out: self.out,
         }
     }
+}
+
+impl<I: Iterator, F, Fut: IntoFuture, A> MapAsync<I, F, Fut, A> {
+    fn admission_mut(&mut self) -> &mut A {
+        &mut self.core.engine.admission
+    }
+
+    fn replace_admission<B>(self, admission: impl FnOnce(A) -> B) -> MapAsync<I, F, Fut, B>
+    where
+        B: DefaultWindow,
+    {
+        MapAsync {
+            core: self.core.with_admission(true, admission),
+            f: self.f,
+            out: self.out,
+        }
+    }
+}
+
+scheduling_methods! {
+    MapAsync<I, F, Fut>
+    where [I: Iterator, F: FnMut(I::Item) -> Fut, Fut: IntoFuture,]
+    item = I::Item,
+    retry = <Value, Error> Error where [Fut: IntoFuture<Output = Result<Value, Error>>,],
+    start = "tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) })",
+    finish = ".await",
 }
 
 impl<I, F, Fut: IntoFuture, A> MapAsync<I, F, Fut, A> {
@@ -196,7 +228,7 @@ where
     I: Iterator,
     F: FnMut(I::Item) -> Fut,
     Fut: IntoFuture,
-    A: Admission<I::Item>,
+    A: Admission<I::Item, Fut::Output>,
 {
     type Output = Vec<Fut::Output>;
 
@@ -293,12 +325,41 @@ where
         KF: FnMut(&I::Item) -> K,
     {
         TryMapAsync {
-            core: self.core.with_admission(true, PerKey::new(key_fn, limit)),
+            core: self
+                .core
+                .with_admission(true, |_| PerKey::new(key_fn, limit)),
             f: self.f,
             out: self.out,
             error: self.error,
         }
     }
+}
+
+impl<I: Iterator, F, Fut: IntoFuture, T, E, A> TryMapAsync<I, F, Fut, T, E, A> {
+    fn admission_mut(&mut self) -> &mut A {
+        &mut self.core.engine.admission
+    }
+
+    fn replace_admission<B>(self, admission: impl FnOnce(A) -> B) -> TryMapAsync<I, F, Fut, T, E, B>
+    where
+        B: DefaultWindow,
+    {
+        TryMapAsync {
+            core: self.core.with_admission(true, admission),
+            f: self.f,
+            out: self.out,
+            error: self.error,
+        }
+    }
+}
+
+scheduling_methods! {
+    TryMapAsync<I, F, Fut, T, E>
+    where [I: Iterator, F: FnMut(I::Item) -> Fut, Fut: IntoFuture<Output = Result<T, E>>,]
+    item = I::Item,
+    retry = <> E where [],
+    start = "tollgate::try_map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) })",
+    finish = ".await",
 }
 
 impl<I, F, Fut: IntoFuture, T, E, A> TryMapAsync<I, F, Fut, T, E, A> {
@@ -330,7 +391,7 @@ where
     I: Iterator,
     F: FnMut(I::Item) -> Fut,
     Fut: IntoFuture<Output = Result<T, E>>,
-    A: Admission<I::Item>,
+    A: Admission<I::Item, Fut::Output>,
 {
     type Output = Result<Vec<T>, E>;
 

@@ -50,12 +50,9 @@ fn check_window(window: usize, limit: usize) {
     );
 }
 
-/// Decides which pulled items start, and when to pull more.
-pub(crate) trait Admission<T> {
-    /// The window when none is set, for a map with this global `limit` whose outputs
-    /// come in input order (`ordered`) or completion order.
-    fn default_window(limit: usize, ordered: bool) -> usize;
-
+/// Decides which pulled items start, and when to pull more. `T` is the item type, `O`
+/// the output of the futures.
+pub(crate) trait Admission<T, O>: DefaultWindow {
     /// Items pulled and not started yet.
     fn waiting(&self) -> usize;
 
@@ -63,11 +60,20 @@ pub(crate) trait Admission<T> {
     /// with `backlog` outputs still held there and the pool `full` or not.
     fn after_yield(backlog: usize, limit: usize, full: bool) -> AfterYield;
 
-    /// The future in slot `index` finished.
-    fn finished(&mut self, index: usize);
+    /// The future in slot `index`, started for the item at input position `seq`,
+    /// finished with `output`: the output to hand on, or `None` when the item will be
+    /// tried again.
+    fn finished(&mut self, index: usize, seq: usize, output: O) -> Option<O>;
 
     /// Forgets every waiting item and every running one (the pool was cleared).
     fn clear(&mut self);
+
+    /// Polls the admission's timer, if it waits for a time; `true` once that time has
+    /// come (run another round: an item may start now).
+    #[inline(always)]
+    fn poll_timer(&mut self, _cx: &mut Context<'_>) -> bool {
+        false
+    }
 
     /// Pulls and starts items while the admission allows and the budget lasts. Outputs
     /// of futures ready at once go to `results`; a break from it stops the map.
@@ -84,7 +90,16 @@ pub(crate) trait Admission<T> {
         S: Stream<Item = T>,
         F: FnMut(T) -> W,
         W: IntoFuture,
-        R: Results<<W::IntoFuture as Future>::Output>;
+        W::IntoFuture: Future<Output = O>,
+        R: Results<O>;
+}
+
+/// The window of an admission when none is set (apart from [`Admission`], so that a map
+/// can swap its admission before the types that make it run are known).
+pub(crate) trait DefaultWindow {
+    /// The window when none is set, for a map with this global `limit` whose outputs
+    /// come in input order (`ordered`) or completion order.
+    fn default_window(limit: usize, ordered: bool) -> usize;
 }
 
 /// What a stream does after taking an output from its buffer, before returning it.
@@ -111,7 +126,7 @@ pub struct Window {
 /// Ordered mode's default window, in multiples of the limit.
 const ORDERED_WINDOW: usize = 4;
 
-impl<T> Admission<T> for Window {
+impl DefaultWindow for Window {
     #[inline]
     fn default_window(limit: usize, ordered: bool) -> usize {
         if ordered {
@@ -120,7 +135,9 @@ impl<T> Admission<T> for Window {
             limit
         }
     }
+}
 
+impl<T, O> Admission<T, O> for Window {
     #[inline(always)]
     fn waiting(&self) -> usize {
         0
@@ -142,7 +159,9 @@ impl<T> Admission<T> for Window {
     }
 
     #[inline(always)]
-    fn finished(&mut self, _index: usize) {}
+    fn finished(&mut self, _index: usize, _seq: usize, output: O) -> Option<O> {
+        Some(output)
+    }
 
     #[inline(always)]
     fn clear(&mut self) {}
@@ -160,7 +179,8 @@ impl<T> Admission<T> for Window {
         S: Stream<Item = T>,
         F: FnMut(T) -> W,
         W: IntoFuture,
-        R: Results<<W::IntoFuture as Future>::Output>,
+        W::IntoFuture: Future<Output = O>,
+        R: Results<O>,
     {
         if engine.input_done || engine.pool.is_full() {
             return ControlFlow::Continue(());
@@ -226,8 +246,9 @@ pub(crate) struct Engine<Fut, A> {
     pub(crate) admission: A,
     /// At most this many items pulled and not yet released (yielded or collected).
     pub(crate) window: usize,
-    /// Whether the user set the window (a default follows the admission).
-    window_set: bool,
+    /// Whether the user set the window (a default follows the admission, and only a
+    /// default window grows by itself).
+    pub(crate) window_set: bool,
     /// Items pulled so far; the next item's input position.
     pub(crate) next_seq: usize,
     pub(crate) input_done: bool,
@@ -236,9 +257,9 @@ pub(crate) struct Engine<Fut, A> {
 
 impl<Fut, A> Engine<Fut, A> {
     #[track_caller]
-    pub(crate) fn new<T>(limit: usize, expected: usize, ordered: bool, admission: A) -> Self
+    pub(crate) fn new(limit: usize, expected: usize, ordered: bool, admission: A) -> Self
     where
-        A: Admission<T>,
+        A: DefaultWindow,
     {
         check_limit(limit);
         Self {
@@ -252,12 +273,12 @@ impl<Fut, A> Engine<Fut, A> {
         }
     }
 
-    /// The same engine, not yet started, with another admission; an unset window follows
-    /// the new admission's default.
-    pub(crate) fn with_admission<T, B: Admission<T>>(
+    /// The same engine, not yet started, with another admission made from the current
+    /// one; an unset window follows the new admission's default.
+    pub(crate) fn with_admission<B: DefaultWindow>(
         self,
         ordered: bool,
-        admission: B,
+        admission: impl FnOnce(A) -> B,
     ) -> Engine<Fut, B> {
         debug_assert!(
             self.next_seq == 0,
@@ -266,7 +287,7 @@ impl<Fut, A> Engine<Fut, A> {
         let limit = self.pool.limit();
         Engine {
             pool: self.pool,
-            admission,
+            admission: admission(self.admission),
             window: if self.window_set {
                 self.window
             } else {
@@ -339,18 +360,24 @@ impl<Fut: Future, A> Engine<Fut, A> {
     /// since the pass looked (the task is registered for the next wake-up). `false`: a
     /// wake-up came in meanwhile, run another round.
     #[inline(always)]
-    fn should_park(&mut self, cx: &mut Context<'_>, budget: usize) -> bool {
+    fn should_park<T>(&mut self, cx: &mut Context<'_>, budget: usize) -> bool
+    where
+        A: Admission<T, Fut::Output>,
+    {
         if budget == 0 {
             cx.waker().wake_by_ref();
             return true;
         }
         self.pool.register(cx);
+        if self.admission.poll_timer(cx) {
+            return false;
+        }
         !self.pool.has_woken()
     }
 
     fn is_done<T>(&self) -> bool
     where
-        A: Admission<T>,
+        A: Admission<T, Fut::Output>,
     {
         self.input_done && self.pool.is_empty() && self.admission.waiting() == 0
     }
@@ -358,7 +385,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
     /// Drops every future in flight and every waiting item, and pulls nothing more.
     fn stop<T>(&mut self)
     where
-        A: Admission<T>,
+        A: Admission<T, Fut::Output>,
     {
         self.input_done = true;
         self.pool.clear();
@@ -376,7 +403,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
         budget: &mut usize,
     ) -> ControlFlow<()>
     where
-        A: Admission<T>,
+        A: Admission<T, Fut::Output>,
         S: Stream<Item = T>,
         F: FnMut(T) -> W,
         W: IntoFuture<IntoFuture = Fut>,
@@ -385,8 +412,10 @@ impl<Fut: Future, A> Engine<Fut, A> {
         if self.pool.has_woken() {
             let admission = &mut self.admission;
             let polled = self.pool.poll_woken(|seq, index, output| {
-                admission.finished(index);
-                results.accept(seq, output)
+                match admission.finished(index, seq, output) {
+                    Some(output) => results.accept(seq, output),
+                    None => ControlFlow::Continue(()),
+                }
             })?;
             *budget = budget.saturating_sub(polled);
         }
@@ -403,7 +432,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
         cx: &mut Context<'_>,
     ) -> Poll<ControlFlow<()>>
     where
-        A: Admission<T>,
+        A: Admission<T, Fut::Output>,
         S: Stream<Item = T>,
         F: FnMut(T) -> W,
         W: IntoFuture<IntoFuture = Fut>,
@@ -440,12 +469,12 @@ impl<Fut: Future, A> Engine<Fut, A> {
 /// The guard is forgotten when the poll returns, so its destructor runs only while this
 /// poll unwinds: no `thread::panicking()` check on every poll, and a poll made from a
 /// destructor during another panic, which returns normally, leaves the map alone.
-struct StopOnUnwind<'a, T, Fut: Future, A: Admission<T>> {
+struct StopOnUnwind<'a, T, Fut: Future, A: Admission<T, Fut::Output>> {
     engine: &'a mut Engine<Fut, A>,
     _item: std::marker::PhantomData<fn(T)>,
 }
 
-impl<'a, T, Fut: Future, A: Admission<T>> StopOnUnwind<'a, T, Fut, A> {
+impl<'a, T, Fut: Future, A: Admission<T, Fut::Output>> StopOnUnwind<'a, T, Fut, A> {
     /// Runs `body` on the engine under the guard.
     #[inline(always)]
     fn run<O>(engine: &'a mut Engine<Fut, A>, body: impl FnOnce(&mut Engine<Fut, A>) -> O) -> O {
@@ -459,7 +488,7 @@ impl<'a, T, Fut: Future, A: Admission<T>> StopOnUnwind<'a, T, Fut, A> {
     }
 }
 
-impl<T, Fut: Future, A: Admission<T>> Drop for StopOnUnwind<'_, T, Fut, A> {
+impl<T, Fut: Future, A: Admission<T, Fut::Output>> Drop for StopOnUnwind<'_, T, Fut, A> {
     fn drop(&mut self) {
         self.engine.stop();
         self.engine.state = State::Panicked;
@@ -478,11 +507,11 @@ pin_project! {
     }
 }
 
-impl<S: Stream, Fut, R, A> Core<S, Fut, R, A> {
+impl<S: Stream, Fut: Future, R, A> Core<S, Fut, R, A> {
     #[track_caller]
     pub(crate) fn new(source: S, limit: usize, ordered: bool, results: R, admission: A) -> Self
     where
-        A: Admission<S::Item>,
+        A: DefaultWindow,
     {
         let expected = source.size_hint().1.unwrap_or(usize::MAX);
         Self {
@@ -493,11 +522,12 @@ impl<S: Stream, Fut, R, A> Core<S, Fut, R, A> {
         }
     }
 
-    /// The same core with another admission; see [`Engine::with_admission`].
-    pub(crate) fn with_admission<B: Admission<S::Item>>(
+    /// The same core with another admission, made from the current one; see
+    /// [`Engine::with_admission`].
+    pub(crate) fn with_admission<B: DefaultWindow>(
         self,
         ordered: bool,
-        admission: B,
+        admission: impl FnOnce(A) -> B,
     ) -> Core<S, Fut, R, B> {
         Core {
             source: self.source,
@@ -526,7 +556,13 @@ impl<S: Stream, Fut, R, A> Core<S, Fut, R, A> {
     }
 }
 
-impl<S: Stream, Fut: Future, R: Buffer<Fut::Output>, A: Admission<S::Item>> Core<S, Fut, R, A> {
+impl<S, Fut, R, A> Core<S, Fut, R, A>
+where
+    S: Stream,
+    Fut: Future,
+    R: Buffer<Fut::Output>,
+    A: Admission<S::Item, Fut::Output>,
+{
     /// The next output for a stream. `name` is the stream's type, for panic messages.
     pub(crate) fn poll_next_with<F, W>(
         self: Pin<&mut Self>,

@@ -24,6 +24,7 @@ mod engine;
 pub(crate) mod keyed;
 mod pool;
 mod results;
+mod schedule;
 mod stream;
 
 use std::future::IntoFuture;
@@ -32,7 +33,8 @@ use futures_lite::stream::{self as lite_stream, Iter, Stream};
 
 pub use self::collect::{GatherLimit, MapAsync, TryMapAsync};
 pub use self::engine::Window;
-pub use self::keyed::PerKey;
+pub(crate) use self::keyed::check_per_key_limit;
+pub use self::keyed::{NoRetry, PerKey, Unkeyed};
 pub use self::stream::{MapBounded, MapUnordered};
 
 /// Bounded concurrent mapping for any [`Stream`]: channels, paginated APIs, other
@@ -109,7 +111,7 @@ pub trait BoundedStreamExt: Stream {
     /// use futures_lite::{StreamExt, stream};
     /// use tollgate::{BoundedStreamExt, sleep};
     /// # futures_lite::future::block_on(async {
-    /// let mut first = stream::iter([30, 1])
+    /// let mut first = stream::iter([5_000, 1])
     ///     .map_unordered(2, |ms| async move {
     ///         sleep(Duration::from_millis(ms)).await;
     ///         ms

@@ -10,9 +10,10 @@ use std::task::{Context, Poll};
 use futures_lite::Stream;
 use pin_project_lite::pin_project;
 
-use super::engine::{Admission, Core, DebugFields, Window};
+use super::engine::{Admission, Core, DebugFields, DefaultWindow, Window};
 use super::keyed::PerKey;
 use super::results::{InCompletionOrder, InOrder};
+use super::schedule::scheduling_methods;
 
 pin_project! {
     /// Stream for [`BoundedStreamExt::map_bounded`](crate::BoundedStreamExt::map_bounded):
@@ -83,10 +84,37 @@ where
         KF: FnMut(&S::Item) -> K,
     {
         MapBounded {
-            core: self.core.with_admission(true, PerKey::new(key_fn, limit)),
+            core: self
+                .core
+                .with_admission(true, |_| PerKey::new(key_fn, limit)),
             f: self.f,
         }
     }
+}
+
+impl<S: Stream, F, Fut: IntoFuture, A> MapBounded<S, F, Fut, A> {
+    fn admission_mut(&mut self) -> &mut A {
+        &mut self.core.engine.admission
+    }
+
+    fn replace_admission<B>(self, admission: impl FnOnce(A) -> B) -> MapBounded<S, F, Fut, B>
+    where
+        B: DefaultWindow,
+    {
+        MapBounded {
+            core: self.core.with_admission(true, admission),
+            f: self.f,
+        }
+    }
+}
+
+scheduling_methods! {
+    MapBounded<S, F, Fut>
+    where [S: Stream, F: FnMut(S::Item) -> Fut, Fut: IntoFuture,]
+    item = S::Item,
+    retry = <Value, Error> Error where [Fut: IntoFuture<Output = Result<Value, Error>>,],
+    start = "tollgate::BoundedStreamExt::map_bounded(futures_lite::stream::iter(0..8u32), 4, |n| async move { Ok::<u32, ()>(n) })",
+    finish = ".collect::<Vec<_>>().await",
 }
 
 impl<S, F, Fut: IntoFuture, A> MapBounded<S, F, Fut, A> {
@@ -130,7 +158,7 @@ where
     S: Stream,
     F: FnMut(S::Item) -> Fut,
     Fut: IntoFuture,
-    A: Admission<S::Item>,
+    A: Admission<S::Item, Fut::Output>,
 {
     type Item = Fut::Output;
 
@@ -224,10 +252,37 @@ where
         KF: FnMut(&S::Item) -> K,
     {
         MapUnordered {
-            core: self.core.with_admission(false, PerKey::new(key_fn, limit)),
+            core: self
+                .core
+                .with_admission(false, |_| PerKey::new(key_fn, limit)),
             f: self.f,
         }
     }
+}
+
+impl<S: Stream, F, Fut: IntoFuture, A> MapUnordered<S, F, Fut, A> {
+    fn admission_mut(&mut self) -> &mut A {
+        &mut self.core.engine.admission
+    }
+
+    fn replace_admission<B>(self, admission: impl FnOnce(A) -> B) -> MapUnordered<S, F, Fut, B>
+    where
+        B: DefaultWindow,
+    {
+        MapUnordered {
+            core: self.core.with_admission(false, admission),
+            f: self.f,
+        }
+    }
+}
+
+scheduling_methods! {
+    MapUnordered<S, F, Fut>
+    where [S: Stream, F: FnMut(S::Item) -> Fut, Fut: IntoFuture,]
+    item = S::Item,
+    retry = <Value, Error> Error where [Fut: IntoFuture<Output = Result<Value, Error>>,],
+    start = "tollgate::BoundedStreamExt::map_unordered(futures_lite::stream::iter(0..8u32), 4, |n| async move { Ok::<u32, ()>(n) })",
+    finish = ".collect::<Vec<_>>().await",
 }
 
 impl<S, F, Fut: IntoFuture, A> MapUnordered<S, F, Fut, A> {
@@ -271,7 +326,7 @@ where
     S: Stream,
     F: FnMut(S::Item) -> Fut,
     Fut: IntoFuture,
-    A: Admission<S::Item>,
+    A: Admission<S::Item, Fut::Output>,
 {
     type Item = Fut::Output;
 

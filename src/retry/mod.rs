@@ -3,9 +3,11 @@
 //!
 //! - `mod.rs`: [`retry`] and [`Retry`], which is both the builder and the future.
 //! - `policy.rs`: attempts, pauses (fixed or exponential backoff), jitter; pure arithmetic.
+//! - `map_policy.rs`: [`RetryPolicy`], retries inside a map's scheduler.
 //! - `error.rs`: [`RetryError`], [`Attempt`] and the bounded record of attempts.
 
 mod error;
+mod map_policy;
 mod policy;
 
 use std::fmt;
@@ -22,6 +24,8 @@ use crate::runtime::now;
 use crate::time::{Sleep, Timeout, sleep, timeout};
 
 pub use self::error::{Attempt, RetryError};
+pub(crate) use self::map_policy::Plan;
+pub use self::map_policy::{RetryEvent, RetryPolicy};
 
 /// Retries an operation: `make_attempt` is called for each attempt and its future awaited,
 /// until one returns `Ok`, an error is not retryable, or the attempts run out.

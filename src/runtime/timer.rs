@@ -80,6 +80,22 @@ impl RtSleep {
     }
 }
 
+impl RtSleep {
+    /// A timer that fires at `deadline` on the current runtime's clock (at once if it
+    /// has passed).
+    pub(crate) fn at(deadline: Instant) -> Self {
+        #[cfg(feature = "tokio")]
+        if !BLOCKING.with(Cell::get) && super::tokio::is_current() {
+            return Self::Tokio {
+                sleep: tokio::time::sleep_until(deadline.into()),
+            };
+        }
+        Self::AsyncIo {
+            timer: async_io::Timer::at(deadline),
+        }
+    }
+}
+
 impl Future for RtSleep {
     type Output = ();
 

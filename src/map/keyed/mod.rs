@@ -1,14 +1,21 @@
-//! Per-key limits for any bounded map: a global cap and a per-key cap that never block
-//! each other.
+//! Per-key limits for any bounded map, and the scheduler that knows time: a global cap
+//! and a per-key cap that never block each other, rates, retries that give their slots
+//! back, and pauses a server asks for.
 //!
 //! The naive crawler takes a global slot, then waits for its host's bulkhead while
 //! holding it; with host-sorted input most global slots sit idle behind one host. Here an
-//! item is started only when both its key and the global limit have room. Items whose key
-//! is full wait in their key's queue (inside the [`KeyScheduler`]) holding no global slot,
-//! while items of other keys go ahead. Input is pulled ahead of the running work, up to
-//! the window, to find those other keys and to let keys with waiting items take turns.
+//! item is started only when both its key and the global limit have room and its time has
+//! come (its key's rate, the map's rate, a pause of its key, the pause after a failed
+//! attempt). Items that may not start yet wait in their key's queue (inside the
+//! [`KeyScheduler`]) holding no global slot, while items of other keys go ahead. Input is
+//! pulled ahead of the running work, up to the window, to find those other keys; while
+//! global slots sit idle because every waiting item's key is full or waiting for time,
+//! the window grows (up to the max window) and shrinks back once the backlog is gone.
 //!
-//! [`PerKey`] is the engine's admission for this; the maps' `per_key` methods install it.
+//! One timer serves the whole map: it is set for the earliest time an item may start.
+//!
+//! [`PerKey`] is the engine's admission for this; the maps' `per_key`, `rate` and `retry`
+//! methods install it (a map without a key function gets the unit key).
 
 mod scheduler;
 
@@ -18,34 +25,142 @@ use std::hash::Hash;
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures_lite::Stream;
 
-use self::scheduler::KeyScheduler;
-use super::engine::{Admission, AfterYield, DebugFields, Engine};
+use self::scheduler::{KeyScheduler, Next};
+use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
 use super::pool::Started;
 use super::results::Results;
+use crate::limit::rate::Rate;
+use crate::limit::rate::gcra::{Gcra, instant_at, nanos_since_origin};
+use crate::retry::{Plan, RetryPolicy};
+use crate::runtime::{RtSleep, now};
 
 /// The default window of a map with per-key limits, in multiples of the global limit.
 const PER_KEY_WINDOW: usize = 64;
+/// The default max window, in multiples of the global limit.
+const MAX_WINDOW: usize = 1024;
+/// Growths of the window that found no new key, after which it stops growing.
+const FRUITLESS_GROWTHS: u32 = 2;
 
 #[track_caller]
-fn check_per_key_limit(limit: usize) {
+pub(crate) fn check_per_key_limit(limit: usize) {
     assert!(
         limit > 0,
         "tollgate: the per-key limit must be at least 1 (a limit of 0 would never run anything)"
     );
 }
 
-/// The admission of a map with per-key limits: made by the maps' `per_key` methods
+/// The key function of a map that has rates or retries but no per-key limit: every item
+/// has the same key.
+pub type Unkeyed<T> = fn(&T);
+
+/// The retry policy of a map without one: every output is final.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoRetry {
+    _private: (),
+}
+
+/// What happens after an attempt: whether its item is kept for another, and whether the
+/// output is final. Implemented by [`NoRetry`] and [`RetryPolicy`].
+pub(crate) trait Attempts<T, O> {
+    /// A copy of the item to keep while it runs, when it may be tried again.
+    fn keep(item: &T) -> Option<T>;
+    /// After attempt `attempt` (1-based) of an item ended with `output`: the plan of a
+    /// retry, or `None` when the output is final.
+    fn plan(&mut self, attempt: u32, output: &O) -> Option<Plan>;
+    /// A retry planned by [`plan`](Self::plan) will happen.
+    fn announce(&mut self, item: &T, attempt: u32, output: &O, plan: &Plan);
+}
+
+/// The retry budget of a policy, for the scheduler (apart from [`Attempts`], so that it
+/// can be read before the output type is known).
+pub(crate) trait Budget {
+    fn budget(&self) -> Option<(f64, u32)>;
+}
+
+impl Budget for NoRetry {
+    fn budget(&self) -> Option<(f64, u32)> {
+        None
+    }
+}
+
+impl<T, E> Budget for RetryPolicy<T, E> {
+    fn budget(&self) -> Option<(f64, u32)> {
+        self.retry_budget()
+    }
+}
+
+impl<T, O> Attempts<T, O> for NoRetry {
+    #[inline(always)]
+    fn keep(_item: &T) -> Option<T> {
+        None
+    }
+    #[inline(always)]
+    fn plan(&mut self, _attempt: u32, _output: &O) -> Option<Plan> {
+        None
+    }
+    #[inline(always)]
+    fn announce(&mut self, _item: &T, _attempt: u32, _output: &O, _plan: &Plan) {}
+}
+
+impl<T: Clone, V, E> Attempts<T, Result<V, E>> for RetryPolicy<T, E> {
+    fn keep(item: &T) -> Option<T> {
+        Some(item.clone())
+    }
+    fn plan(&mut self, attempt: u32, output: &Result<V, E>) -> Option<Plan> {
+        RetryPolicy::plan(self, attempt, output.as_ref().err()?)
+    }
+    fn announce(&mut self, item: &T, attempt: u32, output: &Result<V, E>, plan: &Plan) {
+        if let Err(error) = output {
+            RetryPolicy::announce(self, item, attempt, error, plan);
+        }
+    }
+}
+
+/// An item waiting for its key: its input position, the item, the attempts it made.
+struct Waiting<T> {
+    seq: usize,
+    item: T,
+    attempts: u32,
+}
+
+/// What the admission remembers of the future in a pool slot.
+struct Running<K, T> {
+    key: K,
+    /// The item again, when a failed attempt may be retried.
+    kept: Option<T>,
+    /// Which attempt this is (1 for the first).
+    attempt: u32,
+}
+
+/// The admission of a map with per-key limits, rates or retries: made by the maps'
+/// `per_key`, `rate` and `retry` methods
 /// ([`MapAsync::per_key`](crate::futures::MapAsync::per_key) and its siblings).
 ///
-/// `T` is the map's item type, `K` the key and `KF` the key function.
-pub struct PerKey<T, K, KF> {
+/// `T` is the map's item type, `K` the key, `KF` the key function and `P` the retry
+/// policy ([`NoRetry`] or a [`RetryPolicy`]).
+pub struct PerKey<T, K, KF, P = NoRetry> {
     key_fn: KF,
-    scheduler: KeyScheduler<K, (usize, T)>,
-    /// The key of the future running in each pool slot (`None` for an idle slot).
-    keys: Vec<Option<K>>,
+    scheduler: KeyScheduler<K, Waiting<T>>,
+    /// The future running in each pool slot (`None` for an idle slot).
+    running: Vec<Option<Running<K, T>>>,
+    policy: P,
+    /// Whether any start depends on the time (a rate, or retries that wait).
+    timed: bool,
+    /// The one timer, set for `wake_at`.
+    timer: Option<Pin<Box<RtSleep>>>,
+    /// When the timer should fire (nanoseconds since the rate origin), and whether it is
+    /// set for that time already.
+    wake_at: Option<u64>,
+    timer_at: Option<u64>,
+    /// Items the window has grown by, its cap, and growths that found no new key.
+    grown: usize,
+    max_window: Option<usize>,
+    keys_at_growth: usize,
+    fruitless: u32,
 }
 
 impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
@@ -55,20 +170,183 @@ impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
         Self {
             key_fn,
             scheduler: KeyScheduler::new(limit),
-            keys: Vec::new(),
+            running: Vec::new(),
+            policy: NoRetry::default(),
+            timed: false,
+            timer: None,
+            wake_at: None,
+            timer_at: None,
+            grown: 0,
+            max_window: None,
+            keys_at_growth: 0,
+            fruitless: 0,
         }
     }
 }
 
-impl<T, K, KF> DebugFields for PerKey<T, K, KF> {
-    fn fields(&self, s: &mut fmt::DebugStruct<'_, '_>) {
-        s.field("per_key_limit", &self.scheduler.per_key())
-            .field("waiting_for_key", &self.scheduler.waiting())
-            .field("active_keys", &self.scheduler.active_keys());
+impl<T> PerKey<T, (), Unkeyed<T>> {
+    /// The admission of a map with rates or retries and no per-key limit.
+    pub(crate) fn unkeyed() -> Self {
+        Self::new(|_| (), usize::MAX)
     }
 }
 
-impl<T, K, KF> fmt::Debug for PerKey<T, K, KF> {
+impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
+    pub(crate) fn set_rate(&mut self, rate: Rate) {
+        self.scheduler.set_rate(Gcra::new(rate));
+        self.timed = true;
+    }
+
+    pub(crate) fn set_per_key_rate(&mut self, rate: Rate) {
+        self.scheduler.set_per_key_rate(Gcra::new(rate));
+        self.timed = true;
+    }
+
+    pub(crate) fn set_max_window(&mut self, max_window: usize) {
+        self.max_window = Some(max_window);
+    }
+
+    /// The same admission with another retry policy (before the map starts).
+    pub(crate) fn with_policy<Q: Budget>(mut self, policy: Q) -> PerKey<T, K, KF, Q> {
+        if let Some((ratio, floor)) = policy.budget() {
+            self.scheduler.set_budget(ratio, floor);
+        }
+        PerKey {
+            key_fn: self.key_fn,
+            scheduler: self.scheduler,
+            running: self.running,
+            policy,
+            timed: true,
+            timer: self.timer,
+            wake_at: self.wake_at,
+            timer_at: self.timer_at,
+            grown: self.grown,
+            max_window: self.max_window,
+            keys_at_growth: self.keys_at_growth,
+            fruitless: self.fruitless,
+        }
+    }
+
+    /// The same admission with a key function and a per-key limit (checked by the
+    /// caller), before the map starts: rates, retry policy and max window carry over.
+    pub(crate) fn with_key<K2: Hash + Eq + Clone, KF2>(
+        self,
+        key_fn: KF2,
+        limit: usize,
+    ) -> PerKey<T, K2, KF2, P> {
+        PerKey {
+            key_fn,
+            scheduler: self.scheduler.rekeyed(limit),
+            running: Vec::new(),
+            policy: self.policy,
+            timed: self.timed,
+            timer: None,
+            wake_at: None,
+            timer_at: None,
+            grown: 0,
+            max_window: self.max_window,
+            keys_at_growth: 0,
+            fruitless: 0,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        if self.timed {
+            nanos_since_origin(now())
+        } else {
+            0
+        }
+    }
+
+    /// Records that the attempt in slot `index` (of input position `seq`) ended with
+    /// `output`: the output when it is final, `None` when the item goes back to its key's
+    /// queue for another attempt (its slots are given back either way).
+    fn attempt_done<O>(&mut self, running: Running<K, T>, seq: usize, output: O) -> Option<O>
+    where
+        P: Attempts<T, O>,
+    {
+        let Running { key, kept, attempt } = running;
+        let Some(item) = kept else {
+            let now = self.now();
+            self.scheduler.finish(&key, now);
+            return Some(output);
+        };
+        let plan = self
+            .policy
+            .plan(attempt, &output)
+            .filter(|_| self.scheduler.take_retry(&key));
+        let now = self.now();
+        let Some(plan) = plan else {
+            self.scheduler.finish(&key, now);
+            return Some(output);
+        };
+        self.policy.announce(&item, attempt, &output, &plan);
+        if let Some(pause) = plan.pause_key {
+            self.scheduler
+                .pause(&key, now.saturating_add(nanos(pause)), now);
+        }
+        let not_before = now.saturating_add(nanos(plan.delay));
+        let waiting = Waiting {
+            seq,
+            item,
+            attempts: attempt,
+        };
+        self.scheduler
+            .retry(&key, waiting, seq as u64, not_before, now);
+        None
+    }
+
+    /// Grows the window when global slots are idle and every waiting item's key is full
+    /// or waiting for time, as long as growing keeps finding new keys; shrinks it back
+    /// once the items held fit in the window again.
+    fn adjust_window(
+        &mut self,
+        (window, window_set): (usize, bool),
+        held: usize,
+        limit: usize,
+        stuck: bool,
+    ) -> usize {
+        if held < window {
+            self.grown = 0;
+            self.fruitless = 0;
+            return window;
+        }
+        // A window the user set is a bound, unless a max window says how far it may grow.
+        let default_max = if window_set {
+            window
+        } else {
+            limit.saturating_mul(MAX_WINDOW)
+        };
+        let max = self.max_window.unwrap_or(default_max).max(window);
+        let current = window + self.grown;
+        if stuck && held >= current && current < max && self.fruitless < FRUITLESS_GROWTHS {
+            let keys = self.scheduler.active_keys();
+            if self.grown > 0 && keys <= self.keys_at_growth {
+                self.fruitless += 1;
+            } else {
+                self.fruitless = 0;
+            }
+            self.keys_at_growth = keys;
+            self.grown = current.saturating_mul(2).min(max) - window;
+        }
+        window + self.grown
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl<T, K, KF, P> DebugFields for PerKey<T, K, KF, P> {
+    fn fields(&self, s: &mut fmt::DebugStruct<'_, '_>) {
+        s.field("per_key_limit", &self.scheduler.per_key())
+            .field("waiting_for_key", &self.scheduler.waiting())
+            .field("active_keys", &self.scheduler.active_keys())
+            .field("window_grown_by", &self.grown);
+    }
+}
+
+impl<T, K, KF, P> fmt::Debug for PerKey<T, K, KF, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = f.debug_struct("PerKey");
         self.fields(&mut s);
@@ -76,15 +354,18 @@ impl<T, K, KF> fmt::Debug for PerKey<T, K, KF> {
     }
 }
 
-impl<T, K, KF> Admission<T> for PerKey<T, K, KF>
-where
-    K: Hash + Eq + Clone,
-    KF: FnMut(&T) -> K,
-{
+impl<T, K, KF, P> DefaultWindow for PerKey<T, K, KF, P> {
     fn default_window(limit: usize, _ordered: bool) -> usize {
         limit.saturating_mul(PER_KEY_WINDOW)
     }
+}
 
+impl<T, O, K, KF, P> Admission<T, O> for PerKey<T, K, KF, P>
+where
+    K: Hash + Eq + Clone,
+    KF: FnMut(&T) -> K,
+    P: Attempts<T, O>,
+{
     fn waiting(&self) -> usize {
         self.scheduler.waiting()
     }
@@ -102,14 +383,36 @@ where
         }
     }
 
-    fn finished(&mut self, index: usize) {
-        let key = self.keys[index].take().expect("a running slot has a key");
-        self.scheduler.finish(&key);
+    fn finished(&mut self, index: usize, seq: usize, output: O) -> Option<O> {
+        let running = self.running[index]
+            .take()
+            .expect("a running slot has a key");
+        self.attempt_done(running, seq, output)
     }
 
     fn clear(&mut self) {
         self.scheduler.clear();
-        self.keys.clear();
+        self.running.clear();
+        self.wake_at = None;
+    }
+
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(at) = self.wake_at else {
+            return false;
+        };
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(RtSleep::at(instant_at(at))));
+        if self.timer_at != Some(at) {
+            timer.set(RtSleep::at(instant_at(at)));
+            self.timer_at = Some(at);
+        }
+        if timer.as_mut().poll(cx).is_ready() {
+            self.wake_at = None;
+            self.timer_at = None;
+            return true;
+        }
+        false
     }
 
     fn fill<S, F, W, R>(
@@ -124,51 +427,94 @@ where
         S: Stream<Item = T>,
         F: FnMut(T) -> W,
         W: IntoFuture,
-        R: Results<<W::IntoFuture as Future>::Output>,
+        W::IntoFuture: Future<Output = O>,
+        R: Results<O>,
     {
+        let limit = engine.pool.limit();
+        engine.admission.wake_at = None;
         loop {
             let mut progressed = false;
-            // Fill the free global slots from the keys that have room, in turn.
+            let now = engine.admission.now();
+            // Fill the free global slots from the keys that may start, in turn.
+            let mut stuck = false;
             while *budget > 0 && !engine.pool.is_full() {
-                let Some((key, (seq, item))) = engine.admission.scheduler.next() else {
-                    break;
+                let admission = &mut engine.admission;
+                let (key, waiting) = match admission.scheduler.next(now) {
+                    Next::Start(key, waiting) => (key, waiting),
+                    Next::NotBefore(at) => {
+                        admission.wake_at = Some(at);
+                        stuck = !admission.scheduler.rate_blocks(now);
+                        break;
+                    }
+                    Next::Nothing => {
+                        stuck = true;
+                        break;
+                    }
                 };
                 *budget -= 1;
                 progressed = true;
+                let Waiting {
+                    seq,
+                    item,
+                    attempts,
+                } = waiting;
+                let kept = P::keep(&item);
+                let running = Running {
+                    key,
+                    kept,
+                    attempt: attempts + 1,
+                };
                 match engine.pool.start(f(item).into_future(), seq) {
                     Started::Ready(output) => {
-                        engine.admission.scheduler.finish(&key);
-                        results.accept(seq, output)?;
+                        if let Some(output) = engine.admission.attempt_done(running, seq, output) {
+                            results.accept(seq, output)?;
+                        }
                     }
                     Started::Pending(index) => {
-                        let keys = &mut engine.admission.keys;
-                        if index >= keys.len() {
-                            keys.resize_with(index + 1, || None);
+                        let slots = &mut engine.admission.running;
+                        if index >= slots.len() {
+                            slots.resize_with(index + 1, || None);
                         }
-                        keys[index] = Some(key);
+                        slots[index] = Some(running);
                     }
                 }
             }
             // Pull one item ahead, up to the window (even while every slot is busy), so
             // keys with waiting items can take turns; then try to start again.
-            if *budget > 0
-                && !engine.input_done
-                && engine.next_seq - results.released() < engine.window
-            {
-                match source.as_mut().poll_next(cx) {
-                    Poll::Ready(Some(item)) => {
-                        *budget -= 1;
-                        progressed = true;
-                        let seq = engine.next_seq;
-                        engine.next_seq += 1;
-                        let key = (engine.admission.key_fn)(&item);
-                        engine.admission.scheduler.push(key, (seq, item));
+            if *budget > 0 && !engine.input_done {
+                let held = engine.next_seq - results.released();
+                let window = engine.admission.adjust_window(
+                    (engine.window, engine.window_set),
+                    held,
+                    limit,
+                    stuck,
+                );
+                if held < window {
+                    match source.as_mut().poll_next(cx) {
+                        Poll::Ready(Some(item)) => {
+                            *budget -= 1;
+                            progressed = true;
+                            let seq = engine.next_seq;
+                            engine.next_seq += 1;
+                            let admission = &mut engine.admission;
+                            let key = (admission.key_fn)(&item);
+                            let waiting = Waiting {
+                                seq,
+                                item,
+                                attempts: 0,
+                            };
+                            admission.scheduler.push(key, waiting, now);
+                        }
+                        Poll::Ready(None) => engine.input_done = true,
+                        Poll::Pending => {}
                     }
-                    Poll::Ready(None) => engine.input_done = true,
-                    Poll::Pending => {}
                 }
             }
             if !progressed {
+                if engine.pool.is_full() {
+                    // A finish wakes the map before any timed start could use a slot.
+                    engine.admission.wake_at = None;
+                }
                 return ControlFlow::Continue(());
             }
         }

@@ -1,41 +1,193 @@
-//! Admission for keyed work: which pulled item may start next.
+//! Admission for keyed work: which pulled item may start next, and when.
 //!
-//! Pure bookkeeping, no futures: the keyed map queues every pulled item here and asks what
-//! to start whenever a global slot is free. Items wait in their key's queue, holding no
-//! global slot, until their key has room. Keys with waiting items and room take turns
-//! (round robin), so no key starves while others have work, and within a key items start
-//! in the order they were pulled.
+//! Pure bookkeeping, no futures and no clock of its own: the keyed map queues every pulled
+//! item here and asks what to start whenever a global slot is free, passing the time.
+//! Items wait in their key's queue, holding no global slot, until their key has room
+//! (fewer than the per-key limit running) and its time has come:
+//! - the key's rate (GCRA on one `u64` per key) allows another start;
+//! - the key is not paused (a server asked the whole host to wait);
+//! - for an item coming back after a failed attempt, its not-before time has passed.
+//!
+//! Keys that may start now take turns (round robin), so no key starves while others have
+//! work; within a key, items that come back from a failed attempt go before fresh ones
+//! (they were pulled earlier), and fresh ones start in the order they were pulled. Keys
+//! that wait only for time sleep in one heap ordered by when they may start, so the map
+//! needs one timer, for the earliest of them.
+//!
+//! A key is forgotten once it has nothing running or waiting and its rate and pause
+//! would decide like a fresh key's: the map never outgrows the work in hand and the keys
+//! seen recently.
 
+use std::cmp::{Ordering, Reverse};
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::Hash;
+
+use crate::limit::rate::gcra::Gcra;
+
+/// An item back from a failed attempt, with the time before which it may not start.
+#[derive(Debug)]
+struct Delayed<T> {
+    not_before: u64,
+    /// Its place in the input: ties start in input order.
+    order: u64,
+    item: T,
+}
+
+impl<T> PartialEq for Delayed<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl<T> Eq for Delayed<T> {}
+impl<T> PartialOrd for Delayed<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Delayed<T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.not_before, self.order).cmp(&(other.not_before, other.order))
+    }
+}
+
+/// Where a key is in the scheduler's lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// In neither line: nothing to start, or no room.
+    Out,
+    /// In `turns`: may start now (checked again when its turn comes).
+    Turn,
+    /// In `sleepers`, waking at this time.
+    Asleep(u64),
+}
 
 #[derive(Debug)]
 struct KeyState<T> {
     running: usize,
-    waiting: VecDeque<T>,
-    /// Whether the key is in `KeyScheduler::turns`, so it is queued there at most once.
-    has_turn: bool,
+    fresh: VecDeque<T>,
+    /// Items back from a failed attempt, earliest first.
+    delayed: BinaryHeap<Reverse<Delayed<T>>>,
+    /// GCRA state of the key's rate (0: fresh).
+    tat: u64,
+    /// No start before this time (a pause asked by the server).
+    paused_until: u64,
+    /// Retry budget spent: 0 for a fresh key, up by 1 per retry, down by the budget's
+    /// ratio per first attempt (never below what a fresh key could hold).
+    spent: f64,
+    place: Place,
 }
 
-/// Per-key caps over a stream of pulled items.
+impl<T> KeyState<T> {
+    fn new() -> Self {
+        Self {
+            running: 0,
+            fresh: VecDeque::new(),
+            delayed: BinaryHeap::new(),
+            tat: 0,
+            paused_until: 0,
+            spent: 0.0,
+            place: Place::Out,
+        }
+    }
+
+    fn has_items(&self) -> bool {
+        !self.fresh.is_empty() || !self.delayed.is_empty()
+    }
+
+    /// When the key may start its next item: `None` without an item or without room.
+    fn ready_at(&self, per_key: usize, rate: Option<&Gcra>) -> Option<u64> {
+        if self.running >= per_key {
+            return None;
+        }
+        let work = if !self.fresh.is_empty() {
+            0
+        } else {
+            self.delayed.peek()?.0.not_before
+        };
+        let rate = rate.map_or(0, |rate| rate.allowed_at(self.tat));
+        Some(work.max(rate).max(self.paused_until))
+    }
+
+    /// Whether forgetting the key changes nothing (or only errs on the careful side): no
+    /// work, and its rate, pause and retry budget would decide like a fresh key's.
+    fn is_idle(&self, now: u64) -> bool {
+        self.running == 0
+            && !self.has_items()
+            && Gcra::is_idle(self.tat, now)
+            && self.paused_until <= now
+            && self.spent <= 0.0
+    }
+}
+
+/// A key asleep until `at`; `order` breaks ties in the order keys fell asleep.
+#[derive(Debug)]
+struct Sleeper<K> {
+    at: u64,
+    order: u64,
+    key: K,
+}
+
+impl<K> PartialEq for Sleeper<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl<K> Eq for Sleeper<K> {}
+impl<K> PartialOrd for Sleeper<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<K> Ord for Sleeper<K> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.order).cmp(&(other.at, other.order))
+    }
+}
+
+/// What [`KeyScheduler::next`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Next<K, T> {
+    /// Start this item of this key now (it is counted as running).
+    Start(K, T),
+    /// Nothing may start before this time (nanoseconds since the rate origin).
+    NotBefore(u64),
+    /// Nothing may start until something finishes or more items come.
+    Nothing,
+}
+
+/// Per-key caps, rates and pauses over a stream of pulled items.
 #[derive(Debug)]
 pub(crate) struct KeyScheduler<K, T> {
     per_key: usize,
-    /// Only keys with running or waiting items: the map never outgrows the work in hand.
+    per_key_rate: Option<Gcra>,
+    /// The whole map's rate and its state.
+    rate: Option<(Gcra, u64)>,
+    /// The retry budget per key: retries per first attempt, and retries at once.
+    budget: Option<(f64, f64)>,
+    /// Keys with running or waiting items, or a rate or pause still in force.
     keys: HashMap<K, KeyState<T>>,
-    /// Keys that have waiting items and room to start one, in the order they get a turn.
+    /// `keys.len()` after the last sweep of idle keys: the next sweep comes when it
+    /// doubles, so sweeping costs O(1) per key, amortised.
+    swept_at: usize,
+    /// Keys that may start now, in the order they get a turn.
     turns: VecDeque<K>,
+    /// Keys waiting only for time, earliest first. An entry whose key has moved since
+    /// (its `place` says another time) is stale and skipped.
+    sleepers: BinaryHeap<Reverse<Sleeper<K>>>,
+    /// Tie-breakers for the heaps.
+    order: u64,
     waiting: usize,
 }
 
 impl<K, T> KeyScheduler<K, T> {
-    /// Items pulled but not started, over all keys.
+    /// Items pulled and not started, over all keys (those back from a failed attempt
+    /// included).
     pub(crate) fn waiting(&self) -> usize {
         self.waiting
     }
 
-    /// Keys with running or waiting items.
+    /// Keys with running or waiting items, or with a rate or pause still in force.
     pub(crate) fn active_keys(&self) -> usize {
         self.keys.len()
     }
@@ -49,7 +201,9 @@ impl<K, T> KeyScheduler<K, T> {
     pub(crate) fn clear(&mut self) {
         self.keys.clear();
         self.turns.clear();
+        self.sleepers.clear();
         self.waiting = 0;
+        self.swept_at = 0;
     }
 }
 
@@ -57,69 +211,240 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn new(per_key: usize) -> Self {
         Self {
             per_key,
+            per_key_rate: None,
+            rate: None,
+            budget: None,
             keys: HashMap::new(),
+            swept_at: 0,
             turns: VecDeque::new(),
+            sleepers: BinaryHeap::new(),
+            order: 0,
             waiting: 0,
         }
     }
 
-    /// Queues a freshly pulled item behind the older items of its key. If the key has
-    /// room, it joins the line of keys waiting for a global slot.
-    pub(crate) fn push(&mut self, key: K, item: T) {
-        let (key, state) = match self.keys.entry(key) {
+    /// Sets the whole map's rate.
+    pub(crate) fn set_rate(&mut self, rate: Gcra) {
+        self.rate = Some((rate, 0));
+    }
+
+    /// Sets the retry budget of each key: `ratio` retries per first attempt, `floor` at
+    /// once.
+    pub(crate) fn set_budget(&mut self, ratio: f64, floor: u32) {
+        self.budget = Some((ratio, f64::from(floor)));
+    }
+
+    /// Sets each key's rate.
+    pub(crate) fn set_per_key_rate(&mut self, rate: Gcra) {
+        self.per_key_rate = Some(rate);
+    }
+
+    /// The same settings for another key type and per-key limit (before any item is
+    /// pushed).
+    pub(crate) fn rekeyed<K2: Hash + Eq + Clone>(self, per_key: usize) -> KeyScheduler<K2, T> {
+        debug_assert!(self.keys.is_empty(), "rekeyed before the first item");
+        let mut scheduler = KeyScheduler::new(per_key);
+        scheduler.per_key_rate = self.per_key_rate;
+        scheduler.rate = self.rate;
+        scheduler.budget = self.budget;
+        scheduler
+    }
+
+    /// Whether the map's rate is what keeps anything from starting at `now`.
+    pub(crate) fn rate_blocks(&self, now: u64) -> bool {
+        self.rate
+            .as_ref()
+            .is_some_and(|(rate, tat)| rate.allowed_at(*tat) > now)
+    }
+
+    fn state(&mut self, key: K, now: u64) -> (K, &mut KeyState<T>) {
+        if !self.keys.contains_key(&key) && self.keys.len() >= 2 * self.swept_at.max(32) {
+            self.keys.retain(|_, state| !state.is_idle(now));
+            self.swept_at = self.keys.len();
+        }
+        match self.keys.entry(key) {
             Entry::Occupied(occupied) => (occupied.key().clone(), occupied.into_mut()),
             Entry::Vacant(vacant) => {
                 let key = vacant.key().clone();
-                let state = vacant.insert(KeyState {
-                    running: 0,
-                    waiting: VecDeque::new(),
-                    has_turn: false,
-                });
-                (key, state)
+                (key, vacant.insert(KeyState::new()))
             }
-        };
-        state.waiting.push_back(item);
-        self.waiting += 1;
-        if !state.has_turn && state.running < self.per_key {
-            state.has_turn = true;
-            self.turns.push_back(key);
         }
     }
 
-    /// The oldest waiting item of the key whose turn it is, counted as running.
-    pub(crate) fn next(&mut self) -> Option<(K, T)> {
-        let key = self.turns.pop_front()?;
-        let state = self
-            .keys
-            .get_mut(&key)
-            .expect("a key with a turn has state");
-        let item = state
-            .waiting
-            .pop_front()
-            .expect("a key with a turn has a waiting item");
-        self.waiting -= 1;
-        state.running += 1;
-        if state.running < self.per_key && !state.waiting.is_empty() {
-            // Still room and work: back of the line, so other keys go first.
-            self.turns.push_back(key.clone());
-        } else {
-            state.has_turn = false;
+    /// Puts a key that is out of both lines where it belongs at `now`.
+    fn place(&mut self, key: K, now: u64) {
+        let state = self.keys.get_mut(&key).expect("a placed key has state");
+        match state.ready_at(self.per_key, self.per_key_rate.as_ref()) {
+            None => state.place = Place::Out,
+            Some(at) if at <= now => {
+                state.place = Place::Turn;
+                self.turns.push_back(key);
+            }
+            Some(at) => {
+                state.place = Place::Asleep(at);
+                self.order += 1;
+                self.sleepers.push(Reverse(Sleeper {
+                    at,
+                    order: self.order,
+                    key,
+                }));
+            }
         }
-        Some((key, item))
+    }
+
+    /// Places `key` again if it is out of both lines, or asleep until later than it needs.
+    fn replace(&mut self, key: &K, now: u64) {
+        let Some(state) = self.keys.get(key) else {
+            return;
+        };
+        let again = match state.place {
+            Place::Out => true,
+            Place::Turn => false,
+            Place::Asleep(at) => state
+                .ready_at(self.per_key, self.per_key_rate.as_ref())
+                .is_none_or(|ready| ready < at),
+        };
+        if again {
+            self.place(key.clone(), now);
+        }
+    }
+
+    /// Queues a freshly pulled item behind the older items of its key.
+    pub(crate) fn push(&mut self, key: K, item: T, now: u64) {
+        let (key, state) = self.state(key, now);
+        state.fresh.push_back(item);
+        self.waiting += 1;
+        self.replace(&key, now);
+    }
+
+    /// Queues an item back from a failed attempt of `key` (which no longer runs it),
+    /// not to start before `not_before`. `order` is its place in the input.
+    pub(crate) fn retry(&mut self, key: &K, item: T, order: u64, not_before: u64, now: u64) {
+        let state = self.keys.get_mut(key).expect("a running key has state");
+        state.running -= 1;
+        state.delayed.push(Reverse(Delayed {
+            not_before,
+            order,
+            item,
+        }));
+        self.waiting += 1;
+        self.replace(key, now);
+    }
+
+    /// Pauses `key`: none of its items starts before `until`.
+    pub(crate) fn pause(&mut self, key: &K, until: u64, now: u64) {
+        let Some(state) = self.keys.get_mut(key) else {
+            return;
+        };
+        state.paused_until = state.paused_until.max(until);
+        // A key in `turns` is checked when its turn comes; one asleep wakes, sees the
+        // pause and sleeps on.
+        self.replace(key, now);
+    }
+
+    /// Whether `key` may retry once more under the retry budget; counts the retry if so.
+    ///
+    /// The budget is a bucket per key: it holds `floor` retries when the key is fresh,
+    /// each retry takes one out, each first attempt puts `ratio` back, and it never holds
+    /// more than `floor` (or 1, when the floor is 0). So retries stay within
+    /// `floor + ratio × first attempts`, and a key whose bucket is full again can be
+    /// forgotten without changing any decision.
+    pub(crate) fn take_retry(&mut self, key: &K) -> bool {
+        let Some((_, floor)) = self.budget else {
+            return true;
+        };
+        let Some(state) = self.keys.get_mut(key) else {
+            return false;
+        };
+        if floor - state.spent >= 1.0 {
+            state.spent += 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The next item to start at `now`, counted as running, or when to ask again.
+    pub(crate) fn next(&mut self, now: u64) -> Next<K, T> {
+        self.wake(now);
+        if let Some((rate, tat)) = &self.rate {
+            if !self.turns.is_empty() {
+                let at = rate.allowed_at(*tat);
+                if at > now {
+                    return Next::NotBefore(at);
+                }
+            }
+        }
+        while let Some(key) = self.turns.pop_front() {
+            let state = self
+                .keys
+                .get_mut(&key)
+                .expect("a key with a turn has state");
+            state.place = Place::Out;
+            match state.ready_at(self.per_key, self.per_key_rate.as_ref()) {
+                Some(at) if at <= now => {}
+                // Paused or full since it got its turn: back where it belongs.
+                _ => {
+                    self.place(key, now);
+                    continue;
+                }
+            }
+            let item = match state.delayed.peek() {
+                Some(Reverse(delayed)) if delayed.not_before <= now => {
+                    state.delayed.pop().expect("peeked").0.item
+                }
+                _ => match state.fresh.pop_front() {
+                    Some(item) => {
+                        if let Some((ratio, floor)) = self.budget {
+                            state.spent = (state.spent - ratio).max((floor - 1.0).min(0.0));
+                        }
+                        item
+                    }
+                    None => state.delayed.pop().expect("a ready key has an item").0.item,
+                },
+            };
+            state.running += 1;
+            if let Some(rate) = &self.per_key_rate {
+                state.tat = rate
+                    .decide(state.tat, now)
+                    .expect("the key's rate allows it");
+            }
+            if let Some((rate, tat)) = &mut self.rate {
+                *tat = rate.decide(*tat, now).expect("the map's rate allows it");
+            }
+            self.waiting -= 1;
+            // Still room and work: back of the line (or asleep), so other keys go first.
+            self.place(key.clone(), now);
+            return Next::Start(key, item);
+        }
+        match self.sleepers.peek() {
+            Some(Reverse(sleeper)) => Next::NotBefore(sleeper.at),
+            None => Next::Nothing,
+        }
+    }
+
+    /// Moves the keys whose time has come from `sleepers` to `turns`.
+    fn wake(&mut self, now: u64) {
+        while let Some(Reverse(sleeper)) = self.sleepers.peek() {
+            if sleeper.at > now {
+                break;
+            }
+            let Reverse(Sleeper { at, key, .. }) = self.sleepers.pop().expect("peeked");
+            match self.keys.get(&key) {
+                Some(state) if state.place == Place::Asleep(at) => self.place(key, now),
+                _ => {} // stale: the key moved after this entry was made
+            }
+        }
     }
 
     /// Records that an item of `key` finished, freeing room for the key's next one.
-    pub(crate) fn finish(&mut self, key: &K) {
+    pub(crate) fn finish(&mut self, key: &K, now: u64) {
         let state = self.keys.get_mut(key).expect("a running key has state");
         state.running -= 1;
-        if state.waiting.is_empty() {
-            // No waiting item, so no turn to take either.
-            if state.running == 0 {
-                self.keys.remove(key);
-            }
-        } else if !state.has_turn {
-            state.has_turn = true;
-            self.turns.push_back(key.clone());
+        if state.running == 0 && !state.has_items() && state.is_idle(now) {
+            self.keys.remove(key);
+        } else {
+            self.replace(key, now);
         }
     }
 }
@@ -127,20 +452,34 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Rate;
+
+    const MS: u64 = 1_000_000;
 
     fn drain<K: Hash + Eq + Clone, T>(scheduler: &mut KeyScheduler<K, T>) -> Vec<(K, T)> {
-        std::iter::from_fn(|| scheduler.next()).collect()
+        drain_at(scheduler, 0)
+    }
+
+    fn drain_at<K: Hash + Eq + Clone, T>(
+        scheduler: &mut KeyScheduler<K, T>,
+        now: u64,
+    ) -> Vec<(K, T)> {
+        std::iter::from_fn(|| match scheduler.next(now) {
+            Next::Start(key, item) => Some((key, item)),
+            _ => None,
+        })
+        .collect()
     }
 
     #[test]
     fn a_full_key_waits_while_others_start() {
         let mut scheduler = KeyScheduler::new(2);
         for (key, item) in [("a", 1), ("a", 2), ("a", 3), ("b", 4)] {
-            scheduler.push(key, item);
+            scheduler.push(key, item, 0);
         }
         assert_eq!(drain(&mut scheduler), [("a", 1), ("b", 4), ("a", 2)]);
         assert_eq!(scheduler.waiting(), 1, "a is full");
-        scheduler.finish(&"a");
+        scheduler.finish(&"a", 0);
         assert_eq!(drain(&mut scheduler), [("a", 3)]);
         assert_eq!(scheduler.waiting(), 0);
     }
@@ -148,25 +487,25 @@ mod tests {
     #[test]
     fn a_running_key_with_room_gets_a_turn_for_its_next_item() {
         let mut scheduler = KeyScheduler::new(2);
-        scheduler.push("a", 1);
+        scheduler.push("a", 1, 0);
         assert_eq!(drain(&mut scheduler), [("a", 1)]);
         // "a" runs one of two: its next item may start at once, without a finish first.
-        scheduler.push("a", 2);
+        scheduler.push("a", 2, 0);
         assert_eq!(drain(&mut scheduler), [("a", 2)]);
-        scheduler.push("a", 3);
+        scheduler.push("a", 3, 0);
         assert!(drain(&mut scheduler).is_empty(), "a is full now");
     }
 
     #[test]
     fn order_within_a_key_is_kept() {
         let mut scheduler = KeyScheduler::new(1);
-        scheduler.push("a", 1);
-        scheduler.push("a", 2);
+        scheduler.push("a", 1, 0);
+        scheduler.push("a", 2, 0);
         assert_eq!(drain(&mut scheduler), [("a", 1)]);
-        scheduler.push("a", 3);
-        scheduler.finish(&"a");
+        scheduler.push("a", 3, 0);
+        scheduler.finish(&"a", 0);
         assert_eq!(drain(&mut scheduler), [("a", 2)]);
-        scheduler.finish(&"a");
+        scheduler.finish(&"a", 0);
         assert_eq!(drain(&mut scheduler), [("a", 3)]);
     }
 
@@ -175,14 +514,14 @@ mod tests {
         let mut scheduler = KeyScheduler::new(2);
         for key in ["a", "b", "c"] {
             for item in 0..4 {
-                scheduler.push(key, item);
+                scheduler.push(key, item, 0);
             }
         }
         // Take one start at a time, as a global limit of 1 would.
         let mut order = Vec::new();
-        while let Some((key, _)) = scheduler.next() {
+        while let Next::Start(key, _) = scheduler.next(0) {
             order.push(key);
-            scheduler.finish(&key);
+            scheduler.finish(&key, 0);
         }
         assert_eq!(
             order,
@@ -194,11 +533,123 @@ mod tests {
     fn idle_keys_are_forgotten() {
         let mut scheduler = KeyScheduler::new(1);
         for key in 0..1000 {
-            scheduler.push(key, ());
-            assert!(scheduler.next().is_some());
-            scheduler.finish(&key);
+            scheduler.push(key, (), 0);
+            assert!(matches!(scheduler.next(0), Next::Start(..)));
+            scheduler.finish(&key, 0);
         }
         assert_eq!(scheduler.active_keys(), 0);
         assert!(scheduler.turns.is_empty());
+    }
+
+    #[test]
+    fn a_keys_rate_spaces_its_starts_and_others_go_meanwhile() {
+        let mut scheduler = KeyScheduler::new(10);
+        scheduler.set_per_key_rate(Gcra::new(Rate::per_second(10)));
+        for item in 0..3 {
+            scheduler.push("a", item, 0);
+        }
+        scheduler.push("b", 9, 0);
+        assert_eq!(drain_at(&mut scheduler, 0), [("a", 0), ("b", 9)]);
+        assert_eq!(scheduler.next(0), Next::NotBefore(100 * MS));
+        assert_eq!(scheduler.next(99 * MS), Next::NotBefore(100 * MS));
+        assert_eq!(drain_at(&mut scheduler, 100 * MS), [("a", 1)]);
+        assert_eq!(drain_at(&mut scheduler, 250 * MS), [("a", 2)]);
+    }
+
+    #[test]
+    fn a_key_with_a_rate_is_remembered_until_the_rate_forgets() {
+        let mut scheduler = KeyScheduler::new(1);
+        scheduler.set_per_key_rate(Gcra::new(Rate::per_second(10)));
+        scheduler.push("a", 1, 0);
+        assert_eq!(drain_at(&mut scheduler, 0), [("a", 1)]);
+        scheduler.finish(&"a", MS);
+        assert_eq!(scheduler.active_keys(), 1, "its rate is still in force");
+        // Coming back within the interval must wait for it.
+        scheduler.push("a", 2, 2 * MS);
+        assert_eq!(scheduler.next(2 * MS), Next::NotBefore(100 * MS));
+        assert_eq!(drain_at(&mut scheduler, 100 * MS), [("a", 2)]);
+        scheduler.finish(&"a", 300 * MS);
+        assert_eq!(scheduler.active_keys(), 0);
+    }
+
+    #[test]
+    fn the_maps_rate_holds_every_key() {
+        let mut scheduler = KeyScheduler::new(10);
+        scheduler.set_rate(Gcra::new(Rate::per_second(10).burst(2)));
+        for key in ["a", "b", "c"] {
+            scheduler.push(key, (), 0);
+        }
+        assert_eq!(drain_at(&mut scheduler, 0).len(), 2);
+        assert_eq!(scheduler.next(0), Next::NotBefore(100 * MS));
+        assert_eq!(drain_at(&mut scheduler, 100 * MS), [("c", ())]);
+    }
+
+    #[test]
+    fn a_retry_waits_for_its_time_without_holding_the_key() {
+        let mut scheduler = KeyScheduler::new(1);
+        scheduler.push("a", 1, 0);
+        scheduler.push("a", 2, 0);
+        assert_eq!(drain_at(&mut scheduler, 0), [("a", 1)]);
+        // Item 1 failed: it comes back at 50 ms; item 2 takes the key meanwhile.
+        scheduler.retry(&"a", 1, 0, 50 * MS, 10 * MS);
+        assert_eq!(drain_at(&mut scheduler, 10 * MS), [("a", 2)]);
+        scheduler.finish(&"a", 20 * MS);
+        assert_eq!(scheduler.next(20 * MS), Next::NotBefore(50 * MS));
+        assert_eq!(drain_at(&mut scheduler, 50 * MS), [("a", 1)]);
+        assert_eq!(scheduler.waiting(), 0);
+    }
+
+    #[test]
+    fn a_due_retry_goes_before_fresh_items() {
+        let mut scheduler = KeyScheduler::new(1);
+        scheduler.push("a", 1, 0);
+        assert_eq!(drain_at(&mut scheduler, 0), [("a", 1)]);
+        scheduler.push("a", 2, 0);
+        scheduler.retry(&"a", 1, 0, 0, 0);
+        assert_eq!(drain_at(&mut scheduler, 0), [("a", 1)]);
+    }
+
+    #[test]
+    fn a_paused_key_starts_nothing_until_the_pause_ends() {
+        let mut scheduler = KeyScheduler::new(4);
+        scheduler.push("a", 1, 0);
+        assert_eq!(drain_at(&mut scheduler, 0), [("a", 1)]);
+        scheduler.push("a", 2, 0);
+        scheduler.push("b", 3, 0);
+        scheduler.pause(&"a", 1_000 * MS, 0);
+        assert_eq!(drain_at(&mut scheduler, 0), [("b", 3)]);
+        assert_eq!(scheduler.next(500 * MS), Next::NotBefore(1_000 * MS));
+        assert_eq!(drain_at(&mut scheduler, 1_000 * MS), [("a", 2)]);
+    }
+
+    #[test]
+    fn the_retry_budget_allows_a_share_of_first_attempts_plus_a_floor() {
+        let mut scheduler = KeyScheduler::new(100);
+        scheduler.set_budget(0.2, 3);
+        for item in 0..10 {
+            scheduler.push("a", item, 0);
+        }
+        // The floor at once, whatever the first attempts.
+        assert!(matches!(scheduler.next(0), Next::Start(..)));
+        let granted = (0..100).filter(|_| scheduler.take_retry(&"a")).count();
+        assert_eq!(granted, 3);
+        // Then one retry per 5 first attempts.
+        assert_eq!(drain_at(&mut scheduler, 0).len(), 9);
+        let granted = (0..100).filter(|_| scheduler.take_retry(&"a")).count();
+        assert_eq!(granted, 1);
+    }
+
+    #[test]
+    fn a_key_with_budget_spent_is_remembered() {
+        let mut scheduler = KeyScheduler::new(1);
+        scheduler.set_budget(0.5, 1);
+        scheduler.push("a", 1, 0);
+        assert!(matches!(scheduler.next(0), Next::Start(..)));
+        assert!(scheduler.take_retry(&"a"));
+        scheduler.finish(&"a", 0);
+        assert_eq!(scheduler.active_keys(), 1, "its spent budget is remembered");
+        scheduler.push("a", 2, 0);
+        assert!(matches!(scheduler.next(0), Next::Start(..)));
+        assert!(!scheduler.take_retry(&"a"), "half a retry is not one");
     }
 }

@@ -1,0 +1,241 @@
+//! The scheduling methods every bounded map has: rates (`rate`, `per_key_rate`), retries
+//! that give their slots back (`retry`), the window's cap (`max_window`), and `per_key`
+//! after those. One macro writes them for [`MapAsync`](super::MapAsync),
+//! [`TryMapAsync`](super::TryMapAsync), [`MapBounded`](super::MapBounded) and
+//! [`MapUnordered`](super::MapUnordered), so the four cannot drift apart; each type only
+//! says how to swap its admission (`replace_admission`).
+
+/// Writes the scheduling methods of a map type.
+///
+/// - `$Map<$($param),*>`: the type without its last parameter, the admission;
+/// - `where`: the bounds of its impls; `item`: its item type;
+/// - `retry`: the generics, error type and bounds of its `retry` methods;
+/// - `start` / `finish`: code that builds such a map over `0..8u32` with futures of
+///   `Result<u32, ()>`, and that runs it, for the doc examples.
+macro_rules! scheduling_methods {
+    (
+        $Map:ident < $($param:ident),* >
+        where [$($bounds:tt)*]
+        item = $item:ty,
+        retry = <$($rg:ident),*> $err:ident where [$($rbounds:tt)*],
+        start = $start:literal,
+        finish = $finish:literal $(,)?
+    ) => {
+        impl<$($param),*> $Map<$($param,)* $crate::map::Window>
+        where
+            $($bounds)*
+        {
+            /// Limits how many items start per unit of time over the whole map: no two
+            /// starts closer than the rate allows (beyond its burst), whatever the
+            /// limit. Items wait for the rate without holding a slot.
+            ///
+            /// Combine with [`per_key`](Self::per_key) (first) for a rate per host.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use tollgate::Rate;
+            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+            /// # futures_lite::future::block_on(async {
+            #[doc = concat!("let map = ", $start, ".rate(Rate::per_second(1_000).burst(8));")]
+            #[doc = concat!("let out = map", $finish, ";")]
+            /// # let _ = out;
+            /// # });
+            /// ```
+            pub fn rate(
+                self,
+                rate: $crate::Rate,
+            ) -> $Map<$($param,)* $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>>> {
+                self.replace_admission(|_| {
+                    let mut admission = $crate::map::PerKey::unkeyed();
+                    admission.set_rate(rate);
+                    admission
+                })
+            }
+
+            /// Retries failed items inside the map: a failed attempt gives back its slot,
+            /// the item waits for its pause without holding one, and the freed slot
+            /// serves other items meanwhile. See [`RetryPolicy`](crate::RetryPolicy)
+            /// for the settings (attempts, backoff, the server's `Retry-After`, a retry
+            /// budget, a hook) and for what the output of a retried item is.
+            ///
+            /// The map's function is called again with a clone of the item, hence
+            /// `Clone`. Combine with [`per_key`](Self::per_key) (first) to pause a whole
+            /// host on a 429 and to keep a retry budget per host.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use tollgate::RetryPolicy;
+            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+            /// # futures_lite::future::block_on(async {
+            /// let policy = RetryPolicy::new().attempts(3).interval(Duration::from_millis(1));
+            #[doc = concat!("let map = ", $start, ".retry(policy);")]
+            #[doc = concat!("let out = map", $finish, ";")]
+            /// # let _ = out;
+            /// # });
+            /// ```
+            pub fn retry<$($rg),*>(
+                self,
+                policy: $crate::RetryPolicy<$item, $err>,
+            ) -> $Map<
+                $($param,)*
+                $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>, $crate::RetryPolicy<$item, $err>>,
+            >
+            where
+                $item: Clone,
+                $($rbounds)*
+            {
+                self.replace_admission(|_| $crate::map::PerKey::unkeyed().with_policy(policy))
+            }
+        }
+
+        impl<$($param,)* P> $Map<$($param,)* $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>, P>>
+        where
+            $($bounds)*
+        {
+            /// Adds a per-key limit to a map that has a rate or a retry policy already,
+            /// keeping them: see [`per_key`](Self::per_key) on the plain map.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use tollgate::Rate;
+            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+            /// # futures_lite::future::block_on(async {
+            #[doc = concat!("let map = ", $start, ".rate(Rate::per_second(1_000)).per_key(|n| n % 2, 1);")]
+            #[doc = concat!("let out = map", $finish, ";")]
+            /// # let _ = out;
+            /// # });
+            /// ```
+            ///
+            /// # Panics
+            ///
+            /// If `limit` is 0.
+            #[track_caller]
+            pub fn per_key<K, KF>(
+                self,
+                key_fn: KF,
+                limit: usize,
+            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P>>
+            where
+                K: std::hash::Hash + Eq + Clone,
+                KF: FnMut(&$item) -> K,
+            {
+                $crate::map::check_per_key_limit(limit);
+                self.replace_admission(|admission| admission.with_key(key_fn, limit))
+            }
+        }
+
+        impl<$($param,)* K, KF, P> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P>>
+        where
+            K: std::hash::Hash + Eq + Clone,
+            KF: FnMut(&$item) -> K,
+            $($bounds)*
+        {
+            /// Limits how many items start per unit of time over the whole map (all keys
+            /// together). Items wait for the rate without holding a slot.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use tollgate::Rate;
+            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+            /// # futures_lite::future::block_on(async {
+            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).rate(Rate::per_second(1_000));")]
+            #[doc = concat!("let out = map", $finish, ";")]
+            /// # let _ = out;
+            /// # });
+            /// ```
+            pub fn rate(mut self, rate: $crate::Rate) -> Self {
+                self.admission_mut().set_rate(rate);
+                self
+            }
+
+            /// Limits how many items of one key start per unit of time: a crawl delay or
+            /// a request quota per host.
+            ///
+            /// An item whose key must wait for its rate holds no global slot: items of
+            /// other keys start meanwhile, and keys take turns. One timer serves the
+            /// whole map, set for the earliest time an item may start. The rate is this
+            /// map's alone; to share one with other code, use a
+            /// [`KeyedRateLimiter`](crate::KeyedRateLimiter) inside the function.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use tollgate::Rate;
+            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+            /// # futures_lite::future::block_on(async {
+            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).per_key_rate(Rate::per_second(1_000).burst(2));")]
+            #[doc = concat!("let out = map", $finish, ";")]
+            /// # let _ = out;
+            /// # });
+            /// ```
+            pub fn per_key_rate(mut self, rate: $crate::Rate) -> Self {
+                self.admission_mut().set_per_key_rate(rate);
+                self
+            }
+
+            /// Caps how far the window may grow: 1024 × the global limit by default, or
+            /// the window if larger; a window set with `.window(n)` does not grow unless
+            /// a max window is set too.
+            ///
+            /// While global slots sit idle because every waiting item's key is full or
+            /// waiting for its time, the map pulls further ahead to find other keys: the
+            /// window doubles, as long as doubling keeps finding new keys, up to this
+            /// cap, and returns to its set size once the backlog is gone. Input that
+            /// keeps the slots busy never grows it. Every item pulled is held until it
+            /// is handed out, so this caps the map's memory.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+            /// # futures_lite::future::block_on(async {
+            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).max_window(10_000);")]
+            #[doc = concat!("let out = map", $finish, ";")]
+            /// # let _ = out;
+            /// # });
+            /// ```
+            pub fn max_window(mut self, max_window: usize) -> Self {
+                self.admission_mut().set_max_window(max_window);
+                self
+            }
+
+            /// Retries failed items inside the map, each key on its own: a failed
+            /// attempt gives back its global and per-key slots, the item re-enters its
+            /// key's queue with a time before which it may not start, and the freed
+            /// slots serve other items meanwhile. The policy may pause the whole key
+            /// ([`RetryPolicy::pause_key`](crate::RetryPolicy::pause_key)) and keeps
+            /// its retry budget per key. See [`RetryPolicy`](crate::RetryPolicy).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use tollgate::RetryPolicy;
+            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+            /// # futures_lite::future::block_on(async {
+            /// let policy = RetryPolicy::new().interval(Duration::from_millis(1)).budget(0.2, 10);
+            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).retry(policy);")]
+            #[doc = concat!("let out = map", $finish, ";")]
+            /// # let _ = out;
+            /// # });
+            /// ```
+            pub fn retry<$($rg),*>(
+                self,
+                policy: $crate::RetryPolicy<$item, $err>,
+            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, $crate::RetryPolicy<$item, $err>>>
+            where
+                $item: Clone,
+                $($rbounds)*
+            {
+                self.replace_admission(|admission| admission.with_policy(policy))
+            }
+        }
+    };
+}
+
+pub(crate) use scheduling_methods;
