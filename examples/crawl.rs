@@ -6,29 +6,36 @@
 //!
 //! Part 2 is a bulk run: by default 100,000 requests over 50 hosts with mixed latencies and
 //! failures, through `map_async(..).per_key(..)` (global and per-host caps that never block
-//! each other) with `retry` on transient failures and a `timeout` on each attempt. It
-//! prints throughput, per-host peaks, failures by kind and the efficiency against the ideal
-//! schedule.
+//! each other), a per-host rate the hosts themselves enforce (they answer `429` to a
+//! client that is too fast), and retries on the map itself: a failed attempt gives its
+//! slots back while it waits, a `Retry-After` sets its pause, and a `429` pauses the whole
+//! host. It prints throughput, per-host peaks, what the hosts measured (violations of
+//! their rate, the achieved rate), the server-directed pauses, failures by kind and the
+//! efficiency against the ideal schedule.
 //!
 //! ```text
 //! cargo run --release --example crawl -- [--requests N] [--hosts H] [--global G]
-//!                                        [--per-host P] [--fail-percent F] [--sorted]
-//!                                        [--window W]
+//!                                        [--per-host P] [--rate R] [--burst B]
+//!                                        [--fail-percent F]
+//!                                        [--sorted] [--window W]
 //! ```
 //!
-//! With `--sorted` the input comes sorted by host. A map with a per-key limit pulls ahead a
-//! bounded window of items (64 x the global limit by default) for other hosts' work; when
-//! runs of one host are longer than that, raise `--window` to fill every global slot.
+//! `--rate R` is each host's limit in requests per second (0: none), with bursts of up to
+//! `--burst B` requests (4 by default: a burst lets a start that came late because a timer
+//! fired late be made up, so the hosts see their full rate). With `--sorted` the
+//! input comes sorted by host: the map pulls further ahead while its slots idle behind
+//! busy hosts, so sorted input runs about as fast as interleaved input.
 //!
-//! The example checks its own invariants (pages, failures, per-host and global peaks) and
-//! exits non-zero if one breaks.
+//! The example checks its own invariants (pages, failures, per-host and global peaks, no
+//! request over a host's rate or into its pause) and exits non-zero if one breaks.
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tollgate::{Bulkhead, map_async, race, retry, run_sync, sleep};
+use tollgate::{Bulkhead, Rate, RetryPolicy, map_async, race, run_sync, sleep};
 
 #[path = "../tests/support/simulated_network.rs"]
 mod simulated_network;
@@ -137,6 +144,8 @@ struct Settings {
     hosts: usize,
     global: usize,
     per_host: usize,
+    rate: u32,
+    burst: u32,
     fail_percent: u64,
     sorted: bool,
     window: Option<usize>,
@@ -149,6 +158,8 @@ impl Settings {
             hosts: 50,
             global: 200,
             per_host: 4,
+            rate: 250,
+            burst: 4,
             fail_percent: 5,
             sorted: false,
             window: None,
@@ -168,6 +179,8 @@ impl Settings {
                 "--hosts" => settings.hosts = number as usize,
                 "--global" => settings.global = number as usize,
                 "--per-host" => settings.per_host = number as usize,
+                "--rate" => settings.rate = u32::try_from(number).unwrap_or(u32::MAX),
+                "--burst" => settings.burst = u32::try_from(number).unwrap_or(u32::MAX).max(1),
                 "--fail-percent" => settings.fail_percent = number.min(100),
                 "--window" => settings.window = Some(number.max(1) as usize),
                 _ => return Err(format!("unknown flag {flag}")),
@@ -187,14 +200,20 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// How long a host asks clients to stay away when it answers `429`.
+const RETRY_AFTER: Duration = Duration::from_millis(300);
+
 /// How the server answers attempt `attempt` (1-based) of request `n`: most succeed;
 /// `fail_percent` fail on their first attempt (half 503, half a hang that times out) and
-/// succeed on a retry; one in a thousand is a permanent 404.
+/// succeed on a retry; one in 2,000 first attempts gets `429` with a `Retry-After` (the
+/// host is overloaded); one in a thousand is a permanent 404.
 fn outcome(n: usize, attempt: usize, fail_percent: u64) -> Outcome {
-    let roll = mix(n as u64) % 1000;
-    if roll == 999 {
+    let roll = mix(n as u64) % 2000;
+    if roll >= 1998 {
         Outcome::NotFound
-    } else if attempt == 1 && roll < fail_percent * 10 {
+    } else if attempt == 1 && roll == 1997 {
+        Outcome::TooManyRequests(RETRY_AFTER)
+    } else if attempt == 1 && roll < fail_percent * 20 {
         if roll % 2 == 0 {
             Outcome::Unavailable
         } else {
@@ -208,8 +227,13 @@ fn outcome(n: usize, attempt: usize, fail_percent: u64) -> Outcome {
 async fn bulk(settings: &Settings) -> Result<(), String> {
     // Mixed latencies: 1 to 4 ms depending on the host.
     let latency = |h: usize| Duration::from_millis(1 + (mix(h as u64 + 7) % 4));
-    let network =
+    let mut network =
         Network::new((0..settings.hosts).map(|h| (format!("host-{h}.example"), latency(h))));
+    if settings.rate > 0 {
+        // The hosts meter the same rate; a request up to 5 ms early still passes (the
+        // time between a client's start and the server's reading of it varies).
+        network = network.with_rate(settings.rate, settings.burst, Duration::from_millis(5));
+    }
     let attempt_timeout = Duration::from_millis(50);
 
     let n = settings.requests;
@@ -228,48 +252,76 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
         )
     });
 
-    // The ideal schedule: every host busy at its cap, every global slot busy.
+    // The ideal schedule: every host busy at its cap and its rate, every global slot busy.
     let mut per_host_work = vec![Duration::ZERO; hosts];
+    let mut per_host_count = vec![0u32; hosts];
     for i in 0..n {
         per_host_work[host_of_request(i)] += latency(host_of_request(i));
+        per_host_count[host_of_request(i)] += 1;
     }
     let total_work: Duration = per_host_work.iter().sum();
+    let by_rate = |count: u32| {
+        if settings.rate == 0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(1) * count.saturating_sub(1) / settings.rate
+        }
+    };
     let ideal = per_host_work
         .iter()
-        .map(|work| *work / settings.per_host as u32)
+        .zip(&per_host_count)
+        .map(|(work, count)| (*work / settings.per_host as u32).max(by_rate(*count)))
         .max()
         .unwrap_or_default()
         .max(total_work / settings.global as u32);
 
     let done = AtomicUsize::new(0);
+    let attempts: Vec<AtomicU8> = (0..n).map(|_| AtomicU8::new(0)).collect();
+    // The retry hook sees every retry; it counts the ones that paused a host.
+    let hosts_paused = Arc::new(AtomicUsize::new(0));
+    let paused = Arc::clone(&hosts_paused);
+    // Retries on the map: a failed attempt gives back its slots while it waits; a 429
+    // pauses its whole host for the server's Retry-After.
+    let policy = RetryPolicy::new()
+        .attempts(3)
+        .interval(Duration::from_millis(1))
+        .when(|error| {
+            matches!(
+                error,
+                FetchError::Unavailable | FetchError::TimedOut | FetchError::TooManyRequests(_)
+            )
+        })
+        .retry_after(FetchError::retry_after)
+        .pause_key(FetchError::retry_after)
+        .on_retry(move |event| {
+            if event.key_paused().is_some() {
+                paused.fetch_add(1, Ordering::Relaxed);
+            }
+        });
     let start = Instant::now();
     let mut crawl = map_async(urls, settings.global, |(i, url)| {
         let network = &network;
         let done = &done;
-        let mut attempt = 0;
+        let attempt = usize::from(attempts[i].fetch_add(1, Ordering::Relaxed)) + 1;
         async move {
-            let result = retry(|| {
-                attempt += 1;
-                let outcome = outcome(i, attempt, settings.fail_percent);
-                let url = url.as_str();
-                async move {
-                    tollgate::timeout(attempt_timeout, network.get(url, outcome))
-                        .await
-                        .unwrap_or(Err(FetchError::TimedOut))
-                }
-            })
-            .attempts(3)
-            .interval(Duration::from_millis(1))
-            .when(|error| matches!(error, FetchError::Unavailable | FetchError::TimedOut))
-            .await;
-            done.fetch_add(1, Ordering::Relaxed);
+            let outcome = outcome(i, attempt, settings.fail_percent);
+            let result = tollgate::timeout(attempt_timeout, network.get(&url, outcome))
+                .await
+                .unwrap_or(Err(FetchError::TimedOut));
+            if result.is_ok() || result == Err(FetchError::NotFound) {
+                done.fetch_add(1, Ordering::Relaxed);
+            }
             result
         }
     })
     .per_key(|(_, url)| host_of(url).to_owned(), settings.per_host);
+    if settings.rate > 0 {
+        crawl = crawl.per_key_rate(Rate::per_second(settings.rate).burst(settings.burst));
+    }
     if let Some(window) = settings.window {
         crawl = crawl.window(window.max(settings.global));
     }
+    let crawl = crawl.retry(policy);
     // A progress line while the crawl runs.
     let progress = async {
         loop {
@@ -287,32 +339,38 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
 
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
     let mut ok = 0;
-    let mut retried = 0;
     for result in &results {
         match result {
             Ok(_) => ok += 1,
-            Err(error) => {
-                let last = error
-                    .last_error()
-                    .map_or("timed out".to_owned(), ToString::to_string);
-                *failures.entry(last).or_default() += 1;
-            }
+            Err(error) => *failures.entry(error.to_string()).or_default() += 1,
         }
     }
-    let attempts = network.requests();
-    retried += attempts - n;
+    let made: usize = attempts
+        .iter()
+        .map(|a| usize::from(a.load(Ordering::Relaxed)))
+        .sum();
+    let retried = made - n;
     let peaks = network.host_peaks();
     let max_host_peak = peaks.values().copied().max().unwrap_or(0);
     let global_peak = network.peak();
+    let metered = network.metered();
+    let violations: usize = metered.values().map(|m| m.violations).sum();
+    let pauses: usize = metered.values().map(|m| m.pauses).sum();
+    let busiest_rate = metered.values().map(|m| m.rate).fold(0.0, f64::max);
     println!(
-        "\n{n} requests over {hosts} hosts ({} input), global {} / per host {}:",
+        "\n{n} requests over {hosts} hosts ({} input), global {} / per host {}{}:",
         if settings.sorted {
             "host-sorted"
         } else {
             "interleaved"
         },
         settings.global,
-        settings.per_host
+        settings.per_host,
+        if settings.rate > 0 {
+            format!(" at {}/s", settings.rate)
+        } else {
+            String::new()
+        }
     );
     println!(
         "  {ok} ok, {} failed, {retried} retries, in {elapsed:.2?} ({:.0} requests/s)",
@@ -324,7 +382,13 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
     }
     println!("  peak in flight: {global_peak} overall, {max_host_peak} on the busiest host");
     println!(
-        "  efficiency: {:.0}% of the ideal schedule ({ideal:.2?}, retries and timeouts not counted)",
+        "  the hosts measured: {violations} requests over the rate or into a pause; \
+         {pauses} pauses asked with Retry-After ({RETRY_AFTER:?} each), {} honoured by pausing \
+         the whole host; fastest host {busiest_rate:.0}/s",
+        hosts_paused.load(Ordering::Relaxed)
+    );
+    println!(
+        "  efficiency: {:.0}% of the ideal schedule ({ideal:.2?}, retries and pauses not counted)",
         100.0 * ideal.as_secs_f64() / elapsed.as_secs_f64()
     );
 
@@ -332,6 +396,10 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
     ensure(max_host_peak <= settings.per_host, "no host above its cap")?;
     ensure(global_peak <= settings.global, "global limit held")?;
     ensure(network.in_flight() == 0, "nothing left running")?;
+    ensure(
+        violations == 0,
+        "no request over a host's rate or into its pause",
+    )?;
     let not_found = (0..n)
         .filter(|&i| outcome(i, 1, 0) == Outcome::NotFound)
         .count();

@@ -1,6 +1,11 @@
 //! A simulated network for the crawler demo and its tests: hosts with their own latency,
 //! answers decided by the caller, and the servers' own view of what is in flight.
 //!
+//! A network built [`with_rate`](Network::with_rate) meters each host like a polite
+//! server would: a request that arrives sooner than the rate allows is answered
+//! `429 Too Many Requests` at once and counted as a violation, and so is a request that
+//! arrives while the host is paused after a `429` with `Retry-After` it sent.
+//!
 //! Shared by `examples/crawl.rs` and `tests/crawler.rs` (included with `#[path]`).
 
 #![allow(dead_code)]
@@ -9,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tollgate::{BulkheadError, sleep};
 
@@ -26,6 +31,18 @@ pub enum FetchError {
     NoSlot(BulkheadError),
     /// The request took longer than its per-attempt timeout.
     TimedOut,
+    /// 429: too many requests; come back after the `Retry-After`, if the server gave one.
+    TooManyRequests(Option<Duration>),
+}
+
+impl FetchError {
+    /// The server's `Retry-After`, if it sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            FetchError::TooManyRequests(after) => *after,
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for FetchError {
@@ -36,11 +53,36 @@ impl fmt::Display for FetchError {
             FetchError::NotFound => f.write_str("404 not found"),
             FetchError::NoSlot(full) => full.fmt(f),
             FetchError::TimedOut => f.write_str("request timed out"),
+            FetchError::TooManyRequests(_) => f.write_str("429 too many requests"),
         }
     }
 }
 
 impl std::error::Error for FetchError {}
+
+/// A host's meter: the server's own rate check, independent of tollgate's.
+#[derive(Default)]
+struct Meter {
+    /// When the next request is due at the steady rate (a virtual schedule).
+    due: Option<Instant>,
+    /// A `429` with `Retry-After` asked clients to stay away until then.
+    paused_until: Option<Instant>,
+    arrivals: usize,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    violations: usize,
+    pauses: usize,
+}
+
+/// The rate every host of a [`Network`] enforces.
+#[derive(Clone, Copy)]
+struct HostRate {
+    interval: Duration,
+    burst: u32,
+    /// How early a request may arrive before it counts as too fast: the gap between a
+    /// client's decision to send and the server's reading of the arrival varies a little.
+    allowance: Duration,
+}
 
 /// Requests in flight and their peak, per host and overall, as the servers see them.
 #[derive(Default)]
@@ -50,6 +92,18 @@ pub struct Network {
     in_flight: AtomicUsize,
     peak: AtomicUsize,
     requests: AtomicUsize,
+    rate: Option<HostRate>,
+    meters: Mutex<HashMap<String, Meter>>,
+}
+
+/// What a host's meter saw, for the report.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Metered {
+    pub arrivals: usize,
+    pub violations: usize,
+    pub pauses: usize,
+    /// Arrivals per second between the first and the last.
+    pub rate: f64,
 }
 
 impl Network {
@@ -58,6 +112,79 @@ impl Network {
             latency: latency.into_iter().collect(),
             ..Self::default()
         }
+    }
+
+    /// Every host allows `per_second` requests per second with a burst of `burst`, and
+    /// answers a request that arrives more than `allowance` too early with a `429`.
+    pub fn with_rate(mut self, per_second: u32, burst: u32, allowance: Duration) -> Self {
+        self.rate = Some(HostRate {
+            interval: Duration::from_secs(1) / per_second,
+            burst,
+            allowance,
+        });
+        self
+    }
+
+    /// Meters one arrival: `Err` with the 429 to answer when it came too soon or during
+    /// a pause.
+    fn meter(&self, host: &str, now: Instant) -> Result<(), FetchError> {
+        let mut meters = self.meters.lock().unwrap();
+        let meter = meters.entry(host.to_owned()).or_default();
+        meter.arrivals += 1;
+        meter.first.get_or_insert(now);
+        meter.last = Some(now);
+        if let Some(until) = meter.paused_until {
+            if now + self.rate.map_or(Duration::ZERO, |rate| rate.allowance) < until {
+                meter.violations += 1;
+                return Err(FetchError::TooManyRequests(Some(until - now)));
+            }
+        }
+        let Some(rate) = self.rate else {
+            return Ok(());
+        };
+        // GCRA with the allowance added to the burst's tolerance.
+        let tolerance = rate.interval * (rate.burst - 1) + rate.allowance;
+        let due = meter.due.unwrap_or(now).max(now);
+        if due > now + tolerance {
+            meter.violations += 1;
+            return Err(FetchError::TooManyRequests(Some(due - tolerance - now)));
+        }
+        meter.due = Some(due + rate.interval);
+        Ok(())
+    }
+
+    /// The host asks clients to stay away for `after` (it answered a 429 with it).
+    fn pause(&self, host: &str, after: Duration) {
+        let mut meters = self.meters.lock().unwrap();
+        let meter = meters.entry(host.to_owned()).or_default();
+        meter.paused_until = Some(Instant::now() + after);
+        meter.pauses += 1;
+    }
+
+    /// What each host's meter saw.
+    pub fn metered(&self) -> BTreeMap<String, Metered> {
+        let meters = self.meters.lock().unwrap();
+        meters
+            .iter()
+            .map(|(host, meter)| {
+                let span = match (meter.first, meter.last) {
+                    (Some(first), Some(last)) => (last - first).as_secs_f64(),
+                    _ => 0.0,
+                };
+                let rate = if span > 0.0 {
+                    (meter.arrivals - 1) as f64 / span
+                } else {
+                    0.0
+                };
+                let metered = Metered {
+                    arrivals: meter.arrivals,
+                    violations: meter.violations,
+                    pauses: meter.pauses,
+                    rate,
+                };
+                (host.clone(), metered)
+            })
+            .collect()
     }
 
     fn enter(&self, host: &str) {
@@ -86,6 +213,7 @@ impl Network {
     /// One GET. `outcome` decides how the server answers this attempt.
     pub async fn get(&self, url: &str, outcome: Outcome) -> Result<String, FetchError> {
         let host = host_of(url);
+        self.meter(host, Instant::now())?;
         self.enter(host);
         // Leaves even when the request is cancelled (a lost race, a timeout).
         let _leave = Leave(self, host);
@@ -99,6 +227,10 @@ impl Network {
             _ => sleep(latency).await,
         }
         match outcome {
+            Outcome::TooManyRequests(after) => {
+                self.pause(host, after);
+                Err(FetchError::TooManyRequests(Some(after)))
+            }
             Outcome::Ok | Outcome::Hang => Ok(format!("<html>{url}</html>")),
             Outcome::Unreachable => Err(FetchError::Unreachable(url.to_owned())),
             Outcome::Unavailable => Err(FetchError::Unavailable),
@@ -118,6 +250,8 @@ impl Drop for Leave<'_> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Ok,
+    /// 429 with this `Retry-After`: the host is paused that long.
+    TooManyRequests(Duration),
     Unreachable,
     Unavailable,
     NotFound,
