@@ -669,8 +669,13 @@ matrix! {
         }
         let stats = server.stats("metered");
         assert_eq!((stats.ok, stats.over_rate), (REQUESTS, 0), "{stats:?}");
-        let rate = achieved_rate(&server.arrival_times("metered")).unwrap();
-        println!("exactly at {RATE}/s: the server measured {rate:.2}/s");
+        let times = server.arrival_times("metered");
+        let rate = achieved_rate(&times).unwrap();
+        let closest = times.windows(2).map(|pair| pair[1] - pair[0]).min().unwrap();
+        println!(
+            "exactly at {RATE}/s: the server measured {rate:.2}/s, closest arrivals {closest:?} \
+             apart (interval {interval:?})"
+        );
         assert!(rate <= RATE * 1.1, "achieved {rate:.1}/s");
     }
 
@@ -740,15 +745,24 @@ fn a_raw_client_too_fast_reads_429_and_retry_after_on_the_wire() {
     let mut answers = Vec::new();
     for _ in 0..3 {
         let mut stream = std::net::TcpStream::connect(server.addr("metered")).unwrap();
-        stream.write_all(b"GET /raw HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        stream
+            .write_all(b"GET /raw HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).unwrap();
         answers.push(response);
     }
-    assert!(answers[0].starts_with("HTTP/1.1 200 OK\r\n"), "{}", answers[0]);
+    assert!(
+        answers[0].starts_with("HTTP/1.1 200 OK\r\n"),
+        "{}",
+        answers[0]
+    );
     assert!(!answers[0].contains("Retry-After"), "{}", answers[0]);
     for response in &answers[1..] {
-        assert!(response.starts_with("HTTP/1.1 429 Too Many Requests\r\n"), "{response}");
+        assert!(
+            response.starts_with("HTTP/1.1 429 Too Many Requests\r\n"),
+            "{response}"
+        );
         assert!(response.contains("\r\nRetry-After: 1\r\n"), "{response}");
         assert!(response.ends_with(TOO_MANY_BODY), "{response}");
     }
@@ -775,12 +789,17 @@ fn the_meter_passes_a_jittery_client_at_the_rate_and_catches_one_20_percent_too_
     // after a refusal the next request comes later than the free slot, which is lost).
     let refused = meter.replay(&fast);
     assert!((33..=100).contains(&refused), "{refused} refused");
-    let caught_after = (1..=fast.len()).find(|&n| meter.replay(&fast[..n]) > 0).unwrap();
+    let caught_after = (1..=fast.len())
+        .find(|&n| meter.replay(&fast[..n]) > 0)
+        .unwrap();
     println!("20% too fast: {refused} of 200 refused, the first at request {caught_after}");
     assert!(caught_after <= 8, "first refusal at request {caught_after}");
 
     // A burst of 10 at once against bursts of 3: 3 pass.
-    assert_eq!(RateMeter::new(10.0, 3, DEFAULT_RATE_ALLOWANCE).replay(&[t0; 10]), 7);
+    assert_eq!(
+        RateMeter::new(10.0, 3, DEFAULT_RATE_ALLOWANCE).replay(&[t0; 10]),
+        7
+    );
 
     // `admit` says how early; a refusal leaves the schedule where it was.
     let mut meter = RateMeter::new(10.0, 1, ms(20));
@@ -796,7 +815,16 @@ fn max_in_window_counts_the_busiest_window_of_a_hand_made_log() {
     let t0 = Instant::now();
     let at = |n: u64| t0 + ms(n);
     // Out of order on purpose.
-    let times = [at(0), at(100), at(10), at(20), at(500), at(590), at(600), at(1000)];
+    let times = [
+        at(0),
+        at(100),
+        at(10),
+        at(20),
+        at(500),
+        at(590),
+        at(600),
+        at(1000),
+    ];
     // Windows are [t, t + W): an instant exactly W after another is not in its window.
     for (window, most) in [
         (0, 0),
@@ -810,7 +838,11 @@ fn max_in_window_counts_the_busiest_window_of_a_hand_made_log() {
         (1000, 7),
         (1001, 8),
     ] {
-        assert_eq!(max_in_window(&times, ms(window)), most, "window {window} ms");
+        assert_eq!(
+            max_in_window(&times, ms(window)),
+            most,
+            "window {window} ms"
+        );
     }
     assert_eq!(max_in_window(&[], ms(5)), 0);
     assert_eq!(max_in_window(&[at(5); 3], ms(1)), 3);
@@ -842,12 +874,28 @@ fn retry_after_parses_seconds_and_http_dates() {
 
     // RFC 9110's own example date is 784111777 s after the epoch.
     let now = UNIX_EPOCH + Duration::from_secs(784_111_777);
-    assert_eq!(parse_retry_after_at("Sun, 06 Nov 1994 08:49:37 GMT", now), secs(0));
-    assert_eq!(parse_retry_after_at("Sun, 06 Nov 1994 08:51:37 GMT", now), secs(120));
-    assert_eq!(parse_retry_after_at("Sat, 05 Nov 1994 08:49:37 GMT", now), secs(0), "past");
+    assert_eq!(
+        parse_retry_after_at("Sun, 06 Nov 1994 08:49:37 GMT", now),
+        secs(0)
+    );
+    assert_eq!(
+        parse_retry_after_at("Sun, 06 Nov 1994 08:51:37 GMT", now),
+        secs(120)
+    );
+    assert_eq!(
+        parse_retry_after_at("Sat, 05 Nov 1994 08:49:37 GMT", now),
+        secs(0),
+        "past"
+    );
     let leap_day = UNIX_EPOCH + Duration::from_secs(1_582_934_400 - 10);
-    assert_eq!(parse_retry_after_at("Sat, 29 Feb 2020 00:00:00 GMT", leap_day), secs(10));
-    assert_eq!(parse_retry_after_at("Thu, 01 Jan 1970 00:00:00 GMT", UNIX_EPOCH), secs(0));
+    assert_eq!(
+        parse_retry_after_at("Sat, 29 Feb 2020 00:00:00 GMT", leap_day),
+        secs(10)
+    );
+    assert_eq!(
+        parse_retry_after_at("Thu, 01 Jan 1970 00:00:00 GMT", UNIX_EPOCH),
+        secs(0)
+    );
     for bad in [
         "Sunday, 06-Nov-94 08:49:37 GMT", // obsolete RFC 850 form
         "Sun Nov  6 08:49:37 1994",       // obsolete asctime form

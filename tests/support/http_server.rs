@@ -303,10 +303,7 @@ impl RateMeter {
             schedule: None,
             ..self.clone()
         };
-        times
-            .iter()
-            .filter(|&&at| meter.admit(at).is_err())
-            .count()
+        times.iter().filter(|&&at| meter.admit(at).is_err()).count()
     }
 
     /// The spacing of requests on an even pace: `1 / per_second`.
@@ -971,9 +968,8 @@ impl Answer {
             503 => "Service Unavailable",
             _ => "Unknown",
         };
-        let retry_after = retry_after.map_or_else(String::new, |secs| {
-            format!("Retry-After: {secs}\r\n")
-        });
+        let retry_after =
+            retry_after.map_or_else(String::new, |secs| format!("Retry-After: {secs}\r\n"));
         format!(
             "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
              {retry_after}Connection: close\r\n\r\n{body}",
