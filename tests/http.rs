@@ -6,6 +6,10 @@
 //! flaky host, through `map_async(..).per_key(..)` (and `map_async` + `KeyedBulkhead`) with `retry` on
 //! 503s, checked against what the server itself observed; and a mirror race whose loser
 //! the server sees hang up.
+//!
+//! Then the server as the judge of politeness: its rate meter answers `429` with
+//! `Retry-After` to a client that is too fast (and only to that one), its arrival log and the
+//! sliding-window helpers, scripted `429`s, and the client's reading of `Retry-After`.
 
 mod common;
 #[path = "support/http_client.rs"]
@@ -15,13 +19,16 @@ mod http_server;
 
 use std::fmt;
 use std::io::{Read, Write};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use common::matrix;
 use futures::future::join_all;
 use futures_lite::future;
-use http_client::{ClientError, Page, get};
-use http_server::{Stats, TestServer, UNAVAILABLE_BODY, page_body};
+use http_client::{ClientError, Page, get, get_ok, parse_retry_after, parse_retry_after_at};
+use http_server::{
+    DEFAULT_RATE_ALLOWANCE, RateMeter, Stats, TOO_MANY_BODY, TestServer, UNAVAILABLE_BODY,
+    achieved_rate, count_between, max_in_window, page_body, window_limit,
+};
 use tollgate::futures::Retry;
 use tollgate::testing::eventually;
 use tollgate::{BulkheadError, KeyedBulkhead, RetryError, map_async, race, retry};
@@ -32,6 +39,7 @@ const PATIENCE: Duration = Duration::from_secs(10);
 fn ok(host: &str, path: &str) -> Page {
     Page {
         status: 200,
+        retry_after: None,
         body: page_body(host, path),
     }
 }
@@ -52,6 +60,9 @@ fn served_one_by_one(n: usize) -> Stats {
         connections: n,
         requests: n,
         responses: n,
+        ok: n,
+        too_many: 0,
+        over_rate: 0,
         unavailable: 0,
         disconnects: 0,
     }
@@ -307,11 +318,22 @@ matrix! {
             let url = server.url("flaky", path);
             let first = get(&url).await.unwrap();
             assert_eq!((first.status, first.body.as_str()), (503, UNAVAILABLE_BODY));
+            assert_eq!(first.retry_after, Some(Duration::ZERO));
             assert_eq!(get(&url).await.unwrap(), ok("flaky", path));
             assert_eq!(get(&url).await.unwrap(), ok("flaky", path));
         }
         let stats = server.stats("flaky");
-        assert_eq!((stats.responses, stats.unavailable), (6, 2));
+        assert_eq!((stats.responses, stats.unavailable, stats.ok), (6, 2, 4));
+    }
+
+    async fn the_flaky_host_can_ask_for_a_pause() {
+        let server = TestServer::builder()
+            .flaky_host("flaky", Duration::from_millis(1))
+            .flaky_retry_after("flaky", 3)
+            .start();
+        let error = get_ok(server.url("flaky", "/x")).await.unwrap_err();
+        assert_eq!((error.status(), error.retry_after()), (Some(503), Some(Duration::from_secs(3))));
+        assert_eq!(get_ok(server.url("flaky", "/x")).await.unwrap(), page_body("flaky", "/x"));
     }
 
     async fn dropping_a_request_mid_response_hangs_up() {
@@ -533,4 +555,355 @@ fn request_futures_are_send() {
     assert_send(http_client::get_smol("http://127.0.0.1:1/"));
     #[cfg(feature = "tokio")]
     assert_send(http_client::get_tokio("http://127.0.0.1:1/"));
+}
+
+// --- the judge of politeness -----------------------------------------------------------
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+matrix! {
+    async fn a_client_faster_than_the_rate_gets_429s_with_retry_after_and_is_counted() {
+        // 2 per second in bursts of up to 2: of 8 requests sent at once, 2 fit.
+        let server = TestServer::builder()
+            .host("metered", ms(1))
+            .host("free", ms(1))
+            .host_rate_limit("metered", 2.0, 2)
+            .start();
+        let pages = join_all((0..8).map(|i| get(server.url("metered", &format!("/{i}"))))).await;
+        let (mut ok, mut refused) = (0, 0);
+        for page in pages {
+            let page = page.unwrap();
+            match page.status {
+                200 => ok += 1,
+                429 => {
+                    refused += 1;
+                    assert_eq!(page.body, TOO_MANY_BODY);
+                    // The next slot is 0.5 s away: whole seconds, rounded up.
+                    assert_eq!(page.retry_after, Some(Duration::from_secs(1)));
+                    let error = page.error_for_status().unwrap_err();
+                    assert_eq!(
+                        (error.status(), error.retry_after()),
+                        (Some(429), Some(Duration::from_secs(1)))
+                    );
+                }
+                status => panic!("unexpected status {status}"),
+            }
+        }
+        // Exactly (2, 6) unless the server thread stalls ~0.5 s between two accepts.
+        assert!(ok >= 2 && refused >= 1, "{ok} ok, {refused} refused");
+        let stats = server.stats("metered");
+        assert_eq!(
+            (stats.responses, stats.ok, stats.too_many, stats.over_rate),
+            (8, ok, refused, refused),
+            "{stats:?}"
+        );
+        let arrivals = server.arrivals("metered");
+        assert_eq!(arrivals.len(), 8);
+        assert!(
+            arrivals.iter().all(|arrival| arrival.over_rate == (arrival.status == Some(429))),
+            "{arrivals:?}"
+        );
+        // The log is the meter's evidence: a fresh meter replaying it refuses the same ones.
+        let times = server.arrival_times("metered");
+        assert_eq!(RateMeter::new(2.0, 2, DEFAULT_RATE_ALLOWANCE).replay(&times), refused);
+
+        // Waiting as told is enough, and the log shows that nothing came meanwhile.
+        let last_429 = arrivals.iter().filter_map(|arrival| arrival.answered_at).max().unwrap();
+        tollgate::sleep(Duration::from_secs(1)).await;
+        assert_eq!(get_ok(server.url("metered", "/later")).await.unwrap(), page_body("metered", "/later"));
+        let times = server.arrival_times("metered");
+        assert_eq!(count_between(&times, last_429, last_429 + Duration::from_secs(1)), 0);
+        assert_eq!(server.stats("metered").over_rate, refused);
+
+        // The other host is not metered.
+        for page in join_all((0..8).map(|i| get(server.url("free", &format!("/{i}"))))).await {
+            assert_eq!(page.unwrap().status, 200);
+        }
+        assert_eq!(server.stats("free").too_many, 0);
+        assert_eq!(server.global().over_rate, refused);
+    }
+
+    async fn a_client_slower_than_the_rate_gets_no_429s() {
+        // 20 per second, no burst: a request every 50 ms. The client pauses 75 ms after each
+        // response, well above the interval.
+        const RATE: f64 = 20.0;
+        let server = TestServer::builder().host("metered", ms(1)).rate_limit(RATE, 1).start();
+        for i in 0..8 {
+            if i > 0 {
+                tollgate::sleep(ms(75)).await;
+            }
+            let path = format!("/{i}");
+            assert_eq!(get(server.url("metered", &path)).await.unwrap(), ok("metered", &path));
+        }
+        let stats = server.stats("metered");
+        assert_eq!((stats.ok, stats.too_many, stats.over_rate), (8, 0, 0), "{stats:?}");
+        let times = server.arrival_times("metered");
+        for window in [ms(50), ms(200), Duration::from_secs(1)] {
+            let most = max_in_window(&times, window);
+            let limit = window_limit(RATE, 1, window + DEFAULT_RATE_ALLOWANCE);
+            assert!(most <= limit, "{most} requests in {window:?}, limit {limit}");
+        }
+        let rate = achieved_rate(&times).unwrap();
+        assert!(rate < RATE, "achieved {rate:.1}/s");
+    }
+
+    async fn a_client_starting_requests_exactly_at_the_rate_gets_no_429s() {
+        // What a rate limiter on the client does: start request `i` no earlier than one
+        // interval after request `i - 1` started (a late start moves the schedule on).
+        // The server sees those starts through loopback transit and its own thread's
+        // scheduling; the allowance absorbs that.
+        const RATE: f64 = 25.0;
+        const REQUESTS: usize = 16;
+        let interval = Duration::from_secs_f64(1.0 / RATE);
+        let server = TestServer::builder().host("metered", ms(1)).rate_limit(RATE, 1).start();
+        let mut next = Instant::now();
+        for i in 0..REQUESTS {
+            if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                tollgate::sleep(wait).await;
+            }
+            next = next.max(Instant::now()) + interval;
+            let page = get(server.url("metered", &format!("/{i}"))).await.unwrap();
+            assert_eq!(page.status, 200, "request {i} refused: {:?}", server.arrivals("metered"));
+        }
+        let stats = server.stats("metered");
+        assert_eq!((stats.ok, stats.over_rate), (REQUESTS, 0), "{stats:?}");
+        let times = server.arrival_times("metered");
+        let rate = achieved_rate(&times).unwrap();
+        let closest = times.windows(2).map(|pair| pair[1] - pair[0]).min().unwrap();
+        println!(
+            "exactly at {RATE}/s: the server measured {rate:.2}/s, closest arrivals {closest:?} \
+             apart (interval {interval:?})"
+        );
+        assert!(rate <= RATE * 1.1, "achieved {rate:.1}/s");
+    }
+
+    async fn the_scripted_host_answers_429_to_its_kth_request() {
+        let server = TestServer::builder()
+            .host("scripted", ms(1))
+            .host("other", ms(1))
+            .too_many_requests("scripted", 2, 1)
+            .too_many_requests("scripted", 4, 7)
+            .start();
+        let mut answers = Vec::new();
+        for i in 1..=5 {
+            let page = get(server.url("scripted", &format!("/{i}"))).await.unwrap();
+            answers.push((page.status, page.retry_after.map(|delay| delay.as_secs())));
+        }
+        assert_eq!(answers, [(200, None), (429, Some(1)), (200, None), (429, Some(7)), (200, None)]);
+        let stats = server.stats("scripted");
+        assert_eq!((stats.ok, stats.too_many, stats.over_rate), (3, 2, 0), "{stats:?}");
+        let statuses: Vec<_> = server.arrivals("scripted").iter().map(|arrival| arrival.status).collect();
+        assert_eq!(statuses, [Some(200), Some(429), Some(200), Some(429), Some(200)]);
+        // Requests are counted per host: the other one got nothing.
+        assert_eq!(server.stats("other").connections, 0);
+        assert!(server.arrivals("other").is_empty());
+    }
+
+    async fn a_429_goes_out_without_the_latency() {
+        let server = TestServer::builder()
+            .host("slow", Duration::from_secs(60))
+            .too_many_requests("slow", 1, 1)
+            .start();
+        let start = Instant::now();
+        let page = get(server.url("slow", "/")).await.unwrap();
+        assert_eq!((page.status, page.retry_after), (429, Some(Duration::from_secs(1))));
+        assert!(start.elapsed() < PATIENCE, "the 429 waited {:?}", start.elapsed());
+        let arrival = &server.arrivals("slow")[0];
+        assert_eq!(arrival.path.as_deref(), Some("/"));
+        assert!(arrival.answered_at.unwrap() >= arrival.at);
+    }
+
+    async fn a_spell_of_429s_lasts_until_it_is_ended() {
+        let server = TestServer::builder().host("h", ms(1)).host("other", ms(1)).start();
+        assert_eq!(get(server.url("h", "/before")).await.unwrap().status, 200);
+        server.too_many_requests_for("h", Duration::from_secs(60), 2);
+        for _ in 0..3 {
+            let error = get_ok(server.url("h", "/during")).await.unwrap_err();
+            assert!(matches!(
+                error,
+                ClientError::Status { status: 429, retry_after: Some(delay) } if delay == Duration::from_secs(2)
+            ), "{error}");
+            assert_eq!(error.to_string(), "status 429, retry after 2s");
+        }
+        // Other hosts keep answering.
+        assert_eq!(get(server.url("other", "/")).await.unwrap(), ok("other", "/"));
+        server.too_many_requests_for("h", Duration::ZERO, 0);
+        assert_eq!(get(server.url("h", "/after")).await.unwrap(), ok("h", "/after"));
+        let stats = server.stats("h");
+        assert_eq!((stats.ok, stats.too_many, stats.over_rate), (2, 3, 0), "{stats:?}");
+    }
+}
+
+#[test]
+fn a_raw_client_too_fast_reads_429_and_retry_after_on_the_wire() {
+    let server = TestServer::builder()
+        .host("metered", ms(1))
+        .rate_limit(1.0, 1)
+        .start();
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let mut stream = std::net::TcpStream::connect(server.addr("metered")).unwrap();
+        stream
+            .write_all(b"GET /raw HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        answers.push(response);
+    }
+    assert!(
+        answers[0].starts_with("HTTP/1.1 200 OK\r\n"),
+        "{}",
+        answers[0]
+    );
+    assert!(!answers[0].contains("Retry-After"), "{}", answers[0]);
+    for response in &answers[1..] {
+        assert!(
+            response.starts_with("HTTP/1.1 429 Too Many Requests\r\n"),
+            "{response}"
+        );
+        assert!(response.contains("\r\nRetry-After: 1\r\n"), "{response}");
+        assert!(response.ends_with(TOO_MANY_BODY), "{response}");
+    }
+    assert_eq!(server.stats("metered").over_rate, 2);
+}
+
+#[test]
+fn the_meter_passes_a_jittery_client_at_the_rate_and_catches_one_20_percent_too_fast() {
+    // 10 per second: an interval of 100 ms. Every arrival is 0..=19 ms late (transit).
+    let meter = RateMeter::new(10.0, 1, DEFAULT_RATE_ALLOWANCE);
+    assert_eq!(meter.interval(), ms(100));
+    let t0 = Instant::now();
+    let transit = |i: u32| ms(u64::from(i * 7919 % 20));
+    let at_rate: Vec<Instant> = (0..200).map(|i| t0 + ms(100) * i + transit(i)).collect();
+    assert_eq!(meter.replay(&at_rate), 0);
+    // A strict meter would refuse some of those.
+    assert!(RateMeter::new(10.0, 1, Duration::ZERO).replay(&at_rate) > 0);
+
+    // 20% too fast: 12 per second, same transit.
+    let fast: Vec<Instant> = (0..200)
+        .map(|i| t0 + Duration::from_secs_f64(f64::from(i) / 12.0) + transit(i))
+        .collect();
+    // 200 starts over 16.6 s, where at most 167 fit: at least 33 refused (more, in fact:
+    // after a refusal the next request comes later than the free slot, which is lost).
+    let refused = meter.replay(&fast);
+    assert!((33..=100).contains(&refused), "{refused} refused");
+    let caught_after = (1..=fast.len())
+        .find(|&n| meter.replay(&fast[..n]) > 0)
+        .unwrap();
+    println!("20% too fast: {refused} of 200 refused, the first at request {caught_after}");
+    assert!(caught_after <= 8, "first refusal at request {caught_after}");
+
+    // A burst of 10 at once against bursts of 3: 3 pass.
+    assert_eq!(
+        RateMeter::new(10.0, 3, DEFAULT_RATE_ALLOWANCE).replay(&[t0; 10]),
+        7
+    );
+
+    // `admit` says how early; a refusal leaves the schedule where it was.
+    let mut meter = RateMeter::new(10.0, 1, ms(20));
+    assert_eq!(meter.admit(t0), Ok(()));
+    assert_eq!(meter.admit(t0 + ms(50)), Err(ms(50)));
+    assert_eq!(meter.admit(t0 + ms(80)), Ok(())); // 20 ms early: allowed
+    assert_eq!(meter.admit(t0 + ms(150)), Err(ms(50))); // the schedule is at 200 ms
+    assert_eq!(meter.admit(t0 + ms(180)), Ok(()));
+}
+
+#[test]
+fn max_in_window_counts_the_busiest_window_of_a_hand_made_log() {
+    let t0 = Instant::now();
+    let at = |n: u64| t0 + ms(n);
+    // Out of order on purpose.
+    let times = [
+        at(0),
+        at(100),
+        at(10),
+        at(20),
+        at(500),
+        at(590),
+        at(600),
+        at(1000),
+    ];
+    // Windows are [t, t + W): an instant exactly W after another is not in its window.
+    for (window, most) in [
+        (0, 0),
+        (1, 1),
+        (10, 1),
+        (11, 2),
+        (21, 3),
+        (100, 3),
+        (101, 4),
+        (500, 4),
+        (1000, 7),
+        (1001, 8),
+    ] {
+        assert_eq!(
+            max_in_window(&times, ms(window)),
+            most,
+            "window {window} ms"
+        );
+    }
+    assert_eq!(max_in_window(&[], ms(5)), 0);
+    assert_eq!(max_in_window(&[at(5); 3], ms(1)), 3);
+
+    assert_eq!(count_between(&times, at(10), at(100)), 2);
+    assert_eq!(count_between(&times, at(590), at(1001)), 3);
+    assert_eq!(count_between(&times, at(0), at(0)), 0);
+    assert_eq!(count_between(&times, at(101), at(500)), 0);
+
+    assert_eq!(achieved_rate(&[at(1000), at(0), at(500)]), Some(2.0));
+    assert_eq!(achieved_rate(&[at(0)]), None);
+    assert_eq!(achieved_rate(&[at(7), at(7)]), None);
+    assert_eq!(achieved_rate(&[]), None);
+
+    assert_eq!(window_limit(10.0, 1, Duration::from_secs(1)), 11);
+    assert_eq!(window_limit(2.0, 3, ms(250)), 3);
+    assert_eq!(window_limit(20.0, 1, ms(1020)), 21);
+}
+
+#[test]
+fn retry_after_parses_seconds_and_http_dates() {
+    let secs = |n: u64| Some(Duration::from_secs(n));
+    assert_eq!(parse_retry_after("0"), secs(0));
+    assert_eq!(parse_retry_after("120"), secs(120));
+    assert_eq!(parse_retry_after(" 5 "), secs(5));
+    for bad in ["", "-1", "1.5", "+3", "soon", "99999999999999999999999"] {
+        assert_eq!(parse_retry_after(bad), None, "{bad:?}");
+    }
+
+    // RFC 9110's own example date is 784111777 s after the epoch.
+    let now = UNIX_EPOCH + Duration::from_secs(784_111_777);
+    assert_eq!(
+        parse_retry_after_at("Sun, 06 Nov 1994 08:49:37 GMT", now),
+        secs(0)
+    );
+    assert_eq!(
+        parse_retry_after_at("Sun, 06 Nov 1994 08:51:37 GMT", now),
+        secs(120)
+    );
+    assert_eq!(
+        parse_retry_after_at("Sat, 05 Nov 1994 08:49:37 GMT", now),
+        secs(0),
+        "past"
+    );
+    let leap_day = UNIX_EPOCH + Duration::from_secs(1_582_934_400 - 10);
+    assert_eq!(
+        parse_retry_after_at("Sat, 29 Feb 2020 00:00:00 GMT", leap_day),
+        secs(10)
+    );
+    assert_eq!(
+        parse_retry_after_at("Thu, 01 Jan 1970 00:00:00 GMT", UNIX_EPOCH),
+        secs(0)
+    );
+    for bad in [
+        "Sunday, 06-Nov-94 08:49:37 GMT", // obsolete RFC 850 form
+        "Sun Nov  6 08:49:37 1994",       // obsolete asctime form
+        "Sun, 06 Nov 1994 08:49:37 UTC",
+        "Sun, 31 Feb 2021 00:00:00 GMT",
+        "Sun, 6 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 24:00:00 GMT",
+    ] {
+        assert_eq!(parse_retry_after_at(bad, now), None, "{bad:?}");
+    }
 }

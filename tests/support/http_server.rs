@@ -1,4 +1,5 @@
-//! A loopback HTTP/1.1 server for tests and examples: several "hosts", real sockets.
+//! A loopback HTTP/1.1 server for tests and examples: several "hosts", real sockets, and a
+//! server-side judge of how politely a client behaves.
 //!
 //! Each host is its own listening port on 127.0.0.1 (an ephemeral port) with its own latency
 //! per response. One extra address refuses every connection, and a host built with
@@ -8,6 +9,55 @@
 //! The server runs on its own thread, on async-io (smol's reactor), so it works whatever
 //! runtime the client uses: smol, `run_sync`, tokio, or a plain blocking thread.
 //! [`TestServer::shutdown`] (or dropping the server) stops it and closes every socket.
+//!
+//! # What it measures
+//!
+//! - **Concurrency**: active connections per host and globally, with their peaks
+//!   ([`Stats::active`], [`Stats::peak`]; see "What is counted" below).
+//! - **Totals**: connections, requests, responses by status ([`Stats`]), and disconnects.
+//! - **Arrivals**: the instant of every request to a host, with its path, status and the
+//!   instant its answer went out ([`TestServer::arrivals`], [`Arrival`]). The free functions
+//!   [`max_in_window`], [`count_between`] and [`achieved_rate`] turn that log into claims
+//!   such as "never more than `burst + rate × W` requests in any window `W`" (bound:
+//!   [`window_limit`]) or "no request to this host during the second after its `429`".
+//! - **Rate violations**: with [`ServerBuilder::rate_limit`] (every host) or
+//!   [`ServerBuilder::host_rate_limit`] (one host) the server meters each host itself, with
+//!   its own [`RateMeter`], and answers a request that comes too soon with
+//!   `429 Too Many Requests` and `Retry-After: <seconds>`, counting it in
+//!   [`Stats::over_rate`]. A client that keeps to the rate sees no `429`; one that is 20%
+//!   too fast is caught within a few requests.
+//!
+//! # Scripted answers
+//!
+//! - [`ServerBuilder::too_many_requests`]: a host answers `429` with `Retry-After: N` to its
+//!   `k`-th request, and [`TestServer::too_many_requests_for`] makes it answer `429` to every
+//!   request for a while from now: a client should then pause the whole host.
+//! - [`ServerBuilder::flaky_retry_after`]: the `Retry-After` of a flaky host's `503`s
+//!   (`0` unless set).
+//!
+//! Every `429` goes out as soon as the request head is read, without the host's latency: a
+//! real rate limiter refuses before it does the work. `200`s and `503`s come after the latency.
+//!
+//! # The rate meter, and why it allows a little jitter
+//!
+//! A host's meter sees a request when the server *accepts* its connection (the earliest the
+//! server can know of it) and decides then, in accept order. It keeps a theoretical schedule
+//! (the "virtual scheduling" form of the generic cell rate algorithm): a request is on time
+//! if it comes no earlier than `interval = 1 / per_second` after the previous accepted one,
+//! with up to `burst` requests at once after a quiet spell. A request the meter refuses does
+//! not move the schedule, so `429`s count exactly the requests beyond the rate.
+//!
+//! Loopback transit is not instantaneous, and a busy machine may run the server thread late:
+//! a client that starts requests exactly at the rate can have two of them accepted slightly
+//! closer together than the interval. So a request may arrive up to an **allowance** early
+//! (20 ms unless [`ServerBuilder::rate_allowance`] says otherwise) and still be on time.
+//! Earliness is never carried over (the schedule stays where it was), so a client that is
+//! too fast on average is still caught: 20% too fast gains `interval / 6` per request and
+//! crosses any allowance after a few requests. At rates above `1 / allowance` the allowance
+//! also lets `floor(allowance × per_second)` extra requests into a burst.
+//!
+//! The server counts on one clock, [`std::time::Instant`], with real sockets: tokio's paused
+//! clock does not reach it.
 //!
 //! # One request per connection
 //!
@@ -49,10 +99,18 @@
 //!     .host("fast", Duration::from_millis(2))
 //!     .host("slow", Duration::from_millis(20))
 //!     .flaky_host("flaky", Duration::from_millis(2))
+//!     .rate_limit(10.0, 1) // every host: 10 requests per second, no burst
+//!     .too_many_requests("slow", 3, 1) // its 3rd request: `429`, `Retry-After: 1`
 //!     .start();
 //! let url = server.url("fast", "/page/1"); // "http://127.0.0.1:PORT/page/1"
 //! // ... fetch it ...
 //! assert_eq!(server.stats("fast").peak, 1);
+//! assert_eq!(server.stats("fast").over_rate, 0);
+//! let times = server.arrival_times("fast");
+//! let second = Duration::from_secs(1);
+//! // What the meter accepts keeps within the rate over any window, give or take the allowance.
+//! let limit = http_server::window_limit(10.0, 1, second + http_server::DEFAULT_RATE_ALLOWANCE);
+//! assert!(http_server::max_in_window(&times, second) <= limit);
 //! ```
 
 #![allow(dead_code)]
@@ -64,7 +122,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::stream::{FuturesUnordered, SelectAll};
@@ -80,23 +138,40 @@ pub fn page_body(host: &str, path: &str) -> String {
 /// The body of every `503` answer.
 pub const UNAVAILABLE_BODY: &str = "service unavailable, try again";
 
+/// The body of every `429` answer.
+pub const TOO_MANY_BODY: &str = "too many requests, slow down";
+
+/// How early a request may arrive and still be on time for a rate-limited host, unless
+/// [`ServerBuilder::rate_allowance`] says otherwise (see the module docs).
+pub const DEFAULT_RATE_ALLOWANCE: Duration = Duration::from_millis(20);
+
 /// The longest request head the server reads before answering `431`.
 const MAX_HEAD: usize = 16 * 1024;
 
 /// A snapshot of one host's counters (or, from [`TestServer::global`], all hosts' together).
+///
+/// Responses by status: `ok` (`200`), `too_many` (`429`), `unavailable` (`503`); the rest of
+/// `responses` are `400`/`431` answers to malformed requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Connections accepted and not yet answered (see the module docs).
     pub active: usize,
     /// The highest `active` seen since start (or the last [`TestServer::reset_peaks`]).
     pub peak: usize,
-    /// Connections accepted.
+    /// Connections accepted: one per request, since there is no keep-alive.
     pub connections: usize,
     /// Request heads read completely.
     pub requests: usize,
     /// Responses the server started to write, whatever their status. Counted before the
     /// first byte goes out, so a client holding a response always finds it counted here.
     pub responses: usize,
+    /// Of those, `200` answers.
+    pub ok: usize,
+    /// Of those, `429` answers: the rate meter's and the scripted ones.
+    pub too_many: usize,
+    /// Of the `429`s, those the rate meter gave: requests that came faster than the host's
+    /// rate allows. Zero for a polite client.
+    pub over_rate: usize,
     /// Of those, `503` answers.
     pub unavailable: usize,
     /// Connections the client closed before its response was completely written (including
@@ -104,34 +179,271 @@ pub struct Stats {
     pub disconnects: usize,
 }
 
+/// One request as the server saw it, from [`TestServer::arrivals`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    /// When the server accepted the connection: the request's arrival, and the instant the
+    /// rate meter judged. (One request per connection, see the module docs.)
+    pub at: Instant,
+    /// The request's path, once its head was read.
+    pub path: Option<String>,
+    /// The status answered, set when the response starts to go out; `None` while the
+    /// request is in progress, or for good if the client left first.
+    pub status: Option<u16>,
+    /// When the response started to go out (just before its first byte is written).
+    pub answered_at: Option<Instant>,
+    /// Whether the rate meter refused this request (its answer is then `429`).
+    pub over_rate: bool,
+}
+
+/// The most instants of `times` that fit in any window `[t, t + window)`.
+///
+/// `times` need not be sorted. An empty list gives 0; a zero window gives 0.
+pub fn max_in_window(times: &[Instant], window: Duration) -> usize {
+    let mut sorted = times.to_vec();
+    sorted.sort_unstable();
+    let mut best = 0;
+    let mut first = 0;
+    for (last, &at) in sorted.iter().enumerate() {
+        // The window ends just after `at`: drop from its front what is `window` or more
+        // before `at` (all of it, `at` included, for a zero window).
+        while first <= last && at.duration_since(sorted[first]) >= window {
+            first += 1;
+        }
+        best = best.max(last + 1 - first);
+    }
+    best
+}
+
+/// How many instants of `times` fall in `[from, until)`.
+pub fn count_between(times: &[Instant], from: Instant, until: Instant) -> usize {
+    times.iter().filter(|&&at| from <= at && at < until).count()
+}
+
+/// The mean rate between the first and the last of `times`, in requests per second:
+/// `(n - 1) / (last - first)`. `None` for fewer than two instants or when they all coincide.
+pub fn achieved_rate(times: &[Instant]) -> Option<f64> {
+    let first = times.iter().min()?;
+    let last = times.iter().max()?;
+    let span = last.duration_since(*first).as_secs_f64();
+    (times.len() >= 2 && span > 0.0).then(|| (times.len() - 1) as f64 / span)
+}
+
+/// The most requests `per_second` with `burst` lets into any window of length `window`:
+/// `burst + floor(per_second × window)`.
+///
+/// What a host's meter accepts keeps within `window_limit(per_second, burst, window +
+/// allowance)`, since each request may be up to the allowance early.
+pub fn window_limit(per_second: f64, burst: u32, window: Duration) -> usize {
+    burst as usize + (per_second * window.as_secs_f64()).floor() as usize
+}
+
+/// The server's own judge of a rate: `per_second` requests with bursts of up to `burst`,
+/// each request allowed to be up to `allowance` early (see the module docs).
+///
+/// Kept apart from tollgate's limiters on purpose: it is what they are measured against.
+/// Public so that a test can replay a list of instants through it ([`RateMeter::replay`]).
+#[derive(Clone, Debug)]
+pub struct RateMeter {
+    interval: Duration,
+    /// How far ahead of a request's own slot the schedule may run: `(burst - 1) × interval`.
+    tolerance: Duration,
+    allowance: Duration,
+    /// The theoretical arrival time of the next request on an even pace; `None` before
+    /// the first request.
+    schedule: Option<Instant>,
+}
+
+impl RateMeter {
+    /// A meter for `per_second` requests per second with bursts of up to `burst`.
+    ///
+    /// # Panics
+    ///
+    /// If `per_second` is not finite and positive, or `burst` is 0.
+    #[track_caller]
+    pub fn new(per_second: f64, burst: u32, allowance: Duration) -> Self {
+        assert!(
+            per_second.is_finite() && per_second > 0.0,
+            "rate {per_second} must be finite and positive"
+        );
+        assert!(burst >= 1, "burst must be at least 1");
+        let interval = Duration::from_secs_f64(1.0 / per_second);
+        Self {
+            interval,
+            tolerance: interval * (burst - 1),
+            allowance,
+            schedule: None,
+        }
+    }
+
+    /// Judges a request arriving at `now`: `Ok` if it is on time (the schedule moves on by
+    /// one interval), or `Err(wait)` with how much sooner than allowed it came (the schedule
+    /// stays), where `wait > allowance`.
+    ///
+    /// Instants should come in order; one a little out of order is judged as if it came
+    /// with the latest so far.
+    pub fn admit(&mut self, now: Instant) -> Result<(), Duration> {
+        let schedule = self.schedule.unwrap_or(now);
+        // On time if `now + allowance >= schedule - tolerance`, written without
+        // subtracting from an `Instant`.
+        let early = schedule
+            .saturating_duration_since(now)
+            .saturating_sub(self.tolerance);
+        if early > self.allowance {
+            return Err(early);
+        }
+        self.schedule = Some(schedule.max(now) + self.interval);
+        Ok(())
+    }
+
+    /// Runs `times` (in order) through a fresh copy of this meter and returns how many it
+    /// refuses.
+    pub fn replay(&self, times: &[Instant]) -> usize {
+        let mut meter = Self {
+            schedule: None,
+            ..self.clone()
+        };
+        times.iter().filter(|&&at| meter.admit(at).is_err()).count()
+    }
+
+    /// The spacing of requests on an even pace: `1 / per_second`.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+}
+
+/// How a host answers, set on the builder.
+#[derive(Debug, Clone)]
+struct HostPlan {
+    name: String,
+    latency: Duration,
+    flaky: bool,
+    flaky_retry_after: u64,
+    /// `(per_second, burst)`; `None` takes the builder's rate for every host, if any.
+    rate: Option<(f64, u32)>,
+    /// `(k, retry_after)`: answer the `k`-th request (from 1) with `429`.
+    scripted_429: Vec<(usize, u64)>,
+}
+
 /// Describes the hosts of a [`TestServer`] before it starts.
 #[derive(Debug, Default)]
 pub struct ServerBuilder {
-    hosts: Vec<(String, Duration, bool)>,
+    hosts: Vec<HostPlan>,
+    /// The rate of every host without its own; applied at `start`.
+    rate_for_all: Option<(f64, u32)>,
+    allowance: Option<Duration>,
 }
 
 impl ServerBuilder {
     /// Adds a host that answers every request with `200` after `latency`.
+    ///
+    /// # Panics
+    ///
+    /// If a host of that name was added already.
     #[track_caller]
     pub fn host(self, name: &str, latency: Duration) -> Self {
         self.add(name, latency, false)
     }
 
     /// Adds a host that answers `503` to the first request for each path and `200` to every
-    /// later one, each after `latency`.
+    /// later one, each after `latency`. The `503`s say `Retry-After: 0` unless
+    /// [`ServerBuilder::flaky_retry_after`] sets another value.
+    ///
+    /// # Panics
+    ///
+    /// If a host of that name was added already.
     #[track_caller]
     pub fn flaky_host(self, name: &str, latency: Duration) -> Self {
         self.add(name, latency, true)
     }
 
+    /// Meters every host (unless [`ServerBuilder::host_rate_limit`] sets its own rate):
+    /// `per_second` requests per second, bursts of up to `burst`; a request that comes too
+    /// soon is answered `429` with `Retry-After` (see the module docs).
+    ///
+    /// # Panics
+    ///
+    /// If `per_second` is not finite and positive, or `burst` is 0.
+    #[track_caller]
+    pub fn rate_limit(mut self, per_second: f64, burst: u32) -> Self {
+        RateMeter::new(per_second, burst, Duration::ZERO);
+        self.rate_for_all = Some((per_second, burst));
+        self
+    }
+
+    /// Meters `host` alone at `per_second` with bursts of up to `burst` (overrides
+    /// [`ServerBuilder::rate_limit`] for that host).
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host (yet), if `per_second` is not finite and positive, or
+    /// `burst` is 0.
+    #[track_caller]
+    pub fn host_rate_limit(mut self, host: &str, per_second: f64, burst: u32) -> Self {
+        RateMeter::new(per_second, burst, Duration::ZERO);
+        self.plan(host).rate = Some((per_second, burst));
+        self
+    }
+
+    /// How early a request may arrive at a rate-limited host and still be on time
+    /// ([`DEFAULT_RATE_ALLOWANCE`], 20 ms, unless set). Raise it on a machine so busy that
+    /// the server thread runs late; the meter still catches a client that is too fast on
+    /// average, a few requests later.
+    pub fn rate_allowance(mut self, allowance: Duration) -> Self {
+        self.allowance = Some(allowance);
+        self
+    }
+
+    /// Makes `host` answer its `k`-th request (counting every request from 1, whatever its
+    /// answer) with `429 Too Many Requests` and `Retry-After: retry_after_secs`, at once.
+    /// Call it again for more such requests.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host (yet) or `k` is 0.
+    #[track_caller]
+    pub fn too_many_requests(mut self, host: &str, k: usize, retry_after_secs: u64) -> Self {
+        assert!(k >= 1, "requests count from 1");
+        self.plan(host).scripted_429.push((k, retry_after_secs));
+        self
+    }
+
+    /// Sets the `Retry-After` of a flaky host's `503`s, in seconds.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host (yet) or it is not flaky.
+    #[track_caller]
+    pub fn flaky_retry_after(mut self, host: &str, retry_after_secs: u64) -> Self {
+        let plan = self.plan(host);
+        assert!(plan.flaky, "host {host:?} is not flaky");
+        plan.flaky_retry_after = retry_after_secs;
+        self
+    }
+
     #[track_caller]
     fn add(mut self, name: &str, latency: Duration, flaky: bool) -> Self {
         assert!(
-            self.hosts.iter().all(|(known, ..)| known != name),
+            self.hosts.iter().all(|known| known.name != name),
             "host {name:?} added twice"
         );
-        self.hosts.push((name.to_owned(), latency, flaky));
+        self.hosts.push(HostPlan {
+            name: name.to_owned(),
+            latency,
+            flaky,
+            flaky_retry_after: 0,
+            rate: None,
+            scripted_429: Vec::new(),
+        });
         self
+    }
+
+    #[track_caller]
+    fn plan(&mut self, host: &str) -> &mut HostPlan {
+        self.hosts
+            .iter_mut()
+            .find(|plan| plan.name == host)
+            .unwrap_or_else(|| panic!("no host named {host:?} (add it first)"))
     }
 
     /// Binds every port and starts the server thread.
@@ -143,16 +455,28 @@ impl ServerBuilder {
     /// If a port cannot be bound or the thread cannot start.
     pub fn start(self) -> TestServer {
         let global = Arc::new(Gauge::default());
+        let allowance = self.allowance.unwrap_or(DEFAULT_RATE_ALLOWANCE);
         let mut listeners = Vec::new();
         let mut hosts = Vec::new();
-        for (name, latency, flaky) in self.hosts {
+        for plan in self.hosts {
             let listener = StdListener::bind("127.0.0.1:0").expect("bind a loopback port");
+            let meter = plan
+                .rate
+                .or(self.rate_for_all)
+                .map(|(per_second, burst)| RateMeter::new(per_second, burst, allowance));
             let host = Arc::new(Host {
                 addr: listener.local_addr().expect("local address of a listener"),
-                name,
-                latency,
-                flaky,
+                name: plan.name,
+                latency: plan.latency,
+                flaky: plan.flaky,
+                flaky_retry_after: plan.flaky_retry_after,
+                scripted_429: plan.scripted_429,
                 seen_paths: Mutex::default(),
+                door: Mutex::new(Door {
+                    meter,
+                    arrivals: Vec::new(),
+                    throttle: None,
+                }),
                 gauge: Gauge::default(),
                 counters: Counters::default(),
                 global: global.clone(),
@@ -163,6 +487,7 @@ impl ServerBuilder {
         let refused = RefusedPort::new();
 
         let (stop, stopped) = smol::channel::bounded::<()>(1);
+        let started = Instant::now();
         let thread = std::thread::Builder::new()
             .name("tollgate-test-http-server".to_owned())
             .spawn(move || {
@@ -179,6 +504,7 @@ impl ServerBuilder {
             hosts,
             global,
             refused,
+            started,
             stop: Some(stop),
             thread: Some(thread),
         }
@@ -191,6 +517,7 @@ pub struct TestServer {
     hosts: Vec<Arc<Host>>,
     global: Arc<Gauge>,
     refused: RefusedPort,
+    started: Instant,
     stop: Option<smol::channel::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -242,6 +569,11 @@ impl TestServer {
         format!("http://{}{path}", self.refused.addr)
     }
 
+    /// When the server started (just before its thread did): a zero for printing arrivals.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
     /// The counters of `host`.
     ///
     /// # Panics
@@ -252,6 +584,41 @@ impl TestServer {
         self.host(host).stats()
     }
 
+    /// Every request `host` received so far, in arrival order.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host.
+    #[track_caller]
+    pub fn arrivals(&self, host: &str) -> Vec<Arrival> {
+        self.host(host).door.lock().unwrap().arrivals.clone()
+    }
+
+    /// The arrival instants of every request `host` received so far, in order: the input of
+    /// [`max_in_window`], [`count_between`] and [`achieved_rate`].
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host.
+    #[track_caller]
+    pub fn arrival_times(&self, host: &str) -> Vec<Instant> {
+        let door = self.host(host).door.lock().unwrap();
+        door.arrivals.iter().map(|arrival| arrival.at).collect()
+    }
+
+    /// Makes `host` answer `429` with `Retry-After: retry_after_secs` to every request that
+    /// arrives during `duration` from now (the rate meter still judges them first). A zero
+    /// `duration` ends such a spell early.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host.
+    #[track_caller]
+    pub fn too_many_requests_for(&self, host: &str, duration: Duration, retry_after_secs: u64) {
+        let until = Instant::now() + duration;
+        self.host(host).door.lock().unwrap().throttle = Some((until, retry_after_secs));
+    }
+
     /// The counters summed over all hosts, with the global active count and its peak.
     pub fn global(&self) -> Stats {
         let mut total = self.hosts.iter().fold(Stats::default(), |mut total, host| {
@@ -259,6 +626,9 @@ impl TestServer {
             total.connections += stats.connections;
             total.requests += stats.requests;
             total.responses += stats.responses;
+            total.ok += stats.ok;
+            total.too_many += stats.too_many;
+            total.over_rate += stats.over_rate;
             total.unavailable += stats.unavailable;
             total.disconnects += stats.disconnects;
             total
@@ -342,11 +712,33 @@ struct Host {
     addr: SocketAddr,
     latency: Duration,
     flaky: bool,
+    flaky_retry_after: u64,
+    scripted_429: Vec<(usize, u64)>,
     /// Paths already answered once with `503` (flaky hosts only).
     seen_paths: Mutex<HashSet<String>>,
+    door: Mutex<Door>,
     gauge: Gauge,
     counters: Counters,
     global: Arc<Gauge>,
+}
+
+/// What a host decides when a connection arrives, and its log: one lock, taken once per
+/// arrival and once per answer.
+#[derive(Debug)]
+struct Door {
+    meter: Option<RateMeter>,
+    arrivals: Vec<Arrival>,
+    /// `(until, retry_after)`: answer `429` to whatever arrives before `until`.
+    throttle: Option<(Instant, u64)>,
+}
+
+/// The door's verdict on one arrival.
+#[derive(Clone, Copy, Debug)]
+struct Ticket {
+    /// The arrival's place in the host's log.
+    index: usize,
+    /// `Some(retry_after)`: answer `429` at once.
+    refuse: Option<u64>,
 }
 
 impl Host {
@@ -358,8 +750,70 @@ impl Host {
             connections: load(&self.counters.connections),
             requests: load(&self.counters.requests),
             responses: load(&self.counters.responses),
+            ok: load(&self.counters.ok),
+            too_many: load(&self.counters.too_many),
+            over_rate: load(&self.counters.over_rate),
             unavailable: load(&self.counters.unavailable),
             disconnects: load(&self.counters.disconnects),
+        }
+    }
+
+    /// Logs a connection accepted at `at` and decides whether it gets a `429`: first the
+    /// rate meter, then the scripted `k`-th request, then a spell of `429`s.
+    fn arrive(&self, at: Instant) -> Ticket {
+        let mut door = self.door.lock().unwrap();
+        let index = door.arrivals.len();
+        let over_rate = match door.meter.as_mut().map(|meter| meter.admit(at)) {
+            // Whole seconds, rounded up: the client must not come back before it may.
+            Some(Err(early)) => Some(early.as_secs() + u64::from(early.subsec_nanos() > 0)),
+            _ => None,
+        };
+        let scripted = self
+            .scripted_429
+            .iter()
+            .find(|(k, _)| *k == index + 1)
+            .map(|(_, retry_after)| *retry_after);
+        let throttled = door
+            .throttle
+            .filter(|(until, _)| at < *until)
+            .map(|(_, retry_after)| retry_after);
+        door.arrivals.push(Arrival {
+            at,
+            path: None,
+            status: None,
+            answered_at: None,
+            over_rate: over_rate.is_some(),
+        });
+        Ticket {
+            index,
+            refuse: over_rate.or(scripted).or(throttled),
+        }
+    }
+
+    fn record_path(&self, ticket: Ticket, path: &str) {
+        self.door.lock().unwrap().arrivals[ticket.index].path = Some(path.to_owned());
+    }
+
+    /// Counts a response about to go out: before its first byte, so a client that holds it
+    /// finds it counted.
+    fn record_answer(&self, ticket: Ticket, status: u16) {
+        let now = Instant::now();
+        let over_rate = {
+            let mut door = self.door.lock().unwrap();
+            let arrival = &mut door.arrivals[ticket.index];
+            arrival.status = Some(status);
+            arrival.answered_at = Some(now);
+            arrival.over_rate
+        };
+        bump(&self.counters.responses);
+        match status {
+            200 => bump(&self.counters.ok),
+            429 => bump(&self.counters.too_many),
+            503 => bump(&self.counters.unavailable),
+            _ => {}
+        }
+        if over_rate {
+            bump(&self.counters.over_rate);
         }
     }
 
@@ -378,6 +832,9 @@ struct Counters {
     connections: AtomicUsize,
     requests: AtomicUsize,
     responses: AtomicUsize,
+    ok: AtomicUsize,
+    too_many: AtomicUsize,
+    over_rate: AtomicUsize,
     unavailable: AtomicUsize,
     disconnects: AtomicUsize,
 }
@@ -440,7 +897,11 @@ async fn serve_all(listeners: Vec<(StdListener, Arc<Host>)>) {
             // Drive the open connections; an empty set is simply done for now.
             while let Poll::Ready(Some(())) = connections.poll_next_unpin(cx) {}
             match incoming.poll_next_unpin(cx) {
-                Poll::Ready(Some((Ok(stream), host))) => connections.push(serve(stream, host)),
+                Poll::Ready(Some((Ok(stream), host))) => {
+                    // Judged here, in accept order, at the earliest instant the server knows.
+                    let ticket = host.arrive(Instant::now());
+                    connections.push(serve(stream, host, ticket));
+                }
                 // A failed accept (the client gave up in the backlog, or no file descriptor
                 // was free) is the client's problem; keep accepting.
                 Poll::Ready(Some((Err(_), _))) => {}
@@ -452,32 +913,23 @@ async fn serve_all(listeners: Vec<(StdListener, Arc<Host>)>) {
 }
 
 /// Serves one request on `stream` and closes it.
-async fn serve(mut stream: TcpStream, host: Arc<Host>) {
+async fn serve(mut stream: TcpStream, host: Arc<Host>, ticket: Ticket) {
     bump(&host.counters.connections);
     let host_active = host.gauge.enter();
     let global_active = host.global.enter();
-    let answer = answer(&mut stream, &host).await;
+    let answer = answer(&mut stream, &host, ticket).await;
     // Stop counting before anything else is recorded, so a test that sees the outcome
     // (a disconnect, a response) also sees the connection no longer active; and stop
     // before the client can see a response (see the module docs).
     drop(host_active);
     drop(global_active);
-    let Some((status, body)) = answer else {
+    let Some(answer) = answer else {
         bump(&host.counters.disconnects);
         return;
     };
 
-    // Count the response before the client can see it, too: a client that has its
-    // response always finds it counted.
-    bump(&host.counters.responses);
-    if status == 503 {
-        bump(&host.counters.unavailable);
-    }
-    if stream
-        .write_all(response(status, &body).as_bytes())
-        .await
-        .is_err()
-    {
+    host.record_answer(ticket, answer.status);
+    if stream.write_all(answer.to_http().as_bytes()).await.is_err() {
         bump(&host.counters.disconnects);
         return;
     }
@@ -486,15 +938,59 @@ async fn serve(mut stream: TcpStream, host: Arc<Host>) {
     let _ = stream.close().await;
 }
 
-/// Reads the request and waits out the latency; returns the status and body to answer
-/// with, or `None` when the client left first.
-async fn answer(stream: &mut TcpStream, host: &Host) -> Option<(u16, String)> {
+/// A response to write.
+struct Answer {
+    status: u16,
+    retry_after: Option<u64>,
+    body: String,
+}
+
+impl Answer {
+    fn new(status: u16, retry_after: Option<u64>, body: impl Into<String>) -> Self {
+        Self {
+            status,
+            retry_after,
+            body: body.into(),
+        }
+    }
+
+    fn to_http(&self) -> String {
+        let Self {
+            status,
+            retry_after,
+            body,
+        } = self;
+        let reason = match status {
+            200 => "OK",
+            400 => "Bad Request",
+            429 => "Too Many Requests",
+            431 => "Request Header Fields Too Large",
+            503 => "Service Unavailable",
+            _ => "Unknown",
+        };
+        let retry_after =
+            retry_after.map_or_else(String::new, |secs| format!("Retry-After: {secs}\r\n"));
+        format!(
+            "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
+             {retry_after}Connection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+}
+
+/// Reads the request and waits out the latency; returns what to answer, or `None` when the
+/// client left first. A refused request is answered `429` as soon as its head is read.
+async fn answer(stream: &mut TcpStream, host: &Host, ticket: Ticket) -> Option<Answer> {
     let path = match read_request_path(stream).await {
         Ok(Ok(path)) => path,
-        Ok(Err(status)) => return Some((status, String::new())),
+        Ok(Err(status)) => return Some(Answer::new(status, None, "")),
         Err(_) => return None,
     };
     bump(&host.counters.requests);
+    host.record_path(ticket, &path);
+    if let Some(retry_after) = ticket.refuse {
+        return Some(Answer::new(429, Some(retry_after), TOO_MANY_BODY));
+    }
     // Wait out the latency, watching for the client to leave meanwhile.
     let left = future::or(
         async {
@@ -511,8 +1007,8 @@ async fn answer(stream: &mut TcpStream, host: &Host) -> Option<(u16, String)> {
         return None;
     }
     Some(match host.status_for(&path) {
-        503 => (503, UNAVAILABLE_BODY.to_owned()),
-        _ => (200, page_body(&host.name, &path)),
+        503 => Answer::new(503, Some(host.flaky_retry_after), UNAVAILABLE_BODY),
+        _ => Answer::new(200, None, page_body(&host.name, &path)),
     })
 }
 
@@ -551,24 +1047,4 @@ async fn read_request_path(stream: &mut TcpStream) -> io::Result<Result<String, 
 async fn closed_by_peer(stream: &mut TcpStream) {
     let mut sink = [0; 512];
     while let Ok(1..) = stream.read(&mut sink).await {}
-}
-
-fn response(status: u16, body: &str) -> String {
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        431 => "Request Header Fields Too Large",
-        503 => "Service Unavailable",
-        _ => "Unknown",
-    };
-    let retry_after = if status == 503 {
-        "Retry-After: 0\r\n"
-    } else {
-        ""
-    };
-    format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
-         {retry_after}Connection: close\r\n\r\n{body}",
-        body.len()
-    )
 }
