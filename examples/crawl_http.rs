@@ -14,10 +14,16 @@
 //!    server sees the slow one's connection closed.
 //! 3. The headline: the same `--headline` URLs fetched one by one, then bounded-concurrent,
 //!    with both times and the speed-up.
+//! 4. Polite crawling: `--polite` URLs over eight hosts that each allow `--rate` requests per
+//!    second and answer `429` with `Retry-After` to a client that is faster, crawled with
+//!    `.per_key_rate(..)` at that rate. The last line is the servers' verdict, in this form:
+//!    `polite: R requests to H hosts at P/s per host: V over the rate (server-measured),
+//!    X% of the allowed rate` (V counts the requests the hosts' meters refused; X is the
+//!    rate each host measured, averaged, against the rate it allows).
 //!
 //! ```text
 //! cargo run --release --example crawl_http -- [--urls N] [--global G] [--per-host P]
-//!                                             [--headline N]
+//!                                             [--headline N] [--polite N] [--rate R]
 //! ```
 //!
 //! It runs under `run_sync` with the smol-world client (hyper over async-io's socket, via
@@ -37,9 +43,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use http_client::{ClientError, get};
-use http_server::{TestServer, page_body};
+use http_server::{TestServer, achieved_rate, page_body};
 use tollgate::testing::eventually;
-use tollgate::{RetryError, map_async, race, retry};
+use tollgate::{Rate, RetryError, RetryPolicy, map_async, race, retry};
 
 /// The healthy hosts and their latencies in milliseconds.
 const HOSTS: [(&str, u64); 4] = [("alpha", 1), ("bravo", 2), ("charlie", 3), ("delta", 5)];
@@ -55,6 +61,8 @@ struct Settings {
     global: usize,
     per_host: usize,
     headline: usize,
+    polite: usize,
+    rate: u32,
 }
 
 impl Settings {
@@ -64,6 +72,8 @@ impl Settings {
             global: 16,
             per_host: 4,
             headline: 400,
+            polite: 400,
+            rate: 20,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
@@ -76,6 +86,8 @@ impl Settings {
                 "--global" => settings.global = number,
                 "--per-host" => settings.per_host = number,
                 "--headline" => settings.headline = number,
+                "--polite" => settings.polite = number,
+                "--rate" => settings.rate = u32::try_from(number).unwrap_or(u32::MAX).max(1),
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
@@ -390,7 +402,65 @@ async fn part_headline(server: &TestServer, settings: &Settings) -> Result<(), S
     Ok(())
 }
 
-/// All three parts against a fresh server (the flaky host answers 503 once per path).
+/// The hosts of the polite part.
+const POLITE_HOSTS: usize = 8;
+
+/// Part 4: a crawl at the hosts' own rate, judged by the hosts.
+async fn part_polite(settings: &Settings) -> Result<(), String> {
+    let hosts: Vec<String> = (0..POLITE_HOSTS).map(|h| format!("polite-{h}")).collect();
+    let server = hosts
+        .iter()
+        .fold(TestServer::builder(), |builder, host| {
+            builder.host(host, Duration::from_millis(2))
+        })
+        .rate_limit(f64::from(settings.rate), 1)
+        .start();
+    let urls: Vec<String> = (0..settings.polite)
+        .map(|i| server.url(&hosts[i % POLITE_HOSTS], &format!("/polite/{i}")))
+        .collect();
+    // A 429 would be retried after the server's Retry-After, with the whole host paused.
+    let too_many = |error: &FetchError| match error {
+        FetchError::Status(429) => Some(Duration::from_secs(1)),
+        _ => None,
+    };
+    let policy = RetryPolicy::new()
+        .attempts(3)
+        .when(|error| matches!(error, FetchError::Status(429) | FetchError::Unavailable))
+        .retry_after(too_many)
+        .pause_key(too_many);
+    let start = Instant::now();
+    let results = map_async(urls.iter().map(String::as_str), settings.global, fetch)
+        .per_key(|url| host_of(url), settings.per_host)
+        .per_key_rate(Rate::per_second(settings.rate))
+        .retry(policy)
+        .await;
+    let elapsed = start.elapsed();
+    let failed = results.iter().filter(|result| result.is_err()).count();
+    ensure(
+        failed == 0,
+        format_args!("every polite page fetched ({failed} failed)"),
+    )?;
+    let over: usize = hosts.iter().map(|host| server.stats(host).over_rate).sum();
+    let measured: Vec<f64> = hosts
+        .iter()
+        .filter_map(|host| achieved_rate(&server.arrival_times(host)))
+        .collect();
+    let share = 100.0 * measured.iter().sum::<f64>()
+        / measured.len().max(1) as f64
+        / f64::from(settings.rate);
+    server.shutdown();
+    println!("  polite crawl took {}", ms(elapsed));
+    println!(
+        "polite: {} requests to {POLITE_HOSTS} hosts at {}/s per host: {over} over the rate \
+         (server-measured), {share:.0}% of the allowed rate",
+        urls.len(),
+        settings.rate,
+    );
+    ensure(over == 0, "no request over a host's rate")
+}
+
+/// All four parts: the first three against one fresh server (the flaky host answers 503 once
+/// per path), the polite crawl against its own rate-limited hosts.
 async fn run_all(world: &str, settings: &Settings) -> Result<(), String> {
     println!("[{world}]");
     let server = HOSTS
@@ -406,7 +476,7 @@ async fn run_all(world: &str, settings: &Settings) -> Result<(), String> {
     part_race(&server).await?;
     part_headline(&server, settings).await?;
     server.shutdown();
-    Ok(())
+    part_polite(settings).await
 }
 
 fn main() -> ExitCode {
@@ -414,7 +484,10 @@ fn main() -> ExitCode {
         Ok(settings) => settings,
         Err(error) => {
             eprintln!("{error}");
-            eprintln!("usage: crawl_http [--urls N] [--global G] [--per-host P] [--headline N]");
+            eprintln!(
+                "usage: crawl_http [--urls N] [--global G] [--per-host P] [--headline N] \
+                 [--polite N] [--rate R]"
+            );
             return ExitCode::from(2);
         }
     };
