@@ -1,0 +1,132 @@
+//! Polite crawling on real sockets, judged by the loopback server: its hosts meter their
+//! rate and answer `429` with `Retry-After` to a client that is too fast, and log when every
+//! request arrived. Under every runtime (smol, `run_sync`, tokio current and multi-thread).
+//!
+//! - a crawl configured at the hosts' rate gets no `429` and reaches at least 90% of it;
+//! - a host that answers `429 Retry-After: 1` gets no request for that second, while the
+//!   other hosts keep going;
+//! - with a flaky host, retries wait without holding slots: the other hosts use every slot
+//!   during the pause.
+
+mod common;
+#[path = "support/http_client.rs"]
+mod http_client;
+#[path = "support/http_server.rs"]
+mod http_server;
+
+use std::time::Duration;
+
+use common::matrix;
+use http_client::{ClientError, get_ok};
+use http_server::{TestServer, achieved_rate, count_between, max_in_window, window_limit};
+use tollgate::{Rate, RetryPolicy, map_async};
+
+fn host_of(url: &str) -> String {
+    url.split('/').nth(2).unwrap_or_default().to_owned()
+}
+
+/// The policy a polite crawler uses: retry 429s and 503s, as long as the server says, and
+/// let a 429 pause the whole host.
+fn polite_policy() -> RetryPolicy<String, ClientError> {
+    let too_many = |error: &ClientError| {
+        (error.status() == Some(429)).then(|| error.retry_after().unwrap_or(Duration::from_secs(1)))
+    };
+    RetryPolicy::new()
+        .attempts(4)
+        .interval(Duration::from_millis(1))
+        .when(|error: &ClientError| matches!(error.status(), Some(429 | 503)))
+        .retry_after(ClientError::retry_after)
+        .pause_key(too_many)
+}
+
+matrix! {
+    async fn a_crawl_at_the_hosts_rate_gets_no_429_and_most_of_the_rate() {
+        const RATE: u32 = 20;
+        let hosts = ["a", "b", "c", "d"];
+        let server = hosts
+            .iter()
+            .fold(TestServer::builder(), |builder, host| builder.host(host, Duration::from_millis(2)))
+            .rate_limit(f64::from(RATE), 1)
+            .start();
+        let urls: Vec<String> = (0..120).map(|i| server.url(hosts[i % 4], &format!("/{i}"))).collect();
+        let pages = map_async(urls, 8, get_ok)
+            .per_key(|url| host_of(url), 2)
+            .per_key_rate(Rate::per_second(RATE))
+            .await;
+        assert!(pages.iter().all(Result::is_ok), "{:?}", pages.iter().find(|page| page.is_err()));
+        for host in hosts {
+            let stats = server.stats(host);
+            assert_eq!((stats.over_rate, stats.too_many), (0, 0), "{host}: {stats:?}");
+            let times = server.arrival_times(host);
+            assert_eq!(times.len(), 30);
+            let window = Duration::from_millis(500);
+            assert!(max_in_window(&times, window) <= window_limit(f64::from(RATE), 1, window));
+            let achieved = achieved_rate(&times).unwrap();
+            assert!(achieved >= 0.9 * f64::from(RATE), "{host}: {achieved:.1}/s");
+        }
+        server.shutdown();
+    }
+
+    async fn a_429_pauses_its_host_for_the_retry_after_while_others_go_on() {
+        let server = TestServer::builder()
+            .host("paused", Duration::from_millis(1))
+            .host("busy", Duration::from_millis(1))
+            // The 3rd request to "paused" gets 429 with Retry-After: 1.
+            .too_many_requests("paused", 3, 1)
+            .start();
+        let urls: Vec<String> = (0..10)
+            .map(|i| server.url("paused", &format!("/{i}")))
+            .chain((0..40).map(|i| server.url("busy", &format!("/{i}"))))
+            .collect();
+        let pages = map_async(urls, 4, get_ok)
+            .per_key(|url| host_of(url), 1)
+            .per_key_rate(Rate::per_second(25))
+            .retry(polite_policy())
+            .await;
+        assert!(pages.iter().all(Result::is_ok));
+        let arrivals = server.arrivals("paused");
+        let refused = arrivals
+            .iter()
+            .find(|arrival| arrival.status == Some(429))
+            .and_then(|arrival| arrival.answered_at)
+            .expect("the 3rd request got a 429");
+        let paused_times: Vec<_> = arrivals.iter().map(|arrival| arrival.at).collect();
+        let pause_end = refused + Duration::from_secs(1);
+        assert_eq!(count_between(&paused_times, refused, pause_end), 0, "a request came during the pause");
+        assert_eq!(paused_times.len(), 11, "10 pages and the one retry");
+        let busy = server.arrival_times("busy");
+        let during = count_between(&busy, refused, pause_end);
+        assert!(during >= 10, "the other host went on during the pause: {during} requests");
+        server.shutdown();
+    }
+
+    async fn retries_of_a_flaky_host_wait_without_holding_slots() {
+        let server = TestServer::builder()
+            .flaky_host("flaky", Duration::from_millis(1))
+            .host("steady", Duration::from_millis(20))
+            // The flaky host's 503s ask for a one-second pause.
+            .flaky_retry_after("flaky", 1)
+            .start();
+        // The flaky items come first: if their retries held their slots for the pause,
+        // the steady host would get none of the 4 for a second.
+        let urls: Vec<String> = (0..4)
+            .map(|i| server.url("flaky", &format!("/{i}")))
+            .chain((0..40).map(|i| server.url("steady", &format!("/{i}"))))
+            .collect();
+        let pages = map_async(urls, 4, get_ok)
+            .per_key(|url| host_of(url), 4)
+            .retry(polite_policy())
+            .await;
+        assert!(pages.iter().all(Result::is_ok));
+        let flaky = server.arrival_times("flaky");
+        assert_eq!(flaky.len(), 8, "each flaky page twice");
+        let mut sorted = flaky.clone();
+        sorted.sort();
+        let (first_answers, retries) = (sorted[3], sorted[4]);
+        let steady = server.arrival_times("steady");
+        let during = count_between(&steady, first_answers, retries);
+        assert_eq!(during, 40, "every steady request ran during the flaky host's pause");
+        assert_eq!(server.stats("steady").peak, 4, "and it got every slot");
+        server.shutdown();
+    }
+}
