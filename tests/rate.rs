@@ -337,6 +337,21 @@ fn a_million_keys_used_once_leave_almost_nothing_behind() {
 }
 
 #[test]
+fn busy_keys_are_never_forgotten() {
+    let per_key = KeyedRateLimiter::<u64>::new(Rate::every(Duration::from_secs(3600)));
+    for key in 0..20_000u64 {
+        per_key.check_key(&key).unwrap();
+    }
+    assert_eq!(per_key.len(), 20_000);
+    for key in 0..20_000u64 {
+        assert!(
+            per_key.check_key(&key).is_err(),
+            "key {key} forgotten while busy"
+        );
+    }
+}
+
+#[test]
 fn keys_busy_at_once_are_kept_and_dropped_by_the_next_calls_once_idle() {
     let interval = Duration::from_millis(300);
     let per_key = KeyedRateLimiter::<u64>::new(Rate::every(interval));

@@ -622,3 +622,46 @@ impl<K: Hash + Eq> fmt::Debug for UntilKeyReady<'_, K> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl<K: Hash + Eq> KeyedRateLimiter<K> {
+        /// Entries the shards have room for: the memory they hold.
+        fn capacity(&self) -> usize {
+            self.shards
+                .iter()
+                .map(|shard| lock(&shard.table).tats.capacity())
+                .sum()
+        }
+    }
+
+    #[test]
+    fn forgetting_idle_keys_gives_their_memory_back() {
+        let interval = Duration::from_millis(50);
+        let per_key = KeyedRateLimiter::<u64>::new(Rate::every(interval));
+        for key in 0..50_000 {
+            per_key.check_key(&key).unwrap();
+        }
+        std::thread::sleep(interval + Duration::from_millis(10));
+        for key in 0..1_000u64 {
+            per_key.check_key(&(u64::MAX - key)).unwrap();
+        }
+        // Every shard was emptied and rebuilt with about 31 fresh keys: room for a few
+        // dozen each, not for the thousands it once held.
+        assert!(
+            per_key.capacity() <= SHARDS * 2 * SWEEP_FLOOR,
+            "{}",
+            per_key.capacity()
+        );
+    }
+
+    #[test]
+    fn the_shard_bits_are_not_the_maps_tag_bits() {
+        // The map tags entries with the hash's top 7 bits: the shard must not fix them.
+        for hash in [0u64, u64::MAX, 1 << 63, 0x7f << 57] {
+            assert_eq!(shard_of(hash), shard_of(hash ^ (0x7f << 57)));
+        }
+    }
+}
