@@ -28,8 +28,10 @@ use std::time::{Duration, Instant};
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateLimitError {
+    /// When the refused check read the clock; `ready_at` is computed from it on demand, so
+    /// a refusal costs no clock arithmetic unless asked.
+    checked_at: Instant,
     retry_after: Duration,
-    ready_at: Instant,
 }
 
 impl RateLimitError {
@@ -37,12 +39,8 @@ impl RateLimitError {
     #[inline]
     pub(crate) fn new(now: Instant, retry_after: Duration) -> Self {
         Self {
+            checked_at: now,
             retry_after,
-            // `checked_add` fails only for waits of centuries: say "never" as late as the
-            // clock can.
-            ready_at: now
-                .checked_add(retry_after)
-                .unwrap_or_else(|| super::gcra::instant_at(u64::MAX)),
         }
     }
 
@@ -54,7 +52,11 @@ impl RateLimitError {
     /// When a start is allowed, on the clock of the code that checked (tokio's, paused or
     /// not, inside a tokio runtime with the `tokio` feature; the system's elsewhere).
     pub fn ready_at(&self) -> Instant {
-        self.ready_at
+        // `checked_add` fails only for waits of centuries: say "never" as late as the
+        // clock can.
+        self.checked_at
+            .checked_add(self.retry_after)
+            .unwrap_or_else(|| super::gcra::instant_at(u64::MAX))
     }
 }
 
@@ -75,3 +77,29 @@ impl fmt::Display for RateLimitError {
 }
 
 impl std::error::Error for RateLimitError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_rounds_up_to_whole_milliseconds() {
+        let now = Instant::now();
+        let shown = |wait| RateLimitError::new(now, wait).to_string();
+        assert_eq!(
+            shown(Duration::from_micros(36_200)),
+            "rate limited: next start allowed in 37ms"
+        );
+        assert_eq!(
+            shown(Duration::from_millis(1_500)),
+            "rate limited: next start allowed in 1.5s"
+        );
+        assert_eq!(
+            shown(Duration::from_micros(250)),
+            "rate limited: next start allowed in 250µs"
+        );
+        let error = RateLimitError::new(now, Duration::from_millis(5));
+        assert_eq!(error.ready_at(), now + Duration::from_millis(5));
+        assert!(RateLimitError::new(now, Duration::MAX).ready_at() > now);
+    }
+}
