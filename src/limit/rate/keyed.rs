@@ -49,8 +49,9 @@ const SWEEP_FLOOR: usize = 64;
 /// time it is used, and loses it once idle (its last start is over one interval ago, so it
 /// would decide like a fresh key anyway). **Idle keys are forgotten automatically**, as
 /// calls come in, with no `retain_recent()` to call: crawling a million distinct hosts once
-/// each keeps only those used within about the last interval, and a table of idle keys is
-/// emptied by the next calls after one interval. Memory grows with the keys busy at once,
+/// each keeps only those used within about the last interval, and once every key is idle
+/// the next calls empty the table (a shard keeps up to a few dozen idle keys, which cost
+/// less to keep than to rebuild). Memory grows with the keys busy at once,
 /// not with the keys ever seen.
 ///
 /// Everything [`RateLimiter`](crate::RateLimiter)'s docs say holds per key: one rate per
