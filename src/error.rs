@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::limit::bulkhead::BulkheadError;
+use crate::limit::rate::RateLimitError;
 use crate::race::RaceError;
 use crate::retry::RetryError;
 use crate::runtime::RunSyncError;
@@ -36,6 +37,9 @@ pub enum Error {
     Eventually(EventuallyError),
     /// A [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead) refused.
     Bulkhead(BulkheadError),
+    /// A [`RateLimiter`](crate::RateLimiter) or
+    /// [`KeyedRateLimiter`](crate::KeyedRateLimiter) refused a start that came too soon.
+    RateLimit(RateLimitError),
     /// No contestant of a [`race`](crate::race) succeeded; each error is boxed.
     Race(RaceError<Box<dyn std::error::Error + Send + Sync>>),
     /// A [`retry`](crate::retry) gave up; each attempt's error is boxed.
@@ -49,6 +53,7 @@ impl fmt::Display for Error {
             Error::RunSync(error) => error.fmt(f),
             Error::Eventually(error) => error.fmt(f),
             Error::Bulkhead(error) => error.fmt(f),
+            Error::RateLimit(error) => error.fmt(f),
             Error::Race(error) => error.fmt(f),
             Error::Retry(error) => error.fmt(f),
         }
@@ -64,6 +69,7 @@ impl std::error::Error for Error {
             Error::RunSync(error) => error.source(),
             Error::Eventually(error) => error.source(),
             Error::Bulkhead(error) => error.source(),
+            Error::RateLimit(error) => error.source(),
             Error::Race(error) => error.source(),
             Error::Retry(error) => error.source(),
         }
@@ -84,5 +90,6 @@ from_error!(
     Timeout(TimeoutError),
     RunSync(RunSyncError),
     Eventually(EventuallyError),
-    Bulkhead(BulkheadError)
+    Bulkhead(BulkheadError),
+    RateLimit(RateLimitError)
 );

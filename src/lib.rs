@@ -25,7 +25,7 @@ pub use crate::limit::bulkhead::keyed::{
 pub use crate::limit::bulkhead::{
     Bulkhead, BulkheadError, BulkheadPermit, BulkheadPermitArc, BulkheadStats,
 };
-pub use crate::limit::rate::Rate;
+pub use crate::limit::rate::{KeyedRateLimiter, Rate, RateLimitError, RateLimiter};
 pub use crate::limit::semaphore::{Semaphore, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{BoundedStreamExt, amap_iter, gather_limit, map_async, try_map_async};
 pub use crate::race::{IntoContestants, RaceError, race};
@@ -43,6 +43,7 @@ pub mod futures {
         KeyedBulkheadAcquire, KeyedBulkheadAcquireArc, KeyedBulkheadRun,
     };
     pub use crate::limit::bulkhead::{BulkheadAcquire, BulkheadAcquireArc, BulkheadRun};
+    pub use crate::limit::rate::{UntilKeyReady, UntilReady};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::map::{
         GatherLimit, MapAsync, MapBounded, MapUnordered, NoRetry, PerKey, TryMapAsync, Unkeyed,

@@ -14,9 +14,19 @@
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-/// The instant that clock readings count from. Readings before it (tokio's paused clock
-/// can lag behind) count as the origin itself.
-static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
+/// The instant that clock readings count from: up to an hour before the first reading, so
+/// that a clock which lags the system's (tokio's paused clock stays at the instant its
+/// runtime was paused, which may be before the origin was first read) still reads distinct
+/// times. Readings before it count as the origin itself.
+static ORIGIN: LazyLock<Instant> = LazyLock::new(|| {
+    let now = Instant::now();
+    // `Instant` cannot go before the system's boot on some platforms: take the largest
+    // step back that it can represent.
+    [3600, 60, 1, 0]
+        .into_iter()
+        .find_map(|secs| now.checked_sub(Duration::from_secs(secs)))
+        .unwrap_or(now)
+});
 
 /// Nanoseconds from the origin to `instant`, saturating at both ends.
 #[inline]
@@ -40,8 +50,13 @@ fn far_future(from: Instant) -> Instant {
     from + Duration::from_secs(60 * 60 * 24 * 365 * 30)
 }
 
-fn duration_nanos(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+const fn duration_nanos(duration: Duration) -> u64 {
+    let nanos = duration.as_nanos();
+    if nanos > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        nanos as u64
+    }
 }
 
 /// How many starts are allowed per unit of time, and how many may come at once after a
@@ -79,7 +94,7 @@ impl Rate {
     ///
     /// If `count` is 0 (a rate of nothing would never start anything).
     #[track_caller]
-    pub fn per_second(count: u32) -> Self {
+    pub const fn per_second(count: u32) -> Self {
         Self::per(count, Duration::from_secs(1))
     }
 
@@ -89,7 +104,7 @@ impl Rate {
     ///
     /// If `count` is 0.
     #[track_caller]
-    pub fn per_minute(count: u32) -> Self {
+    pub const fn per_minute(count: u32) -> Self {
         Self::per(count, Duration::from_secs(60))
     }
 
@@ -99,7 +114,7 @@ impl Rate {
     ///
     /// If `count` is 0 or `period` is zero.
     #[track_caller]
-    pub fn per(count: u32, period: Duration) -> Self {
+    pub const fn per(count: u32, period: Duration) -> Self {
         assert!(
             count > 0,
             "tollgate: a rate needs at least 1 start per period (0 would never start anything)"
@@ -108,8 +123,9 @@ impl Rate {
             !period.is_zero(),
             "tollgate: a rate's period must not be zero"
         );
+        let interval = duration_nanos(period) / count as u64;
         Self {
-            interval: (duration_nanos(period) / u64::from(count)).max(1),
+            interval: if interval == 0 { 1 } else { interval },
             burst: 1,
         }
     }
@@ -120,7 +136,7 @@ impl Rate {
     ///
     /// If `interval` is zero.
     #[track_caller]
-    pub fn every(interval: Duration) -> Self {
+    pub const fn every(interval: Duration) -> Self {
         Self::per(1, interval)
     }
 
@@ -132,19 +148,19 @@ impl Rate {
     /// If `burst` is 0.
     #[track_caller]
     #[must_use]
-    pub fn burst(mut self, burst: u32) -> Self {
+    pub const fn burst(mut self, burst: u32) -> Self {
         assert!(burst > 0, "tollgate: a rate's burst must be at least 1");
         self.burst = burst;
         self
     }
 
     /// The time between two starts at the steady rate.
-    pub fn interval(&self) -> Duration {
+    pub const fn interval(&self) -> Duration {
         Duration::from_nanos(self.interval)
     }
 
     /// How many starts may come at once after a quiet spell.
-    pub fn burst_size(&self) -> u32 {
+    pub const fn burst_size(&self) -> u32 {
         self.burst
     }
 }
@@ -160,11 +176,29 @@ pub(crate) struct Gcra {
 }
 
 impl Gcra {
-    pub(crate) fn new(rate: Rate) -> Self {
+    pub(crate) const fn new(rate: Rate) -> Self {
         Self {
             interval: rate.interval,
-            tolerance: rate.interval.saturating_mul(u64::from(rate.burst - 1)),
+            tolerance: rate.interval.saturating_mul(rate.burst as u64 - 1),
         }
+    }
+
+    /// Reserves the next start at or after `now`, whether or not it is allowed yet:
+    /// `(new_tat, start_at)`, where `start_at` (`>= now`) is when that start conforms.
+    /// Successive reservations get successive starts, so waiters that reserve are served in
+    /// the order they reserved, each at the earliest time the rate allows.
+    #[inline]
+    pub(crate) fn reserve(&self, tat: u64, now: u64) -> (u64, u64) {
+        let tat = tat.max(now);
+        let start_at = self.allowed_at(tat).max(now);
+        (tat.saturating_add(self.interval), start_at)
+    }
+
+    /// The state before the reservation that produced `reserved_tat` (what a cancelled
+    /// reservation gives back when nothing was reserved after it).
+    #[inline]
+    pub(crate) fn unreserve(&self, reserved_tat: u64) -> u64 {
+        reserved_tat.saturating_sub(self.interval)
     }
 
     /// A start at `now` against state `tat`: `Ok(new_tat)` if allowed, or `Err(at)`, the
@@ -243,11 +277,35 @@ mod tests {
     }
 
     #[test]
+    fn reservations_queue_one_interval_apart_and_conform() {
+        let gcra = Gcra::new(Rate::per_second(10).burst(2));
+        let now = 1_000 * MS;
+        let (tat, first) = gcra.reserve(0, now);
+        let (tat, second) = gcra.reserve(tat, now);
+        let (tat, third) = gcra.reserve(tat, now);
+        let (tat, fourth) = gcra.reserve(tat, now);
+        assert_eq!((first, second), (now, now), "the burst starts at once");
+        assert_eq!((third, fourth), (now + 100 * MS, now + 200 * MS));
+        assert_eq!(tat, now + 400 * MS);
+        // Each reserved start is one `decide` would have allowed at its time.
+        let mut state = 0;
+        for at in [first, second, third, fourth] {
+            state = gcra.decide(state, at).expect("a reserved start conforms");
+        }
+        assert_eq!(state, tat);
+        assert_eq!(gcra.unreserve(tat), now + 300 * MS);
+    }
+
+    #[test]
     fn the_origin_round_trips() {
         let now = Instant::now();
         let nanos = nanos_since_origin(now);
         assert_eq!(nanos_since_origin(instant_at(nanos)), nanos);
-        assert_eq!(nanos_since_origin(*ORIGIN - Duration::from_secs(1)), 0);
+        if let Some(before) = ORIGIN.checked_sub(Duration::from_secs(1)) {
+            assert_eq!(nanos_since_origin(before), 0);
+        }
+        // A clock that lags the first reading by less than the slack still reads apart.
+        assert!(nanos_since_origin(now) > 0);
     }
 
     #[test]
