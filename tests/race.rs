@@ -836,6 +836,27 @@ matrix! {
         assert!(start.elapsed() < AT_ONCE, "the timeout, not the hedge delay");
     }
 
+    async fn hedge_max_tries_one_at_a_time() {
+        // The next starts only once every started one has failed: the stuck 1 holds 2 back.
+        let tally = Tally::new(3);
+        let failed = race((0..3).map(|me| {
+            tally.track(me, async move {
+                if me == 1 {
+                    pending::<()>().await;
+                }
+                Err::<(), usize>(me)
+            })
+        }))
+        .hedge(Duration::MAX)
+        .timeout(Duration::from_millis(20))
+        .await
+        .unwrap_err();
+        assert!(failed.timed_out());
+        assert_eq!(failed.errors(), [(0, 0)]);
+        assert_eq!(failed.started(), 2);
+        assert_eq!(tally.polls(), [1, 1, 0]);
+    }
+
     async fn hedged_empty_race_fails_at_once() {
         let failed = race(Vec::<std::future::Ready<Result<u8, String>>>::new())
             .hedge(NEVER)

@@ -53,6 +53,10 @@ struct Slot<F> {
 /// have done part of their job: racing mirrors for a download is fine, racing two payments
 /// is not.
 ///
+/// Asking every mirror at once multiplies the load on them. To ask the next one only when
+/// the ones before are slow or have failed, make it a hedged race with
+/// [`.hedge(delay)`](Race::hedge).
+///
 /// # Examples
 ///
 /// Ask every mirror; a broken one does not end the race, the fastest good one wins:
@@ -225,8 +229,9 @@ impl<F, E> Contestants<F, E> {
     }
 }
 
-/// The future of a [`race`], and its builder: set a [`timeout`](Self::timeout), then
-/// `.await` it (or spawn it, or return it from a map's function).
+/// The future of a [`race`], and its builder: set a [`timeout`](Self::timeout) or a
+/// [`hedge`](Self::hedge) delay, then `.await` it (or spawn it, or return it from a map's
+/// function).
 ///
 /// `F` is the type of one contestant and `E` its error type.
 ///
@@ -315,8 +320,9 @@ impl<F, E> Race<F, E> {
     /// is no point waiting on a failure). As in every race, the first success wins and
     /// every other contestant, started or not, is dropped.
     ///
-    /// `Duration::ZERO` is the plain race: every contestant starts at once (the default).
-    /// `Duration::MAX` tries them one at a time, the next only when the previous failed.
+    /// `Duration::ZERO` gives the plain race back: every contestant starts on the first
+    /// poll. `Duration::MAX` tries them one at a time, the next only when the previous one
+    /// failed.
     /// The race keeps one timer for the next start, on the same clock as
     /// [`sleep`](crate::sleep), so tokio's paused clock applies with the `tokio` feature.
     /// [`.timeout(d)`](Self::timeout) still bounds the whole race, from its first poll.
@@ -368,6 +374,11 @@ impl<F, E> Race<F, E> {
     /// started) or when the timeout passed first. It carries the error of every started
     /// contestant that failed; contestants never started are dropped without an entry, and
     /// [`RaceError::started`] says how many were started.
+    ///
+    /// # Panics
+    ///
+    /// As [`sleep`](crate::sleep) does: with the `tokio` feature, when a next start has to
+    /// be timed inside a tokio runtime built without its time driver.
     ///
     /// # Cancel safety
     ///
@@ -511,7 +522,6 @@ where
             // The losers go before the winner's value leaves this poll.
             this.contestants.drop_all();
             this.timer = None;
-            this.hedge = None;
             this.state = State::Done;
             return Poll::Ready(Ok(value));
         }
