@@ -418,6 +418,9 @@ impl Hedge {
     /// Starts every contestant that is due: while some are left, the next one once every
     /// started one has failed or the timer has fired. Returns the winner's value if one
     /// of them wins on its first poll.
+    ///
+    /// Never inlined: kept out of the race's poll, so the plain race's poll stays small.
+    #[inline(never)]
     fn start_due<F, T, E>(
         &mut self,
         contestants: &mut Contestants<F, E>,
