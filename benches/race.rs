@@ -8,6 +8,11 @@
 //!   by the one before (mirrors answering at different times). Polling every contestant on
 //!   each wake-up makes this quadratic; tollgate polls only the woken one.
 //!
+//! A fourth group, `race_hedged`, prices `.hedge(delay)` against the plain race under smol:
+//! `first_wins` (contestant 0 is ready and wins: neither race polls another) and `ready`
+//! (as above: each contestant fails at once, so the hedged race starts the next at once).
+//! Both should cost about the same as the plain race.
+//!
 //! `select_ok` needs `Unpin` futures, so its contestants are boxed; tollgate and `race_ok`
 //! take the futures as they are (tollgate boxes each one itself, as it forbids `unsafe`).
 //!
@@ -90,6 +95,13 @@ async fn with_tollgate(workload: Workload, n: usize) -> usize {
     tollgate::race(workload.contestants(n)).await.unwrap()
 }
 
+/// Contestant 0 is ready and wins; the others would fail at once if polled.
+fn first_wins(n: usize) -> Vec<std::future::Ready<Result<usize, usize>>> {
+    (0..n)
+        .map(|me| std::future::ready(if me == 0 { Ok(me) } else { Err(me) }))
+        .collect()
+}
+
 async fn with_select_ok(workload: Workload, n: usize) -> usize {
     let boxed: Vec<_> = workload.contestants(n).into_iter().map(Box::pin).collect();
     futures::future::select_ok(boxed).await.unwrap().0
@@ -132,6 +144,37 @@ fn races(c: &mut Criterion) {
         }
         group.finish();
     }
+
+    let mut group = c.benchmark_group("race_hedged");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let delay = Duration::from_secs(60);
+    for n in [2, 256] {
+        group.bench_with_input(BenchmarkId::new("plain/first_wins", n), &n, |b, &n| {
+            b.iter(|| smol::block_on(async { black_box(tollgate::race(first_wins(n)).await) }))
+        });
+        group.bench_with_input(BenchmarkId::new("hedged/first_wins", n), &n, |b, &n| {
+            b.iter(|| {
+                smol::block_on(async {
+                    black_box(tollgate::race(first_wins(n)).hedge(delay).await)
+                })
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("plain/ready", n), &n, |b, &n| {
+            b.iter(|| smol::block_on(async { black_box(with_tollgate(Workload::Ready, n).await) }))
+        });
+        group.bench_with_input(BenchmarkId::new("hedged/ready", n), &n, |b, &n| {
+            b.iter(|| {
+                smol::block_on(async {
+                    let race = tollgate::race(Workload::Ready.contestants(n)).hedge(delay);
+                    black_box(race.await.unwrap())
+                })
+            })
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, races);

@@ -1,4 +1,4 @@
-//! `race` and `RaceError` under every runtime of the matrix.
+//! `race`, hedged races and `RaceError` under every runtime of the matrix.
 
 mod common;
 
@@ -595,6 +595,378 @@ fn races_run_under_a_plain_futures_executor() {
     assert_eq!(body.unwrap(), "<html>fast.example</html>");
 }
 
+/// Counts each contestant's polls and remembers when it was first polled (started).
+struct Tally {
+    polls: Vec<AtomicUsize>,
+    started_at: Mutex<Vec<Option<Instant>>>,
+}
+
+impl Tally {
+    fn new(contestants: usize) -> Arc<Self> {
+        Arc::new(Self {
+            polls: (0..contestants).map(|_| AtomicUsize::new(0)).collect(),
+            started_at: Mutex::new(vec![None; contestants]),
+        })
+    }
+
+    /// `future` as contestant `me`, counted.
+    fn track<F>(
+        self: &Arc<Self>,
+        me: usize,
+        future: F,
+    ) -> impl Future<Output = F::Output> + Send + use<F>
+    where
+        F: Future + Send,
+    {
+        let tally = self.clone();
+        let mut future = Box::pin(future);
+        poll_fn(move |cx| {
+            if tally.polls[me].fetch_add(1, Ordering::SeqCst) == 0 {
+                tally.started_at.lock().unwrap()[me] = Some(Instant::now());
+            }
+            future.as_mut().poll(cx)
+        })
+    }
+
+    fn polls(&self) -> Vec<usize> {
+        self.polls
+            .iter()
+            .map(|p| p.load(Ordering::SeqCst))
+            .collect()
+    }
+
+    fn started_at(&self, me: usize) -> Instant {
+        self.started_at.lock().unwrap()[me].expect("contestant was started")
+    }
+}
+
+/// A hedge delay no test waits for: a next start that comes before it was not timed.
+const NEVER: Duration = Duration::from_secs(10);
+/// Far below `NEVER`, far above any scheduling hiccup of a busy CI machine.
+const AT_ONCE: Duration = Duration::from_secs(5);
+
+matrix! {
+    async fn hedged_a_fast_first_contestant_means_the_next_is_never_started() {
+        // The first wins on its first poll: even a 1 ms delay cannot start the second.
+        let tally = Tally::new(2);
+        let winner = race((
+            tally.track(0, async { Ok::<usize, ()>(0) }),
+            tally.track(1, async { Ok(1) }),
+        ))
+        .hedge(Duration::from_millis(1))
+        .await;
+        assert_eq!(winner, Ok(0));
+        assert_eq!(tally.polls(), [1, 0]);
+
+        // The first needs a second poll (it yields): still nobody else starts.
+        let tally = Tally::new(3);
+        let winner = race((0..3).map(|me| {
+            tally.track(me, async move {
+                yield_now().await;
+                Ok::<usize, ()>(me)
+            })
+        }))
+        .hedge(NEVER)
+        .await;
+        assert_eq!(winner, Ok(0));
+        assert_eq!(tally.polls(), [2, 0, 0]);
+    }
+
+    async fn hedged_a_stuck_first_contestant_lets_the_next_start_after_the_delay() {
+        const DELAY: Duration = Duration::from_millis(50);
+        // 0 and 1 never finish, so 1 and then 2 must start, each a delay after the one before.
+        let tally = Tally::new(3);
+        let start = Instant::now();
+        let winner = race((0..3).map(|me| {
+            tally.track(me, async move {
+                if me < 2 {
+                    pending::<()>().await;
+                }
+                Ok::<usize, ()>(me)
+            })
+        }))
+        .hedge(DELAY)
+        .timeout(Duration::from_secs(60))
+        .await;
+        assert_eq!(winner, Ok(2));
+        assert_eq!(tally.polls(), [1, 1, 1]);
+        // Timers never fire early; the upper bound only catches a hang.
+        assert!(tally.started_at(0) - start < AT_ONCE);
+        assert!(tally.started_at(1) - tally.started_at(0) >= DELAY);
+        assert!(tally.started_at(2) - tally.started_at(1) >= DELAY);
+        assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
+    }
+
+    async fn hedged_a_slow_first_contestant_may_still_win_and_the_started_others_are_dropped() {
+        let flags: Vec<DropFlag> = (0..3).map(|_| DropFlag::default()).collect();
+        let tally = Tally::new(3);
+        let contestants = (0..3).map(|me| {
+            let guard = flags[me].guard();
+            let counts = tally.clone();
+            tally.track(me, async move {
+                let _guard = guard;
+                if me > 0 {
+                    return pending().await;
+                }
+                // A slow answer: polled again and again until the second has started (a
+                // count, not a timer), then it wins.
+                poll_fn(|cx| {
+                    if counts.polls()[1] > 0 {
+                        return Poll::Ready(Ok::<usize, ()>(0));
+                    }
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                })
+                .await
+            })
+        });
+        let winner = race(contestants).hedge(Duration::from_millis(20)).await;
+        let dropped: Vec<bool> = flags.iter().map(DropFlag::is_set).collect();
+        assert_eq!(winner, Ok(0));
+        assert_eq!(dropped, [true; 3], "the started loser and the unstarted one alike");
+        // The race polls the woken (0) before it looks at the timer: 0 wins in the first
+        // poll after 1 started, however late that poll comes, and 2 never starts.
+        assert_eq!(tally.polls()[1..], [1, 0]);
+    }
+
+    async fn hedged_a_failing_first_contestant_starts_the_next_at_once() {
+        // Failing on its first poll, after a yield, or after a timer of its own: the next
+        // one starts at once, never a hedge delay later.
+        for fails_after in [0, 1, 2] {
+            let tally = Tally::new(2);
+            let start = Instant::now();
+            let winner = race((
+                tally.track(0, async move {
+                    match fails_after {
+                        0 => {}
+                        1 => yield_now().await,
+                        _ => sleep(Duration::from_millis(5)).await,
+                    }
+                    Err::<usize, usize>(0)
+                }),
+                tally.track(1, async { Ok(1) }),
+            ))
+            .hedge(NEVER)
+            .await;
+            assert_eq!(winner, Ok(1));
+            assert_eq!(tally.polls()[1], 1);
+            assert!(start.elapsed() < AT_ONCE, "{fails_after}: {:?}", start.elapsed());
+        }
+    }
+
+    async fn hedged_all_failing_gives_every_started_contestants_error() {
+        // One after another, each starting as soon as the one before failed.
+        let tally = Tally::new(3);
+        let start = Instant::now();
+        let failed = race((0..3).map(|me| {
+            tally.track(me, async move {
+                match me {
+                    0 => {}
+                    1 => yield_now().await,
+                    _ => sleep(Duration::from_millis(1)).await,
+                }
+                Err::<(), usize>(me)
+            })
+        }))
+        .hedge(NEVER)
+        .await
+        .unwrap_err();
+        assert_eq!(failed.errors(), [(0, 0), (1, 1), (2, 2)]);
+        assert_eq!(failed.started(), 3);
+        assert!(!failed.timed_out());
+        assert_eq!(failed.to_string(), "all 3 contestants failed");
+        assert_eq!(tally.polls(), [1, 2, 2]);
+        assert!(start.elapsed() < AT_ONCE);
+
+        // Overlapping: 0 keeps running while 1 and 2 start on the timer and fail at once;
+        // 0 fails only once 2 has started (a count, not a timer), so the order is fixed.
+        let tally = Tally::new(3);
+        let failed = race((0..3).map(|me| {
+            let counts = tally.clone();
+            tally.track(me, async move {
+                if me == 0 {
+                    poll_fn(|cx| {
+                        if counts.polls()[2] > 0 {
+                            return Poll::Ready(());
+                        }
+                        cx.waker().wake_by_ref();
+                        Poll::Pending
+                    })
+                    .await;
+                }
+                Err::<(), usize>(me)
+            })
+        }))
+        .hedge(Duration::from_millis(1))
+        .timeout(Duration::from_secs(60))
+        .await
+        .unwrap_err();
+        assert_eq!(failed.errors(), [(1, 1), (2, 2), (0, 0)]);
+        assert_eq!(failed.started(), 3);
+        assert!(!failed.timed_out());
+    }
+
+    async fn hedged_timeout_bounds_the_whole_race() {
+        let flags: Vec<DropFlag> = (0..3).map(|_| DropFlag::default()).collect();
+        let tally = Tally::new(3);
+        let start = Instant::now();
+        let failed = race((0..3).map(|me| {
+            let guard = flags[me].guard();
+            tally.track(me, async move {
+                let _guard = guard;
+                if me == 0 {
+                    return Err::<(), usize>(0);
+                }
+                pending().await
+            })
+        }))
+        .hedge(NEVER)
+        .timeout(Duration::from_millis(50))
+        .await
+        .unwrap_err();
+        let dropped: Vec<bool> = flags.iter().map(DropFlag::is_set).collect();
+        assert!(failed.timed_out());
+        assert_eq!(failed.errors(), [(0, 0)]);
+        // 0 failed, so 1 started at once; 2 was never started, and has no entry.
+        assert_eq!(failed.started(), 2);
+        assert_eq!(tally.polls(), [1, 1, 0]);
+        assert_eq!(dropped, [true; 3]);
+        assert_eq!(failed.to_string(), "race timed out after 50ms with 1 failure");
+        assert!(start.elapsed() >= Duration::from_millis(50));
+        assert!(start.elapsed() < AT_ONCE, "the timeout, not the hedge delay");
+    }
+
+    async fn hedge_max_tries_one_at_a_time() {
+        // The next starts only once every started one has failed: the stuck 1 holds 2 back.
+        let tally = Tally::new(3);
+        let failed = race((0..3).map(|me| {
+            tally.track(me, async move {
+                if me == 1 {
+                    pending::<()>().await;
+                }
+                Err::<(), usize>(me)
+            })
+        }))
+        .hedge(Duration::MAX)
+        .timeout(Duration::from_millis(20))
+        .await
+        .unwrap_err();
+        assert!(failed.timed_out());
+        assert_eq!(failed.errors(), [(0, 0)]);
+        assert_eq!(failed.started(), 2);
+        assert_eq!(tally.polls(), [1, 1, 0]);
+    }
+
+    async fn hedged_empty_race_fails_at_once() {
+        let failed = race(Vec::<std::future::Ready<Result<u8, String>>>::new())
+            .hedge(NEVER)
+            .timeout(Duration::from_secs(3600))
+            .await
+            .unwrap_err();
+        assert!(!failed.timed_out());
+        assert_eq!(failed.started(), 0);
+        assert_eq!(failed.to_string(), "race had no contestants");
+    }
+
+    async fn hedged_races_work_when_spawned() {
+        let body = common::spawn(async {
+            race([
+                mirror("slow.example", Duration::from_secs(60), true),
+                mirror("fast.example", Duration::from_millis(1), true),
+            ])
+            .hedge(Duration::from_millis(1))
+            .await
+        })
+        .await
+        .unwrap();
+        assert_eq!(body, "<html>fast.example</html>");
+    }
+}
+
+#[test]
+fn hedged_races_start_each_contestant_on_its_turn_only() {
+    // Every contestant keeps its waker; `fail[me]` makes it fail when next polled.
+    let wakers: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None; 3]));
+    let fail: Arc<Vec<AtomicBool>> = Arc::new((0..3).map(|_| AtomicBool::new(false)).collect());
+    let tally = Tally::new(3);
+    let contestant = |me: usize| {
+        let (wakers, fail) = (wakers.clone(), fail.clone());
+        tally.track(
+            me,
+            poll_fn(move |cx| {
+                if fail[me].load(Ordering::SeqCst) {
+                    return Poll::Ready(Err::<(), usize>(me));
+                }
+                wakers.lock().unwrap()[me] = Some(cx.waker().clone());
+                Poll::Pending
+            }),
+        )
+    };
+    let mut race = pin!(race((0..3).map(contestant)).hedge(Duration::from_secs(3600)));
+    let parent = Arc::new(CountWakes::default());
+    let waker = Waker::from(parent.clone());
+    let mut cx = Context::from_waker(&waker);
+    let wake = |me: usize| wakers.lock().unwrap()[me].take().unwrap().wake();
+
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(tally.polls(), [1, 0, 0]);
+    // A spurious poll starts nobody: the delay has not passed.
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(tally.polls(), [1, 0, 0]);
+
+    // Woken without failing: polled again, nobody new starts.
+    wake(0);
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(tally.polls(), [2, 0, 0]);
+
+    // 0 fails: 1 starts in the same poll.
+    fail[0].store(true, Ordering::SeqCst);
+    wake(0);
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(tally.polls(), [3, 1, 0]);
+
+    // 1 fails: 2 starts; then 2 fails and the race is over.
+    fail[1].store(true, Ordering::SeqCst);
+    fail[2].store(true, Ordering::SeqCst);
+    wake(1);
+    let Poll::Ready(Err(failed)) = race.as_mut().poll(&mut cx) else {
+        panic!("every contestant failed");
+    };
+    assert_eq!(tally.polls(), [3, 2, 1]);
+    assert_eq!(failed.errors(), [(0, 0), (1, 1), (2, 2)]);
+    assert_eq!(failed.started(), 3);
+}
+
+#[test]
+fn hedge_zero_is_the_plain_race() {
+    for hedged in [
+        |r: tollgate::futures::Race<_, _>| r.hedge(Duration::ZERO),
+        |r: tollgate::futures::Race<_, _>| r.hedge(Duration::from_secs(1)).hedge(Duration::ZERO),
+    ] {
+        let tally = Tally::new(3);
+        let contestants = (0..3).map(|me| tally.track(me, pending::<Result<(), ()>>()));
+        let mut race = pin!(hedged(race(contestants)));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(race.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(
+            tally.polls(),
+            [1, 1, 1],
+            "every contestant starts on the first poll"
+        );
+    }
+}
+
+#[test]
+fn plain_races_report_every_contestant_started() {
+    let failed = tollgate::run_sync(race([ready(Err::<(), u8>(1)), ready(Err(2))])).unwrap_err();
+    assert_eq!(failed.started(), 2);
+    let failed =
+        tollgate::run_sync(race([pending::<Result<(), u8>>(), pending()]).timeout(Duration::ZERO))
+            .unwrap_err();
+    assert_eq!(failed.started(), 2);
+    assert_eq!(failed.map_errors(u32::from).started(), 2);
+}
+
 #[cfg(feature = "tokio")]
 mod paused_clock {
     use super::*;
@@ -617,6 +989,75 @@ mod paused_clock {
             "race timed out after 3600s with 1 failure"
         );
         assert!(virtual_start.elapsed() >= Duration::from_secs(3600));
+        assert!(
+            wall.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            wall.elapsed()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hedged_starts_are_exactly_the_delay_apart_on_the_paused_clock() {
+        const DELAY: Duration = Duration::from_secs(30);
+        let wall = Instant::now();
+        let starts: Arc<Mutex<Vec<(usize, tokio::time::Instant)>>> = Arc::default();
+        let contestant = |me: usize, works: bool, stuck: bool| {
+            let starts = starts.clone();
+            async move {
+                starts
+                    .lock()
+                    .unwrap()
+                    .push((me, tokio::time::Instant::now()));
+                if stuck {
+                    pending::<()>().await;
+                }
+                if works { Ok(me) } else { Err(me) }
+            }
+        };
+
+        // 0 and 1 hang: 1 starts a delay after 0, 2 a delay after 1, and 2 wins.
+        let begin = tokio::time::Instant::now();
+        let winner = race([
+            contestant(0, true, true),
+            contestant(1, true, true),
+            contestant(2, true, false),
+        ])
+        .hedge(DELAY)
+        .await;
+        assert_eq!(winner, Ok(2));
+        assert_eq!(
+            std::mem::take(&mut *starts.lock().unwrap()),
+            [(0, begin), (1, begin + DELAY), (2, begin + 2 * DELAY)]
+        );
+
+        // A failure starts the next at once: no virtual time passes.
+        let begin = tokio::time::Instant::now();
+        let winner = race([contestant(0, false, false), contestant(1, true, false)])
+            .hedge(DELAY)
+            .await;
+        assert_eq!(winner, Ok(1));
+        assert_eq!(
+            std::mem::take(&mut *starts.lock().unwrap()),
+            [(0, begin), (1, begin)]
+        );
+
+        // The timeout ends it between two starts.
+        let begin = tokio::time::Instant::now();
+        let failed = race([
+            contestant(0, true, true),
+            contestant(1, true, true),
+            contestant(2, true, true),
+        ])
+        .hedge(DELAY)
+        .timeout(DELAY + DELAY / 2)
+        .await
+        .unwrap_err();
+        assert!(failed.timed_out());
+        assert_eq!(failed.started(), 2);
+        assert_eq!(
+            std::mem::take(&mut *starts.lock().unwrap()),
+            [(0, begin), (1, begin + DELAY)]
+        );
         assert!(
             wall.elapsed() < Duration::from_secs(10),
             "{:?}",

@@ -6,8 +6,10 @@ use std::time::Duration;
 /// The error of [`race`](crate::race): no contestant succeeded.
 ///
 /// Carries every contestant's error with its index, in the order they failed (a contestant
-/// that was still running when the race timed out has no entry), read through
-/// [`errors`](Self::errors) and [`into_errors`](Self::into_errors).
+/// that was still running when the race timed out has no entry, nor has one that a
+/// [hedged](crate::futures::Race::hedge) race never started), read through
+/// [`errors`](Self::errors) and [`into_errors`](Self::into_errors);
+/// [`started`](Self::started) says how many contestants were started.
 /// The error types of the contestants need only be `Debug` for this to be an error:
 /// `RaceError<E>` is `Error + Send + Sync + 'static` whenever `E` is `Debug + Send + Sync
 /// + 'static`.
@@ -27,6 +29,7 @@ use std::time::Duration;
 /// assert_eq!(failed.to_string(), "all 2 contestants failed");
 /// assert!(!failed.timed_out());
 /// assert_eq!(failed.errors().len(), 2);
+/// assert_eq!(failed.started(), 2);
 /// assert_eq!(failed.into_errors(), [(0, "a"), (1, "b")]);
 /// # });
 /// ```
@@ -34,11 +37,20 @@ use std::time::Duration;
 pub struct RaceError<E> {
     errors: Vec<(usize, E)>,
     timed_out: Option<Duration>,
+    started: usize,
 }
 
 impl<E> RaceError<E> {
-    pub(super) fn new(errors: Vec<(usize, E)>, timed_out: Option<Duration>) -> Self {
-        Self { errors, timed_out }
+    pub(super) fn new(
+        errors: Vec<(usize, E)>,
+        timed_out: Option<Duration>,
+        started: usize,
+    ) -> Self {
+        Self {
+            errors,
+            timed_out,
+            started,
+        }
     }
 
     /// Every `(contestant index, error)`, in the order the contestants failed.
@@ -62,7 +74,35 @@ impl<E> RaceError<E> {
         self.timed_out
     }
 
-    /// Applies `f` to every error, keeping indices and the timeout.
+    /// How many contestants were started (polled at least once): those numbered
+    /// `0..started()`.
+    ///
+    /// Every contestant, in a plain race. A [hedged](crate::futures::Race::hedge) race
+    /// starts them one after another, so when its timeout passes the ones after these were
+    /// never started: they did nothing and have no entry in [`errors`](Self::errors).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::future::pending;
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let stuck = [pending::<Result<u8, ()>>(), pending(), pending()];
+    /// let failed = tollgate::race(stuck)
+    ///     .hedge(Duration::from_secs(60))
+    ///     .timeout(Duration::from_millis(5))
+    ///     .await
+    ///     .unwrap_err();
+    /// assert!(failed.timed_out());
+    /// assert_eq!(failed.started(), 1);
+    /// # });
+    /// ```
+    pub fn started(&self) -> usize {
+        self.started
+    }
+
+    /// Applies `f` to every error, keeping indices, the timeout and the count started.
     pub fn map_errors<E2>(self, mut f: impl FnMut(E) -> E2) -> RaceError<E2> {
         RaceError {
             errors: self
@@ -71,6 +111,7 @@ impl<E> RaceError<E> {
                 .map(|(index, error)| (index, f(error)))
                 .collect(),
             timed_out: self.timed_out,
+            started: self.started,
         }
     }
 }

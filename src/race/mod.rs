@@ -1,9 +1,13 @@
 //! [`race`]: the first success among many futures wins, the losers are dropped, and when
-//! nobody wins [`RaceError`] carries every contestant's error.
+//! nobody wins [`RaceError`] carries every contestant's error. [`Race::hedge`] makes it a
+//! hedged race: the contestants start one after another instead of all at once.
 //!
 //! The race polls its contestants itself (no spawning), each with a waker lent from the
 //! wake layer ([`crate::wake`]), so a wake-up polls that contestant only: racing 10,000
 //! futures costs O(10,000) polls in total, not O(10,000) per wake-up.
+//!
+//! A hedged race keeps one timer, for the next start, moved forward at each start; the
+//! plain race pays one branch per poll for it.
 
 mod contestants;
 mod error;
@@ -19,6 +23,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::runtime::RtSleep;
 use crate::time::{Sleep, sleep};
 use crate::wake::{Lender, Lent, WakeSet};
 
@@ -47,6 +52,10 @@ struct Slot<F> {
 /// **`race` is for idempotent work.** The losers are dropped mid-flight and may already
 /// have done part of their job: racing mirrors for a download is fine, racing two payments
 /// is not.
+///
+/// Asking every mirror at once multiplies the load on them. To ask the next one only when
+/// the ones before are slow or have failed, make it a hedged race with
+/// [`.hedge(delay)`](Race::hedge).
 ///
 /// # Examples
 ///
@@ -112,19 +121,21 @@ where
         contestants: Contestants {
             lender: Lender::new(&wake),
             running: slots.len(),
+            started: 0,
             slots,
             errors: Vec::new(),
         },
         wake,
         timeout: None,
         timer: None,
+        hedge: None,
         state: State::Fresh,
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
-    /// Not polled yet: the first poll polls every contestant.
+    /// Not polled yet: the first poll starts every contestant (a hedged race: the first).
     Fresh,
     /// Polled once: later polls poll the woken contestants only.
     Running,
@@ -141,8 +152,10 @@ enum State {
 struct Contestants<F, E> {
     slots: Vec<Slot<F>>,
     lender: Lender,
-    /// Contestants neither failed nor dropped.
+    /// Contestants started and neither failed nor dropped.
     running: usize,
+    /// Contestants `0..started` have been polled at least once; the rest never were.
+    started: usize,
     /// Errors in the order they came.
     errors: Vec<(usize, E)>,
 }
@@ -187,8 +200,9 @@ impl<F, E> Contestants<F, E> {
                 slot.future = None;
                 self.lender.finished(wake, slot.lent.take());
                 if self.errors.is_empty() {
-                    // One allocation for every error to come.
-                    self.errors.reserve_exact(self.running);
+                    // One allocation for every error to come, the unstarted ones' included.
+                    self.errors
+                        .reserve_exact(self.running + (self.slots.len() - self.started));
                 }
                 self.running -= 1;
                 self.errors.push((index, error));
@@ -197,15 +211,27 @@ impl<F, E> Contestants<F, E> {
         }
     }
 
-    /// Drops every contestant still running.
+    /// Starts the next contestant: its first poll.
+    fn start_next<T>(&mut self, wake: &WakeSet) -> Polled<T>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        let index = self.started;
+        self.started += 1;
+        self.running += 1;
+        self.poll(wake, index)
+    }
+
+    /// Drops every contestant, started or not.
     fn drop_all(&mut self) {
         drop(mem::take(&mut self.slots));
         self.running = 0;
     }
 }
 
-/// The future of a [`race`], and its builder: set a [`timeout`](Self::timeout), then
-/// `.await` it (or spawn it, or return it from a map's function).
+/// The future of a [`race`], and its builder: set a [`timeout`](Self::timeout) or a
+/// [`hedge`](Self::hedge) delay, then `.await` it (or spawn it, or return it from a map's
+/// function).
 ///
 /// `F` is the type of one contestant and `E` its error type.
 ///
@@ -235,7 +261,17 @@ pub struct Race<F, E> {
     timeout: Option<Duration>,
     /// Started on the first poll when there is a timeout.
     timer: Option<Pin<Box<Sleep>>>,
+    /// `Some` for a hedged race.
+    hedge: Option<Hedge>,
     state: State,
+}
+
+/// What a hedged race adds: the delay, and the one timer for the next start.
+struct Hedge {
+    delay: Duration,
+    /// Fires `delay` after the latest start; set again at each start after which the race
+    /// has to wait (one timer for the race, not one per contestant). `None` until then.
+    next_start: Option<Pin<Box<RtSleep>>>,
 }
 
 impl<F, E> Race<F, E> {
@@ -274,12 +310,148 @@ impl<F, E> Race<F, E> {
         self
     }
 
+    /// Makes this a hedged race: the contestants start one after another, in order, instead
+    /// of all at once.
+    ///
+    /// To *start* a contestant is to poll it for the first time; a future does nothing
+    /// before that, so a mirror not started has not been asked. The first starts on the
+    /// race's first poll; each next one once `delay` has passed since the previous start
+    /// without a winner, or at once when every contestant started so far has failed (there
+    /// is no point waiting on a failure). As in every race, the first success wins and
+    /// every other contestant, started or not, is dropped.
+    ///
+    /// `Duration::ZERO` gives the plain race back: every contestant starts on the first
+    /// poll. `Duration::MAX` tries them one at a time, the next only when the previous one
+    /// failed.
+    /// The race keeps one timer for the next start, on the same clock as
+    /// [`sleep`](crate::sleep), so tokio's paused clock applies with the `tokio` feature.
+    /// [`.timeout(d)`](Self::timeout) still bounds the whole race, from its first poll.
+    ///
+    /// # Examples
+    ///
+    /// Ask the backup mirror only if the main one is slow or broken:
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::time::Duration;
+    /// use tollgate::{race, sleep};
+    ///
+    /// static ASKED: AtomicUsize = AtomicUsize::new(0);
+    ///
+    /// async fn fetch(mirror: &str) -> Result<String, String> {
+    ///     ASKED.fetch_add(1, Ordering::SeqCst);
+    ///     match mirror {
+    ///         "slow.example" => sleep(Duration::from_secs(60)).await,
+    ///         "broken.example" => return Err(format!("cannot reach {mirror}")),
+    ///         _ => {}
+    ///     }
+    ///     Ok(format!("<html>{mirror}</html>"))
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let ask = |main: &'static str| {
+    ///     race([fetch(main), fetch("backup.example")])
+    ///         .hedge(Duration::from_millis(50))
+    ///         .timeout(Duration::from_secs(10))
+    /// };
+    ///
+    /// // The main mirror answers at once: the backup is never asked.
+    /// assert_eq!(ask("fast.example").await.unwrap(), "<html>fast.example</html>");
+    /// assert_eq!(ASKED.swap(0, Ordering::SeqCst), 1);
+    ///
+    /// // The main mirror is slow: after 50 ms the backup is asked too, and wins.
+    /// assert_eq!(ask("slow.example").await.unwrap(), "<html>backup.example</html>");
+    /// assert_eq!(ASKED.swap(0, Ordering::SeqCst), 2);
+    ///
+    /// // The main mirror fails: the backup is asked at once, without waiting 50 ms.
+    /// assert_eq!(ask("broken.example").await.unwrap(), "<html>backup.example</html>");
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for [`race`]: a [`RaceError`] when every contestant failed (then every one was
+    /// started) or when the timeout passed first. It carries the error of every started
+    /// contestant that failed; contestants never started are dropped without an entry, and
+    /// [`RaceError::started`] says how many were started.
+    ///
+    /// # Panics
+    ///
+    /// As [`sleep`](crate::sleep) does: with the `tokio` feature, when a next start has to
+    /// be timed inside a tokio runtime built without its time driver.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the race drops every contestant, started or not. A contestant that was
+    /// never started was never polled, so it has done nothing, unless its work began when
+    /// the future was made rather than when it is first polled (the handle of a task
+    /// already spawned, say): hedging cannot hold such work back.
+    #[doc(alias = "hedged")]
+    #[doc(alias = "backup_request")]
+    pub fn hedge(mut self, delay: Duration) -> Self {
+        self.hedge = if delay.is_zero() {
+            None
+        } else {
+            Some(Hedge {
+                delay,
+                next_start: None,
+            })
+        };
+        self
+    }
+
     /// Ends the race with a failure.
     fn fail(&mut self, timed_out: Option<Duration>) -> RaceError<E> {
         self.contestants.drop_all();
         self.timer = None;
+        self.hedge = None;
         self.state = State::Done;
-        RaceError::new(mem::take(&mut self.contestants.errors), timed_out)
+        RaceError::new(
+            mem::take(&mut self.contestants.errors),
+            timed_out,
+            self.contestants.started,
+        )
+    }
+}
+
+impl Hedge {
+    /// Starts every contestant that is due: while some are left, the next one once every
+    /// started one has failed or the timer has fired. Returns the winner's value if one
+    /// of them wins on its first poll.
+    ///
+    /// Never inlined: kept out of the race's poll, so the plain race's poll stays small.
+    #[inline(never)]
+    fn start_due<F, T, E>(
+        &mut self,
+        contestants: &mut Contestants<F, E>,
+        wake: &WakeSet,
+        cx: &mut Context<'_>,
+    ) -> Option<T>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        while contestants.started < contestants.slots.len() {
+            if contestants.running > 0 {
+                // The timer was set at the latest start: that start left `running > 0`.
+                let timer = self.next_start.as_mut()?;
+                if timer.as_mut().poll(cx).is_pending() {
+                    return None;
+                }
+            }
+            if let Polled::Won(value) = contestants.start_next(wake) {
+                return Some(value);
+            }
+            // Set the timer only when the race will wait on it: a contestant that failed
+            // at once, with nobody else running, lets the next one start right away.
+            if contestants.running > 0 && contestants.started < contestants.slots.len() {
+                let timer = RtSleep::after(self.delay);
+                match &mut self.next_start {
+                    Some(next_start) => next_start.set(timer),
+                    None => self.next_start = Some(Box::pin(timer)),
+                }
+            }
+        }
+        None
     }
 }
 
@@ -291,8 +463,10 @@ impl<F, E> fmt::Debug for Race<F, E> {
         f.debug_struct("Race")
             .field("contestants", &self.contestants.slots.len())
             .field("running", &self.contestants.running)
+            .field("started", &self.contestants.started)
             .field("failed", &self.contestants.errors.len())
             .field("timeout", &self.timeout)
+            .field("hedge", &self.hedge.as_ref().map(|hedge| hedge.delay))
             .finish_non_exhaustive()
     }
 }
@@ -315,11 +489,17 @@ where
                 if let Some(duration) = this.timeout {
                     this.timer = Some(Box::pin(sleep(duration)));
                 }
-                for index in 0..this.contestants.slots.len() {
-                    if let Polled::Won(value) = this.contestants.poll(&this.wake, index) {
-                        winner = Some(value);
-                        break;
+                if this.hedge.is_none() {
+                    this.contestants.started = this.contestants.slots.len();
+                    for index in 0..this.contestants.slots.len() {
+                        if let Polled::Won(value) = this.contestants.poll(&this.wake, index) {
+                            winner = Some(value);
+                            break;
+                        }
                     }
+                } else {
+                    // Nobody runs yet: the first contestant starts below, as each next one.
+                    this.contestants.running = 0;
                 }
             }
             State::Running => {
@@ -332,6 +512,12 @@ where
                         }
                         Polled::Pending | Polled::Failed => ControlFlow::Continue(()),
                     });
+            }
+        }
+        // The one branch a plain race pays for hedging.
+        if let Some(hedge) = &mut this.hedge {
+            if winner.is_none() {
+                winner = hedge.start_due(&mut this.contestants, &this.wake, cx);
             }
         }
         this.state = State::Running;
