@@ -6,7 +6,8 @@
 //! - a host that answers `429 Retry-After: 1` gets no request for that second, while the
 //!   other hosts keep going;
 //! - with a flaky host, retries wait without holding slots: the other hosts use every slot
-//!   during the pause.
+//!   during the pause;
+//! - a hedged mirror race sends the second request only when the first mirror is slow.
 
 mod common;
 #[path = "support/http_client.rs"]
@@ -19,7 +20,7 @@ use std::time::Duration;
 use common::matrix;
 use http_client::{ClientError, get_ok};
 use http_server::{TestServer, achieved_rate, count_between, max_in_window, window_limit};
-use tollgate::{Rate, RetryPolicy, map_async};
+use tollgate::{Rate, RetryPolicy, map_async, race};
 
 fn host_of(url: &str) -> String {
     url.split('/').nth(2).unwrap_or_default().to_owned()
@@ -127,6 +128,35 @@ matrix! {
         let during = count_between(&steady, first_answers, retries);
         assert_eq!(during, 40, "every steady request ran during the flaky host's pause");
         assert_eq!(server.stats("steady").peak, 4, "and it got every slot");
+        server.shutdown();
+    }
+
+    async fn a_hedged_mirror_race_asks_the_second_mirror_only_when_the_first_is_slow() {
+        let server = TestServer::builder()
+            .host("fast", Duration::from_millis(1))
+            .host("slow", Duration::from_secs(60))
+            .host("backup", Duration::from_millis(1))
+            .start();
+        // The first mirror answers at once: the second is never asked.
+        let first = [server.url("fast", "/file"), server.url("backup", "/file")];
+        let body = race(first.iter().map(get_ok))
+            .hedge(Duration::from_secs(5))
+            .await
+            .expect("the fast mirror answers");
+        assert!(body.contains("fast"));
+        assert_eq!(server.stats("backup").connections, 0, "the second mirror was asked");
+        // The first mirror is slow: after the delay the second is asked, and wins.
+        let second = [server.url("slow", "/file"), server.url("backup", "/file")];
+        let body = race(second.iter().map(get_ok))
+            .hedge(Duration::from_millis(50))
+            .await
+            .expect("the backup mirror answers");
+        assert!(body.contains("backup"));
+        assert_eq!(server.stats("slow").connections, 1);
+        assert_eq!(server.stats("backup").connections, 1);
+        let slow = server.arrival_times("slow")[0];
+        let backup = server.arrival_times("backup")[0];
+        assert!(backup >= slow + Duration::from_millis(45), "the backup was asked {:?} after the first", backup - slow);
         server.shutdown();
     }
 }
