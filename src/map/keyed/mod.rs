@@ -42,6 +42,8 @@ use crate::runtime::{RtSleep, now};
 const PER_KEY_WINDOW: usize = 64;
 /// The default max window, in multiples of the global limit.
 const MAX_WINDOW: usize = 1024;
+/// How much later the timer is set when it fired and the clock disagrees (1 ms).
+const SPIN_GUARD: u64 = 1_000_000;
 /// Growths of the window that found no new key, after which it stops growing.
 const FRUITLESS_GROWTHS: u32 = 2;
 
@@ -156,6 +158,8 @@ pub struct PerKey<T, K, KF, P = NoRetry> {
     /// set for that time already.
     wake_at: Option<u64>,
     timer_at: Option<u64>,
+    /// The time the timer last fired for.
+    fired_at: Option<u64>,
     /// Items the window has grown by, its cap, and growths that found no new key.
     grown: usize,
     max_window: Option<usize>,
@@ -176,6 +180,7 @@ impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
             timer: None,
             wake_at: None,
             timer_at: None,
+            fired_at: None,
             grown: 0,
             max_window: None,
             keys_at_growth: 0,
@@ -220,6 +225,7 @@ impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
             timer: self.timer,
             wake_at: self.wake_at,
             timer_at: self.timer_at,
+            fired_at: self.fired_at,
             grown: self.grown,
             max_window: self.max_window,
             keys_at_growth: self.keys_at_growth,
@@ -243,6 +249,7 @@ impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
             timer: None,
             wake_at: None,
             timer_at: None,
+            fired_at: None,
             grown: 0,
             max_window: self.max_window,
             keys_at_growth: 0,
@@ -397,9 +404,16 @@ where
     }
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
-        let Some(at) = self.wake_at else {
+        let Some(mut at) = self.wake_at else {
             return false;
         };
+        if self.fired_at == Some(at) {
+            // The timer fired for this time, yet the clock read since says it has not
+            // come: the timer's clock and ours round differently. Wait a little longer
+            // rather than spin.
+            at = at.saturating_add(SPIN_GUARD);
+            self.wake_at = Some(at);
+        }
         let timer = self
             .timer
             .get_or_insert_with(|| Box::pin(RtSleep::at(instant_at(at))));
@@ -410,6 +424,7 @@ where
         if timer.as_mut().poll(cx).is_ready() {
             self.wake_at = None;
             self.timer_at = None;
+            self.fired_at = Some(at);
             return true;
         }
         false
