@@ -27,11 +27,22 @@ use crate::runtime::RtSleep;
 use crate::time::{Sleep, sleep};
 use crate::wake::{Lender, Lent, WakeSet};
 
-/// One contestant: the future, boxed so it stays pinned while the others come and go
-/// (`None` once it failed), and its waker if it kept a clone of the lent one.
-struct Slot<F> {
-    future: Option<Pin<Box<F>>>,
-    lent: Option<Lent>,
+/// At least this many polls of woken contestants in one poll of a race (more in a larger
+/// race: as many as it has contestants), then it lets the executor run others.
+const MIN_BUDGET: usize = 32;
+
+/// One contestant, as the race keeps it.
+enum Slot<F, E> {
+    /// Not started: never polled, so not pinned yet and free to move (into its box).
+    Waiting(F),
+    /// Started and pending: pinned in a box of its own (a box that holds nothing once its
+    /// contestant is done, so the next one to start can reuse it), and its waker if it
+    /// kept a clone of the lent one.
+    Running(Pin<Box<Option<F>>>, Option<Lent>),
+    /// Failed: its error, and how many contestants had failed before it.
+    Failed(E, usize),
+    /// Holds nothing: while a contestant moves into its box.
+    Done,
 }
 
 /// Runs every contestant at once; the first to return `Ok` wins and the others are dropped.
@@ -112,20 +123,18 @@ where
     C: IntoContestants<M>,
 {
     let mut slots = Vec::new();
-    contestants.push_into(&mut slots, |future| Slot {
-        future: Some(Box::pin(future)),
-        lent: None,
-    });
-    let wake = WakeSet::new(slots.len());
+    contestants.push_into(&mut slots, Slot::Waiting);
     Race {
         contestants: Contestants {
-            lender: Lender::new(&wake),
             running: slots.len(),
             started: 0,
+            failed: 0,
             slots,
-            errors: Vec::new(),
+            spare: None,
+            lender: None,
         },
-        wake,
+        wake: None,
+        holder: None,
         timeout: None,
         timer: None,
         hedge: None,
@@ -150,14 +159,27 @@ enum State {
 /// The contestants and what the race knows about them, apart from the [`WakeSet`] that
 /// says which ones to poll (so it can be borrowed while they are polled).
 struct Contestants<F, E> {
-    slots: Vec<Slot<F>>,
-    lender: Lender,
+    slots: Vec<Slot<F, E>>,
+    /// The box of a contestant that is done, kept for the next one to start: a race whose
+    /// contestants finish on their first poll boxes them all in one box, one at a time.
+    spare: Option<Pin<Box<Option<F>>>>,
+    /// Made with the [`WakeSet`], when the first contestant pends.
+    lender: Option<Lender>,
     /// Contestants started and neither failed nor dropped.
     running: usize,
     /// Contestants `0..started` have been polled at least once; the rest never were.
     started: usize,
-    /// Errors in the order they came.
-    errors: Vec<(usize, E)>,
+    /// Contestants failed so far.
+    failed: usize,
+}
+
+/// Which waker polls a contestant.
+enum Waking<'a, 'b> {
+    /// The race's own: until a contestant pends, nothing needs telling apart, and no
+    /// [`WakeSet`] is made (a race whose contestants all finish at once needs none).
+    Parent(&'a mut Context<'b>),
+    /// A waker lent from the set, for this contestant only.
+    Lent(&'a WakeSet),
 }
 
 /// What polling one contestant gave.
@@ -169,26 +191,51 @@ enum Polled<T> {
 }
 
 impl<F, E> Contestants<F, E> {
-    /// Polls contestant `index` with its waker; records and drops a failed contestant.
+    /// Polls contestant `index` (starting it if it never was); records a failure.
     #[inline]
-    fn poll<T>(&mut self, wake: &WakeSet, index: usize) -> Polled<T>
+    fn poll<T>(&mut self, index: usize, waking: Waking<'_, '_>) -> Polled<T>
     where
         F: Future<Output = Result<T, E>>,
     {
         let slot = &mut self.slots[index];
+        if let Slot::Waiting(_) = slot {
+            let Slot::Waiting(future) = mem::replace(slot, Slot::Done) else {
+                unreachable!()
+            };
+            let boxed = match self.spare.take() {
+                Some(mut spare) => {
+                    spare.set(Some(future));
+                    spare
+                }
+                None => Box::pin(Some(future)),
+            };
+            *slot = Slot::Running(boxed, None);
+        }
         // A contestant that already failed may still be woken by a stale waker: skip it.
-        let Some(future) = slot.future.as_mut() else {
+        let Slot::Running(boxed, lent) = slot else {
             return Polled::Pending;
         };
-        let waker = match &slot.lent {
-            Some(kept) => kept.waker(),
-            None => self.lender.lend(wake, index),
+        let Some(future) = boxed.as_mut().as_pin_mut() else {
+            return Polled::Pending;
         };
-        let result = match future.as_mut().poll(&mut Context::from_waker(waker)) {
+        let poll = match &waking {
+            Waking::Parent(cx) => future.poll(&mut Context::from_waker(cx.waker())),
+            Waking::Lent(wake) => {
+                let lender = self.lender.get_or_insert_with(|| Lender::new(wake));
+                let waker = match lent {
+                    Some(kept) => kept.waker(),
+                    None => lender.lend(wake, index),
+                };
+                future.poll(&mut Context::from_waker(waker))
+            }
+        };
+        let result = match poll {
             Poll::Pending => {
                 // A contestant that kept a clone of the lent waker keeps the waker.
-                if slot.lent.is_none() {
-                    slot.lent = self.lender.kept(wake);
+                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut self.lender) {
+                    if lent.is_none() {
+                        *lent = lender.kept(wake);
+                    }
                 }
                 return Polled::Pending;
             }
@@ -197,18 +244,55 @@ impl<F, E> Contestants<F, E> {
         match result {
             Ok(value) => Polled::Won(value),
             Err(error) => {
-                slot.future = None;
-                self.lender.finished(wake, slot.lent.take());
-                if self.errors.is_empty() {
-                    // One allocation for every error to come, the unstarted ones' included.
-                    self.errors
-                        .reserve_exact(self.running + (self.slots.len() - self.started));
-                }
+                let Slot::Running(mut boxed, lent) =
+                    mem::replace(slot, Slot::Failed(error, self.failed))
+                else {
+                    unreachable!()
+                };
+                self.failed += 1;
                 self.running -= 1;
-                self.errors.push((index, error));
+                if self.spare.is_none() {
+                    boxed.set(None);
+                    self.spare = Some(boxed);
+                }
+                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut self.lender) {
+                    lender.finished(wake, lent);
+                }
                 Polled::Failed
             }
         }
+    }
+
+    /// Polls contestant `index` with the parent's waker while there is no wake set yet,
+    /// and makes the set when a contestant pends: that one becomes the `holder`, which the
+    /// next poll of the race polls with a waker of its own. Returns what the poll gave, and
+    /// whether the contestant woke itself (then it waits for the next poll of the race).
+    #[inline]
+    fn poll_first<T>(
+        &mut self,
+        wake: &mut Option<WakeSet>,
+        holder: &mut Option<usize>,
+        index: usize,
+        cx: &mut Context<'_>,
+    ) -> (Polled<T>, bool)
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        if let Some(set) = wake {
+            let polled = self.poll(index, Waking::Lent(set));
+            let woke_itself = matches!(polled, Polled::Pending) && set.is_marked(index);
+            return (polled, woke_itself);
+        }
+        let polled = self.poll(index, Waking::Parent(cx));
+        if let Polled::Pending = polled {
+            // It may keep the parent's waker, which does not tell which contestant to
+            // poll: every other contestant gets a waker of its own from now on.
+            let set = wake.insert(WakeSet::new(self.slots.len()));
+            set.enter();
+            *holder = Some(index);
+        }
+        // A wake-up of its own went to the executor: it is polled on the next poll anyway.
+        (polled, false)
     }
 
     /// Starts the next contestant: its first poll.
@@ -219,13 +303,31 @@ impl<F, E> Contestants<F, E> {
         let index = self.started;
         self.started += 1;
         self.running += 1;
-        self.poll(wake, index)
+        self.poll(index, Waking::Lent(wake))
     }
 
-    /// Drops every contestant, started or not.
+    /// Drops every contestant, started or not, and every error.
     fn drop_all(&mut self) {
         drop(mem::take(&mut self.slots));
+        self.spare = None;
         self.running = 0;
+    }
+
+    /// The errors, in the order the contestants failed; drops every contestant.
+    fn take_errors(&mut self) -> Vec<(usize, E)> {
+        let mut errors = Vec::with_capacity(self.failed);
+        for (index, slot) in mem::take(&mut self.slots).into_iter().enumerate() {
+            if let Slot::Failed(error, order) = slot {
+                errors.push((order, index, error));
+            }
+        }
+        self.drop_all();
+        errors.sort_unstable_by_key(|&(order, _, _)| order);
+        // Collected in place: the same allocation, each entry one word shorter.
+        errors
+            .into_iter()
+            .map(|(_, index, error)| (index, error))
+            .collect()
     }
 }
 
@@ -257,7 +359,12 @@ impl<F, E> Contestants<F, E> {
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Race<F, E> {
     contestants: Contestants<F, E>,
-    wake: WakeSet,
+    /// Which contestants were woken; made when the first contestant pends (a hedged race:
+    /// on the first poll).
+    wake: Option<WakeSet>,
+    /// The contestant that pended while polled with the race's own waker: the next poll
+    /// polls it, with a waker of its own.
+    holder: Option<usize>,
     timeout: Option<Duration>,
     /// Started on the first poll when there is a timeout.
     timer: Option<Pin<Box<Sleep>>>,
@@ -402,12 +509,11 @@ impl<F, E> Race<F, E> {
 
     /// Ends the race with a failure.
     fn fail(&mut self, timed_out: Option<Duration>) -> RaceError<E> {
-        self.contestants.drop_all();
         self.timer = None;
         self.hedge = None;
         self.state = State::Done;
         RaceError::new(
-            mem::take(&mut self.contestants.errors),
+            self.contestants.take_errors(),
             timed_out,
             self.contestants.started,
         )
@@ -464,7 +570,7 @@ impl<F, E> fmt::Debug for Race<F, E> {
             .field("contestants", &self.contestants.slots.len())
             .field("running", &self.contestants.running)
             .field("started", &self.contestants.started)
-            .field("failed", &self.contestants.errors.len())
+            .field("failed", &self.contestants.failed)
             .field("timeout", &self.timeout)
             .field("hedge", &self.hedge.as_ref().map(|hedge| hedge.delay))
             .finish_non_exhaustive()
@@ -481,7 +587,14 @@ where
         let this = self.get_mut();
         let mut winner = None;
         // Wake-ups during this poll only mark their contestants: we look before we return.
-        this.wake.enter();
+        if let Some(wake) = &this.wake {
+            wake.enter();
+        }
+        // Polls left in this poll of the race for contestants woken during it.
+        let mut budget = this.contestants.slots.len().max(MIN_BUDGET);
+        // A contestant woke itself (it yielded): the executor gets its turn before the
+        // contestants woken now are polled.
+        let mut yielded = false;
         match mem::replace(&mut this.state, State::Polling) {
             State::Done => panic!("`Race` polled after it completed"),
             State::Polling => panic!("`Race` polled after a contestant panicked"),
@@ -492,32 +605,63 @@ where
                 if this.hedge.is_none() {
                     this.contestants.started = this.contestants.slots.len();
                     for index in 0..this.contestants.slots.len() {
-                        if let Polled::Won(value) = this.contestants.poll(&this.wake, index) {
+                        let (polled, woke_itself) = this.contestants.poll_first(
+                            &mut this.wake,
+                            &mut this.holder,
+                            index,
+                            cx,
+                        );
+                        yielded |= woke_itself;
+                        if let Polled::Won(value) = polled {
                             winner = Some(value);
                             break;
                         }
                     }
                 } else {
-                    // Nobody runs yet: the first contestant starts below, as each next one.
+                    // Nobody runs yet: the first contestant starts below, as each next one,
+                    // each with a waker of its own (a hedged race waits anyway).
                     this.contestants.running = 0;
+                    let wake = this.wake.insert(WakeSet::new(this.contestants.slots.len()));
+                    wake.enter();
                 }
             }
             State::Running => {
-                let _ = this
-                    .wake
-                    .drain(|index| match this.contestants.poll(&this.wake, index) {
+                if let (Some(index), Some(wake)) = (this.holder.take(), &this.wake) {
+                    match this.contestants.poll(index, Waking::Lent(wake)) {
+                        Polled::Won(value) => winner = Some(value),
+                        Polled::Pending => yielded = wake.is_marked(index),
+                        Polled::Failed => {}
+                    }
+                }
+            }
+        }
+        // Poll the woken contestants, again while polling them wakes others (one finishing
+        // wakes the next, say): within the budget, until one yields.
+        if let Some(wake) = &this.wake {
+            while winner.is_none() && !yielded && budget > 0 && wake.any() {
+                let _ = wake.drain(|index| {
+                    if budget == 0 {
+                        return ControlFlow::Break(());
+                    }
+                    budget -= 1;
+                    match this.contestants.poll(index, Waking::Lent(wake)) {
                         Polled::Won(value) => {
                             winner = Some(value);
                             ControlFlow::Break(())
                         }
-                        Polled::Pending | Polled::Failed => ControlFlow::Continue(()),
-                    });
+                        Polled::Pending => {
+                            yielded |= wake.is_marked(index);
+                            ControlFlow::Continue(())
+                        }
+                        Polled::Failed => ControlFlow::Continue(()),
+                    }
+                });
             }
         }
         // The one branch a plain race pays for hedging.
-        if let Some(hedge) = &mut this.hedge {
+        if let (Some(hedge), Some(wake)) = (&mut this.hedge, &this.wake) {
             if winner.is_none() {
-                winner = hedge.start_due(&mut this.contestants, &this.wake, cx);
+                winner = hedge.start_due(&mut this.contestants, wake, cx);
             }
         }
         this.state = State::Running;
@@ -531,13 +675,14 @@ where
         if this.contestants.running == 0 {
             return Poll::Ready(Err(this.fail(None)));
         }
-        // Register, then look: a contestant woken during this poll (it yielded, or woke
-        // the one after it) gets its next poll in the next poll of the race, after the
-        // executor has had its turn, so each poll of the race polls each contestant at
-        // most once.
-        this.wake.register(cx);
-        if this.wake.any() {
-            cx.waker().wake_by_ref();
+        // Register, then look: a contestant woken during this poll and not polled yet (it
+        // yielded, or the budget ran out) gets its next poll in the next poll of the race,
+        // after the executor has had its turn.
+        if let Some(wake) = &this.wake {
+            wake.register(cx);
+            if wake.any() {
+                cx.waker().wake_by_ref();
+            }
         }
         if let Some(timer) = &mut this.timer {
             if timer.as_mut().poll(cx).is_ready() {
