@@ -2,8 +2,10 @@
 
 mod common;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::future::{Future, pending, ready};
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
@@ -12,6 +14,45 @@ use std::time::{Duration, Instant};
 use common::{DropFlag, matrix};
 use futures_lite::future::{poll_fn, yield_now};
 use tollgate::{RaceError, race, sleep};
+
+/// The system allocator, counting the allocations made by each thread (so tests running
+/// in parallel do not count each other's).
+struct PerThread;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: every call goes straight to `System`, which upholds the contract; the counter is
+// a const-initialized thread-local without a destructor, which allocates nothing.
+unsafe impl GlobalAlloc for PerThread {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+        // SAFETY: the caller's guarantees for `alloc` are passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System.alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+        // SAFETY: the caller's guarantees for `realloc` are passed on unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: PerThread = PerThread;
+
+/// How many allocations `f` makes on this thread.
+fn allocations(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
 
 /// Contestants that finish in a fixed order, whatever order they are polled in: the one
 /// whose turn it is finishes when polled and wakes the next in line.
@@ -487,6 +528,69 @@ fn wakers_stay_with_their_contestant_whatever_the_others_do() {
     wake(3);
     assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
     assert_eq!(counts(), [1, 3, 1, 2]);
+}
+
+/// Before, a race of contestants that all finish on their first poll allocated a box per
+/// contestant, the wake set and the list of errors: 6 allocations for 3 contestants, 258
+/// for 256. Now: the list of contestants and one box, whatever their number.
+#[test]
+fn contestants_that_finish_at_once_share_one_box_and_no_wake_set() {
+    let mut cx = Context::from_waker(Waker::noop());
+    for n in [3, 256] {
+        let made = allocations(|| {
+            let contestants = (0..n).map(|me| ready(if me + 1 == n { Ok(me) } else { Err(me) }));
+            let mut race = race(contestants);
+            assert_eq!(Pin::new(&mut race).poll(&mut cx), Poll::Ready(Ok(n - 1)));
+        });
+        assert_eq!(made, 2, "{n} contestants");
+    }
+    // Failing, the race allocates the error's list too, and nothing else.
+    let made = allocations(|| {
+        let mut race = race((0..256).map(|me| ready(Err::<(), _>(me))));
+        let Poll::Ready(Err(failed)) = Pin::new(&mut race).poll(&mut cx) else {
+            panic!("every contestant failed");
+        };
+        assert_eq!(failed.errors().len(), 256);
+        assert!(failed.errors().iter().enumerate().all(|(i, &(index, error))| i == index && i == error));
+    });
+    assert_eq!(made, 3);
+}
+
+/// Before, each contestant woken by another one's finishing waited for the next poll of
+/// the race: a chain of 4 mirrors answering one after the other took 4 polls, each a round
+/// trip through the executor. Now the race polls them again within the same poll.
+#[test]
+fn contestants_woken_by_others_are_polled_in_the_same_poll() {
+    let baton = Baton::new(4, vec![3, 2, 1, 0]);
+    let parent = Arc::new(CountWakes::default());
+    let waker = Waker::from(parent.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut race = pin!(race((0..4).map(|me| baton.contestant(me, Some(0)))));
+    assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(0)));
+}
+
+/// A contestant that yields is polled again on the next poll of the race only, so the
+/// executor gets its turn in between, even while others keep waking each other.
+#[test]
+fn a_contestant_that_yields_waits_for_the_next_poll() {
+    let polls = Arc::new(AtomicUsize::new(0));
+    let yielder = {
+        let polls = polls.clone();
+        async move {
+            polls.fetch_add(1, Ordering::SeqCst);
+            yield_now().await;
+            polls.fetch_add(1, Ordering::SeqCst);
+            yield_now().await;
+            polls.fetch_add(1, Ordering::SeqCst);
+            Err::<usize, usize>(0)
+        }
+    };
+    let mut race = pin!(race((yielder, pending::<Result<usize, usize>>())));
+    let mut cx = Context::from_waker(Waker::noop());
+    for expected in 1..=3 {
+        assert!(race.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(polls.load(Ordering::SeqCst), expected);
+    }
 }
 
 #[test]

@@ -386,8 +386,9 @@ impl<F, E> Race<F, E> {
     /// poll.
     ///
     /// The timeout is checked after the contestants on every poll, so a contestant that
-    /// is ready wins over a timeout that has passed. `Duration::ZERO` gives each contestant
-    /// exactly one poll; `Duration::MAX` never expires. The timer is a
+    /// is ready wins over a timeout that has passed. `Duration::ZERO` gives the race one
+    /// poll: each contestant is polled once (a contestant woken by another one finishing
+    /// in that poll is polled once more); `Duration::MAX` never expires. The timer is a
     /// [`sleep`](crate::sleep), so tokio's paused clock applies with the `tokio` feature.
     ///
     /// # Examples
@@ -520,6 +521,24 @@ impl<F, E> Race<F, E> {
     }
 }
 
+impl<F, T, E> Race<F, E>
+where
+    F: Future<Output = Result<T, E>>,
+{
+    /// Polls the holder, if any, with a waker of its own from now on.
+    #[inline]
+    fn poll_holder(&mut self, yielded: &mut bool) -> Option<T> {
+        if let (Some(index), Some(wake)) = (self.holder.take(), &self.wake) {
+            match self.contestants.poll(index, Waking::Lent(wake)) {
+                Polled::Won(value) => return Some(value),
+                Polled::Pending => *yielded |= wake.is_marked(index),
+                Polled::Failed => {}
+            }
+        }
+        None
+    }
+}
+
 impl Hedge {
     /// Starts every contestant that is due: while some are left, the next one once every
     /// started one has failed or the timer has fired. Returns the winner's value if one
@@ -604,6 +623,10 @@ where
                 }
                 if this.hedge.is_none() {
                     this.contestants.started = this.contestants.slots.len();
+                    // A contestant finished after the holder pended: it may have woken the
+                    // holder (one mirror's answer unblocking another's), through the
+                    // parent's waker, so nothing says whether it did.
+                    let mut finished_after_holder = false;
                     for index in 0..this.contestants.slots.len() {
                         let (polled, woke_itself) = this.contestants.poll_first(
                             &mut this.wake,
@@ -612,10 +635,19 @@ where
                             cx,
                         );
                         yielded |= woke_itself;
-                        if let Polled::Won(value) = polled {
-                            winner = Some(value);
-                            break;
+                        match polled {
+                            Polled::Won(value) => {
+                                winner = Some(value);
+                                break;
+                            }
+                            Polled::Failed => finished_after_holder |= this.holder.is_some(),
+                            Polled::Pending => {}
                         }
+                    }
+                    // Then poll the holder again now, as a select loop would, rather than
+                    // after a round trip through the executor.
+                    if finished_after_holder && winner.is_none() {
+                        winner = this.poll_holder(&mut yielded);
                     }
                 } else {
                     // Nobody runs yet: the first contestant starts below, as each next one,
@@ -625,15 +657,7 @@ where
                     wake.enter();
                 }
             }
-            State::Running => {
-                if let (Some(index), Some(wake)) = (this.holder.take(), &this.wake) {
-                    match this.contestants.poll(index, Waking::Lent(wake)) {
-                        Polled::Won(value) => winner = Some(value),
-                        Polled::Pending => yielded = wake.is_marked(index),
-                        Polled::Failed => {}
-                    }
-                }
-            }
+            State::Running => winner = this.poll_holder(&mut yielded),
         }
         // Poll the woken contestants, again while polling them wakes others (one finishing
         // wakes the next, say): within the budget, until one yields.
