@@ -530,30 +530,44 @@ fn wakers_stay_with_their_contestant_whatever_the_others_do() {
     assert_eq!(counts(), [1, 3, 1, 2]);
 }
 
-/// Before, a race of contestants that all finish on their first poll allocated a box per
-/// contestant, the wake set and the list of errors: 6 allocations for 3 contestants, 258
-/// for 256. Now: the list of contestants and one box, whatever their number.
+/// Before, a race allocated a box per contestant, the wake set and the list of errors: 6
+/// allocations for 3 contestants that finish on their first poll, 258 for 256. Now a block
+/// for the first 8 contestants, one per 32 after them (and their list), the wake set only
+/// once a contestant pends, and the list of errors only when the race fails.
 #[test]
-fn contestants_that_finish_at_once_share_one_box_and_no_wake_set() {
+fn a_race_allocates_a_block_per_many_contestants_and_no_wake_set_until_one_pends() {
     let mut cx = Context::from_waker(Waker::noop());
-    for n in [3, 256] {
-        let made = allocations(|| {
+    let mut ready_race = |n: usize| {
+        allocations(|| {
             let contestants = (0..n).map(|me| ready(if me + 1 == n { Ok(me) } else { Err(me) }));
             let mut race = race(contestants);
             assert_eq!(Pin::new(&mut race).poll(&mut cx), Poll::Ready(Ok(n - 1)));
-        });
-        assert_eq!(made, 2, "{n} contestants");
-    }
-    // Failing, the race allocates the error's list too, and nothing else.
+        })
+    };
+    assert_eq!(ready_race(3), 1);
+    assert_eq!(ready_race(8), 1);
+    // The first block of 8, then 8 blocks of 32, and their list growing by doubling.
+    let made = ready_race(256);
+    assert!(made <= 1 + 8 + 3, "{made}");
+
+    // Failing, the race allocates the list of errors too, and nothing else.
     let made = allocations(|| {
-        let mut race = race((0..256).map(|me| ready(Err::<(), _>(me))));
+        let mut race = race((0..8).map(|me| ready(Err::<(), _>(me))));
         let Poll::Ready(Err(failed)) = Pin::new(&mut race).poll(&mut cx) else {
             panic!("every contestant failed");
         };
-        assert_eq!(failed.errors().len(), 256);
-        assert!(failed.errors().iter().enumerate().all(|(i, &(index, error))| i == index && i == error));
+        let expected: Vec<_> = (0..8).map(|me| (me, me)).collect();
+        assert_eq!(failed.errors(), expected);
     });
-    assert_eq!(made, 3);
+    assert_eq!(made, 1 + 1 + 1, "the block, the errors, the expected list");
+
+    // Pending contestants that keep no waker: the block and the wake set.
+    let made = allocations(|| {
+        let mut race = race([pending::<Result<(), ()>>(), pending(), pending()]);
+        assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
+        assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
+    });
+    assert_eq!(made, 2);
 }
 
 /// Before, each contestant woken by another one's finishing waited for the next poll of

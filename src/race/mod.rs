@@ -9,6 +9,7 @@
 //! A hedged race keeps one timer, for the next start, moved forward at each start; the
 //! plain race pays one branch per poll for it.
 
+mod blocks;
 mod contestants;
 mod error;
 
@@ -25,25 +26,12 @@ use std::time::Duration;
 
 use crate::runtime::RtSleep;
 use crate::time::{Sleep, sleep};
-use crate::wake::{Lender, Lent, WakeSet};
+use crate::wake::{Lender, WakeSet};
+use blocks::{Blocks, Slot, SlotOwn, SlotProj};
 
 /// At least this many polls of woken contestants in one poll of a race (more in a larger
 /// race: as many as it has contestants), then it lets the executor run others.
 const MIN_BUDGET: usize = 32;
-
-/// One contestant, as the race keeps it.
-enum Slot<F, E> {
-    /// Not started: never polled, so not pinned yet and free to move (into its box).
-    Waiting(F),
-    /// Started and pending: pinned in a box of its own (a box that holds nothing once its
-    /// contestant is done, so the next one to start can reuse it), and its waker if it
-    /// kept a clone of the lent one.
-    Running(Pin<Box<Option<F>>>, Option<Lent>),
-    /// Failed: its error, and how many contestants had failed before it.
-    Failed(E, usize),
-    /// Holds nothing: while a contestant moves into its box.
-    Done,
-}
 
 /// Runs every contestant at once; the first to return `Ok` wins and the others are dropped.
 ///
@@ -122,15 +110,14 @@ pub fn race<M, C>(contestants: C) -> Race<C::Future, C::Error>
 where
     C: IntoContestants<M>,
 {
-    let mut slots = Vec::new();
-    contestants.push_into(&mut slots, Slot::Waiting);
+    let mut slots = Blocks::new();
+    contestants.push_into(&mut |future| slots.push(future));
     Race {
         contestants: Contestants {
             running: slots.len(),
             started: 0,
             failed: 0,
             slots,
-            spare: None,
             lender: None,
         },
         wake: None,
@@ -159,10 +146,7 @@ enum State {
 /// The contestants and what the race knows about them, apart from the [`WakeSet`] that
 /// says which ones to poll (so it can be borrowed while they are polled).
 struct Contestants<F, E> {
-    slots: Vec<Slot<F, E>>,
-    /// The box of a contestant that is done, kept for the next one to start: a race whose
-    /// contestants finish on their first poll boxes them all in one box, one at a time.
-    spare: Option<Pin<Box<Option<F>>>>,
+    slots: Blocks<F, E>,
     /// Made with the [`WakeSet`], when the first contestant pends.
     lender: Option<Lender>,
     /// Contestants started and neither failed nor dropped.
@@ -197,25 +181,9 @@ impl<F, E> Contestants<F, E> {
     where
         F: Future<Output = Result<T, E>>,
     {
-        let slot = &mut self.slots[index];
-        if let Slot::Waiting(_) = slot {
-            let Slot::Waiting(future) = mem::replace(slot, Slot::Done) else {
-                unreachable!()
-            };
-            let boxed = match self.spare.take() {
-                Some(mut spare) => {
-                    spare.set(Some(future));
-                    spare
-                }
-                None => Box::pin(Some(future)),
-            };
-            *slot = Slot::Running(boxed, None);
-        }
+        let mut slot = self.slots.place(index);
         // A contestant that already failed may still be woken by a stale waker: skip it.
-        let Slot::Running(boxed, lent) = slot else {
-            return Polled::Pending;
-        };
-        let Some(future) = boxed.as_mut().as_pin_mut() else {
+        let SlotProj::Running { future, lent } = slot.as_mut().project() else {
             return Polled::Pending;
         };
         let poll = match &waking {
@@ -244,17 +212,13 @@ impl<F, E> Contestants<F, E> {
         match result {
             Ok(value) => Polled::Won(value),
             Err(error) => {
-                let Slot::Running(mut boxed, lent) =
-                    mem::replace(slot, Slot::Failed(error, self.failed))
-                else {
-                    unreachable!()
-                };
+                let lent = lent.take();
+                slot.set(Slot::Failed {
+                    error,
+                    order: self.failed,
+                });
                 self.failed += 1;
                 self.running -= 1;
-                if self.spare.is_none() {
-                    boxed.set(None);
-                    self.spare = Some(boxed);
-                }
                 if let (Waking::Lent(wake), Some(lender)) = (waking, &mut self.lender) {
                     lender.finished(wake, lent);
                 }
@@ -308,16 +272,17 @@ impl<F, E> Contestants<F, E> {
 
     /// Drops every contestant, started or not, and every error.
     fn drop_all(&mut self) {
-        drop(mem::take(&mut self.slots));
-        self.spare = None;
+        self.slots.clear();
         self.running = 0;
     }
 
     /// The errors, in the order the contestants failed; drops every contestant.
     fn take_errors(&mut self) -> Vec<(usize, E)> {
         let mut errors = Vec::with_capacity(self.failed);
-        for (index, slot) in mem::take(&mut self.slots).into_iter().enumerate() {
-            if let Slot::Failed(error, order) = slot {
+        for index in 0..self.slots.len() {
+            if let SlotOwn::Failed { error, order } =
+                self.slots.place(index).project_replace(Slot::Empty)
+            {
                 errors.push((order, index, error));
             }
         }
