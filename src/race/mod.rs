@@ -2,9 +2,21 @@
 //! nobody wins [`RaceError`] carries every contestant's error. [`Race::hedge`] makes it a
 //! hedged race: the contestants start one after another instead of all at once.
 //!
-//! The race polls its contestants itself (no spawning), each with a waker lent from the
-//! wake layer ([`crate::wake`]), so a wake-up polls that contestant only: racing 10,000
-//! futures costs O(10,000) polls in total, not O(10,000) per wake-up.
+//! The race polls its contestants itself (no spawning). Until one of them pends it polls
+//! them with its own waker, as a select loop does: a race whose contestants all finish at
+//! once makes no waker. From the first that pends on, each gets a waker lent from the wake
+//! layer ([`crate::wake`]), so a wake-up polls that contestant only: racing 10,000 futures
+//! costs O(10,000) polls in total, not O(10,000) per wake-up. Contestants woken during a
+//! poll of the race (one finishing wakes the next) are polled again within it, up to a
+//! budget, unless one woke itself (it yielded): then the executor gets its turn first.
+//!
+//! The contestants stay pinned in blocks ([`blocks`]), one allocation per block.
+//!
+//! What a race allocates, at least, in safe Rust: one block per 8 contestants (32 past the
+//! first 8), where a crate free to use `unsafe` pins them all in one slice; the wake set
+//! once a contestant pends; a waker of its own for each contestant that keeps a clone of
+//! its waker while another one holds the lent one (a `Waker` made safely is an `Arc`, one
+//! per contestant number); the list of errors only when the race fails.
 //!
 //! A hedged race keeps one timer, for the next start, moved forward at each start; the
 //! plain race pays one branch per poll for it.
@@ -545,7 +557,8 @@ impl Hedge {
     }
 }
 
-// Contestants are boxed and errors are never pinned: moving a `Race` moves no pinned data.
+// Contestants are pinned in boxed blocks and errors are never pinned: moving a `Race`
+// moves no pinned data.
 impl<F, E> Unpin for Race<F, E> {}
 
 impl<F, E> fmt::Debug for Race<F, E> {
