@@ -532,7 +532,7 @@ fn wakers_stay_with_their_contestant_whatever_the_others_do() {
 
 /// Before, a race allocated a box per contestant, the wake set and the list of errors: 6
 /// allocations for 3 contestants that finish on their first poll, 258 for 256. Now a block
-/// for the first 8 contestants, one per 32 after them (and their list), the wake set only
+/// for the first 4 contestants, one per 32 after them (and their list), the wake set only
 /// once a contestant pends, and the list of errors only when the race fails.
 #[test]
 fn a_race_allocates_a_block_per_many_contestants_and_no_wake_set_until_one_pends() {
@@ -545,18 +545,18 @@ fn a_race_allocates_a_block_per_many_contestants_and_no_wake_set_until_one_pends
         })
     };
     assert_eq!(ready_race(3), 1);
-    assert_eq!(ready_race(8), 1);
-    // The first block of 8, then 8 blocks of 32, and their list growing by doubling.
+    assert_eq!(ready_race(4), 1);
+    // The first block of 4, then 8 blocks of 32, and their list growing by doubling.
     let made = ready_race(256);
     assert!(made <= 1 + 8 + 3, "{made}");
 
     // Failing, the race allocates the list of errors too, and nothing else.
     let made = allocations(|| {
-        let mut race = race((0..8).map(|me| ready(Err::<(), _>(me))));
+        let mut race = race((0..4).map(|me| ready(Err::<(), _>(me))));
         let Poll::Ready(Err(failed)) = Pin::new(&mut race).poll(&mut cx) else {
             panic!("every contestant failed");
         };
-        let expected: Vec<_> = (0..8).map(|me| (me, me)).collect();
+        let expected: Vec<_> = (0..4).map(|me| (me, me)).collect();
         assert_eq!(failed.errors(), expected);
     });
     assert_eq!(made, 1 + 1 + 1, "the block, the errors, the expected list");

@@ -11,7 +11,7 @@ use std::pin::Pin;
 use crate::wake::Lent;
 
 /// Places in the first block.
-const FIRST: usize = 8;
+const FIRST: usize = 4;
 /// Places in each block after the first.
 const MORE: usize = 32;
 
@@ -58,7 +58,7 @@ macro_rules! block {
     };
 }
 
-block!(Block: p0 0 p1 1 p2 2 p3 3 p4 4 p5 5 p6 6 p7 7);
+block!(Block: p0 0 p1 1 p2 2 p3 3);
 block!(BigBlock:
     p0 0 p1 1 p2 2 p3 3 p4 4 p5 5 p6 6 p7 7 p8 8 p9 9 p10 10 p11 11 p12 12 p13 13 p14 14
     p15 15 p16 16 p17 17 p18 18 p19 19 p20 20 p21 21 p22 22 p23 23 p24 24 p25 25 p26 26
