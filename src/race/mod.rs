@@ -14,10 +14,10 @@
 //!
 //! What a race allocates, at least, in safe Rust: a block for its first 4 contestants and
 //! one per 32 after them (and their list), where a crate free to use `unsafe` pins them all
-//! in one slice; the wake set
-//! once a contestant pends; a waker of its own for each contestant that keeps a clone of
-//! its waker while another one holds the lent one (a `Waker` made safely is an `Arc`, one
-//! per contestant number); the list of errors only when the race fails.
+//! in one slice; the wake set once a contestant pends; a waker of its own for each
+//! contestant that keeps a clone of its waker while another one holds the lent one (a
+//! `Waker` made safely is an `Arc`, one per contestant number); the list of errors only
+//! when the race fails.
 //!
 //! A hedged race keeps one timer, for the next start, moved forward at each start; the
 //! plain race pays one branch per poll for it.
