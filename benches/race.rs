@@ -13,8 +13,12 @@
 //! (as above: each contestant fails at once, so the hedged race starts the next at once).
 //! Both should cost about the same as the plain race.
 //!
+//! Each workload also races tuples of 2 and 12 (`tollgate_tuple`, `race_ok_tuple`: the
+//! same contestants, passed as a tuple).
+//!
 //! `select_ok` needs `Unpin` futures, so its contestants are boxed; tollgate and `race_ok`
-//! take the futures as they are (tollgate boxes each one itself, as it forbids `unsafe`).
+//! take the futures as they are (tollgate boxes the ones that pend itself, as it forbids
+//! `unsafe`).
 //!
 //! Run: `cargo bench --bench race`.
 
@@ -102,6 +106,62 @@ fn first_wins(n: usize) -> Vec<std::future::Ready<Result<usize, usize>>> {
         .collect()
 }
 
+/// The same contestants as a tuple of 2 or 12 (all of one type here; a tuple's may differ).
+async fn with_tollgate_tuple(workload: Workload, n: usize) -> usize {
+    let mut c = workload.contestants(n).into_iter();
+    let mut next = || c.next().unwrap();
+    match n {
+        2 => tollgate::race((next(), next())).await.unwrap(),
+        12 => {
+            let race = tollgate::race((
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+            ));
+            race.await.unwrap()
+        }
+        _ => unreachable!("tuples of 2 or 12"),
+    }
+}
+
+/// futures-concurrency's tuple form of `race_ok`, which keeps the contestants inline.
+async fn with_race_ok_tuple(workload: Workload, n: usize) -> usize {
+    let mut c = workload.contestants(n).into_iter();
+    let mut next = || c.next().unwrap();
+    let result = match n {
+        2 => (next(), next()).race_ok().await.ok(),
+        12 => {
+            let race = (
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+                next(),
+            )
+                .race_ok();
+            race.await.ok()
+        }
+        _ => unreachable!("tuples of 2 or 12"),
+    };
+    result.unwrap()
+}
+
 async fn with_select_ok(workload: Workload, n: usize) -> usize {
     let boxed: Vec<_> = workload.contestants(n).into_iter().map(Box::pin).collect();
     futures::future::select_ok(boxed).await.unwrap().0
@@ -140,6 +200,28 @@ fn races(c: &mut Criterion) {
             });
             group.bench_with_input(BenchmarkId::new("race_ok/tokio", n), &n, |b, &n| {
                 b.iter(|| tokio.block_on(async { black_box(with_race_ok(workload, n).await) }))
+            });
+        }
+        for n in [2, 12] {
+            group.bench_with_input(BenchmarkId::new("tollgate_tuple/smol", n), &n, |b, &n| {
+                b.iter(|| {
+                    smol::block_on(async { black_box(with_tollgate_tuple(workload, n).await) })
+                })
+            });
+            group.bench_with_input(BenchmarkId::new("race_ok_tuple/smol", n), &n, |b, &n| {
+                b.iter(|| {
+                    smol::block_on(async { black_box(with_race_ok_tuple(workload, n).await) })
+                })
+            });
+            group.bench_with_input(BenchmarkId::new("tollgate_tuple/tokio", n), &n, |b, &n| {
+                b.iter(|| {
+                    tokio.block_on(async { black_box(with_tollgate_tuple(workload, n).await) })
+                })
+            });
+            group.bench_with_input(BenchmarkId::new("race_ok_tuple/tokio", n), &n, |b, &n| {
+                b.iter(|| {
+                    tokio.block_on(async { black_box(with_race_ok_tuple(workload, n).await) })
+                })
             });
         }
         group.finish();

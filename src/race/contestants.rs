@@ -56,11 +56,9 @@ pub trait IntoContestants<Marker>: sealed::Sealed<Marker> + Sized {
     /// One contestant as the race stores it.
     type Future: Future<Output = Result<Self::Ok, Self::Error>>;
 
-    /// Appends every contestant, in index order, wrapped by `wrap`.
+    /// Hands every contestant to `push`, in index order.
     #[doc(hidden)]
-    fn push_into<W, Wrap>(self, out: &mut Vec<W>, wrap: Wrap)
-    where
-        Wrap: Fn(Self::Future) -> W;
+    fn push_into(self, push: &mut impl FnMut(Self::Future));
 }
 
 impl<I, T, E> sealed::Sealed<Iterable> for I
@@ -79,14 +77,9 @@ where
     type Error = E;
     type Future = <I::Item as IntoFuture>::IntoFuture;
 
-    fn push_into<W, Wrap>(self, out: &mut Vec<W>, wrap: Wrap)
-    where
-        Wrap: Fn(Self::Future) -> W,
-    {
-        let contestants = self.into_iter();
-        out.reserve(contestants.size_hint().0);
-        for contestant in contestants {
-            out.push(wrap(contestant.into_future()));
+    fn push_into(self, push: &mut impl FnMut(Self::Future)) {
+        for contestant in self {
+            push(contestant.into_future());
         }
     }
 }
@@ -174,11 +167,8 @@ where
     type Error = E;
     type Future = A::IntoFuture;
 
-    fn push_into<W, Wrap>(self, out: &mut Vec<W>, wrap: Wrap)
-    where
-        Wrap: Fn(Self::Future) -> W,
-    {
-        out.push(wrap(self.0.into_future()));
+    fn push_into(self, push: &mut impl FnMut(Self::Future)) {
+        push(self.0.into_future());
     }
 }
 
@@ -205,13 +195,10 @@ macro_rules! tuple_contestants {
                 <($($tail,)+) as IntoContestants<Tuple>>::Future,
             >;
 
-            fn push_into<W, Wrap>(self, out: &mut Vec<W>, wrap: Wrap)
-            where
-                Wrap: Fn(Self::Future) -> W,
-            {
+            fn push_into(self, push: &mut impl FnMut(Self::Future)) {
                 let ($head_var, $($tail_var,)+) = self;
-                out.push(wrap(Either::left($head_var.into_future())));
-                ($($tail_var,)+).push_into(out, |future| wrap(Either::right(future)));
+                push(Either::left($head_var.into_future()));
+                ($($tail_var,)+).push_into(&mut |future| push(Either::right(future)));
             }
         }
     };

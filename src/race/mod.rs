@@ -2,13 +2,27 @@
 //! nobody wins [`RaceError`] carries every contestant's error. [`Race::hedge`] makes it a
 //! hedged race: the contestants start one after another instead of all at once.
 //!
-//! The race polls its contestants itself (no spawning), each with a waker lent from the
-//! wake layer ([`crate::wake`]), so a wake-up polls that contestant only: racing 10,000
-//! futures costs O(10,000) polls in total, not O(10,000) per wake-up.
+//! The race polls its contestants itself (no spawning). Until one of them pends it polls
+//! them with its own waker, as a select loop does: a race whose contestants all finish at
+//! once makes no waker. From the first that pends on, each gets a waker lent from the wake
+//! layer ([`crate::wake`]), so a wake-up polls that contestant only: racing 10,000 futures
+//! costs O(10,000) polls in total, not O(10,000) per wake-up. Contestants woken during a
+//! poll of the race (one finishing wakes the next) are polled again within it, up to a
+//! budget, unless one woke itself (it yielded): then the executor gets its turn first.
+//!
+//! The contestants stay pinned in blocks ([`blocks`]), one allocation per block.
+//!
+//! What a race allocates, at least, in safe Rust: a block for its first 4 contestants and
+//! one per 32 after them (and their list), where a crate free to use `unsafe` pins them all
+//! in one slice; the wake set once a contestant pends; a waker of its own for each
+//! contestant that keeps a clone of its waker while another one holds the lent one (a
+//! `Waker` made safely is an `Arc`, one per contestant number); the list of errors only
+//! when the race fails.
 //!
 //! A hedged race keeps one timer, for the next start, moved forward at each start; the
 //! plain race pays one branch per poll for it.
 
+mod blocks;
 mod contestants;
 mod error;
 
@@ -25,14 +39,12 @@ use std::time::Duration;
 
 use crate::runtime::RtSleep;
 use crate::time::{Sleep, sleep};
-use crate::wake::{Lender, Lent, WakeSet};
+use crate::wake::{Lender, WakeSet};
+use blocks::{Blocks, Slot, SlotOwn, SlotProj};
 
-/// One contestant: the future, boxed so it stays pinned while the others come and go
-/// (`None` once it failed), and its waker if it kept a clone of the lent one.
-struct Slot<F> {
-    future: Option<Pin<Box<F>>>,
-    lent: Option<Lent>,
-}
+/// At least this many polls of woken contestants in one poll of a race (more in a larger
+/// race: as many as it has contestants), then it lets the executor run others.
+const MIN_BUDGET: usize = 32;
 
 /// Runs every contestant at once; the first to return `Ok` wins and the others are dropped.
 ///
@@ -111,21 +123,18 @@ pub fn race<M, C>(contestants: C) -> Race<C::Future, C::Error>
 where
     C: IntoContestants<M>,
 {
-    let mut slots = Vec::new();
-    contestants.push_into(&mut slots, |future| Slot {
-        future: Some(Box::pin(future)),
-        lent: None,
-    });
-    let wake = WakeSet::new(slots.len());
+    let mut slots = Blocks::new();
+    contestants.push_into(&mut |future| slots.push(future));
     Race {
         contestants: Contestants {
-            lender: Lender::new(&wake),
             running: slots.len(),
             started: 0,
+            failed: 0,
             slots,
-            errors: Vec::new(),
+            lender: None,
         },
-        wake,
+        wake: None,
+        holder: None,
         timeout: None,
         timer: None,
         hedge: None,
@@ -150,14 +159,24 @@ enum State {
 /// The contestants and what the race knows about them, apart from the [`WakeSet`] that
 /// says which ones to poll (so it can be borrowed while they are polled).
 struct Contestants<F, E> {
-    slots: Vec<Slot<F>>,
-    lender: Lender,
+    slots: Blocks<F, E>,
+    /// Made with the [`WakeSet`], when the first contestant pends.
+    lender: Option<Lender>,
     /// Contestants started and neither failed nor dropped.
     running: usize,
     /// Contestants `0..started` have been polled at least once; the rest never were.
     started: usize,
-    /// Errors in the order they came.
-    errors: Vec<(usize, E)>,
+    /// Contestants failed so far.
+    failed: usize,
+}
+
+/// Which waker polls a contestant.
+enum Waking<'a, 'b> {
+    /// The race's own: until a contestant pends, nothing needs telling apart, and no
+    /// [`WakeSet`] is made (a race whose contestants all finish at once needs none).
+    Parent(&'a mut Context<'b>),
+    /// A waker lent from the set, for this contestant only.
+    Lent(&'a WakeSet),
 }
 
 /// What polling one contestant gave.
@@ -169,26 +188,35 @@ enum Polled<T> {
 }
 
 impl<F, E> Contestants<F, E> {
-    /// Polls contestant `index` with its waker; records and drops a failed contestant.
+    /// Polls contestant `index` (starting it if it never was); records a failure.
     #[inline]
-    fn poll<T>(&mut self, wake: &WakeSet, index: usize) -> Polled<T>
+    fn poll<T>(&mut self, index: usize, waking: Waking<'_, '_>) -> Polled<T>
     where
         F: Future<Output = Result<T, E>>,
     {
-        let slot = &mut self.slots[index];
+        let mut slot = self.slots.place(index);
         // A contestant that already failed may still be woken by a stale waker: skip it.
-        let Some(future) = slot.future.as_mut() else {
+        let SlotProj::Running { future, lent } = slot.as_mut().project() else {
             return Polled::Pending;
         };
-        let waker = match &slot.lent {
-            Some(kept) => kept.waker(),
-            None => self.lender.lend(wake, index),
+        let poll = match &waking {
+            Waking::Parent(cx) => future.poll(&mut Context::from_waker(cx.waker())),
+            Waking::Lent(wake) => {
+                let lender = self.lender.get_or_insert_with(|| Lender::new(wake));
+                let waker = match lent {
+                    Some(kept) => kept.waker(),
+                    None => lender.lend(wake, index),
+                };
+                future.poll(&mut Context::from_waker(waker))
+            }
         };
-        let result = match future.as_mut().poll(&mut Context::from_waker(waker)) {
+        let result = match poll {
             Poll::Pending => {
                 // A contestant that kept a clone of the lent waker keeps the waker.
-                if slot.lent.is_none() {
-                    slot.lent = self.lender.kept(wake);
+                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut self.lender) {
+                    if lent.is_none() {
+                        *lent = lender.kept(wake);
+                    }
                 }
                 return Polled::Pending;
             }
@@ -197,18 +225,51 @@ impl<F, E> Contestants<F, E> {
         match result {
             Ok(value) => Polled::Won(value),
             Err(error) => {
-                slot.future = None;
-                self.lender.finished(wake, slot.lent.take());
-                if self.errors.is_empty() {
-                    // One allocation for every error to come, the unstarted ones' included.
-                    self.errors
-                        .reserve_exact(self.running + (self.slots.len() - self.started));
-                }
+                let lent = lent.take();
+                slot.set(Slot::Failed {
+                    error,
+                    order: self.failed,
+                });
+                self.failed += 1;
                 self.running -= 1;
-                self.errors.push((index, error));
+                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut self.lender) {
+                    lender.finished(wake, lent);
+                }
                 Polled::Failed
             }
         }
+    }
+
+    /// Polls contestant `index` with the parent's waker while there is no wake set yet,
+    /// and makes the set when a contestant pends: that one becomes the `holder`, which the
+    /// next poll of the race polls with a waker of its own. Returns what the poll gave, and
+    /// whether the contestant woke itself (then it waits for the next poll of the race).
+    #[inline]
+    fn poll_first<T>(
+        &mut self,
+        wake: &mut Option<WakeSet>,
+        holder: &mut Option<usize>,
+        index: usize,
+        cx: &mut Context<'_>,
+    ) -> (Polled<T>, bool)
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        if let Some(set) = wake {
+            let polled = self.poll(index, Waking::Lent(set));
+            let woke_itself = matches!(polled, Polled::Pending) && set.is_marked(index);
+            return (polled, woke_itself);
+        }
+        let polled = self.poll(index, Waking::Parent(cx));
+        if let Polled::Pending = polled {
+            // It may keep the parent's waker, which does not tell which contestant to
+            // poll: every other contestant gets a waker of its own from now on.
+            let set = wake.insert(WakeSet::new(self.slots.len()));
+            set.enter();
+            *holder = Some(index);
+        }
+        // A wake-up of its own went to the executor: it is polled on the next poll anyway.
+        (polled, false)
     }
 
     /// Starts the next contestant: its first poll.
@@ -219,13 +280,32 @@ impl<F, E> Contestants<F, E> {
         let index = self.started;
         self.started += 1;
         self.running += 1;
-        self.poll(wake, index)
+        self.poll(index, Waking::Lent(wake))
     }
 
-    /// Drops every contestant, started or not.
+    /// Drops every contestant, started or not, and every error.
     fn drop_all(&mut self) {
-        drop(mem::take(&mut self.slots));
+        self.slots.clear();
         self.running = 0;
+    }
+
+    /// The errors, in the order the contestants failed; drops every contestant.
+    fn take_errors(&mut self) -> Vec<(usize, E)> {
+        let mut errors = Vec::with_capacity(self.failed);
+        for index in 0..self.slots.len() {
+            if let SlotOwn::Failed { error, order } =
+                self.slots.place(index).project_replace(Slot::Empty)
+            {
+                errors.push((order, index, error));
+            }
+        }
+        self.drop_all();
+        errors.sort_unstable_by_key(|&(order, _, _)| order);
+        // Collected in place: the same allocation, each entry one word shorter.
+        errors
+            .into_iter()
+            .map(|(_, index, error)| (index, error))
+            .collect()
     }
 }
 
@@ -257,7 +337,12 @@ impl<F, E> Contestants<F, E> {
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Race<F, E> {
     contestants: Contestants<F, E>,
-    wake: WakeSet,
+    /// Which contestants were woken; made when the first contestant pends (a hedged race:
+    /// on the first poll).
+    wake: Option<WakeSet>,
+    /// The contestant that pended while polled with the race's own waker: the next poll
+    /// polls it, with a waker of its own.
+    holder: Option<usize>,
     timeout: Option<Duration>,
     /// Started on the first poll when there is a timeout.
     timer: Option<Pin<Box<Sleep>>>,
@@ -279,8 +364,9 @@ impl<F, E> Race<F, E> {
     /// poll.
     ///
     /// The timeout is checked after the contestants on every poll, so a contestant that
-    /// is ready wins over a timeout that has passed. `Duration::ZERO` gives each contestant
-    /// exactly one poll; `Duration::MAX` never expires. The timer is a
+    /// is ready wins over a timeout that has passed. `Duration::ZERO` gives the race one
+    /// poll: each contestant is polled once (a contestant woken by another one finishing
+    /// in that poll is polled once more); `Duration::MAX` never expires. The timer is a
     /// [`sleep`](crate::sleep), so tokio's paused clock applies with the `tokio` feature.
     ///
     /// # Examples
@@ -402,15 +488,32 @@ impl<F, E> Race<F, E> {
 
     /// Ends the race with a failure.
     fn fail(&mut self, timed_out: Option<Duration>) -> RaceError<E> {
-        self.contestants.drop_all();
         self.timer = None;
         self.hedge = None;
         self.state = State::Done;
         RaceError::new(
-            mem::take(&mut self.contestants.errors),
+            self.contestants.take_errors(),
             timed_out,
             self.contestants.started,
         )
+    }
+}
+
+impl<F, T, E> Race<F, E>
+where
+    F: Future<Output = Result<T, E>>,
+{
+    /// Polls the holder, if any, with a waker of its own from now on.
+    #[inline]
+    fn poll_holder(&mut self, yielded: &mut bool) -> Option<T> {
+        if let (Some(index), Some(wake)) = (self.holder.take(), &self.wake) {
+            match self.contestants.poll(index, Waking::Lent(wake)) {
+                Polled::Won(value) => return Some(value),
+                Polled::Pending => *yielded |= wake.is_marked(index),
+                Polled::Failed => {}
+            }
+        }
+        None
     }
 }
 
@@ -455,7 +558,8 @@ impl Hedge {
     }
 }
 
-// Contestants are boxed and errors are never pinned: moving a `Race` moves no pinned data.
+// Contestants are pinned in boxed blocks and errors are never pinned: moving a `Race`
+// moves no pinned data.
 impl<F, E> Unpin for Race<F, E> {}
 
 impl<F, E> fmt::Debug for Race<F, E> {
@@ -464,7 +568,7 @@ impl<F, E> fmt::Debug for Race<F, E> {
             .field("contestants", &self.contestants.slots.len())
             .field("running", &self.contestants.running)
             .field("started", &self.contestants.started)
-            .field("failed", &self.contestants.errors.len())
+            .field("failed", &self.contestants.failed)
             .field("timeout", &self.timeout)
             .field("hedge", &self.hedge.as_ref().map(|hedge| hedge.delay))
             .finish_non_exhaustive()
@@ -481,7 +585,14 @@ where
         let this = self.get_mut();
         let mut winner = None;
         // Wake-ups during this poll only mark their contestants: we look before we return.
-        this.wake.enter();
+        if let Some(wake) = &this.wake {
+            wake.enter();
+        }
+        // Polls left in this poll of the race for contestants woken during it.
+        let mut budget = this.contestants.slots.len().max(MIN_BUDGET);
+        // A contestant woke itself (it yielded): the executor gets its turn before the
+        // contestants woken now are polled.
+        let mut yielded = false;
         match mem::replace(&mut this.state, State::Polling) {
             State::Done => panic!("`Race` polled after it completed"),
             State::Polling => panic!("`Race` polled after a contestant panicked"),
@@ -491,33 +602,69 @@ where
                 }
                 if this.hedge.is_none() {
                     this.contestants.started = this.contestants.slots.len();
+                    // A contestant finished after the holder pended: it may have woken the
+                    // holder (one mirror's answer unblocking another's), through the
+                    // parent's waker, so nothing says whether it did.
+                    let mut finished_after_holder = false;
                     for index in 0..this.contestants.slots.len() {
-                        if let Polled::Won(value) = this.contestants.poll(&this.wake, index) {
-                            winner = Some(value);
-                            break;
+                        let (polled, woke_itself) = this.contestants.poll_first(
+                            &mut this.wake,
+                            &mut this.holder,
+                            index,
+                            cx,
+                        );
+                        yielded |= woke_itself;
+                        match polled {
+                            Polled::Won(value) => {
+                                winner = Some(value);
+                                break;
+                            }
+                            Polled::Failed => finished_after_holder |= this.holder.is_some(),
+                            Polled::Pending => {}
                         }
                     }
+                    // Then poll the holder again now, as a select loop would, rather than
+                    // after a round trip through the executor.
+                    if finished_after_holder && winner.is_none() {
+                        winner = this.poll_holder(&mut yielded);
+                    }
                 } else {
-                    // Nobody runs yet: the first contestant starts below, as each next one.
+                    // Nobody runs yet: the first contestant starts below, as each next one,
+                    // each with a waker of its own (a hedged race waits anyway).
                     this.contestants.running = 0;
+                    let wake = this.wake.insert(WakeSet::new(this.contestants.slots.len()));
+                    wake.enter();
                 }
             }
-            State::Running => {
-                let _ = this
-                    .wake
-                    .drain(|index| match this.contestants.poll(&this.wake, index) {
+            State::Running => winner = this.poll_holder(&mut yielded),
+        }
+        // Poll the woken contestants, again while polling them wakes others (one finishing
+        // wakes the next, say): within the budget, until one yields.
+        if let Some(wake) = &this.wake {
+            while winner.is_none() && !yielded && budget > 0 && wake.any() {
+                let _ = wake.drain(|index| {
+                    if budget == 0 {
+                        return ControlFlow::Break(());
+                    }
+                    budget -= 1;
+                    match this.contestants.poll(index, Waking::Lent(wake)) {
                         Polled::Won(value) => {
                             winner = Some(value);
                             ControlFlow::Break(())
                         }
-                        Polled::Pending | Polled::Failed => ControlFlow::Continue(()),
-                    });
+                        Polled::Pending => {
+                            yielded |= wake.is_marked(index);
+                            ControlFlow::Continue(())
+                        }
+                        Polled::Failed => ControlFlow::Continue(()),
+                    }
+                });
             }
         }
         // The one branch a plain race pays for hedging.
-        if let Some(hedge) = &mut this.hedge {
+        if let (Some(hedge), Some(wake)) = (&mut this.hedge, &this.wake) {
             if winner.is_none() {
-                winner = hedge.start_due(&mut this.contestants, &this.wake, cx);
+                winner = hedge.start_due(&mut this.contestants, wake, cx);
             }
         }
         this.state = State::Running;
@@ -531,13 +678,14 @@ where
         if this.contestants.running == 0 {
             return Poll::Ready(Err(this.fail(None)));
         }
-        // Register, then look: a contestant woken during this poll (it yielded, or woke
-        // the one after it) gets its next poll in the next poll of the race, after the
-        // executor has had its turn, so each poll of the race polls each contestant at
-        // most once.
-        this.wake.register(cx);
-        if this.wake.any() {
-            cx.waker().wake_by_ref();
+        // Register, then look: a contestant woken during this poll and not polled yet (it
+        // yielded, or the budget ran out) gets its next poll in the next poll of the race,
+        // after the executor has had its turn.
+        if let Some(wake) = &this.wake {
+            wake.register(cx);
+            if wake.any() {
+                cx.waker().wake_by_ref();
+            }
         }
         if let Some(timer) = &mut this.timer {
             if timer.as_mut().poll(cx).is_ready() {

@@ -199,6 +199,13 @@ impl WakeSet {
         self.shared.mark(index);
     }
 
+    /// Whether slot `index` is marked woken (a hint, for telling a child that woke itself
+    /// during its poll from one woken by another).
+    #[inline]
+    pub(crate) fn is_marked(&self, index: usize) -> bool {
+        self.shared.word(index / BITS).load(Ordering::Relaxed) & (1 << (index % BITS)) != 0
+    }
+
     /// Whether any slot may be woken (a cheap look; it may answer `true` once for a word
     /// whose bits were just taken).
     #[inline]
