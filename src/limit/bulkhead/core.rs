@@ -52,13 +52,19 @@ impl<H: Holder> Acquire<H> {
         let Some(holder) = &self.holder else {
             panic!("{what} polled after completion");
         };
-        let limiter = holder.limiter();
+        // The semaphore's fast path and its granted-waiter check inline; refusals and the
+        // acquire timer out of line.
+        let (limiter, options) = (holder.limiter(), holder.options());
         let result = if self.waiter.is_idle() && limiter.try_take() {
             Ok(())
         } else {
-            match self.poll_slow(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(result) => result,
+            match limiter.poll_acquire(&mut self.waiter, cx, options.queue_bound()) {
+                Poll::Ready(Ok(())) => Ok(()),
+                Poll::Pending if options.acquire_timeout.is_none() => return Poll::Pending,
+                polled => match self.poll_slow(polled.is_pending(), cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(result) => result,
+                },
             }
         };
         // On error the holder drops here (a keyed bulkhead may forget the key).
@@ -66,21 +72,24 @@ impl<H: Holder> Acquire<H> {
         Poll::Ready(result.map(|()| Permit { holder }))
     }
 
+    /// The semaphore refused (`queued` false: the queue was full, or a zero timeout found
+    /// no free permit) or the caller waits with an acquire timeout (`queued` true).
     #[cold]
-    fn poll_slow(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
+    fn poll_slow(&mut self, queued: bool, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
         let holder = self.holder.as_ref().expect("checked by poll");
         let (limiter, options) = (holder.limiter(), holder.options());
         let refuse = |reason| {
             limiter.counts().note_rejected();
             Poll::Ready(Err(options.refuse(reason)))
         };
-        match limiter.poll_acquire(&mut self.waiter, cx, options.queue_bound()) {
-            Poll::Ready(Ok(())) => return Poll::Ready(Ok(())),
-            Poll::Ready(Err(_)) if options.acquire_timeout == Some(std::time::Duration::ZERO) => {
-                return refuse(Reason::TimedOut);
-            }
-            Poll::Ready(Err(_)) => return refuse(Reason::QueueFull),
-            Poll::Pending => {}
+        if !queued {
+            return refuse(
+                if options.acquire_timeout == Some(std::time::Duration::ZERO) {
+                    Reason::TimedOut
+                } else {
+                    Reason::QueueFull
+                },
+            );
         }
         let Some(timeout) = options.acquire_timeout else {
             return Poll::Pending;
