@@ -52,19 +52,14 @@ impl<H: Holder> Acquire<H> {
         let Some(holder) = &self.holder else {
             panic!("{what} polled after completion");
         };
-        // The semaphore's fast path and its granted-waiter check inline; refusals and the
-        // acquire timer out of line.
-        let (limiter, options) = (holder.limiter(), holder.options());
-        let result = if self.waiter.is_idle() && limiter.try_take() {
+        // The fast path inline, so that an uncontended acquire stays small enough to be
+        // inlined into its caller; the rest out of line.
+        let result = if self.waiter.is_idle() && holder.limiter().try_take() {
             Ok(())
         } else {
-            match limiter.poll_acquire(&mut self.waiter, cx, options.queue_bound()) {
-                Poll::Ready(Ok(())) => Ok(()),
-                Poll::Pending if options.acquire_timeout.is_none() => return Poll::Pending,
-                polled => match self.poll_slow(polled.is_pending(), cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(result) => result,
-                },
+            match self.poll_queue(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(result) => result,
             }
         };
         // On error the holder drops here (a keyed bulkhead may forget the key).
@@ -72,9 +67,24 @@ impl<H: Holder> Acquire<H> {
         Poll::Ready(result.map(|()| Permit { holder }))
     }
 
+    /// Queueing, a queued waiter's check, and (further out of line) refusals and the
+    /// acquire timer.
+    #[cold]
+    #[inline(never)]
+    fn poll_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
+        let holder = self.holder.as_ref().expect("checked by poll");
+        let (limiter, options) = (holder.limiter(), holder.options());
+        match limiter.poll_acquire(&mut self.waiter, cx, options.queue_bound()) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+            Poll::Pending if options.acquire_timeout.is_none() => Poll::Pending,
+            polled => self.poll_slow(polled.is_pending(), cx),
+        }
+    }
+
     /// The semaphore refused (`queued` false: the queue was full, or a zero timeout found
     /// no free permit) or the caller waits with an acquire timeout (`queued` true).
     #[cold]
+    #[inline(never)]
     fn poll_slow(&mut self, queued: bool, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
         let holder = self.holder.as_ref().expect("checked by poll");
         let (limiter, options) = (holder.limiter(), holder.options());
