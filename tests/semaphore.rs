@@ -196,8 +196,14 @@ fn a_waiter_after_a_drained_burst_still_waits_its_turn() {
     }
     assert_eq!(semaphore.waiting(), 0);
     let mut late = semaphore.acquire();
-    assert!(poll(&mut late, waker).is_pending(), "a permit out of nowhere");
-    assert!(poll(&mut late, waker).is_pending(), "a permit out of nowhere");
+    assert!(
+        poll(&mut late, waker).is_pending(),
+        "a permit out of nowhere"
+    );
+    assert!(
+        poll(&mut late, waker).is_pending(),
+        "a permit out of nowhere"
+    );
     drop(held);
     let Poll::Ready(permit) = poll(&mut late, waker) else {
         panic!("the late waiter was not granted the released permit");
