@@ -305,3 +305,54 @@ fn a_chunk_freed_while_the_permit_is_handed_on_loses_nothing() {
         assert_all_returned(&semaphore);
     });
 }
+
+/// The only waiter leaves while the permit is released: the release saw the `WAITERS` flag
+/// but finds the queue empty once it holds the lock, and gives the permit back the plain
+/// way. Either order ends with the permit free and nobody waiting.
+#[test]
+fn the_only_waiter_leaving_as_the_permit_is_released_loses_nothing() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1));
+        let guard = semaphore.try_acquire_arc().unwrap();
+        let (_, waker) = counting_waker();
+        let waiter = queued(&semaphore, &waker);
+        let releaser = thread::spawn(move || drop(guard));
+        drop(waiter);
+        releaser.join().unwrap();
+        assert_all_returned(&semaphore);
+        assert!(semaphore.try_acquire().is_some());
+    });
+}
+
+/// A granted waiter's node is freed by the granter, so a waiter queued right after may
+/// reuse its index: the first still finds its grant (by its ticket), and the second still
+/// waits its turn, then gets the permit the first gives back.
+#[test]
+fn a_granted_waiters_node_reused_at_once_confuses_nobody() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1));
+        let guard = semaphore.try_acquire_arc().unwrap();
+        let (first_wakes, first_waker) = counting_waker();
+        let mut first = queued(&semaphore, &first_waker);
+        let releaser = thread::spawn(move || drop(guard));
+        let (second_wakes, second_waker) = counting_waker();
+        let mut second = queued(&semaphore, &second_waker);
+        // Polled while the release may be under way: granted or still waiting, never wrong.
+        let early = poll(&mut first, &first_waker);
+        releaser.join().unwrap();
+        let guard = match early {
+            Poll::Ready(guard) => guard,
+            Poll::Pending => woken_and_granted(&mut first, &first_wakes, &first_waker, "the first"),
+        };
+        assert!(
+            poll(&mut second, &second_waker).is_pending(),
+            "the second jumped ahead"
+        );
+        let releaser = thread::spawn(move || drop(guard));
+        releaser.join().unwrap();
+        let guard = woken_and_granted(&mut second, &second_wakes, &second_waker, "the second");
+        drop(guard);
+        drop((first, second));
+        assert_all_returned(&semaphore);
+    });
+}

@@ -174,6 +174,46 @@ fn a_waker_change_is_honoured() {
     assert!(poll(&mut waiter, &new).is_ready());
 }
 
+/// Regression: a granted waiter learns of its grant by comparing its ticket with the last
+/// one granted. The wait queue used to start over (tickets from 1 again) when a burst of
+/// more than 64 waiters drained and it gave its memory back, so the next waiter's ticket
+/// was already "granted": it took a permit nobody had given it, two holders at limit 1.
+#[test]
+fn a_waiter_after_a_drained_burst_still_waits_its_turn() {
+    let semaphore = Semaphore::new(1);
+    let waker = Waker::noop();
+    let mut held = semaphore.try_acquire().unwrap();
+    let mut burst: Vec<_> = (0..300).map(|_| semaphore.acquire()).collect();
+    for waiter in &mut burst {
+        assert!(poll(waiter, waker).is_pending());
+    }
+    for waiter in &mut burst {
+        drop(held);
+        held = match poll(waiter, waker) {
+            Poll::Ready(permit) => permit,
+            Poll::Pending => panic!("the oldest waiter was not granted the released permit"),
+        };
+    }
+    assert_eq!(semaphore.waiting(), 0);
+    let mut late = semaphore.acquire();
+    assert!(
+        poll(&mut late, waker).is_pending(),
+        "a permit out of nowhere"
+    );
+    assert!(
+        poll(&mut late, waker).is_pending(),
+        "a permit out of nowhere"
+    );
+    drop(held);
+    let Poll::Ready(permit) = poll(&mut late, waker) else {
+        panic!("the late waiter was not granted the released permit");
+    };
+    drop(burst);
+    assert_eq!(semaphore.available_permits(), 0);
+    drop(permit);
+    assert_eq!(semaphore.available_permits(), 1);
+}
+
 #[test]
 fn a_zero_permit_semaphore_is_refused_with_a_clear_message() {
     let payload = std::panic::catch_unwind(|| Semaphore::new(0)).unwrap_err();

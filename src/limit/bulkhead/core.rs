@@ -52,11 +52,12 @@ impl<H: Holder> Acquire<H> {
         let Some(holder) = &self.holder else {
             panic!("{what} polled after completion");
         };
-        let limiter = holder.limiter();
-        let result = if self.waiter.is_idle() && limiter.try_take() {
+        // The fast path inline, so that an uncontended acquire stays small enough to be
+        // inlined into its caller; the rest out of line.
+        let result = if self.waiter.is_idle() && holder.limiter().try_take() {
             Ok(())
         } else {
-            match self.poll_slow(cx) {
+            match self.poll_queue(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(result) => result,
             }
@@ -66,21 +67,39 @@ impl<H: Holder> Acquire<H> {
         Poll::Ready(result.map(|()| Permit { holder }))
     }
 
+    /// Queueing, a queued waiter's check, and (further out of line) refusals and the
+    /// acquire timer.
     #[cold]
-    fn poll_slow(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
+    #[inline(never)]
+    fn poll_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
+        let holder = self.holder.as_ref().expect("checked by poll");
+        let (limiter, options) = (holder.limiter(), holder.options());
+        match limiter.poll_acquire(&mut self.waiter, cx, options.queue_bound()) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+            Poll::Pending if options.acquire_timeout.is_none() => Poll::Pending,
+            polled => self.poll_slow(polled.is_pending(), cx),
+        }
+    }
+
+    /// The semaphore refused (`queued` false: the queue was full, or a zero timeout found
+    /// no free permit) or the caller waits with an acquire timeout (`queued` true).
+    #[cold]
+    #[inline(never)]
+    fn poll_slow(&mut self, queued: bool, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
         let holder = self.holder.as_ref().expect("checked by poll");
         let (limiter, options) = (holder.limiter(), holder.options());
         let refuse = |reason| {
             limiter.counts().note_rejected();
             Poll::Ready(Err(options.refuse(reason)))
         };
-        match limiter.poll_acquire(&mut self.waiter, cx, options.queue_bound()) {
-            Poll::Ready(Ok(())) => return Poll::Ready(Ok(())),
-            Poll::Ready(Err(_)) if options.acquire_timeout == Some(std::time::Duration::ZERO) => {
-                return refuse(Reason::TimedOut);
-            }
-            Poll::Ready(Err(_)) => return refuse(Reason::QueueFull),
-            Poll::Pending => {}
+        if !queued {
+            return refuse(
+                if options.acquire_timeout == Some(std::time::Duration::ZERO) {
+                    Reason::TimedOut
+                } else {
+                    Reason::QueueFull
+                },
+            );
         }
         let Some(timeout) = options.acquire_timeout else {
             return Poll::Pending;

@@ -10,9 +10,9 @@ use crate::sync::{AtomicU64, AtomicUsize};
 /// The semaphore of one bulkhead cap: the FIFO core with admission counters.
 pub(crate) type Limiter = Core<Counters>;
 
-/// Admissions, counted modulo 2^31 in the state word's top bits so that admitting costs
-/// nothing more than the compare-and-swap that takes the permit; wrap-arounds go to
-/// `admitted_wraps`.
+/// Fast-path admissions, counted modulo 2^31 in the state word's top bits so that admitting
+/// costs nothing more than the compare-and-swap that takes the permit; wrap-arounds go to
+/// `admitted_wraps`. (Hand-offs to waiters are counted by the semaphore's queue.)
 const ADMIT_ONE: u64 = 1 << COUNT_SHIFT;
 const ADMIT_MAX: u64 = u64::MAX >> COUNT_SHIFT;
 
@@ -31,12 +31,17 @@ impl Count for Counters {
 
     #[inline]
     fn admitted(&self, before: u64) {
-        let now = (in_flight(before) + 1) as usize;
-        if now > self.peak.load(Ordering::Relaxed) {
-            self.peak.fetch_max(now, Ordering::Relaxed);
-        }
+        self.raised(in_flight(before) + 1);
         if before >> COUNT_SHIFT == ADMIT_MAX {
             self.admitted_wraps.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    fn raised(&self, now: u64) {
+        let now = now as usize;
+        if now > self.peak.load(Ordering::Relaxed) {
+            self.peak.fetch_max(now, Ordering::Relaxed);
         }
     }
 }
@@ -82,13 +87,15 @@ impl Tally {
         let counts = limiter.counts();
         let wraps = counts.admitted_wraps.load(Ordering::Relaxed);
         let state = limiter.state();
+        let (waiting, handed) = limiter.waiting_and_handed();
         Self {
             in_flight: in_flight(state) as usize,
-            waiting: limiter.waiting(),
+            waiting,
             peak: counts.peak.load(Ordering::Relaxed),
             admitted: wraps
                 .wrapping_mul(ADMIT_MAX + 1)
-                .wrapping_add(state >> COUNT_SHIFT),
+                .wrapping_add(state >> COUNT_SHIFT)
+                .wrapping_add(handed),
             rejected: counts.rejected.load(Ordering::Relaxed),
         }
     }

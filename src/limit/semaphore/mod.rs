@@ -412,7 +412,7 @@ mod tests {
             assert!(permit.is_ready(), "granted in arrival order");
         }
         drop(granted);
-        // The last waiter holds its node: granted the permit, not yet polled.
+        // The last waiter has been granted the permit (its node freed), not yet polled.
         assert_eq!((semaphore.waiting(), semaphore.available_permits()), (0, 0));
         let kept = semaphore.core.queue_footprint();
         assert!(kept < 1 << 20, "{kept} bytes kept for one waiter");

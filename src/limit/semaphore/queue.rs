@@ -30,20 +30,14 @@ const CHUNK: usize = 1 << CHUNK_BITS;
 /// churn for a semaphore that sees a few waiters at a time); a larger one frees them all.
 const KEEP_WHEN_EMPTY: usize = 64;
 
-pub(super) enum NodeState {
-    /// On the free list.
-    Vacant,
-    /// In the queue; the waker of the future that owns the node.
-    Queued(Waker),
-    /// Out of the queue, holding a permit its owner has not taken yet.
-    Granted,
-}
-
 struct Node {
     /// Queue links while queued, free-list links while vacant.
     prev: usize,
     next: usize,
-    state: NodeState,
+    /// The waker of the future that owns the node while it is queued; `None`: vacant.
+    waker: Option<Waker>,
+    /// The waiter's place in line while it is queued.
+    ticket: u64,
 }
 
 struct Chunk {
@@ -69,10 +63,12 @@ pub(super) struct Queue {
     free: usize,
     head: usize,
     tail: usize,
-    /// Queued nodes (not counting granted ones whose owner has not looked yet).
+    /// Queued nodes (the nodes not vacant).
     len: usize,
-    /// Nodes not vacant: queued plus granted.
-    used: usize,
+    /// The ticket of the last waiter queued (tickets start at 1).
+    tickets: u64,
+    /// Waiters granted a permit so far (admissions through the queue, for statistics).
+    handed: u64,
 }
 
 impl Queue {
@@ -86,7 +82,8 @@ impl Queue {
             head: NIL,
             tail: NIL,
             len: 0,
-            used: 0,
+            tickets: 0,
+            handed: 0,
         }
     }
 
@@ -112,48 +109,79 @@ impl Queue {
         &mut self.chunk_mut(index).nodes[index & (CHUNK - 1)]
     }
 
-    /// The state of a node its owner holds.
-    pub(super) fn state_mut(&mut self, index: usize) -> &mut NodeState {
-        &mut self.node_mut(index).state
+    /// Permits granted to waiters so far.
+    pub(super) fn handed(&self) -> u64 {
+        self.handed
     }
 
-    /// Queues a waiter at the back; returns its node's index.
-    pub(super) fn push_back(&mut self, waker: Waker) -> usize {
+    /// Stores the owner's current waker in a queued node; returns the stale one, to be
+    /// dropped after the lock is released.
+    pub(super) fn update_waker(&mut self, index: usize, waker: &Waker) -> Option<Waker> {
+        let slot = self
+            .node_mut(index)
+            .waker
+            .as_mut()
+            .expect("a waiter's node is freed only once it is granted or leaves");
+        if slot.will_wake(waker) {
+            None
+        } else {
+            Some(mem::replace(slot, waker.clone()))
+        }
+    }
+
+    /// Queues a waiter at the back; returns its node's index and its ticket.
+    pub(super) fn push_back(&mut self, waker: Waker) -> (usize, u64) {
         let index = self.allocate();
+        self.tickets += 1;
+        let ticket = self.tickets;
+        let tail = self.tail;
         *self.node_mut(index) = Node {
-            prev: self.tail,
+            prev: tail,
             next: NIL,
-            state: NodeState::Queued(waker),
+            waker: Some(waker),
+            ticket,
         };
-        if self.tail == NIL {
+        if tail == NIL {
             self.head = index;
         } else {
-            self.node_mut(self.tail).next = index;
+            self.node_mut(tail).next = index;
         }
         self.tail = index;
         self.len += 1;
-        index
+        (index, ticket)
     }
 
-    /// Takes the oldest waiter out of the queue, marks it granted, returns its waker.
+    /// Takes the oldest waiter out of the queue and frees its node (its owner, once it
+    /// sees its ticket granted, never looks at it again); returns its waker and ticket.
     /// The queue must not be empty.
-    pub(super) fn grant_front(&mut self) -> Waker {
+    pub(super) fn grant_front(&mut self) -> (Waker, u64) {
         let index = self.head;
-        self.unlink(index);
-        match mem::replace(&mut self.node_mut(index).state, NodeState::Granted) {
-            NodeState::Queued(waker) => waker,
-            _ => unreachable!("only queued nodes are linked"),
+        let node = self.node_mut(index);
+        let next = node.next;
+        let ticket = node.ticket;
+        let waker = node.waker.take().expect("only queued nodes are linked");
+        self.head = next;
+        if next == NIL {
+            self.tail = NIL;
+        } else {
+            self.node_mut(next).prev = NIL;
         }
+        self.len -= 1;
+        self.handed += 1;
+        self.release(index);
+        (waker, ticket)
     }
 
-    /// Takes a node out (of the queue if it is queued) and frees it; returns what it held.
-    pub(super) fn remove(&mut self, index: usize) -> NodeState {
-        if matches!(self.node(index).state, NodeState::Queued(_)) {
-            self.unlink(index);
-        }
-        let state = mem::replace(&mut self.node_mut(index).state, NodeState::Vacant);
+    /// Takes a queued node out of the queue and frees it; returns its waker.
+    pub(super) fn remove(&mut self, index: usize) -> Waker {
+        self.unlink(index);
+        let waker = self
+            .node_mut(index)
+            .waker
+            .take()
+            .expect("a waiter's node is freed only once it is granted or leaves");
         self.release(index);
-        state
+        waker
     }
 
     fn unlink(&mut self, index: usize) {
@@ -191,7 +219,8 @@ impl Queue {
             chunk.nodes.push(Node {
                 prev: NIL,
                 next: NIL,
-                state: NodeState::Vacant,
+                waker: None,
+                ticket: 0,
             });
             let offset = chunk.nodes.len() - 1;
             if chunk.nodes.len() == CHUNK {
@@ -200,7 +229,6 @@ impl Queue {
             (growing << CHUNK_BITS) | offset
         };
         self.chunk_mut(index).used += 1;
-        self.used += 1;
         index
     }
 
@@ -221,7 +249,7 @@ impl Queue {
         self.chunks.len() - 1
     }
 
-    /// Puts an unlinked node whose state is already `Vacant` on the free list, and gives
+    /// Puts an unlinked node whose waker is already taken on the free list, and gives
     /// memory back when that empties its chunk or the whole queue.
     fn release(&mut self, index: usize) {
         let free = self.free;
@@ -232,16 +260,20 @@ impl Queue {
             self.node_mut(free).prev = index;
         }
         self.free = index;
-        self.used -= 1;
         let chunk = self.chunk_mut(index);
         chunk.used -= 1;
         if chunk.used != 0 {
             return;
         }
-        if self.used == 0 {
+        if self.len == 0 {
             if self.chunks.len() > 1 || self.capacity() > KEEP_WHEN_EMPTY {
-                // A burst is over: give all its memory back.
-                *self = Self::new();
+                // A burst is over: give all its memory back (the counters go on: a
+                // ticket is never issued twice).
+                *self = Self {
+                    tickets: self.tickets,
+                    handed: self.handed,
+                    ..Self::new()
+                };
             }
         } else if self.live_chunks > 1 {
             self.free_chunk(index >> CHUNK_BITS);
@@ -347,7 +379,7 @@ mod tests {
 
     fn queued(queue: &mut Queue, count: usize) -> Vec<usize> {
         (0..count)
-            .map(|_| queue.push_back(Waker::noop().clone()))
+            .map(|_| queue.push_back(Waker::noop().clone()).0)
             .collect()
     }
 
@@ -371,8 +403,7 @@ mod tests {
                 "{} bytes kept for one waiter (it was number {stays})",
                 queue.footprint()
             );
-            queue.grant_front();
-            assert!(matches!(queue.remove(nodes[stays]), NodeState::Granted));
+            assert_eq!(queue.grant_front().1, stays as u64 + 1);
             assert_eq!(
                 queue.footprint(),
                 0,
@@ -383,7 +414,7 @@ mod tests {
     }
 
     #[test]
-    fn granted_nodes_keep_their_chunk_and_the_order_survives_churn() {
+    fn the_order_survives_churn_and_granted_nodes_are_freed() {
         let mut queue = Queue::new();
         let mut live: std::collections::VecDeque<usize> = queued(&mut queue, 5 * CHUNK).into();
         let mut rng = 0x9E37_79B9_7F4A_7C15_u64;
@@ -396,13 +427,13 @@ mod tests {
                     // Leave from anywhere.
                     let at = (rng >> 8) as usize % live.len();
                     let index = live.remove(at).unwrap();
-                    assert!(matches!(queue.remove(index), NodeState::Queued(_)));
+                    queue.remove(index);
                 }
                 1 if !live.is_empty() => {
                     let index = live.pop_front().unwrap();
                     assert_eq!(queue.head, index, "round {round}");
-                    queue.grant_front();
-                    assert!(matches!(queue.remove(index), NodeState::Granted));
+                    let ticket = queue.node(index).ticket;
+                    assert_eq!(queue.grant_front().1, ticket);
                 }
                 _ => live.extend(queued(&mut queue, (rng >> 20) as usize % 8)),
             }
@@ -412,6 +443,6 @@ mod tests {
             assert_eq!(queue.head, index);
             queue.remove(index);
         }
-        assert_eq!((queue.head, queue.tail, queue.used), (NIL, NIL, 0));
+        assert_eq!((queue.head, queue.tail, queue.len), (NIL, NIL, 0));
     }
 }
