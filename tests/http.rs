@@ -2,7 +2,7 @@
 //! under every runtime.
 //!
 //! The groundwork first (sequential awaits, `join_all` chunks, refusals, 503s, hang-ups),
-//! then the real crawl: 1,000 URLs over several hosts, a refusing address and a
+//! then a real crawl: 1,000 URLs over several hosts, a refusing address and a
 //! flaky host, through `map_async(..).per_key(..)` (and `map_async` + `KeyedBulkhead`) with `retry` on
 //! 503s, checked against what the server itself observed; and a mirror race whose loser
 //! the server sees hang up.
