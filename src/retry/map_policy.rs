@@ -164,11 +164,7 @@ impl<T, E> RetryPolicy<T, E> {
     #[track_caller]
     #[must_use]
     pub fn attempts(mut self, attempts: u32) -> Self {
-        assert!(
-            attempts > 0,
-            "tollgate: a retry policy needs at least 1 attempt, got .attempts(0)"
-        );
-        self.policy.attempts = attempts;
+        self.policy.set_attempts(attempts);
         self
     }
 
@@ -207,15 +203,7 @@ impl<T, E> RetryPolicy<T, E> {
     #[track_caller]
     #[must_use]
     pub fn backoff(mut self, initial: Duration, factor: f64, max: Duration) -> Self {
-        assert!(
-            factor.is_finite() && factor >= 1.0,
-            "tollgate: a backoff factor must be finite and at least 1.0, got {factor}"
-        );
-        self.policy.pause = Pause::Backoff {
-            initial,
-            factor,
-            max,
-        };
+        self.policy.set_backoff(initial, factor, max);
         self
     }
 
@@ -235,11 +223,7 @@ impl<T, E> RetryPolicy<T, E> {
     #[track_caller]
     #[must_use]
     pub fn jitter(mut self, fraction: f64) -> Self {
-        assert!(
-            (0.0..=1.0).contains(&fraction),
-            "tollgate: retry jitter must be within 0.0..=1.0, got {fraction}"
-        );
-        self.policy.jitter = Some(fraction);
+        self.policy.set_jitter(fraction);
         self
     }
 

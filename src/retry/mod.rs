@@ -286,11 +286,7 @@ impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
     /// Panics if `attempts` is 0: a retry that never tries anything has no result to give.
     #[track_caller]
     pub fn attempts(mut self, attempts: u32) -> Self {
-        assert!(
-            attempts > 0,
-            "retry needs at least 1 attempt, got .attempts(0)"
-        );
-        self.policy.attempts = attempts;
+        self.policy.set_attempts(attempts);
         self
     }
 
@@ -412,15 +408,7 @@ impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
     /// Panics if `factor` is below 1 or not finite.
     #[track_caller]
     pub fn backoff(mut self, initial: Duration, factor: f64, max: Duration) -> Self {
-        assert!(
-            factor.is_finite() && factor >= 1.0,
-            "retry backoff factor must be finite and at least 1, got {factor}"
-        );
-        self.policy.pause = Pause::Backoff {
-            initial,
-            factor,
-            max,
-        };
+        self.policy.set_backoff(initial, factor, max);
         self
     }
 
@@ -453,11 +441,7 @@ impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
     /// Panics if `fraction` is not within `0.0..=1.0`.
     #[track_caller]
     pub fn jitter(mut self, fraction: f64) -> Self {
-        assert!(
-            (0.0..=1.0).contains(&fraction),
-            "retry jitter must be within 0.0..=1.0, got {fraction}"
-        );
-        self.policy.jitter = Some(fraction);
+        self.policy.set_jitter(fraction);
         self
     }
 

@@ -58,6 +58,40 @@ impl Policy {
         timeout: None,
     };
 
+    /// Sets the number of attempts; the one check for `retry` and `RetryPolicy` alike.
+    #[track_caller]
+    pub(super) fn set_attempts(&mut self, attempts: u32) {
+        assert!(
+            attempts > 0,
+            "retry needs at least 1 attempt, got .attempts(0)"
+        );
+        self.attempts = attempts;
+    }
+
+    /// Sets an exponential backoff, after checking its factor.
+    #[track_caller]
+    pub(super) fn set_backoff(&mut self, initial: Duration, factor: f64, max: Duration) {
+        assert!(
+            factor.is_finite() && factor >= 1.0,
+            "retry backoff factor must be finite and at least 1, got {factor}"
+        );
+        self.pause = Pause::Backoff {
+            initial,
+            factor,
+            max,
+        };
+    }
+
+    /// Sets the jitter, after checking it is a fraction.
+    #[track_caller]
+    pub(super) fn set_jitter(&mut self, fraction: f64) {
+        assert!(
+            (0.0..=1.0).contains(&fraction),
+            "retry jitter must be within 0.0..=1.0, got {fraction}"
+        );
+        self.jitter = Some(fraction);
+    }
+
     /// The pause after the `failures`-th failed attempt (1-based), before jitter.
     fn base_pause(&self, failures: u32) -> Duration {
         match self.pause {
