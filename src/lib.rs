@@ -8,6 +8,7 @@
 )]
 
 mod error;
+mod events;
 mod limit;
 mod map;
 mod race;

@@ -201,7 +201,10 @@ impl<F: Future> Future for Timeout<F> {
             return Poll::Ready(Ok(output));
         }
         match this.timer.poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(TimeoutError::new(*this.after))),
+            Poll::Ready(()) => {
+                crate::events::timed_out("timeout", *this.after);
+                Poll::Ready(Err(TimeoutError::new(*this.after)))
+            }
             Poll::Pending => Poll::Pending,
         }
     }

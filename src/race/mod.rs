@@ -541,6 +541,9 @@ impl Hedge {
                     return None;
                 }
             }
+            if contestants.started > 0 {
+                crate::events::hedge(contestants.started, contestants.running == 0);
+            }
             if let Polled::Won(value) = contestants.start_next(wake) {
                 return Some(value);
             }
@@ -689,6 +692,9 @@ where
         }
         if let Some(timer) = &mut this.timer {
             if timer.as_mut().poll(cx).is_ready() {
+                if let Some(after) = this.timeout {
+                    crate::events::timed_out("race", after);
+                }
                 return Poll::Ready(Err(this.fail(this.timeout)));
             }
         }

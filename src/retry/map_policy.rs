@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::policy::{Pause, Policy, Rng};
+use crate::events::RetryReason;
 
 type Predicate<E> = Box<dyn FnMut(&E) -> bool + Send>;
 type Delay<E> = Box<dyn FnMut(&E) -> Option<Duration> + Send>;
@@ -115,6 +116,8 @@ pub(crate) struct Plan {
     pub(crate) delay: Duration,
     /// A pause for the item's whole key.
     pub(crate) pause_key: Option<Duration>,
+    /// The delay is the server's (`retry_after`), not the backoff's.
+    pub(crate) server_said: bool,
 }
 
 impl<T, E> RetryPolicy<T, E> {
@@ -352,18 +355,29 @@ impl<T, E> RetryPolicy<T, E> {
             return None;
         }
         let pause_key = self.pause_key.as_mut().and_then(|pause| pause(error));
-        let delay = match self.retry_after.as_mut().and_then(|after| after(error)) {
+        let server = self.retry_after.as_mut().and_then(|after| after(error));
+        let delay = match server {
             Some(delay) => delay,
             None => self.policy.pause(attempt, &mut self.rng),
         };
         Some(Plan {
             delay: delay.max(pause_key.unwrap_or_default()),
             pause_key,
+            server_said: server.is_some(),
         })
     }
 
     /// Tells the hook about a retry that will happen.
     pub(crate) fn announce(&mut self, item: &T, attempt: u32, error: &E, plan: &Plan) {
+        let reason = if plan.server_said {
+            RetryReason::RetryAfter
+        } else {
+            RetryReason::Error
+        };
+        crate::events::retry(attempt, plan.delay, reason);
+        if let Some(pause) = plan.pause_key {
+            crate::events::key_paused(attempt, pause);
+        }
         if let Some(hook) = self.on_retry.as_mut() {
             hook(&RetryEvent {
                 item,

@@ -20,6 +20,7 @@ use futures_core::TryFuture;
 
 use self::error::{Record, Stop};
 use self::policy::{Pause, Policy, Rng};
+use crate::events::RetryReason;
 use crate::runtime::now;
 use crate::time::{Sleep, Timeout, sleep, timeout};
 
@@ -557,6 +558,7 @@ where
             // The attempt's future goes before the pause (it may hold a connection or a slot).
             this.step.set(Step::Start);
             let retryable = error.as_ref().is_none_or(|error| (this.retryable)(error));
+            let attempt_timed_out = error.is_none();
             this.run.record(error);
             let made = this.run.record.made();
             let stop = if !retryable {
@@ -570,6 +572,12 @@ where
                 return Poll::Ready(Err(finish(&mut this, stop)));
             }
             let pause = this.policy.pause(made, &mut this.run.rng);
+            let reason = if attempt_timed_out {
+                RetryReason::AttemptTimedOut
+            } else {
+                RetryReason::Error
+            };
+            crate::events::retry(made, pause, reason);
             if let (Some(ends_at), Some(limit)) = (this.run.ends_at, this.policy.timeout) {
                 if now()
                     .checked_add(pause)
@@ -612,6 +620,9 @@ fn finish<F, Fut: TryFuture, P>(
     this: &mut RetryProj<'_, F, Fut, P>,
     stop: Stop,
 ) -> RetryError<Fut::Error> {
+    if let Stop::TimedOut(limit) = stop {
+        crate::events::timed_out("retry", limit);
+    }
     this.step.set(Step::Done);
     this.whole.set(WholeTimer::Off);
     this.run.record.finish(stop)

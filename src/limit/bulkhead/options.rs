@@ -68,6 +68,7 @@ impl Options {
 
     #[cold]
     pub(crate) fn refuse(&self, reason: Reason) -> BulkheadError {
+        crate::events::rejected(self.name.as_str(), self.limit, &reason);
         BulkheadError::new(self, reason)
     }
 

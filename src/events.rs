@@ -1,0 +1,112 @@
+//! What tollgate tells a `tracing` subscriber, with the `tracing` feature.
+//!
+//! Every event has the target `tollgate` and a `message` naming what happened; the other
+//! fields are plain numbers and short static strings, so a subscriber can filter and count
+//! them (`RUST_LOG=tollgate=debug`). Retries, hedges, rejections and time-outs are
+//! `DEBUG` (a bulk run makes many); a key's pause is `INFO` (a server asked the whole key to
+//! back off, which an operator wants to see).
+//!
+//! Without the feature each function is empty and inlined away, and `tracing` is not a
+//! dependency at all.
+
+use std::time::Duration;
+
+/// Why a retry waits before its next attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RetryReason {
+    /// The attempt failed with an error the policy retries.
+    Error,
+    /// The attempt ran out of its `attempt_timeout`.
+    AttemptTimedOut,
+    /// The attempt failed and the server said how long to wait (`Retry-After`).
+    RetryAfter,
+}
+
+impl RetryReason {
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Error => "error",
+            Self::AttemptTimedOut => "attempt timed out",
+            Self::RetryAfter => "retry-after",
+        }
+    }
+}
+
+/// An attempt failed and another follows after `delay`.
+#[inline(always)]
+pub(crate) fn retry(attempt: u32, delay: Duration, reason: RetryReason) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        target: "tollgate",
+        attempt,
+        delay_ms = millis(delay),
+        reason = reason.as_str(),
+        "retry"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (attempt, delay, reason);
+}
+
+/// A failed attempt paused its whole key for `pause`.
+#[inline(always)]
+pub(crate) fn key_paused(attempt: u32, pause: Duration) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(
+        target: "tollgate",
+        attempt,
+        pause_ms = millis(pause),
+        "key paused"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (attempt, pause);
+}
+
+/// A hedged race started contestant `index` (0-based): nobody had won within the delay, or
+/// every contestant started before had failed (`after_failures`).
+#[inline(always)]
+pub(crate) fn hedge(index: usize, after_failures: bool) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        target: "tollgate",
+        contestant = index,
+        reason = if after_failures { "every started contestant failed" } else { "hedge delay passed" },
+        "hedge"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (index, after_failures);
+}
+
+/// A limiter refused a permit; `reason` says why (its `Debug` form: `QueueFull`, `TimedOut`).
+#[inline(always)]
+pub(crate) fn rejected(name: Option<&str>, limit: usize, reason: &dyn std::fmt::Debug) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        target: "tollgate",
+        name = name.unwrap_or(""),
+        limit,
+        ?reason,
+        "rejected"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (name, limit, reason);
+}
+
+/// A time limit ran out: `what` is the operation (`"timeout"`, `"retry"`, `"race"`).
+#[inline(always)]
+pub(crate) fn timed_out(what: &'static str, after: Duration) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        target: "tollgate",
+        operation = what,
+        after_ms = millis(after),
+        "timed out"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (what, after);
+}
+
+#[cfg(feature = "tracing")]
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
