@@ -180,7 +180,13 @@ impl Thread {
             }
             Msg::Release(lease) => {
                 if self.held.remove(&lease.id).is_some() {
-                    self.stats.held.fetch_sub(1, Ordering::Relaxed);
+                    // Released past its fence point before this thread fenced it (the
+                    // holder saw the point pass first): it was fenced all the same.
+                    if lease.is_fenced() {
+                        self.fence(&lease);
+                    } else {
+                        self.stats.held.fetch_sub(1, Ordering::Relaxed);
+                    }
                 }
                 if self.held.is_empty() {
                     self.next_renewal = None;
