@@ -14,16 +14,16 @@
 //! (Redis down) is kept until its lease would have lapsed anyway.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::Connection;
 
 use crate::lease::Lease;
 use crate::scripts::RENEW;
-use crate::store::{StoreStats, lock, micros};
+use crate::store::{StoreStats, micros};
 
 enum Msg {
     /// A granted lease to renew from now on.
@@ -53,9 +53,7 @@ impl KeeperStats {
 
 /// The store's side of the keeper: the queue into its thread.
 pub(crate) struct Keeper {
-    // A `Mutex` only so `Keeper` is `Sync` on every supported Rust (`Sender` is `Sync` only
-    // since 1.72); sends are short.
-    tx: Mutex<Sender<Msg>>,
+    tx: Sender<Msg>,
     pub(crate) stats: Arc<KeeperStats>,
     /// The TTL less the fencing margin: how long after a confirmed send a lease is trusted.
     pub(crate) life: Duration,
@@ -89,7 +87,7 @@ impl Keeper {
             .spawn(move || thread.run())
             .expect("tollgate-redis: cannot start the keeper thread");
         Self {
-            tx: Mutex::new(tx),
+            tx,
             stats,
             life: ttl - margin(ttl),
         }
@@ -107,7 +105,7 @@ impl Keeper {
     fn send(&self, msg: Msg) {
         // The thread ends only when every sender is gone, so this cannot fail while the
         // store lives; if the thread died anyway, the lease lapses after its TTL.
-        let _ = lock(&self.tx).send(msg);
+        let _ = self.tx.send(msg);
     }
 }
 

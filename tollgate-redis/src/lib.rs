@@ -89,7 +89,7 @@ mod rendezvous;
 mod scripts;
 mod store;
 
-pub use crate::bulkhead::SharedKeyedBulkhead;
+pub use crate::bulkhead::{Released, SharedKeyedBulkhead};
 pub use crate::error::SharedError;
 pub use crate::lease::{Fence, Fenced, SharedPermit};
 pub use crate::rate::SharedKeyedRateLimiter;

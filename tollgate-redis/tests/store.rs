@@ -123,6 +123,21 @@ matrix! {
         .await;
     }
 
+    async fn released_wakes_a_scheduler_once_a_local_release_reached_redis() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("released");
+        let s = store(&redis.url(), &ns, Duration::from_millis(500)).await;
+        warm_up(&s).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
+        let held = bulkhead.acquire("k").await.unwrap();
+        let released = bulkhead.released("k");
+        assert!(bulkhead.try_acquire("k").await.unwrap_err().is_full());
+        drop(held);
+        released.await;
+        // Woken only after the release is in Redis: the next try succeeds at once.
+        drop(bulkhead.try_acquire("k").await.unwrap());
+    }
+
     async fn a_killed_workers_lease_comes_back_after_the_ttl() {
         let Redis::Own(server) = Redis::Own(RedisServer::start()) else { unreachable!() };
         let ns = fresh_namespace("killed");
@@ -356,4 +371,31 @@ matrix! {
         let again = bulkhead.acquire("k").await.unwrap();
         drop(again);
     }
+}
+
+/// Every future and handle can move to another thread (`tokio::spawn` on a multi-thread
+/// runtime): checked at compile time.
+#[test]
+fn futures_and_handles_are_send_and_sync() {
+    fn send<T: Send>(_: &T) {}
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<RedisLimits>();
+    send_sync::<SharedKeyedBulkhead>();
+    send_sync::<SharedKeyedRateLimiter>();
+    send_sync::<tollgate_redis::SharedPermit>();
+    send_sync::<tollgate_redis::Fence>();
+    send_sync::<tollgate_redis::SharedError>();
+    send_sync::<tollgate_redis::Fenced>();
+    let _ = |store: RedisLimits, bulkhead: SharedKeyedBulkhead, rate: SharedKeyedRateLimiter| {
+        send(&RedisLimits::connect("redis://127.0.0.1"));
+        send(&bulkhead.acquire("k"));
+        send(&bulkhead.try_acquire("k"));
+        send(&bulkhead.run("k", async { 1 }));
+        send(&bulkhead.run_with("k", |fence| async move { fence.is_fenced() }));
+        send(&bulkhead.in_use("k"));
+        send(&rate.check_key("k"));
+        send(&rate.until_key_ready("k"));
+        send(&rate.block_key("k", Duration::ZERO));
+        drop(store);
+    };
 }
