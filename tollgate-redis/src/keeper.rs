@@ -230,6 +230,11 @@ impl Thread {
 
     /// One call renews every held lease; leases Redis no longer has are fenced at once.
     fn renew(&mut self) {
+        // A lease past its fence point is lost for good, even if Redis still has it.
+        self.fence_due();
+        if self.held.is_empty() {
+            return;
+        }
         let mut by_set: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for lease in self.held.values() {
             by_set.entry(&lease.set).or_default().push(&lease.id);
@@ -263,13 +268,14 @@ impl Thread {
         self.next_renewal = (!self.held.is_empty()).then(|| sent + self.ttl / 3);
     }
 
-    /// Fences every lease whose fence point has passed without a renewal.
+    /// Fences every lease whose fence point has passed without a renewal (or that its
+    /// holder already saw fenced).
     fn fence_due(&mut self) {
         let now = Instant::now();
         let due: Vec<String> = self
             .held
             .values()
-            .filter(|lease| lease.fence_point() <= now)
+            .filter(|lease| lease.is_fenced())
             .map(|lease| lease.id.clone())
             .collect();
         for id in due {
@@ -284,10 +290,11 @@ impl Thread {
         }
     }
 
+    /// Counts a lease just taken out of `held` as fenced (once per lease: it leaves `held`
+    /// once), and makes sure its holder is told.
     fn fence(&self, lease: &Arc<Lease>) {
+        lease.fence();
         self.stats.held.fetch_sub(1, Ordering::Relaxed);
-        if lease.fence() {
-            self.stats.fenced.fetch_add(1, Ordering::Relaxed);
-        }
+        self.stats.fenced.fetch_add(1, Ordering::Relaxed);
     }
 }
