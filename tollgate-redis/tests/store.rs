@@ -227,6 +227,30 @@ matrix! {
         .await;
     }
 
+    async fn a_frozen_redis_fences_for_good_and_grants_resume_when_it_thaws() {
+        let server = RedisServer::start();
+        let ns = fresh_namespace("frozen");
+        let ttl = Duration::from_millis(600);
+        let s = store(&server.url(), &ns, ttl).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
+        let permit = bulkhead.acquire("k").await.unwrap();
+        server.pause();
+        let frozen = Instant::now();
+        permit.fenced().await;
+        assert!(frozen.elapsed() < ttl, "fenced {:?} after the freeze", frozen.elapsed());
+        let error = bulkhead.try_acquire("other").await.unwrap_err();
+        assert!(error.is_unavailable(), "{error}");
+        server.resume();
+        // The keeper may renew again now, but a fenced permit stays fenced.
+        tollgate::sleep(ttl / 2).await;
+        assert!(permit.is_fenced());
+        drop(permit);
+        // Same store, same connection objects: grants come back (the data survived, no
+        // warm-up; the fenced lease has lapsed or been released).
+        let again = bulkhead.acquire("k").await.unwrap();
+        assert!(!again.is_fenced());
+    }
+
     async fn an_unreachable_redis_fails_closed_naming_the_address_and_recovery_needs_no_restart() {
         let mut server = RedisServer::start();
         let ns = fresh_namespace("closed");

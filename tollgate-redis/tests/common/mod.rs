@@ -167,6 +167,11 @@ impl RedisServer {
     /// Kills it (its data is gone, as with a crash of a Redis without persistence).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            // A paused server must be thawed to die promptly on every platform.
+            let _ = Command::new("kill")
+                .arg("-CONT")
+                .arg(child.id().to_string())
+                .status();
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -176,6 +181,31 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.stop();
         self.launch();
+    }
+
+    /// Freezes it (SIGSTOP): connections stay open but nothing answers, as with a Redis
+    /// stuck or cut off by a partition that drops packets.
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// Thaws a [`pause`](Self::pause)d server (SIGCONT); its data is intact.
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self
+            .child
+            .as_ref()
+            .expect("the test's redis-server is not running")
+            .id();
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{name} {pid} failed");
     }
 
     /// A plain connection for the test's own commands.
