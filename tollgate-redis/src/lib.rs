@@ -80,6 +80,11 @@
     unreachable_pub
 )]
 
+#[cfg(not(any(feature = "smol", feature = "tokio")))]
+compile_error!(
+    "tollgate-redis needs a runtime feature for its Redis connection: `smol` (the default) or `tokio`"
+);
+
 mod bulkhead;
 mod error;
 mod keeper;
