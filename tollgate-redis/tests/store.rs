@@ -227,6 +227,22 @@ matrix! {
         .await;
     }
 
+    async fn a_lease_redis_lost_is_fenced_at_the_next_renewal() {
+        let server = RedisServer::start();
+        let ns = fresh_namespace("lost");
+        let ttl = Duration::from_millis(1500);
+        let s = store(&server.url(), &ns, ttl).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 5);
+        let (lost, kept) = (bulkhead.acquire("k").await.unwrap(), bulkhead.acquire("j").await.unwrap());
+        let _: () = redis::cmd("DEL").arg(format!("{ns}:lease:{{fetch:k}}")).query(&mut server.connection()).unwrap();
+        let deleted = Instant::now();
+        lost.fenced().await;
+        // At the next renewal (a third of the TTL), long before the fence point would pass
+        // (four fifths of the TTL after the grant).
+        assert!(deleted.elapsed() < ttl * 2 / 3, "fenced {:?} after the loss", deleted.elapsed());
+        assert!(!kept.is_fenced(), "a lease Redis still has must stay renewed");
+    }
+
     async fn a_frozen_redis_fences_for_good_and_grants_resume_when_it_thaws() {
         let server = RedisServer::start();
         let ns = fresh_namespace("frozen");
