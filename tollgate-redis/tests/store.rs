@@ -445,3 +445,44 @@ fn futures_and_handles_are_send_and_sync() {
         drop(store);
     };
 }
+
+/// A store outlives the tokio runtime its connection was made on: the next runtime's calls
+/// make a new connection instead of failing on the dead one.
+#[cfg(feature = "tokio")]
+#[test]
+fn a_store_outlives_the_tokio_runtime_that_connected_it() {
+    let redis = Redis::shared();
+    let ns = fresh_namespace("runtimes");
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let s = runtime().block_on(async {
+        let s = store(&redis.url(), &ns, Duration::from_secs(3)).await;
+        warm_up(&s).await;
+        drop(
+            SharedKeyedBulkhead::new(&s, "fetch", 1)
+                .acquire("k")
+                .await
+                .unwrap(),
+        );
+        s
+    });
+    runtime().block_on(async {
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
+        let begin = Instant::now();
+        drop(bulkhead.acquire("k").await.unwrap());
+        assert!(begin.elapsed() < WAIT, "took {:?}", begin.elapsed());
+    });
+    // And from outside any tokio runtime.
+    tollgate::run_sync(async {
+        drop(
+            SharedKeyedBulkhead::new(&s, "fetch", 1)
+                .acquire("k")
+                .await
+                .unwrap(),
+        );
+    });
+}
