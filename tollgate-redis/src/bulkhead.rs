@@ -1,0 +1,451 @@
+//! `SharedKeyedBulkhead`: a cap per key for the whole fleet, as leases in Redis.
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use event_listener::EventListener;
+use futures_lite::future;
+
+use crate::SharedError;
+use crate::lease::{Fence, Lease, SharedPermit};
+use crate::scripts::{FULL, GRANT, GRANTED, IN_USE, WARMING_UP};
+use crate::store::{Call, Inner, KeyLocal, RedisLimits};
+
+/// The first pause before asking a full key again; it doubles up to the store's poll
+/// interval.
+const FIRST_PAUSE: Duration = Duration::from_millis(1);
+
+/// At most `limit_per_key` permits per key at once across every process that uses the same
+/// Redis, namespace and name: the shared counterpart of tollgate's
+/// [`KeyedBulkhead`](tollgate::KeyedBulkhead).
+///
+/// Each permit is a lease in the key's lease set in Redis (a sorted set: the lease id, scored
+/// by its expiry on Redis's clock). One Lua script drops the key's lapsed leases, counts the
+/// rest against the limit and adds the new lease; dropping the permit deletes it. While a
+/// permit lives, the store's keeper renews its lease (one call per third of the TTL for
+/// all the process's leases); if it cannot, the permit is fenced before the lease could
+/// lapse (see [`run`](Self::run)). A process that dies leaves its leases to lapse after
+/// one TTL.
+///
+/// Keys are `&str` (a host name, a tenant id): they become part of Redis key names, inside
+/// a hash tag, so one key's state stays in one cluster slot.
+///
+/// # Examples
+///
+/// ```no_run
+/// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+/// // At most 2 requests in flight per host, whatever the number of crawler processes.
+/// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+/// let body = per_host.run("example.com", async { "fetched" }).await?;
+/// assert_eq!(body, "fetched");
+/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # });
+/// ```
+pub struct SharedKeyedBulkhead {
+    store: Arc<Inner>,
+    name: String,
+    limit: AtomicU32,
+}
+
+impl SharedKeyedBulkhead {
+    /// A bulkhead named `name` in `store`, allowing `limit_per_key` permits per key across
+    /// the fleet. Bulkheads of the same store, namespace and name share their leases.
+    ///
+    /// # Panics
+    ///
+    /// If `limit_per_key` is 0.
+    #[track_caller]
+    pub fn new(store: &RedisLimits, name: impl Into<String>, limit_per_key: u32) -> Self {
+        assert!(
+            limit_per_key > 0,
+            "tollgate-redis: a bulkhead needs a limit of at least 1"
+        );
+        Self {
+            store: Arc::clone(&store.inner),
+            name: name.into(),
+            limit: AtomicU32::new(limit_per_key),
+        }
+    }
+
+    /// The bulkhead's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The limit per key this process grants up to.
+    pub fn limit(&self) -> u32 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Changes the limit per key for the grants this process asks for from now on. Leases
+    /// already granted stay; a lower limit takes effect as they are released. Each grant
+    /// counts against the limit of the process that asks, so every process should use
+    /// the same limit.
+    ///
+    /// # Panics
+    ///
+    /// If `limit_per_key` is 0.
+    #[track_caller]
+    pub fn set_limit(&self, limit_per_key: u32) {
+        assert!(
+            limit_per_key > 0,
+            "tollgate-redis: a bulkhead needs a limit of at least 1"
+        );
+        self.limit.store(limit_per_key, Ordering::Relaxed);
+    }
+
+    fn lease_set(&self, key: &str) -> String {
+        format!("{}:lease:{{{}:{}}}", self.store.namespace, self.name, key)
+    }
+
+    /// Asks Redis once for a lease of `key`.
+    ///
+    /// Unlike tollgate's local `try_acquire`, this is one round trip to Redis, and it does
+    /// not queue behind tasks of this process waiting in [`acquire`](Self::acquire). A
+    /// scheduler can call it without holding anything, and use the error's
+    /// [`retry_after`](SharedError::retry_after) to know when to ask again.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 1);
+    /// let held = per_host.try_acquire("example.com").await?;
+    /// let busy = per_host.try_acquire("example.com").await.unwrap_err();
+    /// assert!(busy.is_full());
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`is_full`](SharedError::is_full) when the key holds its limit across the fleet;
+    /// [`is_warming_up`](SharedError::is_warming_up) during the first TTL after Redis lost
+    /// its data; [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer
+    /// within the store's wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a lease granted by a call that is dropped before its reply is read is
+    /// released by the keeper.
+    pub async fn try_acquire(&self, key: &str) -> Result<SharedPermit, SharedError> {
+        let set = self.lease_set(key);
+        let local = self.store.local(&set);
+        self.grant(set, local).await
+    }
+
+    async fn grant(&self, set: String, local: Arc<KeyLocal>) -> Result<SharedPermit, SharedError> {
+        let store = &self.store;
+        let lease = Arc::new(Lease::new(store.lease_id(), set, local));
+        // Until Redis says no, the lease may exist there: if this future is dropped or the
+        // reply is lost, the guard has the keeper delete it.
+        let mut pending = Pending {
+            store,
+            lease: Some(Arc::clone(&lease)),
+        };
+        let epoch = store.epoch_key();
+        let mut invocation = GRANT.prepare_invoke();
+        invocation
+            .key(&lease.set)
+            .key(&epoch)
+            .arg(self.limit())
+            .arg(store.ttl_micros())
+            .arg(&lease.id);
+        let sent = Instant::now();
+        let (code, micros): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
+        pending.lease = None;
+        let after = Duration::from_micros(micros.max(0).unsigned_abs());
+        match code {
+            GRANTED => {
+                lease.extend(sent, store.keeper.life);
+                store.keeper.hold(Arc::clone(&lease));
+                Ok(SharedPermit {
+                    lease,
+                    store: Arc::clone(store),
+                })
+            }
+            FULL => Err(SharedError::full(after)),
+            WARMING_UP => Err(SharedError::warming_up(after)),
+            other => Err(SharedError::unavailable(
+                &store.address,
+                format_args!("unexpected reply {other} from the grant script"),
+            )),
+        }
+    }
+
+    /// Waits until `key` has room across the fleet, then takes a permit.
+    ///
+    /// In each process, one task per key asks Redis at a time, the others queue behind it
+    /// (first come, first served). It asks again at once when a permit of the key is
+    /// released in this process, and otherwise after a pause that doubles from 1 ms up to
+    /// the store's [poll interval](crate::RedisLimitsOptions::poll_interval). During a
+    /// warm-up it waits for the warm-up to end.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+    /// let permit = per_host.acquire("example.com").await?;
+    /// // ... fetch, watching `permit.is_fenced()` ...
+    /// drop(permit);
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
+    /// store's wait: nothing is granted while Redis is unreachable (fail closed), and the
+    /// next call tries again, so the process recovers on its own when Redis is back.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling it gives up this task's place in the key's local queue; a lease granted
+    /// in the meantime is released.
+    pub async fn acquire(&self, key: &str) -> Result<SharedPermit, SharedError> {
+        let set = self.lease_set(key);
+        let local = self.store.local(&set);
+        let _turn = local.turn.lock().await;
+        let mut pause = FIRST_PAUSE;
+        loop {
+            // Listen before asking, so a release sent while the ask is in flight is seen.
+            let released = local.released.listen();
+            match self.grant(set.clone(), Arc::clone(&local)).await {
+                Ok(permit) => return Ok(permit),
+                Err(e) if e.is_full() => {
+                    let wait = pause.min(e.retry_after().unwrap_or(pause)).max(FIRST_PAUSE);
+                    let woken = future::or(
+                        async {
+                            released.await;
+                            true
+                        },
+                        async {
+                            tollgate::sleep(wait).await;
+                            false
+                        },
+                    )
+                    .await;
+                    pause = if woken {
+                        FIRST_PAUSE
+                    } else {
+                        (pause * 2).min(self.store.poll)
+                    };
+                }
+                Err(e) if e.is_warming_up() => {
+                    tollgate::sleep(e.retry_after().unwrap_or(self.store.ttl)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Runs `work` holding a permit of `key`, and cancels it if the permit is fenced.
+    ///
+    /// The fence is checked before every poll of `work`, so work never takes a step once
+    /// its lease may have lapsed (a process resumed from a long pause included). To keep
+    /// the work running and let it decide, use [`run_with`](Self::run_with).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+    /// match per_host.run("example.com", async { 200 }).await {
+    ///     Ok(status) => assert_eq!(status, 200),
+    ///     Err(e) if e.is_fenced() => { /* cancelled: retry it later */ }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), and [`is_fenced`](SharedError::is_fenced) when the
+    /// work was cancelled because its permit was fenced.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it drops the work and releases the permit.
+    pub async fn run<F: IntoFuture>(&self, key: &str, work: F) -> Result<F::Output, SharedError> {
+        let permit = self.acquire(key).await?;
+        let fenced = permit.fenced();
+        let work = work.into_future();
+        // `or` polls its first future first: the fence is looked at before each step.
+        future::or(
+            async {
+                fenced.await;
+                Err(SharedError::fenced())
+            },
+            async { Ok(work.await) },
+        )
+        .await
+    }
+
+    /// Runs the work that `work` makes from the permit's [`Fence`], holding a permit of
+    /// `key`; the work keeps running if the permit is fenced, and decides itself (finish a
+    /// write, stop at a safe point) by watching the fence.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+    /// let pages = per_host
+    ///     .run_with("example.com", |fence| async move {
+    ///         let mut pages = 0;
+    ///         while pages < 10 && !fence.is_fenced() {
+    ///             pages += 1; // fetch one page
+    ///         }
+    ///         pages
+    ///     })
+    ///     .await?;
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it drops the work and releases the permit.
+    pub async fn run_with<F, W>(&self, key: &str, work: F) -> Result<W::Output, SharedError>
+    where
+        F: FnOnce(Fence) -> W,
+        W: IntoFuture,
+    {
+        let permit = self.acquire(key).await?;
+        let output = work(permit.fence()).await;
+        drop(permit);
+        Ok(output)
+    }
+
+    /// Completes the next time this process sends the release of a permit of `key` to
+    /// Redis: the moment to ask again for a key that was full.
+    ///
+    /// The listener is registered when this is called, so call it before
+    /// [`try_acquire`](Self::try_acquire) and a release that lands while the try is in
+    /// flight is not missed. Releases by other processes are not seen: ask again after the
+    /// error's [`retry_after`](SharedError::retry_after) or a poll interval at the latest.
+    /// This is what lets a scheduler wait for a remote permit without holding anything.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 1);
+    /// let held = per_host.acquire("example.com").await?;
+    /// let released = per_host.released("example.com");
+    /// assert!(per_host.try_acquire("example.com").await.unwrap_err().is_full());
+    /// drop(held);
+    /// released.await;
+    /// let permit = per_host.try_acquire("example.com").await?;
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only watches.
+    pub fn released(&self, key: &str) -> Released {
+        let local = self.store.local(&self.lease_set(key));
+        let listener = local.released.listen();
+        Released {
+            _local: local,
+            listener,
+        }
+    }
+
+    /// How many live leases `key` has across the fleet now (on Redis's clock).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+    /// let permit = per_host.acquire("example.com").await?;
+    /// assert!(per_host.in_use("example.com").await? >= 1);
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer.
+    pub async fn in_use(&self, key: &str) -> Result<usize, SharedError> {
+        let set = self.lease_set(key);
+        let mut invocation = IN_USE.prepare_invoke();
+        invocation.key(&set);
+        let count: u64 = self.store.query(&Call::Script(&invocation)).await?;
+        Ok(usize::try_from(count).unwrap_or(usize::MAX))
+    }
+}
+
+impl fmt::Debug for SharedKeyedBulkhead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedKeyedBulkhead")
+            .field("name", &self.name)
+            .field("limit", &self.limit())
+            .field("store", &self.store.address)
+            .finish()
+    }
+}
+
+/// The future of [`SharedKeyedBulkhead::released`].
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct Released {
+    // Keeps the key's local state (and so the event listened to) alive.
+    _local: Arc<KeyLocal>,
+    listener: EventListener,
+}
+
+impl Future for Released {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.listener).poll(cx)
+    }
+}
+
+impl fmt::Debug for Released {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Released").finish_non_exhaustive()
+    }
+}
+
+/// Deletes a lease whose grant may or may not have happened, unless disarmed.
+struct Pending<'a> {
+    store: &'a Inner,
+    lease: Option<Arc<Lease>>,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            self.store.keeper.release(lease);
+        }
+    }
+}

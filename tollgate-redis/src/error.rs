@@ -1,0 +1,225 @@
+//! `SharedError`: every way a shared limit can say no.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why a shared limit did not grant: Redis was unreachable, the permit was fenced, or the
+/// key has no room or no start yet.
+///
+/// The kinds are told apart with the `is_*` accessors; [`retry_after`](Self::retry_after)
+/// says when asking again can succeed.
+///
+/// # Examples
+///
+/// ```no_run
+/// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+/// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+/// match per_host.try_acquire("example.com").await {
+///     Ok(permit) => drop(permit),
+///     Err(e) if e.is_full() => println!("busy; ask again in {:?}", e.retry_after()),
+///     Err(e) if e.is_unavailable() => eprintln!("{e}"), // names the Redis address
+///     Err(e) => return Err(e),
+/// }
+/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # });
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct SharedError {
+    kind: Kind,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+enum Kind {
+    Unavailable { address: String, reason: String },
+    Fenced,
+    Full { retry_after: Duration },
+    RateLimited { retry_after: Duration },
+    Blocked { retry_after: Duration },
+    WarmingUp { retry_after: Duration },
+}
+
+impl SharedError {
+    pub(crate) fn unavailable(address: &str, reason: impl fmt::Display) -> Self {
+        Self {
+            kind: Kind::Unavailable {
+                address: address.to_owned(),
+                reason: reason.to_string(),
+            },
+        }
+    }
+
+    pub(crate) fn fenced() -> Self {
+        Self { kind: Kind::Fenced }
+    }
+
+    pub(crate) fn full(retry_after: Duration) -> Self {
+        Self {
+            kind: Kind::Full { retry_after },
+        }
+    }
+
+    pub(crate) fn rate_limited(retry_after: Duration) -> Self {
+        Self {
+            kind: Kind::RateLimited { retry_after },
+        }
+    }
+
+    pub(crate) fn blocked(retry_after: Duration) -> Self {
+        Self {
+            kind: Kind::Blocked { retry_after },
+        }
+    }
+
+    pub(crate) fn warming_up(retry_after: Duration) -> Self {
+        Self {
+            kind: Kind::WarmingUp { retry_after },
+        }
+    }
+
+    /// Redis did not answer within the store's bounded wait (or refused the call): nothing
+    /// was granted. [`address`](Self::address) names the Redis it tried.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self.kind, Kind::Unavailable { .. })
+    }
+
+    /// The address of the Redis that was unreachable, for an [`is_unavailable`] error.
+    ///
+    /// [`is_unavailable`]: Self::is_unavailable
+    pub fn address(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Unavailable { address, .. } => Some(address),
+            _ => None,
+        }
+    }
+
+    /// The work's permit was fenced: its process could not renew the lease before it would
+    /// lapse, so the work was cancelled (see [`SharedKeyedBulkhead::run`]).
+    ///
+    /// [`SharedKeyedBulkhead::run`]: crate::SharedKeyedBulkhead::run
+    pub fn is_fenced(&self) -> bool {
+        matches!(self.kind, Kind::Fenced)
+    }
+
+    /// The key already holds its limit of leases across the fleet (from
+    /// [`try_acquire`](crate::SharedKeyedBulkhead::try_acquire)).
+    pub fn is_full(&self) -> bool {
+        matches!(self.kind, Kind::Full { .. })
+    }
+
+    /// The key's rate allows no start yet (from
+    /// [`check_key`](crate::SharedKeyedRateLimiter::check_key)).
+    pub fn is_rate_limited(&self) -> bool {
+        matches!(self.kind, Kind::RateLimited { .. })
+    }
+
+    /// The key is blocked for the whole fleet by
+    /// [`block_key`](crate::SharedKeyedRateLimiter::block_key).
+    pub fn is_blocked(&self) -> bool {
+        matches!(self.kind, Kind::Blocked { .. })
+    }
+
+    /// The store is warming up: Redis has lost its data (a restart, a flush) or is new to
+    /// this namespace, so nothing is granted until leases granted before can have lapsed
+    /// (one lease TTL).
+    pub fn is_warming_up(&self) -> bool {
+        matches!(self.kind, Kind::WarmingUp { .. })
+    }
+
+    /// How long until asking again can succeed: exact for a rate, a block and a warm-up (on
+    /// Redis's clock), and for a full key the time until its oldest lease would lapse (an
+    /// upper bound: a release frees room sooner). `None` for the other kinds.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self.kind {
+            Kind::Full { retry_after }
+            | Kind::RateLimited { retry_after }
+            | Kind::Blocked { retry_after }
+            | Kind::WarmingUp { retry_after } => Some(retry_after),
+            Kind::Unavailable { .. } | Kind::Fenced => None,
+        }
+    }
+}
+
+impl fmt::Display for SharedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::Unavailable { address, reason } => {
+                write!(f, "redis at {address} is unavailable: {reason}")
+            }
+            Kind::Fenced => f.write_str("the permit's lease could not be renewed in time (fenced)"),
+            Kind::Full { retry_after } => {
+                write!(
+                    f,
+                    "the key is at its shared limit (oldest lease lapses in {retry_after:?})"
+                )
+            }
+            Kind::RateLimited { retry_after } => {
+                write!(
+                    f,
+                    "the key's shared rate allows no start for {retry_after:?}"
+                )
+            }
+            Kind::Blocked { retry_after } => write!(f, "the key is blocked for {retry_after:?}"),
+            Kind::WarmingUp { retry_after } => write!(
+                f,
+                "the shared store is warming up after redis lost its data ({retry_after:?} left)"
+            ),
+        }
+    }
+}
+
+impl fmt::Debug for SharedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SharedError({self})")
+    }
+}
+
+impl std::error::Error for SharedError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_answers_only_its_own_accessor() {
+        let after = Duration::from_millis(250);
+        let unavailable = SharedError::unavailable("127.0.0.1:6379", "connection refused");
+        assert!(unavailable.is_unavailable());
+        assert_eq!(unavailable.address(), Some("127.0.0.1:6379"));
+        assert_eq!(unavailable.retry_after(), None);
+        assert_eq!(
+            unavailable.to_string(),
+            "redis at 127.0.0.1:6379 is unavailable: connection refused"
+        );
+        let kinds = [
+            (SharedError::fenced(), "fenced"),
+            (SharedError::full(after), "full"),
+            (SharedError::rate_limited(after), "rate"),
+            (SharedError::blocked(after), "blocked"),
+            (SharedError::warming_up(after), "warming"),
+        ];
+        for (error, kind) in kinds {
+            let flags = [
+                error.is_fenced(),
+                error.is_full(),
+                error.is_rate_limited(),
+                error.is_blocked(),
+                error.is_warming_up(),
+            ];
+            assert_eq!(flags.iter().filter(|&&f| f).count(), 1, "{kind}: {flags:?}");
+            assert!(
+                !error.is_unavailable() && error.address().is_none(),
+                "{kind}"
+            );
+            let expected = if kind == "fenced" { None } else { Some(after) };
+            assert_eq!(error.retry_after(), expected, "{kind}");
+            let text = error.to_string();
+            assert!(
+                text.chars().next().unwrap().is_lowercase() && !text.ends_with('.'),
+                "{text}"
+            );
+        }
+    }
+}

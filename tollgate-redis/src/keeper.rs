@@ -1,0 +1,300 @@
+//! The keeper: one thread per store that renews every lease of the process in one call per
+//! third of the TTL, sends releases, and fences leases it could not renew in time.
+//!
+//! Why a thread with its own blocking connection rather than a future driven by whoever
+//! polls: renewal must not depend on the application's tasks being polled. A runtime
+//! blocked by CPU-heavy work, or a program whose permits are held while nothing awaits the
+//! store, would otherwise miss renewals and be fenced for no reason; and a spawned task
+//! would tie the crate to one runtime. The thread sleeps between renewals, so it costs one
+//! idle thread and one extra connection per store.
+//!
+//! Releases come from `Drop` (no `.await` possible), so they go through the keeper's queue:
+//! it wakes on each, drains the queue and sends every queued release in one pipelined
+//! round trip, then wakes the local waiters of those keys. A release that cannot be sent
+//! (Redis down) is kept until its lease would have lapsed anyway.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use redis::Connection;
+
+use crate::lease::Lease;
+use crate::scripts::RENEW;
+use crate::store::{StoreStats, micros};
+
+enum Msg {
+    /// A granted lease to renew from now on.
+    Hold(Arc<Lease>),
+    /// A lease to delete (a dropped permit, or a grant whose reply was lost or cancelled).
+    Release(Arc<Lease>),
+}
+
+#[derive(Default)]
+pub(crate) struct KeeperStats {
+    held: AtomicUsize,
+    renewals: AtomicU64,
+    releases: AtomicU64,
+    fenced: AtomicU64,
+}
+
+impl KeeperStats {
+    pub(crate) fn snapshot(&self) -> StoreStats {
+        StoreStats {
+            leases_held: self.held.load(Ordering::Relaxed),
+            renewal_calls: self.renewals.load(Ordering::Relaxed),
+            release_calls: self.releases.load(Ordering::Relaxed),
+            fenced: self.fenced.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The store's side of the keeper: the queue into its thread.
+pub(crate) struct Keeper {
+    tx: Sender<Msg>,
+    pub(crate) stats: Arc<KeeperStats>,
+    /// The TTL less the fencing margin: how long after a confirmed send a lease is trusted.
+    pub(crate) life: Duration,
+}
+
+/// The fencing margin: a lease counts as lost this long before it would lapse in Redis, so
+/// clock-rate drift between this machine and Redis, and the time fenced work needs to
+/// notice, cannot make two holders overlap.
+pub(crate) fn margin(ttl: Duration) -> Duration {
+    ttl / 5
+}
+
+impl Keeper {
+    pub(crate) fn start(client: redis::Client, ttl: Duration, wait: Duration) -> Self {
+        let (tx, rx) = mpsc::channel();
+        let stats = Arc::new(KeeperStats::default());
+        let thread = Thread {
+            rx,
+            client,
+            ttl,
+            // A renewal that takes longer than a third of the TTL is as good as failed.
+            wait: wait.min(ttl / 3),
+            conn: None,
+            held: HashMap::new(),
+            releases: Vec::new(),
+            next_renewal: None,
+            stats: Arc::clone(&stats),
+        };
+        std::thread::Builder::new()
+            .name("tollgate-redis-keeper".to_owned())
+            .spawn(move || thread.run())
+            .expect("tollgate-redis: cannot start the keeper thread");
+        Self {
+            tx,
+            stats,
+            life: ttl - margin(ttl),
+        }
+    }
+
+    pub(crate) fn hold(&self, lease: Arc<Lease>) {
+        self.stats.held.fetch_add(1, Ordering::Relaxed);
+        self.send(Msg::Hold(lease));
+    }
+
+    pub(crate) fn release(&self, lease: Arc<Lease>) {
+        self.send(Msg::Release(lease));
+    }
+
+    fn send(&self, msg: Msg) {
+        // The thread ends only when every sender is gone, so this cannot fail while the
+        // store lives; if the thread died anyway, the lease lapses after its TTL.
+        let _ = self.tx.send(msg);
+    }
+}
+
+struct Thread {
+    rx: Receiver<Msg>,
+    client: redis::Client,
+    ttl: Duration,
+    wait: Duration,
+    conn: Option<Connection>,
+    held: HashMap<String, Arc<Lease>>,
+    /// Releases to send, each with the instant after which its lease has lapsed anyway.
+    releases: Vec<(Arc<Lease>, Instant)>,
+    next_renewal: Option<Instant>,
+    stats: Arc<KeeperStats>,
+}
+
+impl Thread {
+    fn run(mut self) {
+        loop {
+            let timeout = self
+                .next_wake()
+                .map(|at| at.saturating_duration_since(Instant::now()));
+            let received = match timeout {
+                Some(timeout) => self.rx.recv_timeout(timeout),
+                None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            let closed = match received {
+                Ok(msg) => {
+                    self.handle(msg);
+                    while let Ok(msg) = self.rx.try_recv() {
+                        self.handle(msg);
+                    }
+                    false
+                }
+                Err(RecvTimeoutError::Timeout) => false,
+                Err(RecvTimeoutError::Disconnected) => true,
+            };
+            self.flush_releases();
+            if closed {
+                return;
+            }
+            if self.next_renewal.is_some_and(|at| Instant::now() >= at) {
+                self.renew();
+            }
+            self.fence_due();
+        }
+    }
+
+    /// The next instant something is due: a renewal, a fence point, a release to retry.
+    fn next_wake(&self) -> Option<Instant> {
+        let fence = self.held.values().map(|lease| lease.fence_point()).min();
+        let retry = (!self.releases.is_empty()).then(|| Instant::now() + self.retry_pause());
+        [self.next_renewal, fence, retry]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn retry_pause(&self) -> Duration {
+        (self.ttl / 15).clamp(Duration::from_millis(5), Duration::from_secs(1))
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Hold(lease) => {
+                if self.held.is_empty() {
+                    self.next_renewal = Some(Instant::now() + self.ttl / 3);
+                }
+                self.held.insert(lease.id.clone(), lease);
+            }
+            Msg::Release(lease) => {
+                if self.held.remove(&lease.id).is_some() {
+                    // Released past its fence point before this thread fenced it (the
+                    // holder saw the point pass first): it was fenced all the same.
+                    if lease.is_fenced() {
+                        self.fence(&lease);
+                    } else {
+                        self.stats.held.fetch_sub(1, Ordering::Relaxed);
+                    }
+                }
+                if self.held.is_empty() {
+                    self.next_renewal = None;
+                }
+                let lapsed = Instant::now() + self.ttl;
+                self.releases.push((lease, lapsed));
+            }
+        }
+    }
+
+    fn connection(&mut self) -> Option<&mut Connection> {
+        if self.conn.is_none() {
+            let conn = self.client.get_connection_with_timeout(self.wait).ok()?;
+            conn.set_read_timeout(Some(self.wait)).ok()?;
+            conn.set_write_timeout(Some(self.wait)).ok()?;
+            self.conn = Some(conn);
+        }
+        self.conn.as_mut()
+    }
+
+    fn flush_releases(&mut self) {
+        let now = Instant::now();
+        self.releases.retain(|(_, lapsed)| *lapsed > now);
+        if self.releases.is_empty() {
+            return;
+        }
+        let mut pipe = redis::pipe();
+        for (lease, _) in &self.releases {
+            pipe.cmd("ZREM").arg(&lease.set).arg(&lease.id).ignore();
+        }
+        let Some(conn) = self.connection() else {
+            return;
+        };
+        if pipe.query::<()>(conn).is_err() {
+            self.conn = None;
+            return;
+        }
+        self.stats.releases.fetch_add(1, Ordering::Relaxed);
+        for (lease, _) in self.releases.drain(..) {
+            lease.local.released.notify(usize::MAX);
+        }
+    }
+
+    /// One call renews every held lease; leases Redis no longer has are fenced at once.
+    fn renew(&mut self) {
+        // A lease past its fence point is lost for good, even if Redis still has it.
+        self.fence_due();
+        if self.held.is_empty() {
+            return;
+        }
+        let mut by_set: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for lease in self.held.values() {
+            by_set.entry(&lease.set).or_default().push(&lease.id);
+        }
+        let mut invocation = RENEW.prepare_invoke();
+        invocation.arg(micros(self.ttl));
+        for (set, ids) in &by_set {
+            invocation.key(*set).arg(ids.len()).arg(ids.as_slice());
+        }
+        let sent = Instant::now();
+        let retry = sent + self.retry_pause();
+        let reply = match self.connection() {
+            Some(conn) => invocation.invoke::<Vec<String>>(conn).map_err(|_| ()),
+            None => Err(()),
+        };
+        self.stats.renewals.fetch_add(1, Ordering::Relaxed);
+        let Ok(lost) = reply else {
+            self.conn = None;
+            self.next_renewal = Some(retry);
+            return;
+        };
+        let life = self.ttl - margin(self.ttl);
+        for lease in self.held.values() {
+            lease.extend(sent, life);
+        }
+        for id in lost {
+            if let Some(lease) = self.held.remove(&id) {
+                self.fence(&lease);
+            }
+        }
+        self.next_renewal = (!self.held.is_empty()).then(|| sent + self.ttl / 3);
+    }
+
+    /// Fences every lease whose fence point has passed without a renewal (or that its
+    /// holder already saw fenced).
+    fn fence_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .held
+            .values()
+            .filter(|lease| lease.is_fenced())
+            .map(|lease| lease.id.clone())
+            .collect();
+        for id in due {
+            if let Some(lease) = self.held.remove(&id) {
+                self.fence(&lease);
+                // It may still be in Redis if Redis comes back before it lapses: delete it.
+                self.releases.push((lease, now + self.ttl));
+            }
+        }
+        if self.held.is_empty() {
+            self.next_renewal = None;
+        }
+    }
+
+    /// Counts a lease just taken out of `held` as fenced (once per lease: it leaves `held`
+    /// once), and makes sure its holder is told.
+    fn fence(&self, lease: &Arc<Lease>) {
+        lease.fence();
+        self.stats.held.fetch_sub(1, Ordering::Relaxed);
+        self.stats.fenced.fetch_add(1, Ordering::Relaxed);
+    }
+}

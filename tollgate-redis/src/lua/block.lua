@@ -1,0 +1,11 @@
+-- Blocks a key for the whole fleet until Redis time now + ARGV[1] microseconds; a block that
+-- already lasts longer is kept.
+-- KEYS[1]: the key's "blocked until".
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local duration = tonumber(ARGV[1])
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if now + duration > current then
+  redis.call('SET', KEYS[1], string.format('%.0f', now + duration), 'PX', math.ceil(duration / 1000) + 1)
+end
+return 0

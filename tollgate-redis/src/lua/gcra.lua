@@ -1,0 +1,37 @@
+-- Takes one start of a key's rate (GCRA) on Redis's clock.
+-- KEYS[1]: the key's TAT (theoretical arrival time, Redis TIME microseconds)
+-- KEYS[2]: the key's "blocked until" (Redis TIME microseconds)
+-- KEYS[3]: the namespace's epoch key (as in grant.lua)
+-- ARGV[1]: the interval in microseconds, ARGV[2]: the burst tolerance in microseconds
+-- ((burst - 1) * interval), ARGV[3]: the lease TTL in microseconds (the warm-up)
+-- Returns {0, 0} when the start is taken, {1, micros} when the rate allows none yet,
+-- {2, micros} while the key is blocked, {3, micros} while the store warms up.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local ready = redis.call('GET', KEYS[3])
+if not ready then
+  local ttl = tonumber(ARGV[3])
+  redis.call('SET', KEYS[3], string.format('%.0f', now + ttl))
+  return {3, ttl}
+end
+ready = tonumber(ready)
+if now < ready then
+  return {3, ready - now}
+end
+local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
+if blocked > now then
+  return {2, blocked - now}
+end
+local interval = tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then
+  tat = now
+end
+local allowed_at = tat - tonumber(ARGV[2])
+if allowed_at > now then
+  return {1, allowed_at - now}
+end
+local next_tat = tat + interval
+-- The state is only needed while it is ahead of now; an idle key's state disappears.
+redis.call('SET', KEYS[1], string.format('%.0f', next_tat), 'PX', math.ceil((next_tat - now) / 1000) + 1)
+return {0, 0}

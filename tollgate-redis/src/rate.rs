@@ -1,0 +1,219 @@
+//! `SharedKeyedRateLimiter`: a rate per key for the whole fleet, GCRA on Redis's clock.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::Rate;
+
+use crate::SharedError;
+use crate::scripts::{BLOCK, BLOCKED, FULL, GCRA, GRANTED, WARMING_UP};
+use crate::store::{Call, Inner, RedisLimits, micros};
+
+/// A rate per key across every process that uses the same Redis, namespace and name: the
+/// shared counterpart of tollgate's [`KeyedRateLimiter`](tollgate::KeyedRateLimiter).
+///
+/// Each key's state is one number in Redis, its TAT (theoretical arrival time, GCRA), read
+/// and moved by a Lua script on Redis's clock (`TIME`): the processes' own clocks never
+/// enter the decision, so a machine whose clock is off changes nothing. A key can also be
+/// blocked for the whole fleet ([`block_key`](Self::block_key)), e.g. for a server's
+/// `Retry-After`. Keys are `&str`; their state keys share a hash tag, so one key's TAT and
+/// block stay in one cluster slot.
+///
+/// # Examples
+///
+/// ```no_run
+/// use tollgate::Rate;
+/// use tollgate_redis::{RedisLimits, SharedKeyedRateLimiter};
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+/// // 10 requests per second per host for the whole fleet.
+/// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(10));
+/// per_host.until_key_ready("example.com").await?;
+/// // ... fetch ...
+/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # });
+/// ```
+pub struct SharedKeyedRateLimiter {
+    store: Arc<Inner>,
+    name: String,
+    rate: Rate,
+}
+
+impl SharedKeyedRateLimiter {
+    /// A rate limiter named `name` in `store`, allowing `rate` per key across the fleet.
+    /// Limiters of the same store, namespace and name share their state; they should
+    /// share the rate too (each start is decided with the rate of the process asking).
+    pub fn new(store: &RedisLimits, name: impl Into<String>, rate: Rate) -> Self {
+        Self {
+            store: Arc::clone(&store.inner),
+            name: name.into(),
+            rate,
+        }
+    }
+
+    /// The limiter's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The rate per key.
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+
+    fn state_key(&self, key: &str, what: &str) -> String {
+        format!(
+            "{}:rate:{{{}:{}}}:{what}",
+            self.store.namespace, self.name, key
+        )
+    }
+
+    /// Takes a start for `key` if the fleet's rate allows one now, without waiting.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate::Rate;
+    /// # use tollgate_redis::{RedisLimits, SharedKeyedRateLimiter};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(1));
+    /// per_host.check_key("example.com").await?;
+    /// let early = per_host.check_key("example.com").await.unwrap_err();
+    /// assert!(early.is_rate_limited() && early.retry_after().is_some());
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`is_rate_limited`](SharedError::is_rate_limited), [`is_blocked`](SharedError::is_blocked)
+    /// or [`is_warming_up`](SharedError::is_warming_up) with the time until a start can be
+    /// taken ([`retry_after`](SharedError::retry_after)); nothing is taken then.
+    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
+    /// store's wait (fail closed).
+    ///
+    /// # Cancel safety
+    ///
+    /// A call dropped after Redis took the start loses that start (under-use, never
+    /// over-use).
+    pub async fn check_key(&self, key: &str) -> Result<(), SharedError> {
+        let store = &self.store;
+        let interval = micros(self.rate.interval()).max(1);
+        let tolerance = interval.saturating_mul(u64::from(self.rate.burst_size() - 1));
+        let (tat, blocked, epoch) = (
+            self.state_key(key, "tat"),
+            self.state_key(key, "blocked"),
+            store.epoch_key(),
+        );
+        let mut invocation = GCRA.prepare_invoke();
+        invocation
+            .key(&tat)
+            .key(&blocked)
+            .key(&epoch)
+            .arg(interval)
+            .arg(tolerance)
+            .arg(store.ttl_micros());
+        let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
+        let after = Duration::from_micros(after.max(0).unsigned_abs());
+        match code {
+            GRANTED => Ok(()),
+            FULL => Err(SharedError::rate_limited(after)),
+            BLOCKED => Err(SharedError::blocked(after)),
+            WARMING_UP => Err(SharedError::warming_up(after)),
+            other => Err(SharedError::unavailable(
+                &store.address,
+                format_args!("unexpected reply {other} from the rate script"),
+            )),
+        }
+    }
+
+    /// Waits until the fleet's rate (and any block) allows a start for `key`, then takes it.
+    ///
+    /// In each process one task per key asks Redis at a time, first come first served; it
+    /// sleeps for the time Redis says, then asks again (another process may have taken
+    /// the start in between).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tollgate::Rate;
+    /// # use tollgate_redis::{RedisLimits, SharedKeyedRateLimiter};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::every(Duration::from_millis(50)));
+    /// per_host.until_key_ready("example.com").await?;
+    /// per_host.until_key_ready("example.com").await?; // about 50 ms later
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
+    /// store's wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling it gives up this task's place in the key's local queue; nothing is taken
+    /// unless Redis had already taken the start (as [`check_key`](Self::check_key)).
+    pub async fn until_key_ready(&self, key: &str) -> Result<(), SharedError> {
+        let local = self.store.local(&self.state_key(key, "tat"));
+        let _turn = local.turn.lock().await;
+        loop {
+            match self.check_key(key).await {
+                Ok(()) => return Ok(()),
+                Err(e) => match e.retry_after() {
+                    Some(after) => tollgate::sleep(after.max(Duration::from_micros(100))).await,
+                    None => return Err(e),
+                },
+            }
+        }
+    }
+
+    /// Blocks `key` for every process for `duration` from now on Redis's clock, e.g. from a
+    /// server's `Retry-After`. A block that already lasts longer is kept.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tollgate::Rate;
+    /// # use tollgate_redis::{RedisLimits, SharedKeyedRateLimiter};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(10));
+    /// // The server answered 429 with `Retry-After: 30`.
+    /// per_host.block_key("example.com", Duration::from_secs(30)).await?;
+    /// assert!(per_host.check_key("example.com").await.unwrap_err().is_blocked());
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
+    /// store's wait: the block was then perhaps not set.
+    pub async fn block_key(&self, key: &str, duration: Duration) -> Result<(), SharedError> {
+        let blocked = self.state_key(key, "blocked");
+        let mut invocation = BLOCK.prepare_invoke();
+        invocation.key(&blocked).arg(micros(duration));
+        self.store
+            .query::<i64>(&Call::Script(&invocation))
+            .await
+            .map(drop)
+    }
+}
+
+impl fmt::Debug for SharedKeyedRateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedKeyedRateLimiter")
+            .field("name", &self.name)
+            .field("rate", &self.rate)
+            .field("store", &self.store.address)
+            .finish()
+    }
+}

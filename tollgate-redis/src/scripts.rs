@@ -1,0 +1,30 @@
+//! The Lua scripts, each run by its SHA (`EVALSHA`): redis-rs's `Script::invoke` sends the
+//! SHA and, when Redis answers `NOSCRIPT` (a restarted or flushed Redis forgot it), loads the
+//! source with `SCRIPT LOAD` and sends it again. The source crosses the network once per
+//! Redis lifetime.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Grants one lease (`grant.lua`).
+pub(crate) static GRANT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/grant.lua")));
+/// Renews all of one process's leases (`renew.lua`).
+pub(crate) static RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/renew.lua")));
+/// Counts a key's live leases (`in_use.lua`).
+pub(crate) static IN_USE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/in_use.lua")));
+/// Takes one start of a key's rate (`gcra.lua`).
+pub(crate) static GCRA: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/gcra.lua")));
+/// Blocks a key (`block.lua`).
+pub(crate) static BLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/block.lua")));
+
+/// The reply codes the grant and rate scripts share.
+pub(crate) const GRANTED: i64 = 0;
+pub(crate) const FULL: i64 = 1;
+pub(crate) const BLOCKED: i64 = 2;
+pub(crate) const WARMING_UP: i64 = 3;

@@ -1,0 +1,453 @@
+//! `RedisLimits`: the store handle every shared limit stands on. It owns the one multiplexed
+//! connection that grants go through (reconnected on demand, each call bounded by the store's
+//! wait), the keeper thread that renews and releases leases, and the per-key local state that
+//! lets only one task per key and process ask Redis at a time.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use event_listener::Event;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, FromRedisValue, RedisError, ScriptInvocation};
+
+use crate::SharedError;
+use crate::keeper::Keeper;
+
+/// The default [`lease_ttl`](RedisLimitsOptions::lease_ttl).
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
+/// The default [`redis_wait`](RedisLimitsOptions::redis_wait).
+pub const DEFAULT_REDIS_WAIT: Duration = Duration::from_secs(2);
+/// The default [`poll_interval`](RedisLimitsOptions::poll_interval).
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// The pause between two tries of a call that failed for a reason that can pass (a refused
+/// connection, a Redis still loading its data), within the bounded wait.
+const RETRY_PAUSE: Duration = Duration::from_millis(25);
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A handle on the shared store: a Redis, a namespace in it, and this process's leases.
+///
+/// Cloning is cheap and every clone is the same process-side store (one connection, one
+/// keeper thread, one set of leases). Two `RedisLimits` connected separately behave like two
+/// processes of a fleet: they share only what is in Redis.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate_redis::RedisLimits;
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::options("redis://127.0.0.1:6379")
+///     .namespace("crawler")
+///     .lease_ttl(Duration::from_secs(5))
+///     .redis_wait(Duration::from_secs(1))
+///     .connect()
+///     .await?;
+/// assert_eq!(store.address(), "127.0.0.1:6379");
+/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct RedisLimits {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// How to connect a [`RedisLimits`]: made by [`RedisLimits::options`], finished by
+/// [`connect`](Self::connect).
+#[derive(Clone, Debug)]
+#[must_use = "options do nothing until `.connect().await`"]
+pub struct RedisLimitsOptions {
+    url: String,
+    namespace: String,
+    lease_ttl: Duration,
+    redis_wait: Duration,
+    poll_interval: Duration,
+}
+
+impl RedisLimitsOptions {
+    /// The prefix of every Redis key this store uses (`"tollgate"` by default). Processes
+    /// share limits exactly when they use the same Redis, namespace and limit names.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// How long a lease lives without renewal (10 s by default). The keeper renews every
+    /// lease of the process once per third of it; a process that cannot renew fences its
+    /// permits before their leases lapse; a killed process's permits come back after it;
+    /// after Redis loses its data, nothing is granted for one TTL. Every process of a
+    /// namespace should use the same TTL.
+    ///
+    /// # Panics
+    ///
+    /// If `ttl` is below 30 ms (renewal and fencing need room inside it).
+    #[track_caller]
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        assert!(
+            ttl >= Duration::from_millis(30),
+            "tollgate-redis: a lease TTL below 30 ms leaves no room to renew"
+        );
+        self.lease_ttl = ttl;
+        self
+    }
+
+    /// How long one call may wait for Redis, connecting included (2 s by default), before
+    /// it fails with an [`is_unavailable`](SharedError::is_unavailable) error. Calls are
+    /// retried within this wait while Redis refuses connections or is loading.
+    ///
+    /// # Panics
+    ///
+    /// If `wait` is zero.
+    #[track_caller]
+    pub fn redis_wait(mut self, wait: Duration) -> Self {
+        assert!(
+            !wait.is_zero(),
+            "tollgate-redis: the wait for redis must not be zero"
+        );
+        self.redis_wait = wait;
+        self
+    }
+
+    /// The longest pause between two asks of a full key (20 ms by default). A waiting
+    /// acquire asks again at once when a permit of the key is released in this process, and
+    /// otherwise after a pause that starts at 1 ms and doubles up to this: releases in
+    /// other processes are seen within it.
+    ///
+    /// # Panics
+    ///
+    /// If `interval` is zero.
+    #[track_caller]
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        assert!(
+            !interval.is_zero(),
+            "tollgate-redis: the poll interval must not be zero"
+        );
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Connects: checks the URL, opens the connection grants use and starts the keeper
+    /// thread (its own connection, for renewals and releases).
+    ///
+    /// # Errors
+    ///
+    /// An [`is_unavailable`](SharedError::is_unavailable) error when the URL is invalid or
+    /// Redis does not answer a `PING` within the wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes leaves nothing behind.
+    pub async fn connect(self) -> Result<RedisLimits, SharedError> {
+        let client = redis::Client::open(self.url.as_str())
+            .map_err(|e| SharedError::unavailable(&self.url, format_args!("invalid url: {e}")))?;
+        let address = client.get_connection_info().addr().to_string();
+        let keeper = Keeper::start(client.clone(), self.lease_ttl, self.redis_wait);
+        let inner = Arc::new(Inner {
+            client,
+            address,
+            namespace: self.namespace,
+            ttl: self.lease_ttl,
+            wait: self.redis_wait,
+            poll: self.poll_interval,
+            conn: Mutex::new(None),
+            connecting: async_lock::Mutex::new(()),
+            generation: AtomicU64::new(0),
+            keeper,
+            token: process_token(),
+            counter: AtomicU64::new(0),
+            locals: Mutex::new(Locals::default()),
+        });
+        let store = RedisLimits { inner };
+        let ping = redis::cmd("PING");
+        store.inner.query::<String>(&Call::Cmd(&ping)).await?;
+        Ok(store)
+    }
+}
+
+impl RedisLimits {
+    /// Options to connect to the Redis at `url` (`redis://host:port[/db]`).
+    pub fn options(url: impl Into<String>) -> RedisLimitsOptions {
+        RedisLimitsOptions {
+            url: url.into(),
+            namespace: "tollgate".to_owned(),
+            lease_ttl: DEFAULT_LEASE_TTL,
+            redis_wait: DEFAULT_REDIS_WAIT,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+        }
+    }
+
+    /// Connects to the Redis at `url` with the default options.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisLimitsOptions::connect`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RedisLimitsOptions::connect`].
+    pub async fn connect(url: impl Into<String>) -> Result<Self, SharedError> {
+        Self::options(url).connect().await
+    }
+
+    /// The address of the Redis (`host:port`), as errors name it.
+    pub fn address(&self) -> &str {
+        &self.inner.address
+    }
+
+    /// The prefix of every Redis key of this store.
+    pub fn namespace(&self) -> &str {
+        &self.inner.namespace
+    }
+
+    /// How long a lease lives without renewal.
+    pub fn lease_ttl(&self) -> Duration {
+        self.inner.ttl
+    }
+
+    /// How long one call may wait for Redis.
+    pub fn redis_wait(&self) -> Duration {
+        self.inner.wait
+    }
+
+    /// This process's side of the store: leases held, renewal calls made, releases sent.
+    pub fn stats(&self) -> StoreStats {
+        self.inner.keeper.stats.snapshot()
+    }
+}
+
+impl fmt::Debug for RedisLimits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLimits")
+            .field("address", &self.inner.address)
+            .field("namespace", &self.inner.namespace)
+            .field("lease_ttl", &self.inner.ttl)
+            .field("redis_wait", &self.inner.wait)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one process's store has done, from [`RedisLimits::stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub(crate) leases_held: usize,
+    pub(crate) renewal_calls: u64,
+    pub(crate) release_calls: u64,
+    pub(crate) fenced: u64,
+}
+
+impl StoreStats {
+    /// Leases the keeper is renewing now (permits held and not fenced).
+    pub fn leases_held(&self) -> usize {
+        self.leases_held
+    }
+
+    /// Renewal calls made so far: one per third of the lease TTL while any lease is held,
+    /// whatever the number of leases.
+    pub fn renewal_calls(&self) -> u64 {
+        self.renewal_calls
+    }
+
+    /// Release calls made so far (each one pipelined round trip for every release queued
+    /// since the previous).
+    pub fn release_calls(&self) -> u64 {
+        self.release_calls
+    }
+
+    /// Permits fenced so far.
+    pub fn fenced(&self) -> u64 {
+        self.fenced
+    }
+}
+
+/// One call: a script or a plain command.
+pub(crate) enum Call<'a> {
+    Script(&'a ScriptInvocation<'a>),
+    Cmd(&'a redis::Cmd),
+}
+
+/// Per key (one Redis key name) and process: the turn that lets one task ask Redis at a
+/// time, and the event a local release fires so that task asks again at once.
+#[derive(Default)]
+pub(crate) struct KeyLocal {
+    pub(crate) turn: async_lock::Mutex<()>,
+    pub(crate) released: Event,
+}
+
+#[derive(Default)]
+struct Locals {
+    map: HashMap<String, Weak<KeyLocal>>,
+    /// The map's length after the last sweep of dead entries: sweeping again once it has
+    /// doubled keeps the cost amortised O(1) and the map O(live keys).
+    swept_at: usize,
+}
+
+pub(crate) struct Inner {
+    client: redis::Client,
+    pub(crate) address: String,
+    pub(crate) namespace: String,
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) poll: Duration,
+    conn: Mutex<Option<(u64, MultiplexedConnection)>>,
+    connecting: async_lock::Mutex<()>,
+    generation: AtomicU64,
+    pub(crate) keeper: Keeper,
+    token: String,
+    counter: AtomicU64,
+    locals: Mutex<Locals>,
+}
+
+impl Inner {
+    /// The epoch key: present while Redis holds this namespace's data; its value is the
+    /// Redis time from which grants are safe.
+    pub(crate) fn epoch_key(&self) -> String {
+        format!("{}:{{epoch}}", self.namespace)
+    }
+
+    pub(crate) fn ttl_micros(&self) -> u64 {
+        micros(self.ttl)
+    }
+
+    /// A lease id unique across the fleet: this process's token and a counter.
+    pub(crate) fn lease_id(&self) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{n}", self.token)
+    }
+
+    pub(crate) fn local(&self, name: &str) -> Arc<KeyLocal> {
+        let mut locals = lock(&self.locals);
+        if let Some(local) = locals.map.get(name).and_then(Weak::upgrade) {
+            return local;
+        }
+        if locals.map.len() >= 2 * locals.swept_at.max(32) {
+            locals.map.retain(|_, local| local.strong_count() > 0);
+            locals.swept_at = locals.map.len();
+        }
+        let local = Arc::new(KeyLocal::default());
+        locals.map.insert(name.to_owned(), Arc::downgrade(&local));
+        local
+    }
+
+    async fn connection(&self) -> Result<(u64, MultiplexedConnection), RedisError> {
+        if let Some(conn) = lock(&self.conn).clone() {
+            return Ok(conn);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(conn) = lock(&self.conn).clone() {
+            return Ok(conn);
+        }
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.wait))
+            .set_response_timeout(Some(self.wait));
+        let conn = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        *lock(&self.conn) = Some((generation, conn.clone()));
+        Ok((generation, conn))
+    }
+
+    /// Forgets the connection of `generation` (not a newer one another task made since).
+    fn forget(&self, generation: u64) {
+        let mut conn = lock(&self.conn);
+        if conn.as_ref().is_some_and(|(g, _)| *g == generation) {
+            *conn = None;
+        }
+    }
+
+    /// Runs one call, retrying within the bounded wait while the failure can pass; fails
+    /// closed with an `unavailable` error naming the address after it.
+    pub(crate) async fn query<T: FromRedisValue>(&self, call: &Call<'_>) -> Result<T, SharedError> {
+        let deadline = Instant::now() + self.wait;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let attempt = async {
+                let (generation, mut conn) = self.connection().await.map_err(|e| (None, e))?;
+                let reply = match call {
+                    Call::Script(invocation) => invocation.invoke_async::<T>(&mut conn).await,
+                    Call::Cmd(cmd) => cmd.query_async::<T>(&mut conn).await,
+                };
+                reply.map_err(|e| (Some(generation), e))
+            };
+            let reason = match tollgate::timeout(remaining, attempt).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err((generation, error))) => {
+                    let broken = error.is_io_error()
+                        || error.is_timeout()
+                        || error.is_connection_dropped()
+                        || error.is_connection_refusal();
+                    if broken {
+                        if let Some(generation) = generation {
+                            self.forget(generation);
+                        }
+                    } else if !passing(&error) {
+                        return Err(SharedError::unavailable(&self.address, error));
+                    }
+                    error.to_string()
+                }
+                Err(_) => {
+                    // A Redis that stopped answering (paused, partitioned) may never reset
+                    // the socket: start over on a new one.
+                    if let Some((generation, _)) = lock(&self.conn).clone() {
+                        self.forget(generation);
+                    }
+                    format!("no answer within {:?}", self.wait)
+                }
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(SharedError::unavailable(&self.address, reason));
+            }
+            tollgate::sleep(RETRY_PAUSE.min(remaining)).await;
+        }
+    }
+}
+
+/// Server errors that pass on their own: a Redis loading its data, a replica without its
+/// primary, a busy script.
+fn passing(error: &RedisError) -> bool {
+    matches!(
+        error.code(),
+        Some("LOADING" | "TRYAGAIN" | "MASTERDOWN" | "BUSY" | "CLUSTERDOWN")
+    )
+}
+
+pub(crate) fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A token unique to this store in the fleet: the process id and a hash of the wall clock
+/// and this thread, so two stores of one process, or two hosts with equal process ids, get
+/// different lease ids.
+fn process_token() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    static STORES: AtomicU64 = AtomicU64::new(0);
+    let seed = format!(
+        "{nanos}:{:?}:{}",
+        std::thread::current().id(),
+        STORES.fetch_add(1, Ordering::Relaxed)
+    );
+    format!(
+        "{}-{:016x}",
+        std::process::id(),
+        crate::rendezvous::fnv1a(seed.as_bytes())
+    )
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inner")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
