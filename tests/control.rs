@@ -41,19 +41,36 @@ struct Controls {
 
 impl Controls {
     fn drain(&self, keyed: bool) {
-        if keyed { self.keyed.drain() } else { self.plain.drain() }
+        if keyed {
+            self.keyed.drain()
+        } else {
+            self.plain.drain()
+        }
     }
 
     fn progress(&self, keyed: bool) -> Progress {
-        if keyed { self.keyed.progress() } else { self.plain.progress() }
+        if keyed {
+            self.keyed.progress()
+        } else {
+            self.plain.progress()
+        }
     }
 
     fn not_started(&self, keyed: bool) -> Vec<usize> {
-        if keyed { self.keyed.not_started() } else { self.plain.not_started() }
+        if keyed {
+            self.keyed.not_started()
+        } else {
+            self.plain.not_started()
+        }
     }
 
     fn set_limit(&self, keyed: bool, limit: usize) {
-        if keyed { self.keyed.set_limit(limit) } else { self.plain.set_limit(limit) }.unwrap();
+        if keyed {
+            self.keyed.set_limit(limit)
+        } else {
+            self.plain.set_limit(limit)
+        }
+        .unwrap();
     }
 }
 
@@ -197,26 +214,25 @@ matrix! {
         assert!(end.retries() > 100);
     }
 
-    async fn a_stream_reports_counted_truth_after_each_output() {
+    async fn a_streams_progress_equals_counted_truth_at_random_moments() {
         let truth = Truth::default();
         let control = MapControl::new();
-        let items = stream::iter(0..1_000u64).inspect(|_| {
+        let items = stream::iter(0..10_000u64).inspect(|_| {
             truth.pulled.fetch_add(1, SeqCst);
         });
-        let mut outputs = items
+        let outputs = items
             .map_unordered(8, |n| work(n, 1, false, &truth))
             .per_key(|n| n % 3, 2)
             .control(&control);
-        let mut dice = Dice(3);
-        let mut count = 0;
-        while let Some(output) = outputs.next().await {
+        // The consumer takes every output the stream has before it waits; the watcher
+        // reads while it waits.
+        let consume = outputs.fold(0, |count, output| {
             assert!(output.is_ok());
-            count += 1;
-            if dice.roll(5) == 0 {
-                truth.check(&control.progress(), &format!("after output {count}"));
-            }
-        }
-        assert_eq!(count, 1_000);
+            count + 1
+        });
+        let (count, readings) = zip(consume, watch(control.clone(), &truth, 3)).await;
+        assert_eq!(count, 10_000);
+        assert!(readings > 10, "{readings} readings");
         truth.check(&control.progress(), "end");
         assert!(control.progress().ended());
     }
@@ -593,7 +609,10 @@ fn settings_the_map_cannot_take_are_errors() {
         .control(&rated);
     assert!(rated.set_rate(Rate::per_second(50)).is_ok());
     assert!(rated.set_per_key_limit(2).is_err(), "no key function");
-    let error: tollgate::Error = rated.set_per_key_rate(Rate::per_second(5)).unwrap_err().into();
+    let error: tollgate::Error = rated
+        .set_per_key_rate(Rate::per_second(5))
+        .unwrap_err()
+        .into();
     assert!(error.to_string().contains("per-key rate"));
 }
 

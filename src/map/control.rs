@@ -3,8 +3,10 @@
 //! A control is made before its map and attached to it with the map's `.control(&control)`
 //! method. The map is the only writer of the figures: it keeps its running totals in its
 //! own fields and publishes them into the control when a poll of the map returns (a
-//! seqlock of plain stores: no read-modify-write, nothing per item), so a map without a
-//! control pays nothing and one with a control pays a few stores per poll. Per-key
+//! stream: when it waits, ends, or after a long run of outputs), as a seqlock of plain
+//! stores: no read-modify-write, nothing per item. A map without a control pays a test
+//! per poll; one with a control pays a few stores per poll and, in a plain map's fill
+//! loop, a look at the drain flag before each pull. Per-key
 //! figures (the busiest keys, the paused keys) cost a walk over the map's keys, so they
 //! are published only when someone asked for them since the last time: reading them
 //! wakes the map, which publishes them when that poll returns.
@@ -103,7 +105,8 @@ impl Shared {
         self.finished.store(figures.finished, Ordering::Relaxed);
         self.failed.store(figures.failed, Ordering::Relaxed);
         self.retries.store(figures.retries, Ordering::Relaxed);
-        self.not_started.store(figures.not_started, Ordering::Relaxed);
+        self.not_started
+            .store(figures.not_started, Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 
@@ -144,8 +147,7 @@ impl Shared {
     /// Whether someone asked for per-key figures since they were last published; how many
     /// keys then.
     pub(crate) fn keys_requested(&self) -> Option<usize> {
-        if self.want_keys.load(Ordering::Relaxed) && self.want_keys.swap(false, Ordering::AcqRel)
-        {
+        if self.want_keys.load(Ordering::Relaxed) && self.want_keys.swap(false, Ordering::AcqRel) {
             Some(self.keys_wanted.load(Ordering::Relaxed) as usize)
         } else {
             None
@@ -168,6 +170,12 @@ impl Shared {
     #[inline]
     pub(crate) fn draining(&self) -> bool {
         self.draining.load(Ordering::Acquire)
+    }
+
+    /// The drain flag itself, for a loop that looks at it before each start.
+    #[inline]
+    pub(crate) fn draining_flag(&self) -> &AtomicBool {
+        &self.draining
     }
 
     /// The generation of the settings, to compare with the one last applied.
@@ -229,7 +237,6 @@ impl Shared {
         };
         Err(ControlError { kind, setting })
     }
-
 }
 
 /// A handle to watch and steer a running bounded map: its [progress](Self::progress), a
@@ -327,12 +334,15 @@ impl<K> MapControl<K> {
 
     /// A snapshot of the map's progress.
     ///
-    /// The counts come from one consistent reading of what the map published when its
-    /// last poll returned (a poll does at most a few hundred units of work, so while the
-    /// map runs they are at most one poll old; read between two polls of the map, as a
-    /// task beside it does, they are exact). The paused-keys count is published when the
-    /// map is next polled after a reading: this call wakes the map for it, so it is at
-    /// most one reading old.
+    /// The counts come from one consistent reading of what the map last published. A
+    /// collecting future (`map_async`, `try_map_async`, `gather_limit`) publishes
+    /// whenever its poll returns; a stream whenever it waits (returns `Pending`), ends,
+    /// or has handed out a run of 256 outputs without waiting, but not after each output
+    /// (publishing costs about as much as a ready item). A poll does at most a few
+    /// hundred units of work, so while the map runs the counts are at most that old;
+    /// read while the map waits, as a task beside it does, they are exact. The
+    /// paused-keys count is published when the map is next polled after a reading: this
+    /// call wakes the map for it, so it is at most one reading old.
     ///
     /// Reading allocates nothing and never blocks the map.
     ///
@@ -508,9 +518,10 @@ impl<K> MapControl<K> {
     #[track_caller]
     pub fn set_per_key_limit(&self, limit: usize) -> Result<(), ControlError> {
         super::keyed::check_per_key_limit(limit);
-        self.shared.change(CAN_PER_KEY, "per-key limit", |settings| {
-            settings.per_key_limit = Some(limit);
-        })
+        self.shared
+            .change(CAN_PER_KEY, "per-key limit", |settings| {
+                settings.per_key_limit = Some(limit);
+            })
     }
 
     /// Changes (or sets) the whole map's rate while it runs. The old rate's state
@@ -567,9 +578,10 @@ impl<K> MapControl<K> {
     /// A [`ControlError`] if the map has no key function, or if the control is
     /// attached to no map.
     pub fn set_per_key_rate(&self, rate: Rate) -> Result<(), ControlError> {
-        self.shared.change(CAN_RATE | CAN_PER_KEY, "per-key rate", |settings| {
-            settings.per_key_rate = Some(rate);
-        })
+        self.shared
+            .change(CAN_RATE | CAN_PER_KEY, "per-key rate", |settings| {
+                settings.per_key_rate = Some(rate);
+            })
     }
 }
 

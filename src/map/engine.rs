@@ -22,6 +22,7 @@ use std::future::{Future, IntoFuture};
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use futures_lite::Stream;
@@ -218,8 +219,8 @@ impl<T, O> Admission<T, O> for Window {
         W::IntoFuture: Future<Output = O>,
         R: Results<O>,
     {
-        // A controlled map checks for a drain before each pull; the plain map's loop has
-        // no trace of it.
+        // A controlled map checks for a drain before each pull, in its own copy of the
+        // loop: the plain map's loop has no trace of it.
         if engine.steering.shared.is_some() {
             fill_window::<true, _, _, _, _, _, _>(engine, source, f, results, cx, budget)
         } else {
@@ -249,50 +250,68 @@ where
     if engine.input_done || engine.pool.is_full() {
         return ControlFlow::Continue(());
     }
+    let Engine {
+        pool,
+        window,
+        next_seq,
+        input_done,
+        steering,
+        ..
+    } = &mut *engine;
+    // The drain flag, looked at before each pull of a controlled map (a drain asked from
+    // inside `f` or a future stops the very next start).
+    let draining = if STEERED {
+        steering.shared.as_deref().map(Shared::draining_flag)
+    } else {
+        None
+    };
+    let mut drain = false;
     // One bound for the loop (the window's room, capped by the budget), measured again
     // when it runs out only if collecting in order may have released items meanwhile,
     // and the pool checked only when a future stays in flight: one ready at once takes
     // no slot.
-    let mut room = engine
-        .window
-        .saturating_sub(engine.next_seq - results.released())
+    let mut room = window
+        .saturating_sub(*next_seq - results.released())
         .min(*budget);
     loop {
         if room == 0 {
             if !R::RELEASES_ON_ACCEPT {
                 break;
             }
-            let held = engine.next_seq - results.released();
-            room = engine.window.saturating_sub(held).min(*budget);
+            let held = *next_seq - results.released();
+            room = window.saturating_sub(held).min(*budget);
             if room == 0 {
                 break;
             }
         }
-        if STEERED && engine.drain_asked() {
-            engine.begin_drain::<T, R>(results);
+        if STEERED && draining.is_some_and(|draining| draining.load(Ordering::Relaxed)) {
+            drain = true;
             break;
         }
         match source.as_mut().poll_next(cx) {
             Poll::Ready(Some(item)) => {
                 room -= 1;
                 *budget -= 1;
-                let seq = engine.next_seq;
-                engine.next_seq += 1;
-                match engine.pool.start(f(item).into_future(), seq) {
+                let seq = *next_seq;
+                *next_seq += 1;
+                match pool.start(f(item).into_future(), seq) {
                     Started::Ready(output) => results.accept(seq, output)?,
                     Started::Pending(_) => {
-                        if engine.pool.is_full() {
+                        if pool.is_full() {
                             break;
                         }
                     }
                 }
             }
             Poll::Ready(None) => {
-                engine.input_done = true;
+                *input_done = true;
                 break;
             }
             Poll::Pending => break,
         }
+    }
+    if STEERED && drain {
+        engine.begin_drain::<T, R>(results);
     }
     ControlFlow::Continue(())
 }
@@ -569,6 +588,19 @@ impl<Fut: Future, A> Engine<Fut, A> {
         self.admission.publish_keys(shared);
     }
 
+    /// Publishes the figures if a control is attached. A stream publishes when it
+    /// waits (returns `Pending`), ends, or yields to the executor after a run of
+    /// `STREAK` outputs, not after each output it hands out (a publication costs as much
+    /// as a ready item).
+    #[cold]
+    #[inline(never)]
+    fn publish_if_steered<T>(&mut self)
+    where
+        A: Admission<T, Fut::Output>,
+    {
+        self.publish();
+    }
+
     /// Publishes the last figures and tells the control the map ended.
     fn end_steering<T>(&mut self)
     where
@@ -580,18 +612,18 @@ impl<Fut: Future, A> Engine<Fut, A> {
         }
     }
 
-    /// Publishes after a poll: the figures while the map runs, the end once it is done.
-    #[inline(always)]
+    /// Publishes after a poll of a controlled map: the figures while the map runs, the
+    /// end once it is done. Out of line: the plain map's poll keeps its shape.
+    #[cold]
+    #[inline(never)]
     fn after_poll<T>(&mut self, done: bool)
     where
         A: Admission<T, Fut::Output>,
     {
-        if self.steering.shared.is_some() {
-            if done {
-                self.end_steering();
-            } else {
-                self.publish();
-            }
+        if done {
+            self.end_steering();
+        } else {
+            self.publish();
         }
     }
 
@@ -678,6 +710,10 @@ impl<Fut: Future, A> Engine<Fut, A> {
 
     /// Drives everything to the end, handing outputs to `results`. `Ready(Break)` means
     /// `results` stopped the map; the futures in flight are dropped by then.
+    ///
+    /// Inlined into each collecting future's poll, so that the output vector's fields
+    /// stay in registers through the loop.
+    #[inline(always)]
     pub(crate) fn poll_drive<T, S, F, W, R>(
         &mut self,
         mut source: Pin<&mut S>,
@@ -714,7 +750,9 @@ impl<Fut: Future, A> Engine<Fut, A> {
                 }
             }
         });
-        self.after_poll(poll.is_ready());
+        if self.steering.shared.is_some() {
+            self.after_poll(poll.is_ready());
+        }
         poll
     }
 }
@@ -839,11 +877,11 @@ where
         if *streak >= STREAK {
             // Cooperative: a long run of ready items yields once to the executor.
             *streak = 0;
+            this.engine.publish_if_steered();
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        let engine = this.engine;
-        let poll = StopOnUnwind::run(&mut *engine, |engine| {
+        StopOnUnwind::run(this.engine, |engine| {
             let mut budget = BUDGET;
             engine.pool.enter();
             if let Some(value) = results.pop() {
@@ -874,17 +912,19 @@ where
                     return Poll::Ready(Some(value));
                 }
                 if engine.is_done() {
+                    engine.end_steering();
                     return Poll::Ready(None);
                 }
                 *streak = 0;
                 if engine.should_park(cx, budget) {
+                    if engine.steering.shared.is_some() {
+                        engine.after_poll(false);
+                    }
                     return Poll::Pending;
                 }
                 engine.pool.enter();
             }
-        });
-        engine.after_poll(matches!(poll, Poll::Ready(None)));
-        poll
+        })
     }
 }
 

@@ -725,7 +725,10 @@ mod tests {
         scheduler.set_per_key(1, 0);
         scheduler.finish(&"a", 0);
         scheduler.push("a", 3, 0);
-        assert!(drain(&mut scheduler).is_empty(), "two still run, above the new limit of 1");
+        assert!(
+            drain(&mut scheduler).is_empty(),
+            "two still run, above the new limit of 1"
+        );
         scheduler.finish(&"a", 0);
         scheduler.finish(&"a", 0);
         assert_eq!(drain(&mut scheduler), [("a", 3)]);
