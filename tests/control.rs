@@ -9,9 +9,8 @@
 
 mod common;
 
-use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{InFlight, matrix};
@@ -677,10 +676,11 @@ fn readings_from_another_thread_are_consistent() {
     assert_eq!((end.finished(), end.failed()), (200_000, 20_000));
 }
 
-#[allow(dead_code)]
-fn _progress_is_send_and_sync<F: Future>() {
+#[test]
+fn a_control_and_its_readings_go_to_other_threads() {
     fn check<T: Send + Sync + Clone + 'static>() {}
     check::<MapControl<String>>();
     check::<Progress>();
-    let _ = Mutex::new(());
+    check::<tollgate::KeyProgress<String>>();
+    check::<tollgate::ControlError>();
 }

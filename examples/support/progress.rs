@@ -18,7 +18,11 @@ fn describe(progress: &Progress) -> String {
         progress.retries(),
         progress.failed(),
         progress.paused_keys(),
-        if progress.draining() { ", draining" } else { "" }
+        if progress.draining() {
+            ", draining"
+        } else {
+            ""
+        }
     )
 }
 
@@ -27,16 +31,12 @@ fn describe(progress: &Progress) -> String {
 pub async fn show<K>(control: &MapControl<K>, total: u64, label: &str) {
     let start = Instant::now();
     if std::io::stdout().is_terminal() {
-        let bar = ProgressBar::with_draw_target(
-            Some(total),
-            ProgressDrawTarget::stdout_with_hz(10),
-        );
+        let bar =
+            ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stdout_with_hz(10));
         bar.set_style(
-            ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} {msg}",
-            )
-            .expect("a valid template")
-            .progress_chars("=> "),
+            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg}")
+                .expect("a valid template")
+                .progress_chars("=> "),
         );
         bar.set_prefix(label.to_owned());
         loop {

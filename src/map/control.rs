@@ -353,10 +353,15 @@ impl<K> MapControl<K> {
     /// use tollgate::{MapControl, amap_iter};
     /// # futures_lite::future::block_on(async {
     /// let control = MapControl::new();
-    /// let mut outputs = amap_iter(0..10u32, 2, |n| async move { n }).control(&control);
-    /// let _first = outputs.next().await;
-    /// let progress = control.progress();
-    /// assert!(progress.finished() >= 1 && progress.pulled() <= 10);
+    /// let watcher = control.clone(); // for another task or thread
+    /// let outputs: Vec<u32> = amap_iter(0..10u32, 2, |n| async move { n })
+    ///     .control(&control)
+    ///     .collect()
+    ///     .await;
+    /// let progress = watcher.progress();
+    /// assert_eq!((progress.pulled(), progress.finished(), progress.in_flight()), (10, 10, 0));
+    /// assert!(progress.ended());
+    /// # assert_eq!(outputs.len(), 10);
     /// # });
     /// ```
     pub fn progress(&self) -> Progress {
