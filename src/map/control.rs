@@ -22,7 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::limit::rate::Rate;
-use crate::sync::AtomicWaker;
+// atomic-waker's own (not the loom shim): the control is std-only, like its other atomics.
+use atomic_waker::AtomicWaker;
 
 /// The map has a scheduler: rates may be set while it runs.
 pub(crate) const CAN_RATE: u8 = 1;
