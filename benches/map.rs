@@ -8,6 +8,7 @@
 //!   `run_sync` (tollgate's own), `tokio-current` and `tokio-multi` (`Runtime::block_on` on
 //!   a current-thread runtime and on a 2-worker multi-thread runtime);
 //! - implementations: `tollgate` (`map_async`, ordered; `amap_iter` + collect, unordered),
+//!   `tollgate-control` (the same with a `MapControl` attached: the cost of progress),
 //!   `tollgate-stream` (`stream.map_bounded(..)` / `stream.map_unordered(..)` + collect),
 //!   `futures-buffered` (`BufferedStreamExt::buffered_ordered` / `buffered_unordered`),
 //!   `futures` (`StreamExt::buffered` / `buffer_unordered`), `sequential` (a plain loop
@@ -40,7 +41,7 @@ use criterion::{
 };
 use futures::StreamExt as _;
 use futures_buffered::BufferedStreamExt as _;
-use tollgate::{BoundedStreamExt as _, amap_iter, map_async};
+use tollgate::{BoundedStreamExt as _, MapControl, amap_iter, map_async};
 
 const READY: u64 = 1_000_000;
 const PEND_ONCE: u64 = 200_000;
@@ -193,6 +194,22 @@ fn rows<F, Fut>(
                 executors.block_on(executor, map_async(0..n, limit, f))
             } else {
                 executors.block_on(executor, amap_iter(0..n, limit, f).collect::<Vec<_>>())
+            })
+        })
+    });
+    // The same with a MapControl attached: what publishing progress costs.
+    group.bench_function(id("tollgate-control"), |b| {
+        b.iter(|| {
+            let control = MapControl::new();
+            black_box(if ordered {
+                executors.block_on(executor, map_async(0..n, limit, f).control(&control))
+            } else {
+                executors.block_on(
+                    executor,
+                    amap_iter(0..n, limit, f)
+                        .control(&control)
+                        .collect::<Vec<_>>(),
+                )
             })
         })
     });

@@ -26,6 +26,12 @@
 //! input comes sorted by host: the map pulls further ahead while its slots idle behind
 //! busy hosts, so sorted input runs about as fast as interleaved input.
 //!
+//! While the bulk run goes, a progress bar (rate, time left, requests in flight and
+//! waiting, retries, failures, paused hosts, all read from the map's `MapControl`) is
+//! drawn when stdout is a terminal; otherwise a plain line is printed every second.
+//! Ctrl-C drains the run: no new request starts, the ones in flight finish, and the
+//! example reports what was done and what never started (a second Ctrl-C aborts).
+//!
 //! The example checks its own invariants (pages, failures, per-host and global peaks, no
 //! request over a host's rate or into its pause) and exits non-zero if one breaks.
 
@@ -35,8 +41,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tollgate::{Bulkhead, Rate, RetryPolicy, map_async, race, run_sync, sleep};
+use tollgate::{Bulkhead, MapControl, Rate, RetryPolicy, map_async, race, run_sync};
 
+#[path = "support/progress.rs"]
+mod progress;
 #[path = "../tests/support/simulated_network.rs"]
 mod simulated_network;
 
@@ -275,7 +283,6 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
         .unwrap_or_default()
         .max(total_work / settings.global as u32);
 
-    let done = AtomicUsize::new(0);
     let attempts: Vec<AtomicU8> = (0..n).map(|_| AtomicU8::new(0)).collect();
     // The retry hook sees every retry; it counts the ones that paused a host.
     let hosts_paused = Arc::new(AtomicUsize::new(0));
@@ -298,20 +305,28 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
                 paused.fetch_add(1, Ordering::Relaxed);
             }
         });
+    // The run's control: the progress display reads it, Ctrl-C drains through it.
+    let control = MapControl::new();
+    let stop = control.clone();
+    let presses = AtomicUsize::new(0);
+    ctrlc::set_handler(move || {
+        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
+            eprintln!("\nCtrl-C: draining (no new request starts; Ctrl-C again aborts)");
+            stop.drain();
+        } else {
+            std::process::exit(130);
+        }
+    })
+    .map_err(|error| format!("cannot install the Ctrl-C handler: {error}"))?;
     let start = Instant::now();
     let mut crawl = map_async(urls, settings.global, |(i, url)| {
         let network = &network;
-        let done = &done;
         let attempt = usize::from(attempts[i].fetch_add(1, Ordering::Relaxed)) + 1;
         async move {
             let outcome = outcome(i, attempt, settings.fail_percent);
-            let result = tollgate::timeout(attempt_timeout, network.get(&url, outcome))
+            tollgate::timeout(attempt_timeout, network.get(&url, outcome))
                 .await
-                .unwrap_or(Err(FetchError::TimedOut));
-            if result.is_ok() || result == Err(FetchError::NotFound) {
-                done.fetch_add(1, Ordering::Relaxed);
-            }
-            result
+                .unwrap_or(Err(FetchError::TimedOut))
         }
     })
     .per_key(|(_, url)| host_of(url).to_owned(), settings.per_host);
@@ -321,21 +336,11 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
     if let Some(window) = settings.window {
         crawl = crawl.window(window.max(settings.global));
     }
-    let crawl = crawl.retry(policy);
-    // A progress line while the crawl runs.
-    let progress = async {
-        loop {
-            sleep(Duration::from_millis(500)).await;
-            eprint!("\r  {} / {n} requests done", done.load(Ordering::Relaxed));
-        }
-    };
-    let results = futures_lite::future::or(crawl, async {
-        progress.await;
-        unreachable!()
-    })
-    .await;
+    let crawl = crawl.retry(policy).control(&control);
+    let (results, ()) =
+        futures_lite::future::zip(crawl, progress::show(&control, n as u64, "crawl")).await;
     let elapsed = start.elapsed();
-    eprintln!();
+    let progress = control.progress();
 
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
     let mut ok = 0;
@@ -345,11 +350,7 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
             Err(error) => *failures.entry(error.to_string()).or_default() += 1,
         }
     }
-    let made: usize = attempts
-        .iter()
-        .map(|a| usize::from(a.load(Ordering::Relaxed)))
-        .sum();
-    let retried = made - n;
+    let retried = progress.retries();
     let peaks = network.host_peaks();
     let max_host_peak = peaks.values().copied().max().unwrap_or(0);
     let global_peak = network.peak();
@@ -374,8 +375,8 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
     );
     println!(
         "  {ok} ok, {} failed, {retried} retries, in {elapsed:.2?} ({:.0} requests/s)",
-        n - ok,
-        n as f64 / elapsed.as_secs_f64()
+        results.len() - ok,
+        results.len() as f64 / elapsed.as_secs_f64()
     );
     for (kind, count) in &failures {
         println!("  failed for good: {count} x {kind}");
@@ -387,12 +388,13 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
          the whole host; fastest host {busiest_rate:.0}/s",
         hosts_paused.load(Ordering::Relaxed)
     );
-    println!(
-        "  efficiency: {:.0}% of the ideal schedule ({ideal:.2?}, retries and pauses not counted)",
-        100.0 * ideal.as_secs_f64() / elapsed.as_secs_f64()
-    );
+    if !progress.draining() {
+        println!(
+            "  efficiency: {:.0}% of the ideal schedule ({ideal:.2?}, retries and pauses not counted)",
+            100.0 * ideal.as_secs_f64() / elapsed.as_secs_f64()
+        );
+    }
 
-    ensure(results.len() == n, "one result per request")?;
     ensure(max_host_peak <= settings.per_host, "no host above its cap")?;
     ensure(global_peak <= settings.global, "global limit held")?;
     ensure(network.in_flight() == 0, "nothing left running")?;
@@ -400,6 +402,29 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
         violations == 0,
         "no request over a host's rate or into its pause",
     )?;
+    ensure(
+        results.len() as u64 == progress.finished() && progress.in_flight() == 0,
+        "one result per finished request, none left in flight",
+    )?;
+    if progress.draining() {
+        // Drained: the started requests finished; report what never started.
+        let dropped = control.not_started().len();
+        let never_pulled = n - progress.pulled() as usize;
+        println!(
+            "  drained: {} of {n} requests done ({ok} ok, {} failed for good); never \
+             started: {} ({dropped} pulled and waiting for their host, {never_pulled} \
+             never pulled)",
+            results.len(),
+            results.len() - ok,
+            dropped + never_pulled,
+        );
+        ensure(
+            results.len() + dropped + never_pulled == n,
+            "every request done or never started",
+        )?;
+        return Ok(());
+    }
+    ensure(results.len() == n, "one result per request")?;
     let not_found = (0..n)
         .filter(|&i| outcome(i, 1, 0) == Outcome::NotFound)
         .count();

@@ -35,6 +35,8 @@
 mod http_client;
 #[path = "../tests/support/http_server.rs"]
 mod http_server;
+#[path = "support/progress.rs"]
+mod progress;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -45,7 +47,7 @@ use std::time::{Duration, Instant};
 use http_client::{ClientError, get};
 use http_server::{TestServer, achieved_rate, page_body};
 use tollgate::testing::eventually;
-use tollgate::{Rate, RetryError, RetryPolicy, map_async, race, retry};
+use tollgate::{MapControl, Rate, RetryError, RetryPolicy, map_async, race, retry};
 
 /// The healthy hosts and their latencies in milliseconds.
 const HOSTS: [(&str, u64); 4] = [("alpha", 1), ("bravo", 2), ("charlie", 3), ("delta", 5)];
@@ -428,12 +430,20 @@ async fn part_polite(settings: &Settings) -> Result<(), String> {
         .when(|error| matches!(error, FetchError::Status(429) | FetchError::Unavailable))
         .retry_after(too_many)
         .pause_key(too_many);
+    // Its progress, read from the map's control: a bar on a terminal, a line a second
+    // otherwise (the label is not `polite:`, the verdict line's prefix).
+    let control = MapControl::new();
     let start = Instant::now();
-    let results = map_async(urls.iter().map(String::as_str), settings.global, fetch)
+    let crawl = map_async(urls.iter().map(String::as_str), settings.global, fetch)
         .per_key(|url| host_of(url), settings.per_host)
         .per_key_rate(Rate::per_second(settings.rate))
         .retry(policy)
-        .await;
+        .control(&control);
+    let (results, ()) = futures_lite::future::zip(
+        crawl,
+        progress::show(&control, urls.len() as u64, "polite crawl"),
+    )
+    .await;
     let elapsed = start.elapsed();
     let failed = results.iter().filter(|result| result.is_err()).count();
     ensure(

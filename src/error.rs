@@ -4,6 +4,7 @@ use std::fmt;
 
 use crate::limit::bulkhead::BulkheadError;
 use crate::limit::rate::RateLimitError;
+use crate::map::ControlError;
 use crate::race::RaceError;
 use crate::retry::RetryError;
 use crate::runtime::RunSyncError;
@@ -44,6 +45,8 @@ pub enum Error {
     Race(RaceError<Box<dyn std::error::Error + Send + Sync>>),
     /// A [`retry`](crate::retry) gave up; each attempt's error is boxed.
     Retry(RetryError<Box<dyn std::error::Error + Send + Sync>>),
+    /// A [`MapControl`](crate::MapControl) setting the map cannot take.
+    Control(ControlError),
 }
 
 impl fmt::Display for Error {
@@ -56,6 +59,7 @@ impl fmt::Display for Error {
             Error::RateLimit(error) => error.fmt(f),
             Error::Race(error) => error.fmt(f),
             Error::Retry(error) => error.fmt(f),
+            Error::Control(error) => error.fmt(f),
         }
     }
 }
@@ -72,6 +76,7 @@ impl std::error::Error for Error {
             Error::RateLimit(error) => error.source(),
             Error::Race(error) => error.source(),
             Error::Retry(error) => error.source(),
+            Error::Control(error) => error.source(),
         }
     }
 }
@@ -91,5 +96,6 @@ from_error!(
     RunSync(RunSyncError),
     Eventually(EventuallyError),
     Bulkhead(BulkheadError),
-    RateLimit(RateLimitError)
+    RateLimit(RateLimitError),
+    Control(ControlError)
 );

@@ -28,7 +28,10 @@ pub use crate::limit::bulkhead::{
 };
 pub use crate::limit::rate::{KeyedRateLimiter, Rate, RateLimitError, RateLimiter};
 pub use crate::limit::semaphore::{Semaphore, SemaphorePermit, SemaphorePermitArc};
-pub use crate::map::{BoundedStreamExt, amap_iter, gather_limit, map_async, try_map_async};
+pub use crate::map::{
+    BoundedStreamExt, ControlError, KeyProgress, MapControl, Progress, amap_iter, gather_limit,
+    map_async, try_map_async,
+};
 pub use crate::race::{IntoContestants, RaceError, race};
 pub use crate::retry::{Attempt, RetryError, RetryEvent, RetryPolicy, retry};
 pub use crate::runtime::{RunSyncError, RuntimeKey, run_sync, try_run_sync};

@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use futures_lite::stream::{self, Iter};
 use pin_project_lite::pin_project;
 
-use super::engine::{Admission, Core, DebugFields, DefaultWindow, Window};
+use super::engine::{Admission, Core, DebugFields, DefaultWindow, Engine, Window};
 use super::keyed::PerKey;
 use super::results::{Collect, InOrder, TryCollect, output_vec};
 use super::schedule::scheduling_methods;
@@ -171,6 +171,10 @@ where
 }
 
 impl<I: Iterator, F, Fut: IntoFuture, A> MapAsync<I, F, Fut, A> {
+    fn engine_mut(&mut self) -> &mut Engine<Fut::IntoFuture, A> {
+        &mut self.core.engine
+    }
+
     fn admission_mut(&mut self) -> &mut A {
         &mut self.core.engine.admission
     }
@@ -336,6 +340,10 @@ where
 }
 
 impl<I: Iterator, F, Fut: IntoFuture, T, E, A> TryMapAsync<I, F, Fut, T, E, A> {
+    fn engine_mut(&mut self) -> &mut Engine<Fut::IntoFuture, A> {
+        &mut self.core.engine
+    }
+
     fn admission_mut(&mut self) -> &mut A {
         &mut self.core.engine.admission
     }
@@ -454,6 +462,29 @@ where
     pub(crate) fn new(futures: I, limit: usize) -> Self {
         let (core, out) = collecting(futures, limit);
         Self { core, out }
+    }
+
+    /// Attaches a [`MapControl`](crate::MapControl), as [`MapAsync::control`] does:
+    /// progress, drain and a live limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let control = tollgate::MapControl::new();
+    /// let jobs = (1..=3).map(|n| async move { n });
+    /// assert_eq!(tollgate::gather_limit(jobs, 2).control(&control).await, [1, 2, 3]);
+    /// assert_eq!(control.progress().finished(), 3);
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `control` is attached to another map already.
+    #[track_caller]
+    pub fn control(mut self, control: &crate::MapControl) -> Self {
+        self.core.engine.attach(control.shared());
+        self
     }
 
     /// Sets the window, as [`MapAsync::window`] does.

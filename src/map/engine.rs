@@ -21,11 +21,14 @@ use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::ops::ControlFlow;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use futures_lite::Stream;
 use pin_project_lite::pin_project;
 
+use super::control::{Figures, Settings, Shared};
 use super::pool::{Pool, Started};
 use super::results::{Buffer, Results};
 
@@ -68,6 +71,34 @@ pub(crate) trait Admission<T, O>: DefaultWindow {
     /// Forgets every waiting item and every running one (the pool was cleared).
     fn clear(&mut self);
 
+    /// The running totals for a control, with `pulled` items pulled and `in_pool`
+    /// futures in flight (the engine fills in `pulled` and `not_started`). Without a
+    /// scheduler every pulled item started at once and is finished once it left the
+    /// pool: nothing to count per item.
+    #[inline]
+    fn figures(&self, pulled: usize, in_pool: usize) -> Figures {
+        let pulled = pulled as u64;
+        Figures {
+            started: pulled,
+            attempts: pulled,
+            finished: pulled - in_pool as u64,
+            ..Figures::default()
+        }
+    }
+
+    /// Removes every pulled item that has not started (a drain) and returns their input
+    /// positions. Items waiting for a retry stay: they have started.
+    fn take_unstarted(&mut self) -> Vec<usize> {
+        Vec::new()
+    }
+
+    /// Applies the settings a control asked for (the control let through only those the
+    /// admission can take).
+    fn apply(&mut self, _settings: &Settings) {}
+
+    /// Publishes the per-key figures if the control asked for them.
+    fn publish_keys(&mut self, _shared: &Shared) {}
+
     /// Polls the admission's timer, if it waits for a time; `true` once that time has
     /// come (run another round: an item may start now).
     #[inline(always)]
@@ -100,6 +131,12 @@ pub(crate) trait DefaultWindow {
     /// The window when none is set, for a map with this global `limit` whose outputs
     /// come in input order (`ordered`) or completion order.
     fn default_window(limit: usize, ordered: bool) -> usize;
+
+    /// Which settings a control may change while the map runs
+    /// ([`CAN_RATE`](super::control::CAN_RATE), [`CAN_PER_KEY`](super::control::CAN_PER_KEY)).
+    fn caps(&self) -> u8 {
+        0
+    }
 }
 
 /// What a stream does after taking an output from its buffer, before returning it.
@@ -169,7 +206,7 @@ impl<T, O> Admission<T, O> for Window {
     #[inline(always)]
     fn fill<S, F, W, R>(
         engine: &mut Engine<W::IntoFuture, Self>,
-        mut source: Pin<&mut S>,
+        source: Pin<&mut S>,
         f: &mut F,
         results: &mut R,
         cx: &mut Context<'_>,
@@ -182,52 +219,101 @@ impl<T, O> Admission<T, O> for Window {
         W::IntoFuture: Future<Output = O>,
         R: Results<O>,
     {
-        if engine.input_done || engine.pool.is_full() {
-            return ControlFlow::Continue(());
+        // A controlled map checks for a drain before each pull, in its own copy of the
+        // loop: the plain map's loop has no trace of it.
+        if engine.steering.shared.is_some() {
+            fill_window::<true, _, _, _, _, _, _>(engine, source, f, results, cx, budget)
+        } else {
+            fill_window::<false, _, _, _, _, _, _>(engine, source, f, results, cx, budget)
         }
-        // One bound for the loop (the window's room, capped by the budget), measured again
-        // when it runs out only if collecting in order may have released items meanwhile,
-        // and the pool checked only when a future stays in flight: one ready at once takes
-        // no slot.
-        let mut room = engine
-            .window
-            .saturating_sub(engine.next_seq - results.released())
-            .min(*budget);
-        loop {
-            if room == 0 {
-                if !R::RELEASES_ON_ACCEPT {
-                    break;
-                }
-                let held = engine.next_seq - results.released();
-                room = engine.window.saturating_sub(held).min(*budget);
-                if room == 0 {
-                    break;
-                }
+    }
+}
+
+/// [`Window`]'s fill: pull while a slot is free and the window allows, and start each
+/// item at once. `STEERED`: a control is attached (a drain stops the pulling).
+#[inline(always)]
+fn fill_window<const STEERED: bool, T, O, S, F, W, R>(
+    engine: &mut Engine<W::IntoFuture, Window>,
+    mut source: Pin<&mut S>,
+    f: &mut F,
+    results: &mut R,
+    cx: &mut Context<'_>,
+    budget: &mut usize,
+) -> ControlFlow<()>
+where
+    S: Stream<Item = T>,
+    F: FnMut(T) -> W,
+    W: IntoFuture,
+    W::IntoFuture: Future<Output = O>,
+    R: Results<O>,
+{
+    if engine.input_done || engine.pool.is_full() {
+        return ControlFlow::Continue(());
+    }
+    let Engine {
+        pool,
+        window,
+        next_seq,
+        input_done,
+        steering,
+        ..
+    } = &mut *engine;
+    // The drain flag, looked at before each pull of a controlled map (a drain asked from
+    // inside `f` or a future stops the very next start).
+    let draining = if STEERED {
+        steering.shared.as_deref().map(Shared::draining_flag)
+    } else {
+        None
+    };
+    let mut drain = false;
+    // One bound for the loop (the window's room, capped by the budget), measured again
+    // when it runs out only if collecting in order may have released items meanwhile,
+    // and the pool checked only when a future stays in flight: one ready at once takes
+    // no slot.
+    let mut room = window
+        .saturating_sub(*next_seq - results.released())
+        .min(*budget);
+    loop {
+        if room == 0 {
+            if !R::RELEASES_ON_ACCEPT {
+                break;
             }
-            match source.as_mut().poll_next(cx) {
-                Poll::Ready(Some(item)) => {
-                    room -= 1;
-                    *budget -= 1;
-                    let seq = engine.next_seq;
-                    engine.next_seq += 1;
-                    match engine.pool.start(f(item).into_future(), seq) {
-                        Started::Ready(output) => results.accept(seq, output)?,
-                        Started::Pending(_) => {
-                            if engine.pool.is_full() {
-                                break;
-                            }
+            let held = *next_seq - results.released();
+            room = window.saturating_sub(held).min(*budget);
+            if room == 0 {
+                break;
+            }
+        }
+        if STEERED && draining.is_some_and(|draining| draining.load(Ordering::Relaxed)) {
+            drain = true;
+            break;
+        }
+        match source.as_mut().poll_next(cx) {
+            Poll::Ready(Some(item)) => {
+                room -= 1;
+                *budget -= 1;
+                let seq = *next_seq;
+                *next_seq += 1;
+                match pool.start(f(item).into_future(), seq) {
+                    Started::Ready(output) => results.accept(seq, output)?,
+                    Started::Pending(_) => {
+                        if pool.is_full() {
+                            break;
                         }
                     }
                 }
-                Poll::Ready(None) => {
-                    engine.input_done = true;
-                    break;
-                }
-                Poll::Pending => break,
             }
+            Poll::Ready(None) => {
+                *input_done = true;
+                break;
+            }
+            Poll::Pending => break,
         }
-        ControlFlow::Continue(())
     }
+    if STEERED && drain {
+        engine.begin_drain::<T, R>(results);
+    }
+    ControlFlow::Continue(())
 }
 
 /// Where a map is in its life.
@@ -252,7 +338,44 @@ pub(crate) struct Engine<Fut, A> {
     /// Items pulled so far; the next item's input position.
     pub(crate) next_seq: usize,
     pub(crate) input_done: bool,
+    /// Outputs in input order (the default window depends on it).
+    ordered: bool,
     state: State,
+    pub(crate) steering: Steering,
+}
+
+/// The map's side of a [`MapControl`](super::MapControl), if one is attached.
+#[derive(Debug, Default)]
+pub(crate) struct Steering {
+    pub(crate) shared: Option<Arc<Shared>>,
+    /// The settings' generation last applied.
+    seen: u64,
+    /// A drain took effect.
+    drained: bool,
+    /// The results stopped the map (`try_map_async`'s first error).
+    broke: bool,
+    /// The control was told the map ended.
+    ended: bool,
+    /// Pulled items a drain dropped unstarted.
+    not_started: usize,
+}
+
+impl Steering {
+    fn end(&mut self) {
+        if let Some(shared) = &self.shared {
+            if !self.ended {
+                self.ended = true;
+                shared.end();
+            }
+        }
+    }
+}
+
+impl Drop for Steering {
+    /// A dropped map has ended too.
+    fn drop(&mut self) {
+        self.end();
+    }
 }
 
 impl<Fut, A> Engine<Fut, A> {
@@ -269,7 +392,9 @@ impl<Fut, A> Engine<Fut, A> {
             window_set: false,
             next_seq: 0,
             input_done: false,
+            ordered,
             state: State::Running,
+            steering: Steering::default(),
         }
     }
 
@@ -285,9 +410,13 @@ impl<Fut, A> Engine<Fut, A> {
             "the admission changes before the first poll"
         );
         let limit = self.pool.limit();
+        let admission = admission(self.admission);
+        if let Some(shared) = &self.steering.shared {
+            shared.recap(admission.caps());
+        }
         Engine {
             pool: self.pool,
-            admission: admission(self.admission),
+            admission,
             window: if self.window_set {
                 self.window
             } else {
@@ -296,8 +425,45 @@ impl<Fut, A> Engine<Fut, A> {
             window_set: self.window_set,
             next_seq: 0,
             input_done: false,
+            ordered,
             state: State::Running,
+            steering: self.steering,
         }
+    }
+
+    /// Attaches a control: the map publishes its figures into it and takes its settings.
+    #[track_caller]
+    pub(crate) fn attach(&mut self, shared: &Arc<Shared>)
+    where
+        A: DefaultWindow,
+    {
+        shared.attach(self.admission.caps());
+        self.steering.shared = Some(Arc::clone(shared));
+    }
+
+    /// Whether a drain was asked and has not taken effect yet.
+    #[inline(always)]
+    pub(crate) fn drain_asked(&self) -> bool {
+        !self.steering.drained
+            && self
+                .steering
+                .shared
+                .as_ref()
+                .is_some_and(|shared| shared.draining())
+    }
+
+    /// Applies a new global limit: the pool's, and the window's when it follows the
+    /// limit.
+    fn set_limit(&mut self, limit: usize)
+    where
+        A: DefaultWindow,
+    {
+        self.pool.set_limit(limit);
+        self.window = if self.window_set {
+            self.window.max(limit)
+        } else {
+            A::default_window(limit, self.ordered)
+        };
     }
 
     #[track_caller]
@@ -354,6 +520,113 @@ impl DebugFields for Window {
 }
 
 impl<Fut: Future, A> Engine<Fut, A> {
+    /// Stops pulling and drops the pulled items that have not started, telling
+    /// `results` their positions will never come.
+    pub(crate) fn begin_drain<T, R>(&mut self, results: &mut R)
+    where
+        A: Admission<T, Fut::Output>,
+        R: Results<Fut::Output>,
+    {
+        self.steering.drained = true;
+        self.input_done = true;
+        let positions = self.admission.take_unstarted();
+        for &seq in &positions {
+            results.skip(seq);
+        }
+        self.steering.not_started += positions.len();
+        if let Some(shared) = &self.steering.shared {
+            shared.record_not_started(positions);
+        }
+    }
+
+    /// Applies what the control asked for since the last look.
+    #[cold]
+    #[inline(never)]
+    fn steer<T, R>(&mut self, results: &mut R)
+    where
+        A: Admission<T, Fut::Output>,
+        R: Results<Fut::Output>,
+    {
+        let Some(shared) = &self.steering.shared else {
+            return;
+        };
+        let generation = shared.generation();
+        if generation == self.steering.seen {
+            return;
+        }
+        self.steering.seen = generation;
+        let settings = shared.take_settings();
+        if let Some(limit) = settings.limit {
+            self.set_limit(limit);
+        }
+        self.admission.apply(&settings);
+        if self.drain_asked() {
+            self.begin_drain(results);
+        }
+    }
+
+    /// Publishes the running totals (and the per-key figures if asked) into the
+    /// control.
+    fn publish<T>(&mut self)
+    where
+        A: Admission<T, Fut::Output>,
+    {
+        let Some(shared) = &self.steering.shared else {
+            return;
+        };
+        if self.steering.ended {
+            return;
+        }
+        let mut figures = self.admission.figures(self.next_seq, self.pool.len());
+        figures.pulled = self.next_seq as u64;
+        figures.not_started = self.steering.not_started as u64;
+        // A fail-fast collect stops at its first error, which the admission counted only
+        // if it knew the output for an error (a retry policy): it is one failure either
+        // way.
+        figures.failed = figures.failed.max(u64::from(self.steering.broke));
+        shared.publish(&figures);
+        self.admission.publish_keys(shared);
+    }
+
+    /// Publishes the figures if a control is attached. A stream publishes when it
+    /// waits (returns `Pending`), ends, or yields to the executor after a run of
+    /// `STREAK` outputs, not after each output it hands out (a publication costs as much
+    /// as a ready item).
+    #[cold]
+    #[inline(never)]
+    fn publish_if_steered<T>(&mut self)
+    where
+        A: Admission<T, Fut::Output>,
+    {
+        self.publish();
+    }
+
+    /// Publishes the last figures and tells the control the map ended.
+    fn end_steering<T>(&mut self)
+    where
+        A: Admission<T, Fut::Output>,
+    {
+        if self.steering.shared.is_some() {
+            self.publish();
+            self.steering.end();
+        }
+    }
+
+    /// Publishes after a poll of a controlled map: the figures while the map runs, the
+    /// end once it is done. Out of line: the plain map's poll keeps its shape.
+    #[cold]
+    #[inline(never)]
+    fn after_poll<T>(&mut self, done: bool)
+    where
+        A: Admission<T, Fut::Output>,
+    {
+        if done {
+            self.end_steering();
+        } else {
+            self.publish();
+        }
+    }
+
     /// Ends a round that has nothing to hand out: `true` when the poll must return
     /// `Pending`, because the budget is spent (after asking to be polled again: plenty was
     /// done in this poll, the executor runs the others first) or because nothing woke
@@ -367,6 +640,14 @@ impl<Fut: Future, A> Engine<Fut, A> {
         if budget == 0 {
             cx.waker().wake_by_ref();
             return true;
+        }
+        if let Some(shared) = &self.steering.shared {
+            // A setting changed after this poll looked wakes the task; one changed
+            // before the waker was in place is seen here.
+            shared.register(cx.waker());
+            if shared.generation() != self.steering.seen {
+                return false;
+            }
         }
         self.pool.register(cx);
         if self.admission.poll_timer(cx) {
@@ -387,6 +668,8 @@ impl<Fut: Future, A> Engine<Fut, A> {
     where
         A: Admission<T, Fut::Output>,
     {
+        // The control sees what finished before the rest is dropped.
+        self.end_steering();
         self.input_done = true;
         self.pool.clear();
         self.admission.clear();
@@ -409,6 +692,9 @@ impl<Fut: Future, A> Engine<Fut, A> {
         W: IntoFuture<IntoFuture = Fut>,
         R: Results<Fut::Output>,
     {
+        if self.steering.shared.is_some() {
+            self.steer(results);
+        }
         if self.pool.has_woken() {
             let admission = &mut self.admission;
             let polled = self.pool.poll_woken(|seq, index, output| {
@@ -424,6 +710,10 @@ impl<Fut: Future, A> Engine<Fut, A> {
 
     /// Drives everything to the end, handing outputs to `results`. `Ready(Break)` means
     /// `results` stopped the map; the futures in flight are dropped by then.
+    ///
+    /// Inlined into each collecting future's poll, so that the output vector's fields
+    /// stay in registers through the loop.
+    #[inline(always)]
     pub(crate) fn poll_drive<T, S, F, W, R>(
         &mut self,
         mut source: Pin<&mut S>,
@@ -438,7 +728,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
         W: IntoFuture<IntoFuture = Fut>,
         R: Results<Fut::Output>,
     {
-        StopOnUnwind::run(self, |engine| {
+        let poll = StopOnUnwind::run(self, |engine| {
             let mut budget = BUDGET;
             loop {
                 // Until `register`, wake-ups only mark their futures: one that wakes itself
@@ -448,6 +738,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
                     .pass(source.as_mut(), f, results, cx, &mut budget)
                     .is_break()
                 {
+                    engine.steering.broke = true;
                     engine.stop();
                     return Poll::Ready(ControlFlow::Break(()));
                 }
@@ -458,7 +749,11 @@ impl<Fut: Future, A> Engine<Fut, A> {
                     return Poll::Pending;
                 }
             }
-        })
+        });
+        if self.steering.shared.is_some() {
+            self.after_poll(poll.is_ready());
+        }
+        poll
     }
 }
 
@@ -582,6 +877,7 @@ where
         if *streak >= STREAK {
             // Cooperative: a long run of ready items yields once to the executor.
             *streak = 0;
+            this.engine.publish_if_steered();
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
@@ -616,10 +912,14 @@ where
                     return Poll::Ready(Some(value));
                 }
                 if engine.is_done() {
+                    engine.end_steering();
                     return Poll::Ready(None);
                 }
                 *streak = 0;
                 if engine.should_park(cx, budget) {
+                    if engine.steering.shared.is_some() {
+                        engine.after_poll(false);
+                    }
                     return Poll::Pending;
                 }
                 engine.pool.enter();

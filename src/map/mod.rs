@@ -20,6 +20,7 @@
 //! next in line.
 
 mod collect;
+mod control;
 mod engine;
 pub(crate) mod keyed;
 mod pool;
@@ -32,6 +33,7 @@ use std::future::IntoFuture;
 use futures_lite::stream::{self as lite_stream, Iter, Stream};
 
 pub use self::collect::{GatherLimit, MapAsync, TryMapAsync};
+pub use self::control::{ControlError, KeyProgress, MapControl, Progress};
 pub use self::engine::Window;
 pub(crate) use self::keyed::check_per_key_limit;
 pub use self::keyed::{NoRetry, PerKey, Unkeyed};

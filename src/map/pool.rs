@@ -82,6 +82,14 @@ impl<Fut> Pool<Fut> {
         self.limit
     }
 
+    /// Changes the limit of a running pool. Lowered, the futures in flight above it
+    /// finish and no new one starts until fewer than `limit` run; the slots created for
+    /// them stay, idle (a later raise reuses them).
+    pub(crate) fn set_limit(&mut self, limit: usize) {
+        debug_assert!(limit > 0);
+        self.limit = limit;
+    }
+
     /// The number of futures in flight.
     pub(crate) fn len(&self) -> usize {
         self.busy

@@ -18,6 +18,9 @@ pub(crate) trait Results<T> {
     /// How many items have left the map (yielded or collected): the window is counted
     /// from here.
     fn released(&self) -> usize;
+    /// Item `seq` will never have an output (a drain dropped it unstarted): outputs
+    /// after it need not wait for it.
+    fn skip(&mut self, seq: usize);
 }
 
 /// A buffer a stream yields from.
@@ -28,9 +31,18 @@ pub(crate) trait Buffer<T>: Results<T> {
     fn backlog(&self) -> usize;
 }
 
-/// The reorder buffer: `waiting[k]` holds the output of item `head + k` once it is done.
+/// A place in the reorder buffer.
+enum Place<T> {
+    /// The item has not finished.
+    Empty,
+    Done(T),
+    /// The item will never finish: a drain dropped it unstarted.
+    Skipped,
+}
+
+/// The reorder buffer: `waiting[k]` is the place of item `head + k`.
 pub(crate) struct InOrder<T> {
-    waiting: VecDeque<Option<T>>,
+    waiting: VecDeque<Place<T>>,
     head: usize,
 }
 
@@ -47,12 +59,21 @@ impl<T> InOrder<T> {
     /// Stores an output that is not the next one after the last stored: leaves gaps
     /// (`None`) for the items before it.
     #[cold]
-    fn accept_out_of_line(&mut self, k: usize, value: T) {
+    fn accept_out_of_line(&mut self, k: usize, place: Place<T>) {
         if k < self.waiting.len() {
-            self.waiting[k] = Some(value);
+            self.waiting[k] = place;
         } else {
-            self.waiting.resize_with(k, || None);
-            self.waiting.push_back(Some(value));
+            self.waiting.resize_with(k, || Place::Empty);
+            self.waiting.push_back(place);
+        }
+    }
+
+    /// Drops the skipped places at the front.
+    #[cold]
+    fn pass_skipped(&mut self) {
+        while let Some(Place::Skipped) = self.waiting.front() {
+            self.waiting.pop_front();
+            self.head += 1;
         }
     }
 }
@@ -64,9 +85,9 @@ impl<T> Results<T> for InOrder<T> {
     fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
         let k = seq - self.head;
         if k == self.waiting.len() {
-            self.waiting.push_back(Some(value));
+            self.waiting.push_back(Place::Done(value));
         } else {
-            self.accept_out_of_line(k, value);
+            self.accept_out_of_line(k, Place::Done(value));
         }
         ControlFlow::Continue(())
     }
@@ -75,14 +96,26 @@ impl<T> Results<T> for InOrder<T> {
     fn released(&self) -> usize {
         self.head
     }
+
+    fn skip(&mut self, seq: usize) {
+        self.accept_out_of_line(seq - self.head, Place::Skipped);
+        self.pass_skipped();
+    }
 }
 
 impl<T> Buffer<T> for InOrder<T> {
     #[inline]
     fn pop(&mut self) -> Option<T> {
-        let value = self.waiting.front_mut()?.take()?;
-        self.waiting.pop_front();
+        let Place::Done(_) = self.waiting.front()? else {
+            return None;
+        };
+        let Some(Place::Done(value)) = self.waiting.pop_front() else {
+            unreachable!("the front was just seen done")
+        };
         self.head += 1;
+        if let Some(Place::Skipped) = self.waiting.front() {
+            self.pass_skipped();
+        }
         Some(value)
     }
 
@@ -139,6 +172,11 @@ impl<T> Results<T> for InCompletionOrder<T> {
     fn released(&self) -> usize {
         self.yielded
     }
+
+    fn skip(&mut self, _seq: usize) {
+        // Counted as handed out: it holds no place in the window.
+        self.yielded += 1;
+    }
 }
 
 impl<T> Buffer<T> for InCompletionOrder<T> {
@@ -187,6 +225,13 @@ impl<T> Results<T> for Collect<'_, T> {
     fn released(&self) -> usize {
         self.order.head
     }
+
+    fn skip(&mut self, seq: usize) {
+        self.order.skip(seq);
+        while let Some(value) = self.order.pop() {
+            self.out.push(value);
+        }
+    }
 }
 
 /// Collects the `Ok` values in input order; the first `Err` stops everything. Only `Ok`
@@ -224,6 +269,13 @@ impl<T, E> Results<Result<T, E>> for TryCollect<'_, T, E> {
     #[inline]
     fn released(&self) -> usize {
         self.order.head
+    }
+
+    fn skip(&mut self, seq: usize) {
+        self.order.skip(seq);
+        while let Some(Ok(value)) = self.order.pop() {
+            self.out.push(value);
+        }
     }
 }
 

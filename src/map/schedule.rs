@@ -1,9 +1,10 @@
 //! The scheduling methods every bounded map has: rates (`rate`, `per_key_rate`), retries
-//! that give their slots back (`retry`), the window's cap (`max_window`), and `per_key`
-//! after those. One macro writes them for [`MapAsync`](super::MapAsync),
-//! [`TryMapAsync`](super::TryMapAsync), [`MapBounded`](super::MapBounded) and
-//! [`MapUnordered`](super::MapUnordered), so the four cannot drift apart; each type only
-//! says how to swap its admission (`replace_admission`).
+//! that give their slots back (`retry`), the window's cap (`max_window`), `per_key`
+//! after those, and `control` (a [`MapControl`](super::MapControl)). One macro writes them
+//! for [`MapAsync`](super::MapAsync), [`TryMapAsync`](super::TryMapAsync),
+//! [`MapBounded`](super::MapBounded) and [`MapUnordered`](super::MapUnordered), so the four
+//! cannot drift apart; each type only says how to reach its engine (`engine_mut`) and
+//! swap its admission (`replace_admission`).
 
 /// Writes the scheduling methods of a map type.
 ///
@@ -25,6 +26,37 @@ macro_rules! scheduling_methods {
         where
             $($bounds)*
         {
+            /// Attaches a [`MapControl`](crate::MapControl): read the map's progress,
+            /// drain it, or change its limit while it runs, from any task or thread.
+            ///
+            /// Put it last, after `per_key`, `rate` and `retry`: those change what the
+            /// control can steer (a map with `per_key` takes a `MapControl<K>` naming
+            /// its keys). Without a control the map publishes nothing and pays nothing.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use tollgate::MapControl;
+            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+            /// # futures_lite::future::block_on(async {
+            /// let control = MapControl::new();
+            #[doc = concat!("let map = ", $start, ".control(&control);")]
+            #[doc = concat!("let out = map", $finish, ";")]
+            /// assert_eq!(control.progress().finished(), 8);
+            /// # let _ = out;
+            /// # });
+            /// ```
+            ///
+            /// # Panics
+            ///
+            /// If `control` is attached to another map already (one control steers one
+            /// map).
+            #[track_caller]
+            pub fn control(mut self, control: &$crate::MapControl) -> Self {
+                self.engine_mut().attach(control.shared());
+                self
+            }
+
             /// Limits how many items start per unit of time over the whole map: no two
             /// starts closer than the rate allows (beyond its burst), whatever the
             /// limit. Items wait for the rate without holding a slot.
@@ -150,6 +182,39 @@ macro_rules! scheduling_methods {
             /// ```
             pub fn rate(mut self, rate: $crate::Rate) -> Self {
                 self.admission_mut().set_rate(rate);
+                self
+            }
+
+            /// Attaches a [`MapControl`](crate::MapControl): read the map's progress
+            /// (its busiest keys too), drain it, or change its limits and rates while it
+            /// runs, from any task or thread.
+            ///
+            /// Put it last, after `per_key`, `rate` and `retry`.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use tollgate::MapControl;
+            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+            /// # futures_lite::future::block_on(async {
+            /// let control = MapControl::new();
+            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).control(&control);")]
+            /// control.set_per_key_limit(3).unwrap();
+            #[doc = concat!("let out = map", $finish, ";")]
+            /// assert_eq!(control.progress().finished(), 8);
+            /// # let _ = out;
+            /// # });
+            /// ```
+            ///
+            /// # Panics
+            ///
+            /// If `control` is attached to another map already (one control steers one
+            /// map).
+            #[track_caller]
+            pub fn control(mut self, control: &$crate::MapControl<K>) -> Self {
+                self.engine_mut().attach(control.shared());
+                self.admission_mut()
+                    .set_board(std::sync::Arc::clone(control.key_board()));
                 self
             }
 

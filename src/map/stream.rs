@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use futures_lite::Stream;
 use pin_project_lite::pin_project;
 
-use super::engine::{Admission, Core, DebugFields, DefaultWindow, Window};
+use super::engine::{Admission, Core, DebugFields, DefaultWindow, Engine, Window};
 use super::keyed::PerKey;
 use super::results::{InCompletionOrder, InOrder};
 use super::schedule::scheduling_methods;
@@ -93,6 +93,10 @@ where
 }
 
 impl<S: Stream, F, Fut: IntoFuture, A> MapBounded<S, F, Fut, A> {
+    fn engine_mut(&mut self) -> &mut Engine<Fut::IntoFuture, A> {
+        &mut self.core.engine
+    }
+
     fn admission_mut(&mut self) -> &mut A {
         &mut self.core.engine.admission
     }
@@ -261,6 +265,10 @@ where
 }
 
 impl<S: Stream, F, Fut: IntoFuture, A> MapUnordered<S, F, Fut, A> {
+    fn engine_mut(&mut self) -> &mut Engine<Fut::IntoFuture, A> {
+        &mut self.core.engine
+    }
+
     fn admission_mut(&mut self) -> &mut A {
         &mut self.core.engine.admission
     }

@@ -214,6 +214,16 @@ impl Gcra {
         }
     }
 
+    /// State `tat` of `old` carried over to this rate at `now`: the starts it is ahead
+    /// by are kept, each now one interval of this rate (a live change of a map's rate).
+    pub(crate) fn carry_over(&self, old: &Gcra, tat: u64, now: u64) -> u64 {
+        if tat <= now || old.interval == 0 {
+            return tat;
+        }
+        let ahead = u128::from(tat - now) * u128::from(self.interval) / u128::from(old.interval);
+        now.saturating_add(u64::try_from(ahead).unwrap_or(u64::MAX))
+    }
+
     /// The earliest time a start is allowed against `tat` (`now` or earlier when it is
     /// allowed already).
     #[inline]

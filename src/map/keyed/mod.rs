@@ -24,12 +24,14 @@ use std::future::{Future, IntoFuture};
 use std::hash::Hash;
 use std::ops::ControlFlow;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_lite::Stream;
 
 use self::scheduler::{KeyScheduler, Next};
+use super::control::{CAN_PER_KEY, CAN_RATE, Figures, KeyProgress, Settings, Shared};
 use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
 use super::pool::Started;
 use super::results::Results;
@@ -75,6 +77,8 @@ pub(crate) trait Attempts<T, O> {
     fn plan(&mut self, attempt: u32, output: &O) -> Option<Plan>;
     /// A retry planned by [`plan`](Self::plan) will happen.
     fn announce(&mut self, item: &T, attempt: u32, output: &O, plan: &Plan);
+    /// Whether a final output is a failure (for the control's count).
+    fn failed(output: &O) -> bool;
 }
 
 /// The retry budget of a policy, for the scheduler (apart from [`Attempts`], so that it
@@ -106,6 +110,10 @@ impl<T, O> Attempts<T, O> for NoRetry {
     }
     #[inline(always)]
     fn announce(&mut self, _item: &T, _attempt: u32, _output: &O, _plan: &Plan) {}
+    #[inline(always)]
+    fn failed(_output: &O) -> bool {
+        false
+    }
 }
 
 impl<T: Clone, V, E> Attempts<T, Result<V, E>> for RetryPolicy<T, E> {
@@ -120,7 +128,24 @@ impl<T: Clone, V, E> Attempts<T, Result<V, E>> for RetryPolicy<T, E> {
             RetryPolicy::announce(self, item, attempt, error, plan);
         }
     }
+    fn failed(output: &Result<V, E>) -> bool {
+        output.is_err()
+    }
 }
+
+/// What a map with a scheduler counts for its control (a plain map needs no counters:
+/// every item it pulls starts at once).
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    started: u64,
+    attempts: u64,
+    finished: u64,
+    failed: u64,
+    retries: u64,
+}
+
+/// Where a control reads the busiest keys.
+type KeyBoard<K> = Arc<Mutex<Vec<KeyProgress<K>>>>;
 
 /// An item waiting for its key: its input position, the item, the attempts it made.
 struct Waiting<T> {
@@ -165,6 +190,11 @@ pub struct PerKey<T, K, KF, P = NoRetry> {
     max_window: Option<usize>,
     keys_at_growth: usize,
     fruitless: u32,
+    /// Whether the map has a key function (not the unit key of `.rate`/`.retry`).
+    keyed: bool,
+    counts: Counts,
+    /// Where a control reads the busiest keys, when one is attached.
+    board: Option<KeyBoard<K>>,
 }
 
 impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
@@ -185,6 +215,9 @@ impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
             max_window: None,
             keys_at_growth: 0,
             fruitless: 0,
+            keyed: true,
+            counts: Counts::default(),
+            board: None,
         }
     }
 }
@@ -192,7 +225,10 @@ impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
 impl<T> PerKey<T, (), Unkeyed<T>> {
     /// The admission of a map with rates or retries and no per-key limit.
     pub(crate) fn unkeyed() -> Self {
-        Self::new(|_| (), usize::MAX)
+        Self {
+            keyed: false,
+            ..Self::new(|_| (), usize::MAX)
+        }
     }
 }
 
@@ -209,6 +245,11 @@ impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
 
     pub(crate) fn set_max_window(&mut self, max_window: usize) {
         self.max_window = Some(max_window);
+    }
+
+    /// Publishes the busiest keys on `board` for a control.
+    pub(crate) fn set_board(&mut self, board: KeyBoard<K>) {
+        self.board = Some(board);
     }
 
     /// The same admission with another retry policy (before the map starts).
@@ -230,6 +271,9 @@ impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
             max_window: self.max_window,
             keys_at_growth: self.keys_at_growth,
             fruitless: self.fruitless,
+            keyed: self.keyed,
+            counts: self.counts,
+            board: self.board,
         }
     }
 
@@ -254,6 +298,11 @@ impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
             max_window: self.max_window,
             keys_at_growth: 0,
             fruitless: 0,
+            keyed: true,
+            counts: self.counts,
+            // The board was typed by the old key: a control attached before `.per_key`
+            // keeps the counts but shows no keys.
+            board: None,
         }
     }
 
@@ -276,6 +325,7 @@ impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
         let Some(item) = kept else {
             let now = self.now();
             self.scheduler.finish(&key, now);
+            self.counts.finished += 1;
             return Some(output);
         };
         let plan = self
@@ -285,8 +335,11 @@ impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
         let now = self.now();
         let Some(plan) = plan else {
             self.scheduler.finish(&key, now);
+            self.counts.finished += 1;
+            self.counts.failed += u64::from(P::failed(&output));
             return Some(output);
         };
+        self.counts.retries += 1;
         self.policy.announce(&item, attempt, &output, &plan);
         if let Some(pause) = plan.pause_key {
             self.scheduler
@@ -365,6 +418,14 @@ impl<T, K, KF, P> DefaultWindow for PerKey<T, K, KF, P> {
     fn default_window(limit: usize, _ordered: bool) -> usize {
         limit.saturating_mul(PER_KEY_WINDOW)
     }
+
+    fn caps(&self) -> u8 {
+        if self.keyed {
+            CAN_RATE | CAN_PER_KEY
+        } else {
+            CAN_RATE
+        }
+    }
 }
 
 impl<T, O, K, KF, P> Admission<T, O> for PerKey<T, K, KF, P>
@@ -401,6 +462,72 @@ where
         self.scheduler.clear();
         self.running.clear();
         self.wake_at = None;
+    }
+
+    fn figures(&self, _pulled: usize, _in_pool: usize) -> Figures {
+        let Counts {
+            started,
+            attempts,
+            finished,
+            failed,
+            retries,
+        } = self.counts;
+        Figures {
+            started,
+            attempts,
+            finished,
+            failed,
+            retries,
+            ..Figures::default()
+        }
+    }
+
+    fn take_unstarted(&mut self) -> Vec<usize> {
+        self.scheduler
+            .take_fresh()
+            .into_iter()
+            .map(|waiting| waiting.seq)
+            .collect()
+    }
+
+    fn apply(&mut self, settings: &Settings) {
+        if let Some(rate) = settings.rate {
+            self.timed = true;
+            let now = self.now();
+            self.scheduler.change_rate(Gcra::new(rate), now);
+        }
+        if let Some(rate) = settings.per_key_rate {
+            self.timed = true;
+            let now = self.now();
+            self.scheduler.change_per_key_rate(Gcra::new(rate), now);
+        }
+        if let Some(limit) = settings.per_key_limit {
+            let now = self.now();
+            self.scheduler.set_per_key(limit, now);
+        }
+    }
+
+    fn publish_keys(&mut self, shared: &Shared) {
+        let Some(n) = shared.keys_requested() else {
+            return;
+        };
+        // Pauses are set on the map's clock, which runs only for a map that has a rate
+        // or retries (the only maps that pause).
+        let now = self.now();
+        let (paused, busiest) = self.scheduler.busiest(now, n);
+        shared.publish_paused_keys(paused);
+        if let Some(board) = &self.board {
+            let busiest = busiest
+                .into_iter()
+                .map(|(key, waiting, in_flight, paused)| KeyProgress {
+                    key,
+                    waiting,
+                    in_flight,
+                    paused,
+                })
+                .collect();
+            *board.lock().unwrap_or_else(PoisonError::into_inner) = busiest;
+        }
     }
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
@@ -453,6 +580,11 @@ where
             // Fill the free global slots from the keys that may start, in turn.
             let mut stuck = false;
             while *budget > 0 && !engine.pool.is_full() {
+                if engine.drain_asked() {
+                    // Before the next start: the fresh items go, retries of started
+                    // items stay and run.
+                    engine.begin_drain(results);
+                }
                 let admission = &mut engine.admission;
                 let (key, waiting) = match admission.scheduler.next(now) {
                     Next::Start(key, waiting) => (key, waiting),
@@ -474,6 +606,9 @@ where
                     attempts,
                 } = waiting;
                 let kept = P::keep(&item);
+                let counts = &mut engine.admission.counts;
+                counts.attempts += 1;
+                counts.started += u64::from(attempts == 0);
                 let running = Running {
                     key,
                     kept,

@@ -437,6 +437,80 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         }
     }
 
+    /// Changes the per-key limit of a running map: keys that now have room get their
+    /// turn; a key above the new limit starts nothing until it runs fewer.
+    pub(crate) fn set_per_key(&mut self, per_key: usize, now: u64) {
+        self.per_key = per_key;
+        self.replace_all(now);
+    }
+
+    /// Changes the map's rate; the starts its state is ahead by carry over, spaced by
+    /// the new rate.
+    pub(crate) fn change_rate(&mut self, rate: Gcra, now: u64) {
+        let tat = self
+            .rate
+            .map_or(0, |(old, tat)| rate.carry_over(&old, tat, now));
+        self.rate = Some((rate, tat));
+    }
+
+    /// Changes each key's rate, carrying each key's state over; keys asleep for longer
+    /// than the new rate asks are woken earlier.
+    pub(crate) fn change_per_key_rate(&mut self, rate: Gcra, now: u64) {
+        if let Some(old) = self.per_key_rate {
+            for state in self.keys.values_mut() {
+                state.tat = rate.carry_over(&old, state.tat, now);
+            }
+        }
+        self.per_key_rate = Some(rate);
+        self.replace_all(now);
+    }
+
+    /// Places every key again where it belongs at `now` (after a setting changed).
+    fn replace_all(&mut self, now: u64) {
+        let keys: Vec<K> = self.keys.keys().cloned().collect();
+        for key in &keys {
+            self.replace(key, now);
+        }
+    }
+
+    /// Removes every fresh item (pulled, never started) of every key and returns them.
+    /// Items back from a failed attempt stay: they have started.
+    pub(crate) fn take_fresh(&mut self) -> Vec<T> {
+        let mut taken = Vec::new();
+        for state in self.keys.values_mut() {
+            taken.extend(state.fresh.drain(..));
+        }
+        self.waiting -= taken.len();
+        // Keys left without items leave the lines when their turn or wake-up comes.
+        taken
+    }
+
+    /// How many keys are paused at `now`, and the `n` keys with the most items waiting
+    /// or running (busiest first): key, waiting, running, paused.
+    pub(crate) fn busiest(&self, now: u64, n: usize) -> (usize, Vec<(K, usize, usize, bool)>) {
+        let mut paused = 0;
+        let mut loads = Vec::new();
+        for (key, state) in &self.keys {
+            let is_paused = state.paused_until > now;
+            paused += usize::from(is_paused);
+            let waiting = state.fresh.len() + state.delayed.len();
+            if n > 0 && waiting + state.running > 0 {
+                loads.push((key, waiting, state.running, is_paused));
+            }
+        }
+        let load = |entry: &(&K, usize, usize, bool)| std::cmp::Reverse(entry.1 + entry.2);
+        if loads.len() > n {
+            loads.select_nth_unstable_by_key(n, load);
+            loads.truncate(n);
+        }
+        loads.sort_by_key(load);
+        let busiest = loads
+            .into_iter()
+            .map(|(key, waiting, running, paused)| (key.clone(), waiting, running, paused))
+            .collect();
+        (paused, busiest)
+    }
+
     /// Records that an item of `key` finished, freeing room for the key's next one.
     pub(crate) fn finish(&mut self, key: &K, now: u64) {
         let state = self.keys.get_mut(key).expect("a running key has state");
@@ -637,6 +711,71 @@ mod tests {
         assert_eq!(drain_at(&mut scheduler, 0).len(), 9);
         let granted = (0..100).filter(|_| scheduler.take_retry(&"a")).count();
         assert_eq!(granted, 1);
+    }
+
+    #[test]
+    fn raising_the_per_key_limit_gives_full_keys_their_turn() {
+        let mut scheduler = KeyScheduler::new(1);
+        for item in 0..3 {
+            scheduler.push("a", item, 0);
+        }
+        assert_eq!(drain(&mut scheduler), [("a", 0)]);
+        scheduler.set_per_key(3, 0);
+        assert_eq!(drain(&mut scheduler), [("a", 1), ("a", 2)]);
+        scheduler.set_per_key(1, 0);
+        scheduler.finish(&"a", 0);
+        scheduler.push("a", 3, 0);
+        assert!(
+            drain(&mut scheduler).is_empty(),
+            "two still run, above the new limit of 1"
+        );
+        scheduler.finish(&"a", 0);
+        scheduler.finish(&"a", 0);
+        assert_eq!(drain(&mut scheduler), [("a", 3)]);
+    }
+
+    #[test]
+    fn a_faster_per_key_rate_wakes_a_sleeping_key_earlier() {
+        let mut scheduler = KeyScheduler::new(10);
+        scheduler.set_per_key_rate(Gcra::new(Rate::per_second(1)));
+        scheduler.push("a", 0, 0);
+        scheduler.push("a", 1, 0);
+        assert_eq!(drain_at(&mut scheduler, 0), [("a", 0)]);
+        assert_eq!(scheduler.next(0), Next::NotBefore(1_000 * MS));
+        // 999 ms ahead at 1/s is 9.99 ms ahead at 100/s.
+        scheduler.change_per_key_rate(Gcra::new(Rate::per_second(100)), MS);
+        assert_eq!(scheduler.next(MS), Next::NotBefore(MS + 9_990_000));
+        assert!(matches!(scheduler.next(20 * MS), Next::Start("a", 1)));
+    }
+
+    #[test]
+    fn taking_the_fresh_items_leaves_the_retries() {
+        let mut scheduler = KeyScheduler::new(1);
+        scheduler.push("a", 0, 0);
+        scheduler.push("a", 1, 0);
+        scheduler.push("b", 2, 0);
+        assert_eq!(drain(&mut scheduler), [("a", 0), ("b", 2)]);
+        scheduler.retry(&"a", 0, 0, 0, 0);
+        let mut taken = scheduler.take_fresh();
+        taken.sort_unstable();
+        assert_eq!(taken, [1]);
+        assert_eq!(scheduler.waiting(), 1);
+        assert_eq!(drain(&mut scheduler), [("a", 0)]);
+        assert_eq!(scheduler.waiting(), 0);
+    }
+
+    #[test]
+    fn the_busiest_keys_come_first() {
+        let mut scheduler = KeyScheduler::new(1);
+        for (key, items) in [("a", 2), ("b", 5), ("c", 1), ("d", 3)] {
+            for item in 0..items {
+                scheduler.push(key, item, 0);
+            }
+        }
+        scheduler.pause(&"c", 10, 0);
+        let (paused, busiest) = scheduler.busiest(0, 2);
+        assert_eq!(paused, 1);
+        assert_eq!(busiest, [("b", 5, 0, false), ("d", 3, 0, false)]);
     }
 
     #[test]

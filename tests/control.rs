@@ -1,0 +1,695 @@
+//! `MapControl`: progress that equals counted truth, a drain that finishes every started
+//! item and starts none after the call, live limits (raised: more start without a
+//! completion; lowered: the peak never above the limit in force), the busiest keys, and
+//! the settings a map cannot take. Every behaviour under smol, `run_sync` and tokio
+//! (current and multi-thread), on plain and keyed maps.
+//!
+//! Readers of the progress here run in the same task as the map (`zip`), between two of
+//! its polls: the map publishes when a poll returns, so there the figures are exact.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::time::Duration;
+
+use common::{InFlight, matrix};
+use futures_lite::future::{yield_now, zip};
+use futures_lite::{StreamExt, stream};
+use tollgate::{BoundedStreamExt, MapControl, Progress, Rate, RetryPolicy, amap_iter, map_async};
+
+/// A small deterministic generator (xorshift), so each run sees the same "random" moments.
+struct Dice(u64);
+
+impl Dice {
+    fn roll(&mut self, sides: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % sides
+    }
+}
+
+/// One control for the plain map and one for the keyed map of a test that runs both
+/// (the keyed one names its keys, so the two have different types).
+#[derive(Default)]
+struct Controls {
+    plain: MapControl,
+    keyed: MapControl<usize>,
+}
+
+impl Controls {
+    fn drain(&self, keyed: bool) {
+        if keyed {
+            self.keyed.drain()
+        } else {
+            self.plain.drain()
+        }
+    }
+
+    fn progress(&self, keyed: bool) -> Progress {
+        if keyed {
+            self.keyed.progress()
+        } else {
+            self.plain.progress()
+        }
+    }
+
+    fn not_started(&self, keyed: bool) -> Vec<usize> {
+        if keyed {
+            self.keyed.not_started()
+        } else {
+            self.plain.not_started()
+        }
+    }
+
+    fn set_limit(&self, keyed: bool, limit: usize) {
+        if keyed {
+            self.keyed.set_limit(limit)
+        } else {
+            self.plain.set_limit(limit)
+        }
+        .unwrap();
+    }
+}
+
+/// What the test's own items count.
+#[derive(Default)]
+struct Truth {
+    pulled: AtomicU64,
+    first_attempts: AtomicU64,
+    attempts: AtomicU64,
+    attempts_ended: AtomicU64,
+    finished: AtomicU64,
+    failed: AtomicU64,
+    retried: AtomicU64,
+    /// Readings the watcher made: every 100th item waits for one more, so the readings
+    /// are spread over the whole run whatever the timing.
+    readings: AtomicU64,
+}
+
+impl Truth {
+    fn check(&self, progress: &Progress, at: &str) {
+        let pulled = self.pulled.load(SeqCst);
+        let started = self.first_attempts.load(SeqCst);
+        let in_flight = self.attempts.load(SeqCst) - self.attempts_ended.load(SeqCst);
+        let seen = (
+            progress.pulled(),
+            progress.started(),
+            progress.finished(),
+            progress.failed(),
+            progress.retries(),
+            progress.in_flight(),
+        );
+        let truth = (
+            pulled,
+            started,
+            self.finished.load(SeqCst),
+            self.failed.load(SeqCst),
+            self.retried.load(SeqCst),
+            in_flight,
+        );
+        assert_eq!(
+            seen, truth,
+            "{at}: (pulled, started, finished, failed, retries, in flight)"
+        );
+        assert_eq!(progress.waiting(), pulled - started, "{at}: waiting");
+        assert_eq!(
+            progress.pulled(),
+            progress.waiting()
+                + progress.in_flight()
+                + progress.awaiting_retry()
+                + progress.finished()
+                + progress.not_started(),
+            "{at}: every pulled item in one state"
+        );
+    }
+}
+
+/// Reads the progress at random moments between the map's polls until the map ends,
+/// comparing it with the truth each time; returns how many readings it made.
+async fn watch(control: MapControl<impl Sized>, truth: &Truth, seed: u64) -> usize {
+    let mut dice = Dice(seed);
+    let mut readings = 0;
+    loop {
+        for _ in 0..dice.roll(4) {
+            yield_now().await;
+        }
+        let progress = control.progress();
+        truth.check(&progress, &format!("reading {readings}"));
+        readings += 1;
+        truth.readings.fetch_add(1, SeqCst);
+        if progress.ended() {
+            return readings;
+        }
+    }
+}
+
+/// The work of item `n` on its `attempt`: pends a few times, then fails if `fails` says
+/// so; counts what it sees in `truth`.
+async fn work(n: u64, attempt: u64, fails: bool, truth: &Truth) -> Result<u64, u64> {
+    truth.attempts.fetch_add(1, SeqCst);
+    if attempt == 1 {
+        truth.first_attempts.fetch_add(1, SeqCst);
+    }
+    for _ in 0..(n * 7 + attempt) % 5 {
+        yield_now().await;
+    }
+    if n % 100 == 0 {
+        while truth.readings.load(SeqCst) < n / 100 {
+            yield_now().await;
+        }
+    }
+    truth.attempts_ended.fetch_add(1, SeqCst);
+    if fails {
+        Err(n)
+    } else {
+        truth.finished.fetch_add(1, SeqCst);
+        Ok(n)
+    }
+}
+
+matrix! {
+    async fn a_plain_maps_progress_equals_counted_truth_at_random_moments() {
+        let truth = Truth::default();
+        let control = MapControl::new();
+        let items = (0..10_000u64).inspect(|_| {
+            truth.pulled.fetch_add(1, SeqCst);
+        });
+        let map = map_async(items, 16, |n| work(n, 1, false, &truth)).control(&control);
+        let (outputs, readings) = zip(map, watch(control.clone(), &truth, 7)).await;
+        assert_eq!(outputs.len(), 10_000);
+        assert!(readings >= 10, "{readings} readings");
+        truth.check(&control.progress(), "end");
+    }
+
+    async fn a_keyed_map_with_retries_reports_counted_truth_at_random_moments() {
+        let truth = Truth::default();
+        let control = MapControl::new();
+        let items = (0..1_000u64).inspect(|_| {
+            truth.pulled.fetch_add(1, SeqCst);
+        });
+        // Every 7th item fails once; every 11th fails for good (after its 2 attempts).
+        let attempts: Vec<AtomicU64> = (0..1_000).map(|_| AtomicU64::new(0)).collect();
+        let policy = RetryPolicy::new().attempts(2).interval(Duration::from_millis(1));
+        let map = map_async(items, 12, |n| {
+            let attempt = attempts[n as usize].fetch_add(1, SeqCst) + 1;
+            let fails = n % 11 == 0 || (n % 7 == 0 && attempt == 1);
+            let truth = &truth;
+            async move {
+                let output = work(n, attempt, fails, truth).await;
+                if fails {
+                    if attempt == 2 {
+                        truth.finished.fetch_add(1, SeqCst);
+                        truth.failed.fetch_add(1, SeqCst);
+                    } else {
+                        truth.retried.fetch_add(1, SeqCst);
+                    }
+                }
+                output
+            }
+        })
+        .per_key(|n| n % 5, 3)
+        .retry(policy)
+        .control(&control);
+        let (outputs, readings) = zip(map, watch(control.clone(), &truth, 11)).await;
+        let failed = outputs.iter().filter(|output| output.is_err()).count() as u64;
+        assert_eq!(failed, 1_000u64.div_ceil(11));
+        assert!(readings >= 10, "{readings} readings");
+        let end = control.progress();
+        truth.check(&end, "end");
+        assert_eq!(end.failed(), failed);
+        assert!(end.retries() > 100);
+    }
+
+    async fn a_streams_progress_equals_counted_truth_at_random_moments() {
+        let truth = Truth::default();
+        let control = MapControl::new();
+        let items = stream::iter(0..10_000u64).inspect(|_| {
+            truth.pulled.fetch_add(1, SeqCst);
+        });
+        let outputs = items
+            .map_unordered(8, |n| work(n, 1, false, &truth))
+            .per_key(|n| n % 3, 2)
+            .control(&control);
+        // The consumer takes every output the stream has before it waits; the watcher
+        // reads while it waits.
+        let consume = outputs.fold(0, |count, output| {
+            assert!(output.is_ok());
+            count + 1
+        });
+        let (count, readings) = zip(consume, watch(control.clone(), &truth, 3)).await;
+        assert_eq!(count, 10_000);
+        assert!(readings >= 10, "{readings} readings");
+        truth.check(&control.progress(), "end");
+        assert!(control.progress().ended());
+    }
+
+    async fn a_drain_from_inside_the_nth_item_starts_nothing_after_the_call() {
+        for keyed in [false, true] {
+            let control = Controls::default();
+            let calls = AtomicUsize::new(0);
+            let calls_at_drain = AtomicUsize::new(usize::MAX);
+            let ended = AtomicUsize::new(0);
+            let f = |n: usize| {
+                let call = calls.fetch_add(1, SeqCst);
+                if call == 40 {
+                    control.drain(keyed);
+                    calls_at_drain.store(call + 1, SeqCst);
+                }
+                let ended = &ended;
+                async move {
+                    for _ in 0..n % 4 {
+                        yield_now().await;
+                    }
+                    ended.fetch_add(1, SeqCst);
+                    (n, n * 2)
+                }
+            };
+            let outputs = if keyed {
+                map_async(0..10_000usize, 8, f).per_key(|n| n % 3, 2).control(&control.keyed).await
+            } else {
+                map_async(0..10_000usize, 8, f).control(&control.plain).await
+            };
+            let started = calls_at_drain.load(SeqCst);
+            assert_eq!(calls.load(SeqCst), started, "keyed {keyed}: no start after the drain");
+            assert_eq!(ended.load(SeqCst), started, "every started item finished");
+            assert_eq!(outputs.len(), started);
+            // In input order, without the items that never started.
+            let not_started = control.not_started(keyed);
+            let pulled = control.progress(keyed).pulled() as usize;
+            let expected: Vec<usize> = (0..pulled).filter(|n| !not_started.contains(n)).collect();
+            let positions: Vec<usize> = outputs.iter().map(|(n, _)| *n).collect();
+            assert_eq!(positions, expected, "keyed {keyed}");
+            assert!(outputs.iter().all(|(n, double)| *double == n * 2));
+            let progress = control.progress(keyed);
+            assert_eq!(progress.finished() as usize, started);
+            assert_eq!(progress.not_started() as usize, not_started.len());
+            assert_eq!((progress.waiting(), progress.in_flight()), (0, 0));
+            assert!(progress.draining() && progress.ended());
+            if keyed {
+                assert!(!not_started.is_empty(), "a keyed map pulls ahead");
+            } else {
+                assert!(not_started.is_empty(), "a plain map starts what it pulls");
+            }
+        }
+    }
+
+    async fn a_drain_after_a_barrier_lets_the_blocked_items_finish_and_starts_none() {
+        for keyed in [false, true] {
+            let control = Controls::default();
+            let barrier = async_lock::Barrier::new(5);
+            let calls = AtomicUsize::new(0);
+            let ended = AtomicUsize::new(0);
+            let f = |n: usize| {
+                calls.fetch_add(1, SeqCst);
+                let (barrier, ended) = (&barrier, &ended);
+                async move {
+                    if n < 4 {
+                        barrier.wait().await;
+                    }
+                    yield_now().await;
+                    ended.fetch_add(1, SeqCst);
+                    n
+                }
+            };
+            let controller = async {
+                barrier.wait().await; // the first 4 items are in flight
+                control.drain(keyed);
+                calls.load(SeqCst)
+            };
+            let (outputs, calls_at_drain) = if keyed {
+                let map = map_async(0..1_000usize, 4, f)
+                    .per_key(|n| n % 4, 1)
+                    .control(&control.keyed);
+                zip(map, controller).await
+            } else {
+                zip(map_async(0..1_000usize, 4, f).control(&control.plain), controller).await
+            };
+            assert_eq!(calls.load(SeqCst), calls_at_drain, "keyed {keyed}: no start after");
+            assert_eq!(ended.load(SeqCst), calls_at_drain);
+            assert_eq!(outputs.len(), calls_at_drain);
+            assert!(outputs.windows(2).all(|pair| pair[0] < pair[1]));
+        }
+    }
+
+    async fn a_drained_stream_ends_after_the_started_items() {
+        // An endless input: only the drain ends it.
+        let control = MapControl::new();
+        let calls = AtomicUsize::new(0);
+        let mut outputs = amap_iter(0u64.., 6, |n| {
+            calls.fetch_add(1, SeqCst);
+            async move {
+                for _ in 0..n % 3 {
+                    yield_now().await;
+                }
+                n
+            }
+        })
+        .control(&control);
+        let mut seen = 0;
+        while outputs.next().await.is_some() {
+            seen += 1;
+            if seen == 100 {
+                control.drain();
+            }
+            assert!(seen < 1_000, "the drain did not end the stream");
+        }
+        assert_eq!(seen, calls.load(SeqCst), "every started item was handed out");
+        assert!(control.progress().ended());
+    }
+
+    async fn a_drained_ordered_keyed_stream_skips_what_never_started() {
+        let control = MapControl::new();
+        let stop = control.clone();
+        let mut outputs = stream::iter(0..500u32)
+            .map_bounded(4, move |n| {
+                if n == 30 {
+                    stop.drain();
+                }
+                async move {
+                    yield_now().await;
+                    n
+                }
+            })
+            .per_key(|n| n % 2, 1)
+            .control(&control);
+        let mut got = Vec::new();
+        while let Some(n) = outputs.next().await {
+            got.push(n);
+        }
+        let not_started = control.not_started();
+        let pulled = control.progress().pulled() as u32;
+        let expected: Vec<u32> = (0..pulled)
+            .filter(|n| !not_started.contains(&(*n as usize)))
+            .collect();
+        assert_eq!(got, expected);
+        assert!(got.contains(&30) && !not_started.is_empty());
+    }
+
+    async fn raising_the_limit_starts_more_without_a_completion_and_lowering_caps_the_peak() {
+        for keyed in [false, true] {
+            let control = Controls::default();
+            let (release, gate) = smol::channel::unbounded::<()>();
+            let flight = InFlight::default();
+            let limit_in_force = AtomicUsize::new(2);
+            let f = |n: usize| {
+                let running = flight.now();
+                assert!(
+                    running < limit_in_force.load(SeqCst),
+                    "started with {running} running (keyed {keyed})"
+                );
+                let (flight, gate) = (&flight, gate.clone());
+                async move {
+                    let _guard = flight.enter();
+                    gate.recv().await.expect("released");
+                    n
+                }
+            };
+            let steer = async {
+                let flight = &flight;
+                let until = |count: usize| async move {
+                    while flight.now() != count {
+                        yield_now().await;
+                    }
+                };
+                until(2).await;
+                // Raised: 6 in flight, with not one completion in between.
+                limit_in_force.store(6, SeqCst);
+                control.set_limit(keyed, 6);
+                until(6).await;
+                // Lowered: the excess finishes, nothing starts until fewer than 3 run.
+                limit_in_force.store(3, SeqCst);
+                control.set_limit(keyed, 3);
+                for _ in 0..60 {
+                    release.send(()).await.unwrap();
+                    for _ in 0..3 {
+                        yield_now().await;
+                    }
+                }
+            };
+            let outputs = if keyed {
+                let map = map_async(0..60usize, 2, f)
+                    .per_key(|n| n % 7, 10)
+                    .control(&control.keyed);
+                zip(map, steer).await.0
+            } else {
+                zip(map_async(0..60usize, 2, f).control(&control.plain), steer).await.0
+            };
+            assert_eq!(outputs.len(), 60);
+            assert_eq!(flight.peak(), 6);
+        }
+    }
+
+    async fn raising_the_per_key_limit_starts_more_of_that_key_at_once() {
+        let control = MapControl::new();
+        let (release, gate) = smol::channel::unbounded::<()>();
+        let flight = InFlight::default();
+        let per_key_in_force = AtomicUsize::new(1);
+        let map = map_async(0..30usize, 8, |n| {
+            assert!(flight.now() < per_key_in_force.load(SeqCst));
+            let (flight, gate) = (&flight, gate.clone());
+            async move {
+                let _guard = flight.enter();
+                gate.recv().await.expect("released");
+                n
+            }
+        })
+        .per_key(|_| "one host", 1)
+        .control(&control);
+        let steer = async {
+            while flight.now() != 1 {
+                yield_now().await;
+            }
+            per_key_in_force.store(4, SeqCst);
+            control.set_per_key_limit(4).unwrap();
+            while flight.now() != 4 {
+                yield_now().await;
+            }
+            per_key_in_force.store(2, SeqCst);
+            control.set_per_key_limit(2).unwrap();
+            for _ in 0..30 {
+                release.send(()).await.unwrap();
+            }
+        };
+        let (outputs, ()) = zip(map, steer).await;
+        assert_eq!(outputs, (0..30).collect::<Vec<_>>());
+        assert_eq!(flight.peak(), 4);
+    }
+
+    async fn the_busiest_keys_name_the_loaded_keys() {
+        let control = MapControl::new();
+        let (release, gate) = smol::channel::unbounded::<()>();
+        // Key "a" has 5 items, "b" 3, "c" 1; one of each runs (per key 1) until released.
+        let items = ["a"; 5].into_iter().chain(["b"; 3]).chain(["c"]);
+        let map = map_async(items, 3, |key| {
+            let gate = gate.clone();
+            async move {
+                gate.recv().await.expect("released");
+                key
+            }
+        })
+        .per_key(|key| *key, 1)
+        .control(&control);
+        let watch = async {
+            let busiest = loop {
+                let busiest = control.busiest_keys(2);
+                if busiest.len() == 2 && busiest[0].waiting() == 4 && busiest[1].waiting() == 2 {
+                    break busiest;
+                }
+                yield_now().await;
+            };
+            assert_eq!(busiest[0].key(), &"a");
+            assert_eq!(busiest[1].key(), &"b");
+            assert!(busiest.iter().all(|key| key.in_flight() == 1 && !key.paused()));
+            assert_eq!(control.progress().paused_keys(), 0);
+            for _ in 0..9 {
+                release.send(()).await.unwrap();
+            }
+        };
+        let (outputs, ()) = zip(map, watch).await;
+        assert_eq!(outputs.len(), 9);
+    }
+
+    async fn a_key_paused_by_its_server_is_counted() {
+        let control = MapControl::new();
+        let attempts = AtomicUsize::new(0);
+        let policy = RetryPolicy::new()
+            .attempts(2)
+            .pause_key(|_: &()| Some(Duration::from_millis(300)));
+        let map = map_async(0..1u32, 2, |n| {
+            let first = attempts.fetch_add(1, SeqCst) == 0;
+            async move { if first { Err(()) } else { Ok(n) } }
+        })
+        .per_key(|_| "host", 1)
+        .retry(policy)
+        .control(&control);
+        let watch = async {
+            loop {
+                let progress = control.progress();
+                if progress.paused_keys() == 1 {
+                    assert_eq!(progress.awaiting_retry(), 1);
+                    return;
+                }
+                assert!(!progress.ended(), "the pause was never seen");
+                yield_now().await;
+            }
+        };
+        let (outputs, ()) = zip(map, watch).await;
+        assert_eq!(outputs, [Ok(0)]);
+    }
+
+    async fn a_faster_rate_set_while_waiting_starts_the_next_item_sooner() {
+        let control = MapControl::new();
+        let started = AtomicUsize::new(0);
+        // One start an hour: the second item would wait an hour without the change.
+        let map = map_async(0..3u32, 2, |n| {
+            started.fetch_add(1, SeqCst);
+            async move { n }
+        })
+        .rate(Rate::per(1, Duration::from_secs(3_600)))
+        .control(&control);
+        let steer = async {
+            while started.load(SeqCst) == 0 {
+                yield_now().await;
+            }
+            for _ in 0..10 {
+                yield_now().await;
+            }
+            assert_eq!(started.load(SeqCst), 1, "the rate holds the second item");
+            control.set_rate(Rate::per_second(1_000)).unwrap();
+        };
+        let (outputs, ()) = zip(map, steer).await;
+        assert_eq!(outputs, [0, 1, 2]);
+    }
+
+    async fn a_control_attached_before_per_key_still_counts_and_steers() {
+        let control = MapControl::new();
+        let out = map_async(0..50u32, 4, |n| async move { n })
+            .control(&control)
+            .per_key(|n| n % 3, 1)
+            .await;
+        assert_eq!(out.len(), 50);
+        let progress = control.progress();
+        assert_eq!((progress.pulled(), progress.finished()), (50, 50));
+        assert!(control.set_per_key_limit(2).is_ok(), "the map has keys now");
+    }
+
+    async fn a_fail_fast_collect_counts_its_error() {
+        let control = MapControl::new();
+        let out = tollgate::try_map_async(0..100u32, 4, |n| async move {
+            yield_now().await;
+            if n == 20 { Err(n) } else { Ok(n) }
+        })
+        .control(&control)
+        .await;
+        assert_eq!(out, Err(20));
+        let progress = control.progress();
+        assert_eq!(progress.failed(), 1);
+        assert!(progress.ended());
+        assert!(progress.finished() >= 1 && progress.finished() <= progress.pulled());
+    }
+}
+
+#[test]
+fn settings_the_map_cannot_take_are_errors() {
+    let unattached: MapControl = MapControl::new();
+    assert!(unattached.set_limit(3).unwrap_err().is_not_attached());
+
+    let plain: MapControl = MapControl::new();
+    let _map = map_async(0..3u32, 2, |n| async move { n }).control(&plain);
+    assert!(plain.set_limit(4).is_ok());
+    for error in [
+        plain.set_rate(Rate::per_second(5)).unwrap_err(),
+        plain.set_per_key_rate(Rate::per_second(5)).unwrap_err(),
+        plain.set_per_key_limit(2).unwrap_err(),
+    ] {
+        assert!(!error.is_not_attached());
+    }
+    assert_eq!(
+        plain.set_per_key_limit(2).unwrap_err().to_string(),
+        "the map cannot change its per-key limit: it was built without `.per_key`"
+    );
+
+    let rated: MapControl = MapControl::new();
+    let _map = map_async(0..3u32, 2, |n| async move { n })
+        .rate(Rate::per_second(5))
+        .control(&rated);
+    assert!(rated.set_rate(Rate::per_second(50)).is_ok());
+    assert!(rated.set_per_key_limit(2).is_err(), "no key function");
+    let error: tollgate::Error = rated
+        .set_per_key_rate(Rate::per_second(5))
+        .unwrap_err()
+        .into();
+    assert!(error.to_string().contains("per-key rate"));
+}
+
+#[test]
+#[should_panic(expected = "attached to another map already")]
+fn one_control_steers_one_map() {
+    let control: MapControl = MapControl::new();
+    let _first = map_async(0..3u32, 2, |n| async move { n }).control(&control);
+    let _second = map_async(0..3u32, 2, |n| async move { n }).control(&control);
+}
+
+#[test]
+#[should_panic(expected = "the concurrency limit must be at least 1")]
+fn a_live_limit_of_zero_panics() {
+    let control: MapControl = MapControl::new();
+    let _map = map_async(0..3u32, 2, |n| async move { n }).control(&control);
+    let _ = control.set_limit(0);
+}
+
+/// Read from another thread while the map runs: the snapshot is always consistent (no
+/// count ahead of the one it is part of), never torn.
+#[test]
+fn readings_from_another_thread_are_consistent() {
+    let control = MapControl::new();
+    let reader = control.clone();
+    let done = Arc::new(AtomicBool::new(false));
+    let stop = Arc::clone(&done);
+    let thread = std::thread::spawn(move || {
+        let mut readings = 0u64;
+        let mut last = 0;
+        while !stop.load(SeqCst) {
+            let p = reader.progress();
+            assert!(p.finished() <= p.started() && p.started() <= p.pulled());
+            assert!(p.failed() <= p.finished());
+            assert!(p.pulled() >= last, "counts never go back");
+            last = p.pulled();
+            assert_eq!(
+                p.pulled(),
+                p.waiting() + p.in_flight() + p.awaiting_retry() + p.finished() + p.not_started()
+            );
+            readings += 1;
+        }
+        readings
+    });
+    let policy = RetryPolicy::new().attempts(2).interval(Duration::ZERO);
+    let outputs = futures_lite::future::block_on(
+        map_async(0..200_000u32, 32, |n| async move {
+            if n % 3 == 0 {
+                yield_now().await;
+            }
+            if n % 10 == 0 { Err(n) } else { Ok(n) }
+        })
+        .per_key(|n| n % 17, 4)
+        .retry(policy)
+        .control(&control),
+    );
+    done.store(true, SeqCst);
+    let readings = thread.join().unwrap();
+    assert_eq!(outputs.len(), 200_000);
+    assert!(readings > 0);
+    let end = control.progress();
+    assert_eq!((end.finished(), end.failed()), (200_000, 20_000));
+}
+
+#[test]
+fn a_control_and_its_readings_go_to_other_threads() {
+    fn check<T: Send + Sync + Clone + 'static>() {}
+    check::<MapControl<String>>();
+    check::<Progress>();
+    check::<tollgate::KeyProgress<String>>();
+    check::<tollgate::ControlError>();
+}
