@@ -52,9 +52,9 @@ fn a_release_wakes_the_waiter_with_the_permit_already_handed_over() {
         0,
         "handed over, not put back"
     );
-    assert!(semaphore.try_acquire().is_none());
+    assert!(semaphore.try_acquire().is_err());
     let guard = match poll(&mut waiter, &waker) {
-        Poll::Ready(guard) => guard,
+        Poll::Ready(guard) => guard.unwrap(),
         Poll::Pending => panic!("the granted waiter must be ready"),
     };
     drop(guard);
@@ -84,6 +84,7 @@ fn permits_go_to_the_oldest_waiter_whoever_polls_first() {
                 continue;
             }
             if let Poll::Ready(guard) = poll(&mut waiters[index], &waker) {
+                let guard = guard.unwrap();
                 assert!(current.is_none(), "two waiters admitted for one permit");
                 done[index] = true;
                 order.push(index);
@@ -104,7 +105,7 @@ fn try_acquire_never_jumps_the_queue() {
     assert!(poll(&mut waiter, &waker).is_pending());
 
     drop(first); // goes to the waiter
-    assert!(semaphore.try_acquire().is_none());
+    assert!(semaphore.try_acquire().is_err());
     let mut newcomer = semaphore.acquire();
     assert!(poll(&mut newcomer, &waker).is_pending(), "queues behind");
     assert_eq!(semaphore.waiting(), 1);
@@ -113,7 +114,7 @@ fn try_acquire_never_jumps_the_queue() {
     };
 
     drop(second); // goes to the newcomer
-    assert!(semaphore.try_acquire().is_none());
+    assert!(semaphore.try_acquire().is_err());
     assert!(poll(&mut newcomer, &waker).is_ready());
 }
 
@@ -131,7 +132,7 @@ fn a_waiter_dropped_after_its_grant_passes_the_permit_on() {
     drop(granted); // so it passes the permit to `next`
     assert_eq!(semaphore.waiting(), 0);
     let guard = match poll(&mut next, &waker) {
-        Poll::Ready(guard) => guard,
+        Poll::Ready(guard) => guard.unwrap(),
         Poll::Pending => panic!("the permit must have been passed on"),
     };
     drop(guard);
@@ -190,7 +191,7 @@ fn a_waiter_after_a_drained_burst_still_waits_its_turn() {
     for waiter in &mut burst {
         drop(held);
         held = match poll(waiter, waker) {
-            Poll::Ready(permit) => permit,
+            Poll::Ready(permit) => permit.unwrap(),
             Poll::Pending => panic!("the oldest waiter was not granted the released permit"),
         };
     }
@@ -236,7 +237,7 @@ fn blocking_threads_never_exceed_the_limit() {
         for _ in 0..8 {
             scope.spawn(|| {
                 for _ in 0..200 {
-                    let _guard = semaphore.acquire_blocking();
+                    let _guard = semaphore.acquire_blocking().unwrap();
                     let _inside = in_flight.enter();
                     std::thread::yield_now();
                 }
@@ -256,7 +257,7 @@ fn blocking_and_async_waiters_share_one_fifo_queue() {
     let blocked = {
         let (semaphore, order) = (semaphore.clone(), order.clone());
         std::thread::spawn(move || {
-            let _guard = semaphore.acquire_blocking();
+            let _guard = semaphore.acquire_blocking().unwrap();
             order.lock().unwrap().push("thread");
         })
     };
@@ -265,7 +266,7 @@ fn blocking_and_async_waiters_share_one_fifo_queue() {
             .await
             .unwrap();
         let mut task = pin!(async {
-            let _guard = semaphore.acquire().await;
+            let _guard = semaphore.acquire().await.unwrap();
             order.lock().unwrap().push("task");
         });
         assert!(poll_once(task.as_mut()).await.is_none());
@@ -303,7 +304,7 @@ matrix! {
         for index in 0..TASKS {
             let (semaphore_in, order) = (semaphore.clone(), order.clone());
             tasks.push(spawn(async move {
-                let _guard = semaphore_in.acquire_arc().await;
+                let _guard = semaphore_in.acquire_arc().await.unwrap();
                 order.lock().unwrap().push(index);
                 yield_now().await;
             }));
@@ -327,7 +328,7 @@ matrix! {
             .map(|_| {
                 let (semaphore, in_flight) = (semaphore.clone(), in_flight.clone());
                 spawn(async move {
-                    let _guard = semaphore.acquire_arc().await;
+                    let _guard = semaphore.acquire_arc().await.unwrap();
                     let _inside = in_flight.enter();
                     yield_now().await;
                 })
@@ -363,7 +364,7 @@ matrix! {
                                 drop(early);
                             }
                             _ => {
-                                let _guard = acquire.await;
+                                let _guard = acquire.await.unwrap();
                                 yield_now().await;
                             }
                         }

@@ -4,13 +4,13 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::limit::semaphore::core::{COUNT_SHIFT, Core, Count, in_flight};
+use crate::limit::semaphore::core::{COUNT_SHIFT, Core, Count};
 use crate::sync::{AtomicU64, AtomicUsize};
 
 /// The semaphore of one bulkhead cap: the FIFO core with admission counters.
 pub(crate) type Limiter = Core<Counters>;
 
-/// Fast-path admissions, counted modulo 2^31 in the state word's top bits so that admitting
+/// Fast-path admissions, counted modulo 2^29 in the state word's top bits so that admitting
 /// costs nothing more than the compare-and-swap that takes the permit; wrap-arounds go to
 /// `admitted_wraps`. (Hand-offs to waiters are counted by the semaphore's queue.)
 const ADMIT_ONE: u64 = 1 << COUNT_SHIFT;
@@ -27,11 +27,11 @@ pub(crate) struct Counters {
 }
 
 impl Count for Counters {
-    const TAKE: u64 = 1 + ADMIT_ONE;
+    const ADMIT: u64 = ADMIT_ONE;
 
     #[inline]
-    fn admitted(&self, before: u64) {
-        self.raised(in_flight(before) + 1);
+    fn admitted(&self, before: u64, held: impl FnOnce() -> u64) {
+        self.raised(held());
         if before >> COUNT_SHIFT == ADMIT_MAX {
             self.admitted_wraps.fetch_add(1, Ordering::Relaxed);
         }
@@ -89,7 +89,7 @@ impl Tally {
         let state = limiter.state();
         let (waiting, handed) = limiter.waiting_and_handed();
         Self {
-            in_flight: in_flight(state) as usize,
+            in_flight: limiter.in_flight(),
             waiting,
             peak: counts.peak.load(Ordering::Relaxed),
             admitted: wraps
@@ -168,8 +168,8 @@ pub struct BulkheadStats {
     pub peak_in_flight: usize,
     /// Permits handed out so far, counting one handed to a waiter that was then cancelled
     /// before it took it (the permit went on to the next waiter, which counts again). (A
-    /// snapshot taken at the very moment the internal 31-bit admission counter wraps may
-    /// read 2^31 low, once per 2^31 admissions.)
+    /// snapshot taken at the very moment the internal 29-bit admission counter wraps may
+    /// read 2^29 low, once per 2^29 admissions.)
     pub admitted: u64,
     /// Acquires refused with [`BulkheadError`](crate::BulkheadError) so far (a failed
     /// `try_acquire` is not counted).
@@ -204,13 +204,13 @@ mod tests {
     fn the_admission_count_survives_its_wrap_around() {
         let limiter = limiter(2);
         // Start one admission short of the wrap.
-        limiter.set_state_for_test(ADMIT_MAX << COUNT_SHIFT);
+        limiter.set_state_for_test(ADMIT_MAX << COUNT_SHIFT | 2);
         assert_eq!(Tally::of(&limiter).admitted, ADMIT_MAX);
-        assert!(limiter.try_take()); // the counter wraps here
+        assert!(limiter.try_take(1)); // the counter wraps here
         let tally = Tally::of(&limiter);
         assert_eq!((tally.admitted, tally.in_flight), (ADMIT_MAX + 1, 1));
-        limiter.release();
+        limiter.release(1);
         assert_eq!(Tally::of(&limiter).in_flight, 0);
-        assert_eq!(limiter.limit() - limiter.in_flight(), 2);
+        assert_eq!(limiter.available(), 2);
     }
 }
