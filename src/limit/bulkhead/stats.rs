@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::limit::semaphore::core::{COUNT_SHIFT, Core, Count};
+use crate::limit::semaphore::core::{COUNT_SHIFT, Core, Count, available};
 use crate::sync::{AtomicU64, AtomicUsize};
 
 /// The semaphore of one bulkhead cap: the FIFO core with admission counters.
@@ -17,12 +17,20 @@ const ADMIT_ONE: u64 = 1 << COUNT_SHIFT;
 const ADMIT_MAX: u64 = u64::MAX >> COUNT_SHIFT;
 
 /// What a bulkhead counts beside the permits in use.
+///
+/// The peak is kept as the lowest number of available permits seen (one `fetch_min` when
+/// it drops, like a `fetch_max` of the permits held, without reading the permits in
+/// existence on the fast path): the peak held is the permits in existence minus it. A
+/// resize changes the permits in existence, so it first folds the peak so far into
+/// `peak` and starts the low-water mark again.
 pub(crate) struct Counters {
-    /// Highest number of permits in use at once.
+    /// Highest number of permits in use at once before the last resize.
     peak: AtomicUsize,
+    /// Lowest number of available permits since the last resize.
+    low: AtomicU64,
     /// How many times the admission count in the state word wrapped around.
     admitted_wraps: AtomicU64,
-    /// Acquisitions refused (timeout or full queue).
+    /// Acquisitions refused (timeout, full queue, closed).
     rejected: AtomicU64,
 }
 
@@ -30,27 +38,34 @@ impl Count for Counters {
     const ADMIT: u64 = ADMIT_ONE;
 
     #[inline]
-    fn admitted(&self, before: u64, held: impl FnOnce() -> u64) {
-        self.raised(held());
+    fn admitted(&self, before: u64, taken: u64) {
+        self.lowered(available(before) - taken);
         if before >> COUNT_SHIFT == ADMIT_MAX {
             self.admitted_wraps.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     #[inline]
-    fn raised(&self, now: u64) {
-        let now = now as usize;
-        if now > self.peak.load(Ordering::Relaxed) {
-            self.peak.fetch_max(now, Ordering::Relaxed);
+    fn lowered(&self, available: u64) {
+        if available < self.low.load(Ordering::Relaxed) {
+            self.low.fetch_min(available, Ordering::Relaxed);
         }
+    }
+
+    fn rebased(&self, before: u64, _after: u64, available: u64) {
+        let low = self.low.load(Ordering::Relaxed);
+        self.peak
+            .fetch_max(before.saturating_sub(low) as usize, Ordering::Relaxed);
+        self.low.store(available, Ordering::Relaxed);
     }
 }
 
 impl Counters {
     crate::sync::const_unless_loom! {
-        pub(crate) const fn new() -> Self {
+        pub(crate) const fn new(limit: usize) -> Self {
             Self {
                 peak: AtomicUsize::new(0),
+                low: AtomicU64::new(limit as u64),
                 admitted_wraps: AtomicU64::new(0),
                 rejected: AtomicU64::new(0),
             }
@@ -61,12 +76,18 @@ impl Counters {
     pub(crate) fn note_rejected(&self) {
         self.rejected.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// The most permits held at once so far, given the permits in existence now.
+    fn peak(&self, total: u64) -> usize {
+        let since = total.saturating_sub(self.low.load(Ordering::Relaxed)) as usize;
+        self.peak.load(Ordering::Relaxed).max(since)
+    }
 }
 
 crate::sync::const_unless_loom! {
     /// A cap's semaphore with `limit` permits.
     pub(crate) const fn limiter(limit: usize) -> Limiter {
-        Core::new(limit, Counters::new())
+        Core::new(limit, Counters::new(limit))
     }
 }
 
@@ -91,7 +112,7 @@ impl Tally {
         Self {
             in_flight: limiter.in_flight(),
             waiting,
-            peak: counts.peak.load(Ordering::Relaxed),
+            peak: counts.peak(limiter.total()),
             admitted: wraps
                 .wrapping_mul(ADMIT_MAX + 1)
                 .wrapping_add(state >> COUNT_SHIFT)

@@ -81,21 +81,28 @@ pub(crate) trait Count {
     const ADMIT: u64;
 
     /// Called after every fast-path admission, with the state word from before it and
-    /// the permits held right after it (computed only when asked for).
-    fn admitted(&self, before: u64, held: impl FnOnce() -> u64);
+    /// the permits it took.
+    fn admitted(&self, before: u64, taken: u64);
 
-    /// Called when a hand-off raised the permits held to `now`.
-    fn raised(&self, now: u64);
+    /// Called when a grant to a waiter lowered the available permits to `available`.
+    fn lowered(&self, available: u64);
+
+    /// Called under the lock after the permits in existence went from `before` to
+    /// `after` (a resize, or a release paying debt), with the permits available now.
+    fn rebased(&self, before: u64, after: u64, available: u64);
 }
 
 impl Count for () {
     const ADMIT: u64 = 0;
 
     #[inline(always)]
-    fn admitted(&self, _before: u64, _held: impl FnOnce() -> u64) {}
+    fn admitted(&self, _before: u64, _taken: u64) {}
 
     #[inline(always)]
-    fn raised(&self, _now: u64) {}
+    fn lowered(&self, _available: u64) {}
+
+    #[inline(always)]
+    fn rebased(&self, _before: u64, _after: u64, _available: u64) {}
 }
 
 /// Why an acquire got no permits.
@@ -251,9 +258,7 @@ impl<C: Count> Core<C> {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    self.counts.admitted(state, || {
-                        self.total.load(Ordering::Relaxed) - (available(state) - n)
-                    });
+                    self.counts.admitted(state, n);
                     return true;
                 }
                 Err(actual) => state = actual,
@@ -317,13 +322,27 @@ impl<C: Count> Core<C> {
         }
     }
 
+    /// Under the lock: changes the permits in existence, and tells the counter.
+    fn retotal(&self, change: impl FnOnce(u64) -> u64) {
+        let before = self.total.load(Ordering::Acquire);
+        let after = change(before);
+        self.total.store(after, Ordering::Release);
+        self.counts
+            .rebased(before, after, available(self.state.load(Ordering::Acquire)));
+    }
+
+    /// The permits in existence (available plus held).
+    pub(crate) fn total(&self) -> u64 {
+        self.total.load(Ordering::Acquire)
+    }
+
     /// Under the lock: pays up to `n` released permits towards the debt; returns how
     /// many it took (they leave existence).
     fn pay_debt(&self, queue: &mut Queue, n: u64) -> u64 {
         let paid = queue.debt.min(n);
         if paid != 0 {
             queue.debt -= paid;
-            self.total.fetch_sub(paid, Ordering::AcqRel);
+            self.retotal(|total| total - paid);
             if queue.debt == 0 {
                 self.state.fetch_and(!DEBT, Ordering::AcqRel);
             }
@@ -391,8 +410,7 @@ impl<C: Count> Core<C> {
             return None;
         }
         self.state.fetch_sub(want, Ordering::AcqRel);
-        self.counts
-            .raised(self.total.load(Ordering::Relaxed) - (free - want));
+        self.counts.lowered(free - want);
         Some(self.grant_front(queue))
     }
 
@@ -606,8 +624,8 @@ impl<C: Count> Core<C> {
                     self.state.fetch_and(!DEBT, Ordering::AcqRel);
                 }
             }
-            self.total.fetch_add(grow, Ordering::AcqRel);
             self.state.fetch_add(grow, Ordering::AcqRel);
+            self.retotal(|total| total + grow);
             drop(queue);
             self.settle();
             return true;
@@ -627,7 +645,7 @@ impl<C: Count> Core<C> {
                 Err(actual) => state = actual,
             }
         };
-        self.total.fetch_sub(taken, Ordering::AcqRel);
+        self.retotal(|total| total - taken);
         queue.debt += shrink - taken;
         let mut wakers = Vec::new();
         self.refuse(&mut queue, Refused::OverLimit, &mut wakers);
@@ -662,7 +680,7 @@ impl<C: Count> Core<C> {
                 Err(actual) => state = actual,
             }
         };
-        self.total.fetch_sub(taken, Ordering::AcqRel);
+        self.retotal(|total| total - taken);
         self.limit.store(limit - taken, Ordering::Release);
         let mut wakers = Vec::new();
         self.refuse(&mut queue, Refused::OverLimit, &mut wakers);

@@ -78,6 +78,9 @@ pub(super) struct Queue {
     free: usize,
     head: usize,
     tail: usize,
+    /// What the head node wants (valid while `head != NIL`): kept here because every
+    /// release with waiters asks, and the node itself is two indirections away.
+    head_want: u32,
     /// Queued nodes.
     len: usize,
     /// Refused nodes whose owners have not collected the refusal yet (the nodes not
@@ -102,6 +105,7 @@ impl Queue {
             free: NIL,
             head: NIL,
             tail: NIL,
+            head_want: 0,
             len: 0,
             refused: 0,
             debt: 0,
@@ -121,8 +125,9 @@ impl Queue {
     }
 
     /// How many permits the oldest waiter asks for.
+    #[inline]
     pub(super) fn front_want(&self) -> Option<u32> {
-        (self.head != NIL).then(|| self.node(self.head).want)
+        (self.head != NIL).then_some(self.head_want)
     }
 
     /// Takes every queued waiter asking for more than `limit` permits out of the queue
@@ -218,6 +223,7 @@ impl Queue {
         };
         if tail == NIL {
             self.head = index;
+            self.head_want = want;
         } else {
             self.node_mut(tail).next = index;
         }
@@ -239,7 +245,9 @@ impl Queue {
         if next == NIL {
             self.tail = NIL;
         } else {
-            self.node_mut(next).prev = NIL;
+            let next = self.node_mut(next);
+            next.prev = NIL;
+            self.head_want = next.want;
         }
         self.len -= 1;
         self.handed += 1;
@@ -263,6 +271,9 @@ impl Queue {
         let Node { prev, next, .. } = *self.node(index);
         if prev == NIL {
             self.head = next;
+            if next != NIL {
+                self.head_want = self.node(next).want;
+            }
         } else {
             self.node_mut(prev).next = next;
         }
