@@ -38,9 +38,24 @@ struct Meter {
     violations: Vec<String>,
     /// (cap, peak kibibytes in flight) for each cap.
     peak_by_cap: Vec<(usize, usize)>,
+    /// Kibibyte-seconds in flight, and kibibyte-seconds of cap, since the start: their
+    /// ratio is how much of the cap was used. Permits left free while a large download
+    /// at the head of the queue gathers its share are the price of its not being starved.
+    used: f64,
+    offered: f64,
+    last: Instant,
 }
 
 impl Meter {
+    /// Accounts for the time since the last change, before a change.
+    fn tick(&mut self) {
+        let now = Instant::now();
+        let seconds = (now - self.last).as_secs_f64();
+        self.used += self.now as f64 * seconds;
+        self.offered += *self.caps.last().expect("a cap") as f64 * seconds;
+        self.last = now;
+    }
+
     fn begin(&mut self) -> usize {
         let generation = self.caps.len() - 1;
         *self.active.entry(generation).or_default() += 1;
@@ -48,6 +63,7 @@ impl Meter {
     }
 
     fn start(&mut self, size: usize) {
+        self.tick();
         self.now += size;
         let oldest = *self.active.keys().next().expect("this download is active");
         let in_force = *self.caps[oldest..].iter().max().expect("a cap");
@@ -64,6 +80,7 @@ impl Meter {
     }
 
     fn end(&mut self, generation: usize, size: usize) {
+        self.tick();
         self.now -= size;
         let count = self.active.get_mut(&generation).expect("begun");
         *count -= 1;
@@ -132,6 +149,9 @@ fn main() {
         active: BTreeMap::new(),
         violations: Vec::new(),
         peak_by_cap: Vec::new(),
+        used: 0.0,
+        offered: 0.0,
+        last: Instant::now(),
     });
     let sizes = sizes_kib(options.files, options.cap_kib);
     let total_kib: usize = sizes.iter().sum();
@@ -152,6 +172,7 @@ fn main() {
                     options.cap_kib
                 };
                 let mut meter = meter.lock().unwrap();
+                meter.tick();
                 bytes.set_limit(cap);
                 meter.caps.push(cap);
             }
@@ -197,6 +218,10 @@ fn main() {
             *peak as f64 * 100.0 / *cap as f64
         );
     }
+    println!(
+        "  the cap was {:.0}% used on average (free permits wait for a large download at the head of the queue; the run's tail counts too)",
+        meter.used * 100.0 / meter.offered
+    );
     println!(
         "  downloaded {:.1} MiB; refused: {}",
         done as f64 / KIB as f64,
