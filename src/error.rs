@@ -4,6 +4,7 @@ use std::fmt;
 
 use crate::limit::bulkhead::BulkheadError;
 use crate::limit::rate::RateLimitError;
+use crate::limit::semaphore::SemaphoreError;
 use crate::map::ControlError;
 use crate::race::RaceError;
 use crate::retry::RetryError;
@@ -38,6 +39,9 @@ pub enum Error {
     Eventually(EventuallyError),
     /// A [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead) refused.
     Bulkhead(BulkheadError),
+    /// A [`Semaphore`](crate::Semaphore) gave no permits (closed, or asked for more than
+    /// its limit).
+    Semaphore(SemaphoreError),
     /// A [`RateLimiter`](crate::RateLimiter) or
     /// [`KeyedRateLimiter`](crate::KeyedRateLimiter) refused a start that came too soon.
     RateLimit(RateLimitError),
@@ -56,6 +60,7 @@ impl fmt::Display for Error {
             Error::RunSync(error) => error.fmt(f),
             Error::Eventually(error) => error.fmt(f),
             Error::Bulkhead(error) => error.fmt(f),
+            Error::Semaphore(error) => error.fmt(f),
             Error::RateLimit(error) => error.fmt(f),
             Error::Race(error) => error.fmt(f),
             Error::Retry(error) => error.fmt(f),
@@ -73,6 +78,7 @@ impl std::error::Error for Error {
             Error::RunSync(error) => error.source(),
             Error::Eventually(error) => error.source(),
             Error::Bulkhead(error) => error.source(),
+            Error::Semaphore(error) => error.source(),
             Error::RateLimit(error) => error.source(),
             Error::Race(error) => error.source(),
             Error::Retry(error) => error.source(),
@@ -96,6 +102,7 @@ from_error!(
     RunSync(RunSyncError),
     Eventually(EventuallyError),
     Bulkhead(BulkheadError),
+    Semaphore(SemaphoreError),
     RateLimit(RateLimitError),
     Control(ControlError)
 );

@@ -27,7 +27,7 @@ pub use crate::limit::bulkhead::{
     Bulkhead, BulkheadError, BulkheadPermit, BulkheadPermitArc, BulkheadStats,
 };
 pub use crate::limit::rate::{KeyedRateLimiter, Rate, RateLimitError, RateLimiter};
-pub use crate::limit::semaphore::{Semaphore, SemaphorePermit, SemaphorePermitArc};
+pub use crate::limit::semaphore::{Semaphore, SemaphoreError, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{
     BoundedStreamExt, ControlError, KeyProgress, MapControl, Progress, amap_iter, gather_limit,
     map_async, try_map_async,

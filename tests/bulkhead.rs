@@ -631,3 +631,192 @@ mod with_tokio {
         assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(20)));
     }
 }
+
+/// The permits a resize stress test's tasks hold and the limit in force, under one lock
+/// with the resizes. An admission may see as many held as the highest limit set since the
+/// oldest acquire still waiting or holding began (permits granted before a shrink stay out
+/// until released); once every acquire begun before a shrink has finished, the bound is
+/// the new limit. (The same bookkeeping as tests/semaphore.rs's, for single permits.)
+struct Ledger {
+    held: usize,
+    limits: Vec<usize>,
+    active: std::collections::BTreeMap<usize, usize>,
+}
+
+impl Ledger {
+    fn begin(&mut self) -> usize {
+        let generation = self.limits.len() - 1;
+        *self.active.entry(generation).or_default() += 1;
+        generation
+    }
+
+    fn admit(&mut self) {
+        self.held += 1;
+        let oldest = *self.active.keys().next().unwrap();
+        let bound = *self.limits[oldest..].iter().max().unwrap();
+        assert!(
+            self.held <= bound,
+            "{} held, limit in force {bound}",
+            self.held
+        );
+    }
+
+    fn end(&mut self, generation: usize) {
+        self.held -= 1;
+        let count = self.active.get_mut(&generation).unwrap();
+        *count -= 1;
+        if *count == 0 {
+            self.active.remove(&generation);
+        }
+    }
+}
+
+matrix! {
+    async fn close_wakes_every_bulkhead_waiter_with_the_error() {
+        const WAITERS: usize = 10;
+        // Global: the spawned tasks and the test body share one cap on every runtime.
+        let bulkhead = Arc::new(Bulkhead::new(1).name("db").global());
+        let held = bulkhead.acquire().await.unwrap();
+        let tasks: Vec<_> = (0..WAITERS)
+            .map(|_| {
+                let bulkhead = bulkhead.clone();
+                spawn(async move { bulkhead.acquire_arc().await.map(drop).unwrap_err() })
+            })
+            .collect();
+        tollgate::testing::eventually(Duration::from_secs(60), || {
+            bulkhead.stats().waiting == WAITERS
+        })
+        .await
+        .unwrap();
+        bulkhead.close();
+        for task in tasks {
+            let error = task.await;
+            assert!(error.closed() && !error.timed_out() && !error.queue_full());
+            assert_eq!(error.to_string(), "bulkhead `db` (limit 1) is closed");
+        }
+        assert!(bulkhead.acquire().await.unwrap_err().closed());
+        assert!(bulkhead.try_acquire().is_none());
+        assert!(bulkhead.run(async {}).await.unwrap_err().closed());
+        let stats = bulkhead.stats();
+        assert_eq!((stats.waiting, stats.in_flight), (0, 1));
+        assert_eq!(stats.rejected, WAITERS as u64 + 2);
+        drop(held);
+        assert_eq!(bulkhead.stats().available(), 1);
+    }
+
+    async fn set_limit_during_random_acquires_keeps_the_limit_in_force() {
+        const TASKS: usize = 16;
+        const ACQUIRES: usize = 20_000;
+        let bulkhead = Arc::new(Bulkhead::new(4).global());
+        let ledger = Arc::new(std::sync::Mutex::new(Ledger {
+            held: 0,
+            limits: vec![4],
+            active: Default::default(),
+        }));
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let (bulkhead, ledger, done) = (bulkhead.clone(), ledger.clone(), done.clone());
+                spawn(async move {
+                    for round in 0..ACQUIRES / TASKS {
+                        let generation = ledger.lock().unwrap().begin();
+                        let permit = bulkhead.acquire_arc().await.unwrap();
+                        ledger.lock().unwrap().admit();
+                        if round % 2 == 0 {
+                            yield_now().await;
+                        }
+                        ledger.lock().unwrap().end(generation);
+                        drop(permit);
+                    }
+                    done.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+        let mut resizes = 0;
+        while done.load(Ordering::SeqCst) < TASKS {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let limit = 1 + (seed >> 40) as usize % 8;
+            {
+                let mut ledger = ledger.lock().unwrap();
+                bulkhead.set_limit(limit);
+                ledger.limits.push(limit);
+            }
+            resizes += 1;
+            for _ in 0..(seed >> 50) % 16 + 1 {
+                yield_now().await;
+            }
+        }
+        for task in tasks {
+            task.await;
+        }
+        assert!(resizes > 10, "{resizes} resizes");
+        let stats = bulkhead.stats();
+        assert_eq!((stats.in_flight, stats.waiting), (0, 0));
+        assert_eq!(stats.limit, bulkhead.limit());
+        assert_eq!(stats.available(), bulkhead.limit());
+        assert!(stats.peak_in_flight <= 8, "peak {}", stats.peak_in_flight);
+    }
+}
+
+#[test]
+fn set_limit_and_close_reach_every_runtimes_cap_and_later_ones() {
+    static API: Bulkhead = Bulkhead::new(2);
+    let barrier = Barrier::new(2);
+    std::thread::scope(|scope| {
+        let thread = scope.spawn(|| {
+            run_sync(async {
+                let held = API.try_acquire().unwrap();
+                barrier.wait(); // this runtime's cap exists
+                barrier.wait(); // the limit was raised
+                let more: Vec<_> = (0..3).map(|_| API.try_acquire().unwrap()).collect();
+                assert!(API.try_acquire().is_none(), "limit 4 in this runtime too");
+                drop((held, more));
+            })
+        });
+        barrier.wait();
+        API.set_limit(4);
+        barrier.wait();
+        thread.join().unwrap();
+    });
+    // A runtime that uses the bulkhead for the first time gets the limit in force.
+    run_sync(async {
+        assert_eq!(API.runtime_stats().limit, 4);
+        let held: Vec<_> = (0..4).map(|_| API.try_acquire().unwrap()).collect();
+        assert!(API.try_acquire().is_none());
+        drop(held);
+    });
+    API.close();
+    assert!(API.is_closed());
+    assert!(run_sync(async {
+        API.acquire().await.unwrap_err().closed()
+    }));
+    assert!(API.acquire_blocking().unwrap_err().closed());
+}
+
+#[test]
+fn a_shrunk_bulkhead_admits_nobody_until_its_permits_out_are_below_the_new_limit() {
+    let bulkhead = Bulkhead::new(3);
+    let held: Vec<_> = (0..3).map(|_| bulkhead.try_acquire().unwrap()).collect();
+    bulkhead.set_limit(1);
+    let mut held = held.into_iter();
+    drop(held.next());
+    assert!(bulkhead.try_acquire().is_none(), "2 out, limit 1");
+    drop(held.next());
+    assert!(bulkhead.try_acquire().is_none(), "1 out, limit 1");
+    drop(held.next());
+    let permit = bulkhead.try_acquire().unwrap();
+    assert!(bulkhead.try_acquire().is_none());
+    drop(permit);
+    let stats = bulkhead.runtime_stats();
+    assert_eq!(
+        (stats.limit, stats.available(), stats.peak_in_flight),
+        (1, 1, 3)
+    );
+    let message = std::panic::catch_unwind(AssertUnwindSafe(|| bulkhead.set_limit(0)))
+        .map(drop)
+        .unwrap_err();
+    assert!(panic_message(&*message).contains("limit of 0"));
+}

@@ -405,3 +405,44 @@ fn two_tokio_runtimes_get_a_cap_per_key_each() {
     }
     assert!(PER_RUNTIME.is_empty());
 }
+
+#[test]
+fn set_limit_reaches_every_key_and_keys_used_later() {
+    let per_host = KeyedBulkhead::<String>::new(1);
+    let a = per_host.try_acquire("a.example").unwrap();
+    assert!(per_host.try_acquire("a.example").is_none());
+    per_host.set_limit(2);
+    let a2 = per_host.try_acquire("a.example").unwrap();
+    assert!(per_host.try_acquire("a.example").is_none());
+    let b: Vec<_> = (0..2)
+        .map(|_| per_host.try_acquire("b.example").unwrap())
+        .collect();
+    assert!(per_host.try_acquire("b.example").is_none());
+    assert_eq!(per_host.stats("b.example").limit, 2);
+    per_host.set_limit(1);
+    drop(a);
+    assert!(
+        per_host.try_acquire("a.example").is_none(),
+        "1 out, limit 1"
+    );
+    drop((a2, b));
+    assert!(per_host.is_empty());
+    assert_eq!(per_host.limit(), 1);
+}
+
+#[test]
+fn close_refuses_the_waiters_of_every_key_and_keys_used_later() {
+    let per_host = KeyedBulkhead::<String>::new(1);
+    let held = per_host.try_acquire("a.example").unwrap();
+    let mut waiter = pin!(per_host.acquire("a.example"));
+    futures_lite::future::block_on(async {
+        assert!(poll_once(waiter.as_mut()).await.is_none());
+        per_host.close();
+        assert!(waiter.await.unwrap_err().closed());
+        assert!(per_host.acquire("b.example").await.unwrap_err().closed());
+    });
+    assert!(per_host.try_acquire("c.example").is_none());
+    assert!(per_host.is_closed());
+    drop(held);
+    assert!(per_host.is_empty(), "refused keys are forgotten too");
+}

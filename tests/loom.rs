@@ -20,8 +20,8 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
-use tollgate::Semaphore;
 use tollgate::futures::SemaphoreAcquireArc;
+use tollgate::{Semaphore, SemaphoreError, SemaphorePermitArc};
 
 /// A waker that counts its wake-ups, for futures polled by hand.
 struct CountingWaker(AtomicUsize);
@@ -42,7 +42,10 @@ fn counting_waker() -> (Arc<CountingWaker>, Waker) {
     (count, waker)
 }
 
-fn poll(future: &mut SemaphoreAcquireArc, waker: &Waker) -> Poll<tollgate::SemaphorePermitArc> {
+fn poll(
+    future: &mut SemaphoreAcquireArc,
+    waker: &Waker,
+) -> Poll<Result<SemaphorePermitArc, SemaphoreError>> {
     Pin::new(future).poll(&mut Context::from_waker(waker))
 }
 
@@ -60,10 +63,11 @@ fn woken_and_granted(
     wakes: &CountingWaker,
     waker: &Waker,
     who: &str,
-) -> tollgate::SemaphorePermitArc {
+) -> SemaphorePermitArc {
     assert!(wakes.0.load(Ordering::SeqCst) > 0, "{who} was never woken");
     match poll(waiter, waker) {
-        Poll::Ready(guard) => guard,
+        Poll::Ready(Ok(guard)) => guard,
+        Poll::Ready(Err(error)) => panic!("{who} was refused: {error}"),
         Poll::Pending => panic!("{who} was woken but did not get the permit"),
     }
 }
@@ -83,14 +87,19 @@ impl InUse {
     }
 
     fn work(&self) {
-        let before = self.now.fetch_add(1, Ordering::SeqCst);
+        self.work_many(1);
+    }
+
+    /// Work holding `n` permits.
+    fn work_many(&self, n: usize) {
+        let before = self.now.fetch_add(n, Ordering::SeqCst);
         assert!(
-            before < self.limit,
+            before + n <= self.limit,
             "{} permits in use, limit {}",
-            before + 1,
+            before + n,
             self.limit
         );
-        self.now.fetch_sub(1, Ordering::SeqCst);
+        self.now.fetch_sub(n, Ordering::SeqCst);
     }
 }
 
@@ -110,13 +119,13 @@ fn try_acquire_never_over_grants() {
             .map(|_| {
                 let (semaphore, in_use) = (semaphore.clone(), in_use.clone());
                 thread::spawn(move || {
-                    if let Some(_guard) = semaphore.try_acquire() {
+                    if let Ok(_guard) = semaphore.try_acquire() {
                         in_use.work();
                     }
                 })
             })
             .collect();
-        if let Some(_guard) = semaphore.try_acquire() {
+        if let Ok(_guard) = semaphore.try_acquire() {
             in_use.work();
         }
         for thread in threads {
@@ -137,20 +146,20 @@ fn waiters_and_try_acquire_never_over_grant() {
         let waiter = {
             let (semaphore, in_use) = (semaphore.clone(), in_use.clone());
             thread::spawn(move || {
-                let _guard = loom::future::block_on(semaphore.acquire());
+                let _guard = loom::future::block_on(semaphore.acquire()).unwrap();
                 in_use.work();
             })
         };
         let grabber = {
             let (semaphore, in_use) = (semaphore.clone(), in_use.clone());
             thread::spawn(move || {
-                if let Some(_guard) = semaphore.try_acquire() {
+                if let Ok(_guard) = semaphore.try_acquire() {
                     in_use.work();
                 }
             })
         };
         {
-            let _guard = loom::future::block_on(semaphore.acquire());
+            let _guard = loom::future::block_on(semaphore.acquire()).unwrap();
             in_use.work();
         }
         waiter.join().unwrap();
@@ -170,7 +179,7 @@ fn a_release_racing_a_new_waiter_is_not_lost() {
         let (wakes, waker) = counting_waker();
         let mut future = semaphore.acquire_arc();
         let guard = match poll(&mut future, &waker) {
-            Poll::Ready(guard) => guard,
+            Poll::Ready(guard) => guard.unwrap(),
             Poll::Pending => {
                 releaser.take().unwrap().join().unwrap();
                 woken_and_granted(&mut future, &wakes, &waker, "the queued waiter")
@@ -196,13 +205,13 @@ fn a_release_goes_to_the_queued_waiter_not_to_a_newcomer() {
         let mut waiter = queued(&semaphore, &waker);
         let newcomer = {
             let semaphore = semaphore.clone();
-            thread::spawn(move || semaphore.try_acquire().is_some())
+            thread::spawn(move || semaphore.try_acquire().is_ok())
         };
         let releaser = thread::spawn(move || drop(guard));
         assert!(!newcomer.join().unwrap(), "a newcomer jumped the queue");
         releaser.join().unwrap();
         let guard = woken_and_granted(&mut waiter, &wakes, &waker, "the queued waiter");
-        assert!(semaphore.try_acquire().is_none());
+        assert!(semaphore.try_acquire().is_err());
         drop(guard);
         drop(waiter);
         assert_all_returned(&semaphore);
@@ -246,7 +255,7 @@ fn a_passed_on_permit_is_not_taken_by_a_newcomer() {
         let canceller = thread::spawn(move || drop(first));
         let newcomer = {
             let semaphore = semaphore.clone();
-            thread::spawn(move || semaphore.try_acquire().is_some())
+            thread::spawn(move || semaphore.try_acquire().is_ok())
         };
         drop(guard);
         canceller.join().unwrap();
@@ -290,7 +299,7 @@ fn a_chunk_freed_while_the_permit_is_handed_on_loses_nothing() {
         let mut fourth = queued(&semaphore, &fourth_waker);
         let releaser = thread::spawn(move || drop(guard));
         assert!(
-            semaphore.try_acquire().is_none(),
+            semaphore.try_acquire().is_err(),
             "a newcomer jumped the queue"
         );
         releaser.join().unwrap();
@@ -320,7 +329,7 @@ fn the_only_waiter_leaving_as_the_permit_is_released_loses_nothing() {
         drop(waiter);
         releaser.join().unwrap();
         assert_all_returned(&semaphore);
-        assert!(semaphore.try_acquire().is_some());
+        assert!(semaphore.try_acquire().is_ok());
     });
 }
 
@@ -341,7 +350,7 @@ fn a_granted_waiters_node_reused_at_once_confuses_nobody() {
         let early = poll(&mut first, &first_waker);
         releaser.join().unwrap();
         let guard = match early {
-            Poll::Ready(guard) => guard,
+            Poll::Ready(guard) => guard.unwrap(),
             Poll::Pending => woken_and_granted(&mut first, &first_wakes, &first_waker, "the first"),
         };
         assert!(
@@ -353,6 +362,253 @@ fn a_granted_waiters_node_reused_at_once_confuses_nobody() {
         let guard = woken_and_granted(&mut second, &second_wakes, &second_waker, "the second");
         drop(guard);
         drop((first, second));
+        assert_all_returned(&semaphore);
+    });
+}
+
+/// Resizing against a waiter and a holder: a shrink (absorbing the release of a held
+/// permit), then a grow, race with a queued waiter and a release. The waiter is granted
+/// once the grow lands, never more permits are out than the limit in force allows, and
+/// once all is given back the permits free equal the limit.
+#[test]
+fn set_limit_against_a_waiter_conserves_permits() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let first = semaphore.try_acquire_arc().unwrap();
+        let second = semaphore.try_acquire_arc().unwrap();
+        let (wakes, waker) = counting_waker();
+        let mut waiter = queued(&semaphore, &waker);
+        let resizer = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || {
+                semaphore.set_limit(1);
+                semaphore.set_limit(3);
+            })
+        };
+        let releaser = thread::spawn(move || drop(first));
+        resizer.join().unwrap();
+        releaser.join().unwrap();
+        // Limit 3, one permit held by `second`: the waiter has one.
+        let guard = woken_and_granted(&mut waiter, &wakes, &waker, "the waiter");
+        assert_eq!(semaphore.limit(), 3);
+        assert_eq!(semaphore.available_permits(), 1);
+        drop((guard, second, waiter));
+        assert_all_returned(&semaphore);
+    });
+}
+
+/// A shrink below what is held, racing two releases and a `try_acquire`: the newcomer is
+/// never admitted while the permits held are above the new limit, and the debt is paid
+/// by exactly the releases that were owed.
+#[test]
+fn a_shrink_is_paid_by_releases_before_anyone_is_admitted() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let first = semaphore.try_acquire_arc().unwrap();
+        let second = semaphore.try_acquire_arc().unwrap();
+        let held = Arc::new(AtomicUsize::new(2));
+        let shrinker = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.set_limit(1))
+        };
+        let releaser = {
+            let held = held.clone();
+            thread::spawn(move || {
+                held.fetch_sub(1, Ordering::SeqCst);
+                drop(first);
+            })
+        };
+        shrinker.join().unwrap();
+        // After the shrink: a newcomer may get in only while at most 0 others are held.
+        if let Ok(permit) = semaphore.try_acquire_arc() {
+            let others = held.load(Ordering::SeqCst);
+            assert!(others < 1, "admitted with {others} permits held, limit 1");
+            drop(permit);
+        }
+        releaser.join().unwrap();
+        held.fetch_sub(1, Ordering::SeqCst);
+        drop(second);
+        assert_eq!(semaphore.limit(), 1);
+        assert_all_returned(&semaphore);
+    });
+}
+
+/// `add_permits` and `forget_permits` racing a waiter and a release: whatever the order,
+/// the waiter is granted exactly when a permit is there for it, and the limit and the
+/// free permits agree at the end.
+#[test]
+fn add_and_forget_against_a_waiter_conserve_permits() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1));
+        let held = semaphore.try_acquire_arc().unwrap();
+        let (wakes, waker) = counting_waker();
+        let mut waiter = queued(&semaphore, &waker);
+        let resizer = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || {
+                semaphore.add_permits(1);
+                semaphore.forget_permits(1)
+            })
+        };
+        let releaser = thread::spawn(move || drop(held));
+        let forgot = resizer.join().unwrap();
+        releaser.join().unwrap();
+        assert!(forgot <= 1);
+        assert_eq!(semaphore.limit(), 2 - forgot);
+        let guard = woken_and_granted(&mut waiter, &wakes, &waker, "the waiter");
+        drop((guard, waiter));
+        assert_all_returned(&semaphore);
+    });
+}
+
+/// `close` racing a queued waiter's re-poll and a release: the waiter ends either granted
+/// (the release won) or refused as closed, never both or neither; every permit comes back.
+#[test]
+fn close_against_waiters_wakes_each_with_an_answer() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1));
+        let held = semaphore.try_acquire_arc().unwrap();
+        let (first_wakes, first_waker) = counting_waker();
+        let mut first = queued(&semaphore, &first_waker);
+        let (second_wakes, second_waker) = counting_waker();
+        let mut second = queued(&semaphore, &second_waker);
+        let closer = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.close())
+        };
+        let releaser = thread::spawn(move || drop(held));
+        // Polled while the close may be under way: pending, granted or refused, all fine.
+        let early = poll(&mut first, &first_waker);
+        closer.join().unwrap();
+        releaser.join().unwrap();
+        let first = match early {
+            Poll::Ready(answer) => answer,
+            Poll::Pending => {
+                assert!(
+                    first_wakes.0.load(Ordering::SeqCst) > 0,
+                    "first never woken"
+                );
+                match poll(&mut first, &first_waker) {
+                    Poll::Ready(answer) => answer,
+                    Poll::Pending => panic!("first woken without an answer"),
+                }
+            }
+        };
+        assert!(
+            second_wakes.0.load(Ordering::SeqCst) > 0,
+            "second never woken"
+        );
+        let Poll::Ready(Err(error)) = poll(&mut second, &second_waker) else {
+            panic!("the second waiter must be refused: only one permit was ever released")
+        };
+        assert!(error.closed());
+        if let Err(error) = &first {
+            assert!(error.closed());
+        }
+        assert!(semaphore.try_acquire().unwrap_err().closed());
+        drop(first);
+        assert_eq!(semaphore.available_permits(), 1);
+        assert_eq!(semaphore.waiting(), 0);
+    });
+}
+
+/// A blocking waiter on another thread and `close`: the thread wakes with the error (or
+/// got the permit before the close), never hangs.
+#[test]
+fn close_wakes_a_blocked_thread() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1));
+        let held = semaphore.try_acquire_arc().unwrap();
+        let blocked = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.acquire_blocking().map(drop))
+        };
+        semaphore.close();
+        let answer = blocked.join().unwrap();
+        assert!(answer.unwrap_err().closed());
+        drop(held);
+        assert_eq!(semaphore.available_permits(), 1);
+    });
+}
+
+/// Weighted FIFO: a waiter for 2 permits at the head and a waiter for 1 behind it, two
+/// permits released from two threads. The small waiter never gets a permit before the
+/// large one has both, and both end up granted.
+#[test]
+fn a_weighted_waiter_at_the_head_is_not_overtaken() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let in_use = InUse::new(2);
+        let first = semaphore.try_acquire_arc().unwrap();
+        let second = semaphore.try_acquire_arc().unwrap();
+        let (big_wakes, big_waker) = counting_waker();
+        let mut big = semaphore.acquire_many_arc(2);
+        assert!(poll(&mut big, &big_waker).is_pending());
+        let (small_wakes, small_waker) = counting_waker();
+        let mut small = queued(&semaphore, &small_waker);
+        let releasers: Vec<_> = [first, second]
+            .into_iter()
+            .map(|permit| thread::spawn(move || drop(permit)))
+            .collect();
+        // While the releases race, the small waiter may not get in ahead of the big one.
+        if let Poll::Ready(answer) = poll(&mut small, &small_waker) {
+            panic!("the small waiter overtook the big one: {answer:?}");
+        }
+        for releaser in releasers {
+            releaser.join().unwrap();
+        }
+        let big_guard = woken_and_granted(&mut big, &big_wakes, &big_waker, "the big waiter");
+        assert_eq!(big_guard.permits(), 2);
+        in_use.work_many(2);
+        assert!(poll(&mut small, &small_waker).is_pending());
+        let releaser = thread::spawn(move || drop(big_guard));
+        releaser.join().unwrap();
+        let small_guard =
+            woken_and_granted(&mut small, &small_wakes, &small_waker, "the small waiter");
+        in_use.work();
+        drop((small_guard, big, small));
+        assert_all_returned(&semaphore);
+    });
+}
+
+/// A shrink below a queued weighted waiter's request refuses it (waiting could never
+/// end) while a release races: if the release came first, the big waiter was granted
+/// both permits before the shrink, and its release pays the shrink's debt. Either way
+/// the small waiter behind it is served next and never beyond the new limit.
+#[test]
+fn a_shrink_below_a_weighted_waiter_refuses_it_or_it_was_served_first() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let held = semaphore.try_acquire_arc().unwrap();
+        let (big_wakes, big_waker) = counting_waker();
+        let mut big = semaphore.acquire_many_arc(2);
+        assert!(poll(&mut big, &big_waker).is_pending());
+        let (small_wakes, small_waker) = counting_waker();
+        let mut small = queued(&semaphore, &small_waker);
+        let shrinker = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.set_limit(1))
+        };
+        let releaser = thread::spawn(move || drop(held));
+        shrinker.join().unwrap();
+        releaser.join().unwrap();
+        assert!(
+            big_wakes.0.load(Ordering::SeqCst) > 0,
+            "the big waiter never woken"
+        );
+        match poll(&mut big, &big_waker) {
+            Poll::Ready(Err(error)) => assert!(error.over_limit()),
+            Poll::Ready(Ok(guard)) => {
+                // Granted before the shrink: the small one waits until it is back.
+                assert_eq!(guard.permits(), 2);
+                assert!(poll(&mut small, &small_waker).is_pending());
+                drop(guard);
+            }
+            Poll::Pending => panic!("the big waiter was woken without an answer"),
+        }
+        let guard = woken_and_granted(&mut small, &small_wakes, &small_waker, "the small waiter");
+        assert_eq!(semaphore.available_permits(), 0);
+        drop((guard, big, small));
         assert_all_returned(&semaphore);
     });
 }

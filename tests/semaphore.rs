@@ -52,9 +52,9 @@ fn a_release_wakes_the_waiter_with_the_permit_already_handed_over() {
         0,
         "handed over, not put back"
     );
-    assert!(semaphore.try_acquire().is_none());
+    assert!(semaphore.try_acquire().is_err());
     let guard = match poll(&mut waiter, &waker) {
-        Poll::Ready(guard) => guard,
+        Poll::Ready(guard) => guard.unwrap(),
         Poll::Pending => panic!("the granted waiter must be ready"),
     };
     drop(guard);
@@ -84,6 +84,7 @@ fn permits_go_to_the_oldest_waiter_whoever_polls_first() {
                 continue;
             }
             if let Poll::Ready(guard) = poll(&mut waiters[index], &waker) {
+                let guard = guard.unwrap();
                 assert!(current.is_none(), "two waiters admitted for one permit");
                 done[index] = true;
                 order.push(index);
@@ -104,7 +105,7 @@ fn try_acquire_never_jumps_the_queue() {
     assert!(poll(&mut waiter, &waker).is_pending());
 
     drop(first); // goes to the waiter
-    assert!(semaphore.try_acquire().is_none());
+    assert!(semaphore.try_acquire().is_err());
     let mut newcomer = semaphore.acquire();
     assert!(poll(&mut newcomer, &waker).is_pending(), "queues behind");
     assert_eq!(semaphore.waiting(), 1);
@@ -113,7 +114,7 @@ fn try_acquire_never_jumps_the_queue() {
     };
 
     drop(second); // goes to the newcomer
-    assert!(semaphore.try_acquire().is_none());
+    assert!(semaphore.try_acquire().is_err());
     assert!(poll(&mut newcomer, &waker).is_ready());
 }
 
@@ -131,7 +132,7 @@ fn a_waiter_dropped_after_its_grant_passes_the_permit_on() {
     drop(granted); // so it passes the permit to `next`
     assert_eq!(semaphore.waiting(), 0);
     let guard = match poll(&mut next, &waker) {
-        Poll::Ready(guard) => guard,
+        Poll::Ready(guard) => guard.unwrap(),
         Poll::Pending => panic!("the permit must have been passed on"),
     };
     drop(guard);
@@ -190,7 +191,7 @@ fn a_waiter_after_a_drained_burst_still_waits_its_turn() {
     for waiter in &mut burst {
         drop(held);
         held = match poll(waiter, waker) {
-            Poll::Ready(permit) => permit,
+            Poll::Ready(permit) => permit.unwrap(),
             Poll::Pending => panic!("the oldest waiter was not granted the released permit"),
         };
     }
@@ -236,7 +237,7 @@ fn blocking_threads_never_exceed_the_limit() {
         for _ in 0..8 {
             scope.spawn(|| {
                 for _ in 0..200 {
-                    let _guard = semaphore.acquire_blocking();
+                    let _guard = semaphore.acquire_blocking().unwrap();
                     let _inside = in_flight.enter();
                     std::thread::yield_now();
                 }
@@ -256,7 +257,7 @@ fn blocking_and_async_waiters_share_one_fifo_queue() {
     let blocked = {
         let (semaphore, order) = (semaphore.clone(), order.clone());
         std::thread::spawn(move || {
-            let _guard = semaphore.acquire_blocking();
+            let _guard = semaphore.acquire_blocking().unwrap();
             order.lock().unwrap().push("thread");
         })
     };
@@ -265,7 +266,7 @@ fn blocking_and_async_waiters_share_one_fifo_queue() {
             .await
             .unwrap();
         let mut task = pin!(async {
-            let _guard = semaphore.acquire().await;
+            let _guard = semaphore.acquire().await.unwrap();
             order.lock().unwrap().push("task");
         });
         assert!(poll_once(task.as_mut()).await.is_none());
@@ -303,7 +304,7 @@ matrix! {
         for index in 0..TASKS {
             let (semaphore_in, order) = (semaphore.clone(), order.clone());
             tasks.push(spawn(async move {
-                let _guard = semaphore_in.acquire_arc().await;
+                let _guard = semaphore_in.acquire_arc().await.unwrap();
                 order.lock().unwrap().push(index);
                 yield_now().await;
             }));
@@ -327,7 +328,7 @@ matrix! {
             .map(|_| {
                 let (semaphore, in_flight) = (semaphore.clone(), in_flight.clone());
                 spawn(async move {
-                    let _guard = semaphore.acquire_arc().await;
+                    let _guard = semaphore.acquire_arc().await.unwrap();
                     let _inside = in_flight.enter();
                     yield_now().await;
                 })
@@ -363,7 +364,7 @@ matrix! {
                                 drop(early);
                             }
                             _ => {
-                                let _guard = acquire.await;
+                                let _guard = acquire.await.unwrap();
                                 yield_now().await;
                             }
                         }
@@ -377,4 +378,500 @@ matrix! {
         assert_eq!(semaphore.available_permits(), 3);
         assert_eq!(semaphore.waiting(), 0);
     }
+}
+
+/// A small seeded generator (xorshift64*), so that every run draws the same numbers.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `low..=high`.
+    fn range(&mut self, low: usize, high: usize) -> usize {
+        low + (self.next() >> 33) as usize % (high - low + 1)
+    }
+}
+
+/// What a resize stress test knows: the permits its tasks hold (counted after a grant,
+/// uncounted before the release, so never more than the semaphore sees held), and the
+/// limit in force.
+///
+/// "In force" for a shrink: permits granted before the shrink stay out until released,
+/// so an admission may see as many held as the highest limit set since the oldest
+/// acquire still waiting or holding began. Each acquire records the generation (the
+/// number of resizes so far) it began in; the bound at an admission is the highest limit
+/// of the generations from the oldest such one to now. Once every acquire that began
+/// before a shrink has finished, the bound is the new limit.
+struct Ledger {
+    held: usize,
+    peak: usize,
+    /// The limit set at the start of each generation.
+    limits: Vec<usize>,
+    /// Acquires (waiting or holding) per generation they began in.
+    active: std::collections::BTreeMap<usize, usize>,
+    admissions: usize,
+    tight_admissions: usize,
+}
+
+impl Ledger {
+    fn new(limit: usize) -> Mutex<Self> {
+        Mutex::new(Self {
+            held: 0,
+            peak: 0,
+            limits: vec![limit],
+            active: Default::default(),
+            admissions: 0,
+            tight_admissions: 0,
+        })
+    }
+
+    fn generation(&self) -> usize {
+        self.limits.len() - 1
+    }
+
+    /// An acquire begins: returns its generation.
+    fn begin(&mut self) -> usize {
+        let generation = self.generation();
+        *self.active.entry(generation).or_default() += 1;
+        generation
+    }
+
+    /// `n` permits were granted to an acquire of `generation`: checks the bound.
+    fn admit(&mut self, n: usize) {
+        self.held += n;
+        self.peak = self.peak.max(self.held);
+        let oldest = *self
+            .active
+            .keys()
+            .next()
+            .expect("the admitted acquire is active");
+        let bound = *self.limits[oldest..].iter().max().unwrap();
+        assert!(
+            self.held <= bound,
+            "{} permits held, limit in force {bound} (limits since: {:?})",
+            self.held,
+            &self.limits[oldest..]
+        );
+        self.admissions += 1;
+        if oldest == self.generation() {
+            self.tight_admissions += 1;
+        }
+    }
+
+    /// The acquire of `generation` gives back `n` permits (0: it was never granted).
+    fn end(&mut self, generation: usize, n: usize) {
+        self.held -= n;
+        let count = self.active.get_mut(&generation).unwrap();
+        *count -= 1;
+        if *count == 0 {
+            self.active.remove(&generation);
+        }
+    }
+
+    fn resized(&mut self, limit: usize) {
+        self.limits.push(limit);
+    }
+}
+
+/// The tasks of the weighted stress tests: `TASKS` tasks, `ACQUIRES` acquires in all, of
+/// 1 to `MOST` permits each.
+const TASKS: usize = 16;
+const ACQUIRES: usize = 100_000;
+const MOST: usize = 4;
+/// The resizer keeps the limit within these bounds (so `MOST` is never above it).
+const LOWEST: usize = MOST;
+const HIGHEST: usize = 16;
+
+/// One random resize, recorded in the ledger under its lock so that the ledger's limit
+/// is the semaphore's.
+fn resize(semaphore: &Semaphore, ledger: &Mutex<Ledger>, rng: &mut Rng) {
+    let mut ledger = ledger.lock().unwrap();
+    match rng.range(0, 2) {
+        0 => semaphore.set_limit(rng.range(LOWEST, HIGHEST)),
+        1 if semaphore.limit() < HIGHEST => {
+            semaphore.add_permits(rng.range(1, 2).min(HIGHEST - semaphore.limit()));
+        }
+        _ => {
+            let most = rng.range(1, 3).min(semaphore.limit() - LOWEST);
+            assert!(semaphore.forget_permits(most) <= most);
+        }
+    }
+    ledger.resized(semaphore.limit());
+}
+
+matrix! {
+    async fn resizing_during_random_weighted_acquires_keeps_the_limit_and_conserves_permits() {
+        let semaphore = Arc::new(Semaphore::new(8));
+        let ledger = Arc::new(Ledger::new(8));
+        let done = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..TASKS as u64)
+            .map(|seed| {
+                let (semaphore, ledger, done) = (semaphore.clone(), ledger.clone(), done.clone());
+                spawn(async move {
+                    let mut rng = Rng::new(seed + 1);
+                    for _ in 0..ACQUIRES / TASKS {
+                        let n = rng.range(1, MOST);
+                        let generation = ledger.lock().unwrap().begin();
+                        // Every form of the weighted acquire, held the same way.
+                        let permit: Box<dyn Send + '_> = match rng.range(0, 2) {
+                            0 => Box::new(semaphore.acquire_many_arc(n).await.unwrap()),
+                            1 if n == 1 => Box::new(semaphore.acquire_arc().await.unwrap()),
+                            _ => {
+                                let permit = semaphore.acquire_many(n).await.unwrap();
+                                assert_eq!(permit.permits(), n);
+                                Box::new(permit)
+                            }
+                        };
+                        ledger.lock().unwrap().admit(n);
+                        if rng.range(0, 1) == 0 {
+                            yield_now().await;
+                        }
+                        ledger.lock().unwrap().end(generation, n);
+                        drop(permit);
+                    }
+                    done.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        let resizer = {
+            let (semaphore, ledger, done) = (semaphore.clone(), ledger.clone(), done.clone());
+            spawn(async move {
+                let mut rng = Rng::new(99);
+                let mut resizes = 0;
+                while done.load(Ordering::SeqCst) < TASKS {
+                    resize(&semaphore, &ledger, &mut rng);
+                    resizes += 1;
+                    for _ in 0..rng.range(1, 20) {
+                        yield_now().await;
+                    }
+                }
+                resizes
+            })
+        };
+        for task in tasks {
+            task.await;
+        }
+        let resizes = resizer.await;
+        let ledger = ledger.lock().unwrap();
+        assert_eq!(ledger.admissions, ACQUIRES / TASKS * TASKS);
+        assert!(resizes > 10, "only {resizes} resizes");
+        assert!(ledger.peak <= HIGHEST, "peak {}", ledger.peak);
+        assert!(ledger.tight_admissions > 0);
+        println!(
+            "{resizes} resizes, peak {}, {} of {} admissions under the latest limit alone",
+            ledger.peak, ledger.tight_admissions, ledger.admissions
+        );
+        assert_eq!(ledger.held, 0);
+        assert_eq!(semaphore.waiting(), 0);
+        assert_eq!(semaphore.available_permits(), semaphore.limit());
+    }
+}
+
+matrix! {
+    async fn close_wakes_every_waiter_with_the_error() {
+        const WAITERS: usize = 12;
+        let semaphore = Arc::new(Semaphore::new(2));
+        let held = semaphore.try_acquire_many_arc(2).unwrap();
+        let tasks: Vec<_> = (0..WAITERS)
+            .map(|index| {
+                let semaphore = semaphore.clone();
+                spawn(async move {
+                    let answer = if index % 2 == 0 {
+                        semaphore.acquire_arc().await
+                    } else {
+                        semaphore.acquire_many_arc(2).await
+                    };
+                    answer.map(drop).unwrap_err()
+                })
+            })
+            .collect();
+        // Every waiter queued before the close, whatever the runtime's scheduling.
+        eventually(Duration::from_secs(60), || semaphore.waiting() == WAITERS)
+            .await
+            .unwrap();
+        semaphore.close();
+        assert_eq!(semaphore.waiting(), 0);
+        for task in tasks {
+            let error = task.await;
+            assert!(error.closed(), "{error}");
+            assert_eq!(error.to_string(), "the semaphore is closed");
+        }
+        assert!(semaphore.acquire().await.unwrap_err().closed());
+        assert!(semaphore.try_acquire_many(1).unwrap_err().closed());
+        // The permits held before the close stay valid and come back.
+        assert_eq!(held.permits(), 2);
+        drop(held);
+        assert_eq!(semaphore.available_permits(), semaphore.limit());
+    }
+
+    async fn weighted_waiters_are_admitted_in_arrival_order() {
+        // Any two neighbours ask for more than the limit together, so each waiter is
+        // admitted only once the one before it has given its permits back: the recorded
+        // order is the admission order on every runtime.
+        const SIZES: [usize; 11] = [4, 1, 4, 2, 3, 3, 4, 1, 4, 2, 4];
+        let semaphore = Arc::new(Semaphore::new(4));
+        let held = semaphore.try_acquire_many_arc(3).unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for (index, size) in SIZES.into_iter().enumerate() {
+            let (semaphore_in, order) = (semaphore.clone(), order.clone());
+            tasks.push(spawn(async move {
+                let permit = semaphore_in.acquire_many_arc(size).await.unwrap();
+                assert_eq!(permit.permits(), size);
+                order.lock().unwrap().push(index);
+                yield_now().await;
+            }));
+            eventually(Duration::from_secs(60), || semaphore.waiting() == index + 1)
+                .await
+                .unwrap();
+        }
+        // The head wants 4 and one permit is free: the waiter for 1 behind it waits too.
+        assert_eq!(semaphore.available_permits(), 1);
+        assert!(semaphore.try_acquire().unwrap_err().no_permits());
+        assert!(order.lock().unwrap().is_empty());
+        drop(held);
+        for task in tasks {
+            task.await;
+        }
+        assert_eq!(*order.lock().unwrap(), (0..SIZES.len()).collect::<Vec<_>>());
+        assert_eq!(semaphore.available_permits(), 4);
+    }
+
+    async fn a_growing_limit_admits_waiters_in_order_at_once() {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let held = semaphore.try_acquire_many_arc(2).unwrap();
+        let first = spawn({
+            let semaphore = semaphore.clone();
+            async move { semaphore.acquire_many_arc(2).await.unwrap().permits() }
+        });
+        eventually(Duration::from_secs(60), || semaphore.waiting() == 1).await.unwrap();
+        let second = spawn({
+            let semaphore = semaphore.clone();
+            async move { semaphore.acquire_arc().await.unwrap().permits() }
+        });
+        eventually(Duration::from_secs(60), || semaphore.waiting() == 2).await.unwrap();
+        semaphore.set_limit(5); // 3 new permits: 2 for the first, 1 for the second
+        assert_eq!(semaphore.waiting(), 0);
+        assert_eq!((first.await, second.await), (2, 1));
+        drop(held);
+        assert_eq!(semaphore.available_permits(), 5);
+    }
+}
+
+#[test]
+fn a_small_waiter_behind_a_large_one_waits_though_permits_are_free() {
+    let semaphore = Semaphore::new(4);
+    let held = semaphore.try_acquire_many(3).unwrap();
+    let (large_wakes, waker) = counting_waker();
+    let mut large = semaphore.acquire_many(4);
+    assert!(poll(&mut large, &waker).is_pending());
+    let (small_wakes, small_waker) = counting_waker();
+    let mut small = semaphore.acquire();
+    assert!(
+        poll(&mut small, &small_waker).is_pending(),
+        "one permit is free, but FIFO"
+    );
+    assert_eq!(semaphore.available_permits(), 1);
+    drop(held);
+    assert_eq!(large_wakes.0.load(Ordering::SeqCst), 1);
+    assert_eq!(small_wakes.0.load(Ordering::SeqCst), 0);
+    let Poll::Ready(Ok(large)) = poll(&mut large, &waker) else {
+        panic!("the large waiter has all four permits");
+    };
+    assert!(poll(&mut small, &small_waker).is_pending());
+    drop(large);
+    assert!(matches!(poll(&mut small, &small_waker), Poll::Ready(Ok(_))));
+}
+
+#[test]
+fn a_large_waiter_that_leaves_the_head_lets_the_next_in() {
+    let semaphore = Semaphore::new(4);
+    let held = semaphore.try_acquire_many(3).unwrap();
+    let (_, waker) = counting_waker();
+    let mut large = semaphore.acquire_many(4);
+    assert!(poll(&mut large, &waker).is_pending());
+    let (small_wakes, small_waker) = counting_waker();
+    let mut small = semaphore.acquire();
+    assert!(poll(&mut small, &small_waker).is_pending());
+    drop(large);
+    assert_eq!(
+        small_wakes.0.load(Ordering::SeqCst),
+        1,
+        "woken by the head leaving"
+    );
+    assert!(matches!(poll(&mut small, &small_waker), Poll::Ready(Ok(_))));
+    drop(held);
+}
+
+#[test]
+fn a_request_above_the_limit_fails_at_once_and_a_shrink_refuses_waiters_above_it() {
+    let semaphore = Semaphore::new(4);
+    let error = futures_lite::future::block_on(semaphore.acquire_many(5)).unwrap_err();
+    assert!(error.over_limit());
+    assert_eq!((error.requested(), error.limit()), (5, 4));
+    assert!(
+        semaphore
+            .acquire_many_blocking(usize::MAX)
+            .unwrap_err()
+            .over_limit()
+    );
+    assert!(semaphore.try_acquire_many(5).unwrap_err().over_limit());
+
+    let held = semaphore.try_acquire().unwrap();
+    let (wakes, waker) = counting_waker();
+    let mut waiter = semaphore.acquire_many(4);
+    assert!(poll(&mut waiter, &waker).is_pending());
+    semaphore.set_limit(3);
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+    let Poll::Ready(Err(error)) = poll(&mut waiter, &waker) else {
+        panic!("a waiter above the new limit must be refused");
+    };
+    assert!(error.over_limit());
+    assert_eq!(error.limit(), 3);
+    drop(held);
+    assert_eq!(semaphore.available_permits(), 3);
+    // Nothing of the refused waiter is left behind: the next one is served normally.
+    let permit = semaphore.try_acquire_many(3).unwrap();
+    assert_eq!(permit.permits(), 3);
+}
+
+#[test]
+fn a_shrink_below_what_is_held_is_paid_by_the_next_releases() {
+    let semaphore = Semaphore::new(4);
+    let held: Vec<_> = (0..4).map(|_| semaphore.try_acquire().unwrap()).collect();
+    let (_, waker) = counting_waker();
+    let mut waiter = semaphore.acquire();
+    assert!(poll(&mut waiter, &waker).is_pending());
+    semaphore.set_limit(2);
+    let mut held = held.into_iter();
+    drop(held.next());
+    drop(held.next());
+    assert!(
+        poll(&mut waiter, &waker).is_pending(),
+        "still 2 held, limit 2"
+    );
+    drop(held.next());
+    let Poll::Ready(Ok(permit)) = poll(&mut waiter, &waker) else {
+        panic!("one held, limit 2: the waiter is in");
+    };
+    drop((permit, held));
+    assert_eq!(semaphore.available_permits(), 2);
+    semaphore.set_limit(6);
+    semaphore.add_permits(1);
+    assert_eq!(semaphore.forget_permits(3), 3);
+    assert_eq!((semaphore.limit(), semaphore.available_permits()), (4, 4));
+}
+
+#[test]
+fn bad_resizes_are_refused_with_a_clear_message() {
+    let semaphore = Semaphore::new(2);
+    let message = |f: &dyn Fn()| {
+        let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_err();
+        panic_message(&*payload)
+    };
+    assert!(message(&|| semaphore.set_limit(0)).contains("limit of 0"));
+    assert!(message(&|| semaphore.set_limit(Semaphore::MAX_PERMITS + 1)).contains("MAX_PERMITS"));
+    assert!(message(&|| semaphore.add_permits(Semaphore::MAX_PERMITS)).contains("MAX_PERMITS"));
+    assert_eq!((semaphore.limit(), semaphore.available_permits()), (2, 2));
+    assert_eq!(
+        semaphore.forget_permits(5),
+        1,
+        "the limit stays at 1 at least"
+    );
+}
+
+#[test]
+fn blocking_weighted_threads_never_exceed_the_limit_while_it_changes() {
+    const LIMIT: usize = 6;
+    let semaphore = Semaphore::new(LIMIT);
+    let held = AtomicUsize::new(0);
+    let peak = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for seed in 0..6 {
+            let (semaphore, held, peak) = (&semaphore, &held, &peak);
+            scope.spawn(move || {
+                let mut rng = Rng::new(seed);
+                for _ in 0..300 {
+                    let n = rng.range(1, 3);
+                    let permit = if n == 1 {
+                        semaphore.acquire_blocking().unwrap()
+                    } else {
+                        semaphore.acquire_many_blocking(n).unwrap()
+                    };
+                    let now = held.fetch_add(n, Ordering::SeqCst) + n;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    std::thread::yield_now();
+                    held.fetch_sub(n, Ordering::SeqCst);
+                    drop(permit);
+                }
+            });
+        }
+    });
+    assert!(
+        peak.load(Ordering::SeqCst) <= LIMIT,
+        "peak {}",
+        peak.load(Ordering::SeqCst)
+    );
+    assert_eq!(semaphore.available_permits(), LIMIT);
+}
+
+#[test]
+fn close_wakes_every_blocked_thread_with_the_error() {
+    const THREADS: usize = 6;
+    let semaphore = Semaphore::new(3);
+    let held = semaphore.try_acquire_many(3).unwrap();
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..THREADS)
+            .map(|index| {
+                let semaphore = &semaphore;
+                scope.spawn(move || {
+                    let answer = if index % 2 == 0 {
+                        semaphore.acquire_blocking()
+                    } else {
+                        semaphore.acquire_many_blocking(3)
+                    };
+                    answer.map(drop).unwrap_err()
+                })
+            })
+            .collect();
+        futures_lite::future::block_on(eventually(Duration::from_secs(60), || {
+            semaphore.waiting() == THREADS
+        }))
+        .unwrap();
+        semaphore.close();
+        for thread in threads {
+            assert!(thread.join().unwrap().closed());
+        }
+    });
+    assert!(semaphore.acquire_blocking().unwrap_err().closed());
+    drop(held);
+    assert_eq!(semaphore.available_permits(), 3);
+}
+
+#[test]
+fn the_errors_say_what_happened() {
+    let semaphore = Semaphore::new(2);
+    let held = semaphore.try_acquire_many(2).unwrap();
+    let busy = semaphore.try_acquire().unwrap_err();
+    assert!(busy.no_permits() && !busy.closed() && !busy.over_limit());
+    assert_eq!(busy.to_string(), "no semaphore permit is free right now");
+    assert_eq!(
+        semaphore.try_acquire_many(2).unwrap_err().to_string(),
+        "2 semaphore permits are not free right now"
+    );
+    let error: tollgate::Error = semaphore.try_acquire_many(3).unwrap_err().into();
+    assert_eq!(
+        error.to_string(),
+        "asked a semaphore for 3 permits, more than its limit of 2"
+    );
+    drop(held);
 }

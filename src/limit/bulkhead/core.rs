@@ -7,11 +7,12 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use super::error::{BulkheadError, Reason};
 use super::options::Options;
 use super::stats::Limiter;
-use crate::limit::semaphore::core::Waiter;
+use crate::limit::semaphore::core::{Refusal, Waiter};
 use crate::runtime::RtSleep;
 
 /// What an acquire future and a permit hold on to: one cap of one bulkhead.
@@ -54,7 +55,7 @@ impl<H: Holder> Acquire<H> {
         };
         // The fast path inline, so that an uncontended acquire stays small enough to be
         // inlined into its caller; the rest out of line.
-        let result = if self.waiter.is_idle() && holder.limiter().try_take() {
+        let result = if self.waiter.is_idle() && holder.limiter().try_take(1) {
             Ok(())
         } else {
             match self.poll_queue(cx) {
@@ -74,32 +75,39 @@ impl<H: Holder> Acquire<H> {
     fn poll_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
         let holder = self.holder.as_ref().expect("checked by poll");
         let (limiter, options) = (holder.limiter(), holder.options());
-        match limiter.poll_acquire(&mut self.waiter, cx, options.queue_bound()) {
+        match limiter.poll_acquire(&mut self.waiter, cx, 1, options.queue_bound()) {
             Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
             Poll::Pending if options.acquire_timeout.is_none() => Poll::Pending,
-            polled => self.poll_slow(polled.is_pending(), cx),
+            Poll::Pending => self.poll_slow(None, cx),
+            Poll::Ready(Err(refusal)) => self.poll_slow(Some(refusal), cx),
         }
     }
 
-    /// The semaphore refused (`queued` false: the queue was full, or a zero timeout found
-    /// no free permit) or the caller waits with an acquire timeout (`queued` true).
+    /// The semaphore refused (`refusal`: the queue was full, or a zero timeout found no
+    /// free permit, or the cap is closed) or the caller waits with an acquire timeout
+    /// (`None`).
     #[cold]
     #[inline(never)]
-    fn poll_slow(&mut self, queued: bool, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
+    fn poll_slow(
+        &mut self,
+        refusal: Option<Refusal>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), BulkheadError>> {
         let holder = self.holder.as_ref().expect("checked by poll");
         let (limiter, options) = (holder.limiter(), holder.options());
         let refuse = |reason| {
             limiter.counts().note_rejected();
-            Poll::Ready(Err(options.refuse(reason)))
+            Poll::Ready(Err(options.refuse(limiter.limit(), reason)))
         };
-        if !queued {
-            return refuse(
-                if options.acquire_timeout == Some(std::time::Duration::ZERO) {
+        if let Some(refusal) = refusal {
+            return refuse(match refusal {
+                // One permit is never above a limit (at least 1); only closing is left.
+                Refusal::Closed | Refusal::OverLimit => Reason::Closed,
+                Refusal::QueueFull if options.acquire_timeout == Some(Duration::ZERO) => {
                     Reason::TimedOut
-                } else {
-                    Reason::QueueFull
-                },
-            );
+                }
+                Refusal::QueueFull => Reason::QueueFull,
+            });
         }
         let Some(timeout) = options.acquire_timeout else {
             return Poll::Pending;
@@ -111,7 +119,7 @@ impl<H: Holder> Acquire<H> {
             return Poll::Pending;
         }
         // Time is up, but a permit granted in the meantime still counts.
-        if limiter.cancel(&mut self.waiter) {
+        if limiter.cancel(&mut self.waiter) != 0 {
             return Poll::Ready(Ok(()));
         }
         refuse(Reason::TimedOut)
@@ -139,13 +147,13 @@ impl<H: Holder> Permit<H> {
     pub(crate) fn try_new(holder: H) -> Option<Self> {
         // Not `then_some`: a permit built for a failed attempt would release a slot that
         // was never taken.
-        holder.limiter().try_take().then(|| Self { holder })
+        holder.limiter().try_take(1).then(|| Self { holder })
     }
 
     /// Waits on the calling thread, in the same queue as async callers, with the acquire
     /// timeout on the real clock (a blocked thread lives outside any runtime's time).
     pub(crate) fn blocking(holder: H) -> Result<Self, BulkheadError> {
-        if holder.limiter().try_take() {
+        if holder.limiter().try_take(1) {
             return Ok(Self { holder });
         }
         let mut acquire = Acquire::new(holder);
@@ -165,7 +173,7 @@ impl<H: Holder> Permit<H> {
 impl<H: Holder> Drop for Permit<H> {
     #[inline]
     fn drop(&mut self) {
-        self.holder.limiter().release();
+        self.holder.limiter().release(1);
     }
 }
 

@@ -7,7 +7,8 @@ use super::options::{Name, Options};
 
 /// Why a [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead)
 /// refused: it had no free permit and either its acquire timeout passed
-/// ([`timed_out`](Self::timed_out)) or its queue was full ([`queue_full`](Self::queue_full)).
+/// ([`timed_out`](Self::timed_out)) or its queue was full ([`queue_full`](Self::queue_full)),
+/// or it was closed ([`closed`](Self::closed)).
 ///
 /// It says which limiter ([`name`](Self::name), [`limit`](Self::limit)) and how it was
 /// configured ([`acquire_timeout`](Self::acquire_timeout),
@@ -48,13 +49,14 @@ struct Refusal {
 pub(crate) enum Reason {
     TimedOut,
     QueueFull,
+    Closed,
 }
 
 impl BulkheadError {
-    pub(crate) fn new(options: &Options, reason: Reason) -> Self {
+    pub(crate) fn new(options: &Options, limit: usize, reason: Reason) -> Self {
         Self(Box::new(Refusal {
             name: options.name.clone(),
-            limit: options.limit,
+            limit,
             acquire_timeout: options.acquire_timeout,
             max_waiting: options.max_waiting,
             reason,
@@ -66,7 +68,7 @@ impl BulkheadError {
         self.0.name.as_str()
     }
 
-    /// The limiter's limit on concurrent work (per key for a
+    /// The limiter's limit on concurrent work when it refused (per key for a
     /// [`KeyedBulkhead`](crate::KeyedBulkhead)).
     pub fn limit(&self) -> usize {
         self.0.limit
@@ -81,6 +83,21 @@ impl BulkheadError {
     /// True when the queue of waiters was already at its `max_waiting` bound.
     pub fn queue_full(&self) -> bool {
         self.0.reason == Reason::QueueFull
+    }
+
+    /// True when the limiter was closed (before the call, or while the caller waited).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let bulkhead = tollgate::Bulkhead::new(1).name("db");
+    /// bulkhead.close();
+    /// let refused = bulkhead.run_blocking(|| ()).unwrap_err();
+    /// assert!(refused.closed());
+    /// assert_eq!(refused.to_string(), "bulkhead `db` (limit 1) is closed");
+    /// ```
+    pub fn closed(&self) -> bool {
+        self.0.reason == Reason::Closed
     }
 
     /// The limiter's configured acquire timeout (`None`: it waits without one).
@@ -109,6 +126,7 @@ impl fmt::Display for BulkheadError {
             (Reason::TimedOut, Some(timeout)) => {
                 write!(f, " had no free permit within {timeout:?}")
             }
+            (Reason::Closed, _) => f.write_str(" is closed"),
             (Reason::QueueFull, _) => match refusal.max_waiting.unwrap_or(0) {
                 0 => f.write_str(" has no free permit and takes no waiters"),
                 max => write!(f, " has no free permit and {max} callers already waiting"),

@@ -18,7 +18,7 @@ use std::future::Future;
 use std::hash::Hash;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -67,6 +67,10 @@ pub struct KeyedBulkhead<K: Hash + Eq> {
     options: Options,
     /// `None` until first used, so that `new` can be `const`.
     map: Mutex<Option<Slots<K>>>,
+    /// The limit in force for every key; changed only under the map lock.
+    limit: AtomicUsize,
+    /// Set by `close`, under the map lock.
+    closed: AtomicBool,
 }
 
 /// Each key's slots, one per runtime that uses it (a single one when `global`).
@@ -103,7 +107,72 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         Self {
             options: Options::new(limit, Kind::Keyed),
             map: Mutex::new(None),
+            limit: AtomicUsize::new(limit),
+            closed: AtomicBool::new(false),
         }
+    }
+
+    /// The limit in force for every key.
+    fn live_limit(&self) -> usize {
+        self.limit.load(Ordering::Acquire)
+    }
+
+    /// Makes `limit` the limit of every key's cap, and of keys' caps created later.
+    ///
+    /// Growing admits waiters at once, in arrival order; shrinking admits nobody new for
+    /// a key until its permits out are below the new limit (permits out are never
+    /// revoked), exactly as [`Semaphore::set_limit`](crate::Semaphore::set_limit) does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(1);
+    /// let held = per_host.try_acquire("a.example").unwrap();
+    /// per_host.set_limit(2);
+    /// assert!(per_host.try_acquire("a.example").is_some());
+    /// assert_eq!(per_host.limit(), 2);
+    /// # drop(held);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when `limit` is 0 or above
+    /// [`Semaphore::MAX_PERMITS`](crate::Semaphore::MAX_PERMITS), as [`new`](Self::new) does.
+    #[track_caller]
+    pub fn set_limit(&self, limit: usize) {
+        super::check_limit(limit, "tollgate::KeyedBulkhead::set_limit");
+        let map = lock(&self.map);
+        self.limit.store(limit, Ordering::Release);
+        for slot in map.iter().flat_map(HashMap::values).flatten() {
+            slot.limiter.set_limit(|_| Some(limit as u64));
+        }
+    }
+
+    /// Closes every key's cap, and those of keys used later: every waiter wakes with a
+    /// [`BulkheadError`] whose [`closed`](BulkheadError::closed) is true, every later
+    /// acquire fails the same way at once (and `try_acquire` returns `None`). Permits out
+    /// stay valid.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let per_host = tollgate::KeyedBulkhead::<String>::new(1);
+    /// per_host.close();
+    /// assert!(per_host.acquire_blocking("a.example").unwrap_err().closed());
+    /// assert!(per_host.is_closed());
+    /// assert!(per_host.is_empty());
+    /// ```
+    pub fn close(&self) {
+        let map = lock(&self.map);
+        self.closed.store(true, Ordering::Release);
+        for slot in map.iter().flat_map(HashMap::values).flatten() {
+            slot.limiter.close();
+        }
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     options_builder!(
@@ -155,8 +224,11 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
                     key: key.to_owned(),
                     runtime,
                     users: AtomicUsize::new(0),
-                    limiter: limiter(self.options.limit),
+                    limiter: limiter(self.live_limit()),
                 });
+                if self.is_closed() {
+                    slot.limiter.close();
+                }
                 match map.get_mut(key) {
                     Some(slots) => slots.push(slot.clone()),
                     None => {
@@ -478,14 +550,14 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
                 total.add(tally);
             }
         }
-        BulkheadStats::new(self.options.limit, runtime.map_or(runtimes, |_| 1), total)
+        BulkheadStats::new(self.live_limit(), runtime.map_or(runtimes, |_| 1), total)
     }
 }
 
 impl<K: Hash + Eq> fmt::Debug for KeyedBulkhead<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut debug = f.debug_struct("KeyedBulkhead");
-        self.options.fmt_fields(&mut debug);
+        self.options.fmt_fields(self.live_limit(), &mut debug);
         debug.field("keys", &self.len()).finish_non_exhaustive()
     }
 }

@@ -28,6 +28,19 @@ use self::options::{Kind, Options, options_builder};
 use self::per_runtime::PerRuntime;
 use self::stats::Limiter;
 
+/// Panics with `what` when `limit` is not a valid bulkhead limit.
+#[track_caller]
+pub(crate) fn check_limit(limit: usize, what: &str) {
+    assert!(
+        limit > 0,
+        "{what}: a limit of 0 would refuse all work; use at least 1"
+    );
+    assert!(
+        limit <= crate::Semaphore::MAX_PERMITS,
+        "{what}: a limit above Semaphore::MAX_PERMITS (2^31 - 1)"
+    );
+}
+
 /// A cap on how much work runs at once, with an optional acquire timeout, a bounded wait
 /// queue and a name for error messages: the bulkhead pattern.
 ///
@@ -165,6 +178,63 @@ impl Bulkhead {
         permit: "a permit",
         per: ""
     );
+
+    /// The limit in force (the process-wide cap carries it for every cap).
+    fn live_limit(&self) -> usize {
+        self.caps.process().limit()
+    }
+
+    /// Makes `limit` the limit of every runtime's cap, and of caps created later.
+    ///
+    /// Growing admits waiters at once, in arrival order; shrinking admits nobody new in a
+    /// cap until its permits out are below the new limit (permits out are never revoked),
+    /// exactly as [`Semaphore::set_limit`](crate::Semaphore::set_limit) does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// static API: tollgate::Bulkhead = tollgate::Bulkhead::new(4);
+    ///
+    /// let held: Vec<_> = (0..3).map(|_| API.try_acquire().unwrap()).collect();
+    /// API.set_limit(2);
+    /// assert!(API.try_acquire().is_none());
+    /// drop(held);
+    /// assert_eq!(API.runtime_stats().available(), 2);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when `limit` is 0 or above
+    /// [`Semaphore::MAX_PERMITS`](crate::Semaphore::MAX_PERMITS), as [`new`](Self::new) does.
+    #[track_caller]
+    pub fn set_limit(&self, limit: usize) {
+        check_limit(limit, "tollgate::Bulkhead::set_limit");
+        self.caps.set_limit(limit);
+    }
+
+    /// Closes the bulkhead in every runtime (and in runtimes that use it later): every
+    /// waiter wakes with a [`BulkheadError`] whose [`closed`](BulkheadError::closed) is
+    /// true, every later acquire fails the same way at once (and `try_acquire` returns
+    /// `None`). Permits out stay valid.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let bulkhead = tollgate::Bulkhead::new(2);
+    /// let held = bulkhead.try_acquire().unwrap();
+    /// bulkhead.close();
+    /// assert!(bulkhead.is_closed());
+    /// assert!(bulkhead.acquire_blocking().unwrap_err().closed());
+    /// drop(held); // still fine
+    /// ```
+    pub fn close(&self) {
+        self.caps.close();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.caps.process().is_closed()
+    }
 
     /// The cap of the calling runtime: `None` for the inline process-wide one.
     #[inline]
@@ -398,7 +468,7 @@ impl Bulkhead {
     /// ```
     pub fn stats(&self) -> BulkheadStats {
         let (runtimes, tally) = self.caps.totals();
-        BulkheadStats::new(self.options.limit, runtimes, tally)
+        BulkheadStats::new(self.live_limit(), runtimes, tally)
     }
 
     /// The counters of the calling runtime's cap (of the only one if
@@ -423,14 +493,14 @@ impl Bulkhead {
     /// ```
     pub fn runtime_stats(&self) -> BulkheadStats {
         let tally = self.caps.tally(self.options.runtime());
-        BulkheadStats::new(self.options.limit, 1, tally)
+        BulkheadStats::new(self.live_limit(), 1, tally)
     }
 }
 
 impl fmt::Debug for Bulkhead {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut debug = f.debug_struct("Bulkhead");
-        self.options.fmt_fields(&mut debug);
+        self.options.fmt_fields(self.live_limit(), &mut debug);
         debug.finish_non_exhaustive()
     }
 }

@@ -12,7 +12,6 @@ use crate::runtime::RuntimeKey;
 /// [`KeyedBulkhead`](crate::KeyedBulkhead).
 #[derive(Clone, Debug)]
 pub(crate) struct Options {
-    pub(crate) limit: usize,
     pub(crate) acquire_timeout: Option<Duration>,
     pub(crate) max_waiting: Option<usize>,
     pub(crate) name: Name,
@@ -20,8 +19,8 @@ pub(crate) struct Options {
 }
 
 impl Options {
-    /// Options with `limit`, which must be 1 to 2^31 - 1 (`what` names the caller in the
-    /// panic message).
+    /// Options for a limiter of `limit`, which must be 1 to 2^31 - 1 (checked here, `what`
+    /// names the caller in the panic message; the limit itself lives in the caps).
     #[track_caller]
     pub(crate) const fn new(limit: usize, what: Kind) -> Self {
         if limit == 0 {
@@ -39,7 +38,6 @@ impl Options {
             "tollgate bulkhead: a limit above Semaphore::MAX_PERMITS (2^31 - 1)"
         );
         Self {
-            limit,
             acquire_timeout: None,
             max_waiting: None,
             name: Name::Unnamed,
@@ -67,9 +65,9 @@ impl Options {
     }
 
     #[cold]
-    pub(crate) fn refuse(&self, reason: Reason) -> BulkheadError {
-        crate::events::rejected(self.name.as_str(), self.limit, &reason);
-        BulkheadError::new(self, reason)
+    pub(crate) fn refuse(&self, limit: usize, reason: Reason) -> BulkheadError {
+        crate::events::rejected(self.name.as_str(), limit, &reason);
+        BulkheadError::new(self, limit, reason)
     }
 
     /// The runtime whose cap the calling code uses.
@@ -82,9 +80,10 @@ impl Options {
         }
     }
 
-    pub(crate) fn fmt_fields(&self, f: &mut fmt::DebugStruct<'_, '_>) {
+    /// The fields of a `Debug` output, with the limit in force.
+    pub(crate) fn fmt_fields(&self, limit: usize, f: &mut fmt::DebugStruct<'_, '_>) {
         f.field("name", &self.name.as_str())
-            .field("limit", &self.limit)
+            .field("limit", &limit)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("max_waiting", &self.max_waiting)
             .field("global", &self.global);
@@ -219,15 +218,18 @@ macro_rules! options_builder {
             self
         }
 
-        #[doc = concat!("The most callers let in at once", $per, " (per runtime unless [`global`](Self::global)).")]
+        #[doc = concat!("The most callers let in at once", $per, " (per runtime unless [`global`](Self::global)): the limit in force, as set by `new` or since by [`set_limit`](Self::set_limit).")]
         ///
         /// # Examples
         ///
         /// ```
-        #[doc = concat!("assert_eq!(", $new, "(8).limit(), 8);")]
+        #[doc = concat!("let limiter = ", $new, "(8);")]
+        /// assert_eq!(limiter.limit(), 8);
+        /// limiter.set_limit(3);
+        /// assert_eq!(limiter.limit(), 3);
         /// ```
         pub fn limit(&self) -> usize {
-            self.options.limit
+            self.live_limit()
         }
     };
 }

@@ -173,9 +173,33 @@ impl PerRuntime {
                 }
             }
         }
+        // The process-wide cap always exists and carries the limit in force and the
+        // closed state; both change only under this lock, so a new cap starts in step.
         let limiter = Arc::new(limiter(self.process.limit()));
+        if self.process.is_closed() {
+            limiter.close();
+        }
         entries.push((runtime, limiter.clone()));
         limiter
+    }
+
+    /// Sets the limit of every cap, and of caps created later.
+    pub(crate) fn set_limit(&self, limit: usize) {
+        let runtimes = lock(&self.runtimes);
+        for cap in
+            std::iter::once(&self.process).chain(runtimes.entries.iter().map(|(_, cap)| &**cap))
+        {
+            cap.set_limit(|_| Some(limit as u64));
+        }
+    }
+
+    /// Closes every cap, and caps created later.
+    pub(crate) fn close(&self) {
+        let runtimes = lock(&self.runtimes);
+        self.process.close();
+        for (_, cap) in &runtimes.entries {
+            cap.close();
+        }
     }
 
     /// How many runtimes have an entry besides the process-wide one.

@@ -4,53 +4,68 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::limit::semaphore::core::{COUNT_SHIFT, Core, Count, in_flight};
+use crate::limit::semaphore::core::{COUNT_SHIFT, Core, Count, available};
 use crate::sync::{AtomicU64, AtomicUsize};
 
 /// The semaphore of one bulkhead cap: the FIFO core with admission counters.
 pub(crate) type Limiter = Core<Counters>;
 
-/// Fast-path admissions, counted modulo 2^31 in the state word's top bits so that admitting
+/// Fast-path admissions, counted modulo 2^29 in the state word's top bits so that admitting
 /// costs nothing more than the compare-and-swap that takes the permit; wrap-arounds go to
 /// `admitted_wraps`. (Hand-offs to waiters are counted by the semaphore's queue.)
 const ADMIT_ONE: u64 = 1 << COUNT_SHIFT;
 const ADMIT_MAX: u64 = u64::MAX >> COUNT_SHIFT;
 
 /// What a bulkhead counts beside the permits in use.
+///
+/// The peak is kept as the lowest number of available permits seen (one `fetch_min` when
+/// it drops, like a `fetch_max` of the permits held, without reading the permits in
+/// existence on the fast path): the peak held is the permits in existence minus it. A
+/// resize changes the permits in existence, so it first folds the peak so far into
+/// `peak` and starts the low-water mark again.
 pub(crate) struct Counters {
-    /// Highest number of permits in use at once.
+    /// Highest number of permits in use at once before the last resize.
     peak: AtomicUsize,
+    /// Lowest number of available permits since the last resize.
+    low: AtomicU64,
     /// How many times the admission count in the state word wrapped around.
     admitted_wraps: AtomicU64,
-    /// Acquisitions refused (timeout or full queue).
+    /// Acquisitions refused (timeout, full queue, closed).
     rejected: AtomicU64,
 }
 
 impl Count for Counters {
-    const TAKE: u64 = 1 + ADMIT_ONE;
+    const ADMIT: u64 = ADMIT_ONE;
 
     #[inline]
-    fn admitted(&self, before: u64) {
-        self.raised(in_flight(before) + 1);
+    fn admitted(&self, before: u64, taken: u64) {
+        self.lowered(available(before) - taken);
         if before >> COUNT_SHIFT == ADMIT_MAX {
             self.admitted_wraps.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     #[inline]
-    fn raised(&self, now: u64) {
-        let now = now as usize;
-        if now > self.peak.load(Ordering::Relaxed) {
-            self.peak.fetch_max(now, Ordering::Relaxed);
+    fn lowered(&self, available: u64) {
+        if available < self.low.load(Ordering::Relaxed) {
+            self.low.fetch_min(available, Ordering::Relaxed);
         }
+    }
+
+    fn rebased(&self, before: u64, _after: u64, available: u64) {
+        let low = self.low.load(Ordering::Relaxed);
+        self.peak
+            .fetch_max(before.saturating_sub(low) as usize, Ordering::Relaxed);
+        self.low.store(available, Ordering::Relaxed);
     }
 }
 
 impl Counters {
     crate::sync::const_unless_loom! {
-        pub(crate) const fn new() -> Self {
+        pub(crate) const fn new(limit: usize) -> Self {
             Self {
                 peak: AtomicUsize::new(0),
+                low: AtomicU64::new(limit as u64),
                 admitted_wraps: AtomicU64::new(0),
                 rejected: AtomicU64::new(0),
             }
@@ -61,12 +76,18 @@ impl Counters {
     pub(crate) fn note_rejected(&self) {
         self.rejected.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// The most permits held at once so far, given the permits in existence now.
+    fn peak(&self, total: u64) -> usize {
+        let since = total.saturating_sub(self.low.load(Ordering::Relaxed)) as usize;
+        self.peak.load(Ordering::Relaxed).max(since)
+    }
 }
 
 crate::sync::const_unless_loom! {
     /// A cap's semaphore with `limit` permits.
     pub(crate) const fn limiter(limit: usize) -> Limiter {
-        Core::new(limit, Counters::new())
+        Core::new(limit, Counters::new(limit))
     }
 }
 
@@ -89,9 +110,9 @@ impl Tally {
         let state = limiter.state();
         let (waiting, handed) = limiter.waiting_and_handed();
         Self {
-            in_flight: in_flight(state) as usize,
+            in_flight: limiter.in_flight(),
             waiting,
-            peak: counts.peak.load(Ordering::Relaxed),
+            peak: counts.peak(limiter.total()),
             admitted: wraps
                 .wrapping_mul(ADMIT_MAX + 1)
                 .wrapping_add(state >> COUNT_SHIFT)
@@ -168,8 +189,8 @@ pub struct BulkheadStats {
     pub peak_in_flight: usize,
     /// Permits handed out so far, counting one handed to a waiter that was then cancelled
     /// before it took it (the permit went on to the next waiter, which counts again). (A
-    /// snapshot taken at the very moment the internal 31-bit admission counter wraps may
-    /// read 2^31 low, once per 2^31 admissions.)
+    /// snapshot taken at the very moment the internal 29-bit admission counter wraps may
+    /// read 2^29 low, once per 2^29 admissions.)
     pub admitted: u64,
     /// Acquires refused with [`BulkheadError`](crate::BulkheadError) so far (a failed
     /// `try_acquire` is not counted).
@@ -204,13 +225,13 @@ mod tests {
     fn the_admission_count_survives_its_wrap_around() {
         let limiter = limiter(2);
         // Start one admission short of the wrap.
-        limiter.set_state_for_test(ADMIT_MAX << COUNT_SHIFT);
+        limiter.set_state_for_test(ADMIT_MAX << COUNT_SHIFT | 2);
         assert_eq!(Tally::of(&limiter).admitted, ADMIT_MAX);
-        assert!(limiter.try_take()); // the counter wraps here
+        assert!(limiter.try_take(1)); // the counter wraps here
         let tally = Tally::of(&limiter);
         assert_eq!((tally.admitted, tally.in_flight), (ADMIT_MAX + 1, 1));
-        limiter.release();
+        limiter.release(1);
         assert_eq!(Tally::of(&limiter).in_flight, 0);
-        assert_eq!(limiter.limit() - limiter.in_flight(), 2);
+        assert_eq!(limiter.available(), 2);
     }
 }

@@ -2,93 +2,140 @@
 //!
 //! # How it works
 //!
-//! One `AtomicU64` holds the number of permits in use (the low 32 bits) and a `WAITERS`
-//! flag (bit 32); the bits above are the [`Count`]er's (a bulkhead counts its fast-path
-//! admissions there, so that counting costs nothing more than the compare-and-swap that
-//! takes the permit; a plain semaphore leaves them zero). While nobody waits, acquiring is
-//! one compare-and-swap and releasing one `fetch_sub`: no lock. The waiters live in a FIFO
-//! queue behind a `Mutex`, each with a ticket (its place in line, numbered from 1 in
-//! arrival order). The invariants:
+//! One `AtomicU64` holds the number of *available* permits (the low 32 bits) and three
+//! flags: `WAITERS` (bit 32), `DEBT` (bit 33) and `CLOSED` (bit 34); the bits above are
+//! the [`Count`]er's (a bulkhead counts its fast-path admissions there, so that counting
+//! costs nothing more than the compare-and-swap that takes the permits; a plain semaphore
+//! leaves them zero). While no flag is set, acquiring is one compare-and-swap and
+//! releasing one `fetch_add`: no lock. The waiters live in a FIFO queue behind a `Mutex`,
+//! each with a ticket (its place in line, numbered from 1 in arrival order) and the number
+//! of permits it wants. The permits in existence (`total`: available plus held, a permit
+//! being handed to a waiter counting as held) are the limit in force plus the queue's
+//! `debt`. The invariants:
 //!
-//! - the flag is set exactly while the queue is non-empty (it changes only under the
-//!   lock), and while it is set only the lock holder adds to the permits in use;
-//! - a release that sees the flag takes the lock and passes its permit straight to the
-//!   oldest waiter: the permit stays counted as in use, so it is never put back where a
-//!   newcomer could take it, and the hand-off touches the state word not at all;
+//! - `WAITERS` is set exactly while the queue is non-empty, `DEBT` exactly while the debt
+//!   is non-zero (both change only under the lock); `CLOSED` is set once, under the lock,
+//!   and never cleared. `total`, `limit` and the debt change only under the lock;
+//! - the fast path takes permits only while no flag is set, so while a flag is set only
+//!   the lock holder takes available permits (releases may still add to them);
+//! - grants go strictly in ticket order, only to the head of the queue, and only when all
+//!   the permits it wants are available: a large request at the head is never overtaken
+//!   by small ones behind it (they wait even when enough permits for them are free);
+//! - a release that sees `WAITERS` or `DEBT` takes the lock, pays the debt first and then
+//!   passes its permits straight to the head of the queue when they are enough: they stay
+//!   counted as held, so they are never put back where a newcomer could take them;
 //! - a granted waiter leaves the queue at once (its node is freed by the granter) and the
-//!   granter publishes its ticket in `granted`. Grants go strictly in ticket order, so a
-//!   waiter still queued or granted holds a permit exactly when `granted` has reached its
-//!   ticket: the woken waiter sees that with one atomic load, without the lock;
-//! - `try_acquire` and every new `acquire` fail the fast path while the flag is set, so
-//!   nobody jumps the queue;
-//! - a waiter sets the flag under the lock *after* failing the fast path and then checks
-//!   the count again, so a release racing with it is never missed (both touch the same
-//!   atomic, and every read-modify-write on one atomic is totally ordered);
+//!   granter publishes its ticket in `granted`; a refused waiter (closed, or asking for
+//!   more than a lowered limit) leaves the queue too, but its node stays its own, marked,
+//!   until it collects the refusal. While no refusal is uncollected (`refusals` is 0), a
+//!   waiter whose ticket `granted` has reached holds its permits: the woken waiter sees
+//!   that with one atomic load, without the lock; otherwise it asks its node, under the
+//!   lock (a node is refused only while it holds its owner's ticket);
+//! - a waiter sets `WAITERS` under the lock *after* failing the fast path and then checks
+//!   the available permits again, and a shrink sets `DEBT` in the same compare-and-swap
+//!   that takes the available permits, so a release racing with either is never missed
+//!   (every read-modify-write on one atomic is totally ordered);
 //! - a queued node is freed only by the lock holder that takes it out: its owner when it
-//!   leaves, or the granter; an owner whose ticket was granted never touches its node
-//!   index again, so a reused index is never mistaken for its own (see
-//!   [`queue`](super::queue) for how the nodes are stored and how a burst's memory is
+//!   leaves or collects its refusal, or the granter; an owner whose ticket was granted
+//!   never touches its node index again, so a reused index is never mistaken for its own
+//!   (see [`queue`](super::queue) for how the nodes are stored and how a burst's memory is
 //!   given back);
 //! - every permit is released exactly once: by a permit's `Drop`, or, when a waiter is
-//!   dropped after being granted, by that waiter's `Drop`, which passes it to the next one.
+//!   dropped after being granted, by that waiter's `Drop`, which passes them on;
+//! - conservation: `available + held == limit + debt`, and `debt <= held` (a shrink puts
+//!   into debt only what it could not take from the available permits), so once nothing
+//!   is held, `available == limit`.
 
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 
-use super::queue::{Queue, WakeList};
-use crate::sync::{AtomicU64, Mutex, MutexGuard};
+use super::queue::{Queue, Refused, WakeList};
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, MutexGuard};
 
-/// Permits in use: the low 32 bits.
-pub(crate) const IN_FLIGHT: u64 = (1 << 32) - 1;
+/// Available permits: the low 32 bits.
+pub(crate) const AVAILABLE: u64 = (1 << 32) - 1;
 /// Set exactly while the wait queue is non-empty (changed only under the queue lock).
 const WAITERS: u64 = 1 << 32;
+/// Set exactly while releases owe permits to a shrink (changed only under the lock).
+const DEBT: u64 = 1 << 33;
+/// Set once the semaphore is closed.
+const CLOSED: u64 = 1 << 34;
+/// The fast path takes nothing while any of these is set.
+const TAKE_BLOCKED: u64 = WAITERS | DEBT | CLOSED;
+/// A release takes the lock while any of these is set.
+const RELEASE_SLOW: u64 = WAITERS | DEBT;
 /// The lowest state bit a [`Count`] may use.
-pub(crate) const COUNT_SHIFT: u32 = 33;
+pub(crate) const COUNT_SHIFT: u32 = 35;
 
-/// The permits in use in a state word.
+/// The available permits in a state word.
 #[inline]
-pub(crate) fn in_flight(state: u64) -> u64 {
-    state & IN_FLIGHT
+pub(crate) fn available(state: u64) -> u64 {
+    state & AVAILABLE
 }
 
 /// What a semaphore counts beside its permits. `()` counts nothing.
 pub(crate) trait Count {
-    /// What one fast-path admission adds to the state word: 1 (a permit) plus,
-    /// optionally, a unit in the bits from [`COUNT_SHIFT`] up, which wrap around silently.
+    /// What one fast-path admission adds to the state word besides taking its permits:
+    /// 0, or a unit in the bits from [`COUNT_SHIFT`] up, which wrap around silently.
     /// (Hand-offs to waiters are counted by the queue, under its lock.)
-    const TAKE: u64;
+    const ADMIT: u64;
 
-    /// Called after every fast-path admission, with the state word from before it.
-    fn admitted(&self, before: u64);
+    /// Called after every fast-path admission, with the state word from before it and
+    /// the permits it took.
+    fn admitted(&self, before: u64, taken: u64);
 
-    /// Called when a hand-off raised the permits in use to `now`.
-    fn raised(&self, now: u64);
+    /// Called when a grant to a waiter lowered the available permits to `available`.
+    fn lowered(&self, available: u64);
+
+    /// Called under the lock after the permits in existence went from `before` to
+    /// `after` (a resize, or a release paying debt), with the permits available now.
+    fn rebased(&self, before: u64, after: u64, available: u64);
 }
 
 impl Count for () {
-    const TAKE: u64 = 1;
+    const ADMIT: u64 = 0;
 
     #[inline(always)]
-    fn admitted(&self, _before: u64) {}
+    fn admitted(&self, _before: u64, _taken: u64) {}
 
     #[inline(always)]
-    fn raised(&self, _now: u64) {}
+    fn lowered(&self, _available: u64) {}
+
+    #[inline(always)]
+    fn rebased(&self, _before: u64, _after: u64, _available: u64) {}
 }
 
-/// The queue was at its `max_waiting` bound.
-#[derive(Debug)]
-pub(crate) struct QueueFull;
+/// Why an acquire got no permits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The queue was at its `max_waiting` bound (and `try_acquire`: no permit free now).
+    QueueFull,
+    /// The semaphore is closed.
+    Closed,
+    /// More permits asked for than the limit in force.
+    OverLimit,
+}
+
+impl From<Refused> for Refusal {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::Closed => Refusal::Closed,
+            Refused::OverLimit => Refusal::OverLimit,
+        }
+    }
+}
 
 /// An acquire future's place in the queue.
 #[derive(Debug, Clone, Copy)]
 struct Place {
-    /// Its node, valid only while its ticket is not granted.
+    /// Its node, valid only while its ticket is neither granted nor refused.
     index: usize,
     ticket: u64,
+    want: u32,
 }
 
 /// An acquire future's place in the queue, while it has one (queued, or granted and not
-/// yet taken).
+/// yet taken, or refused and not yet told).
 #[derive(Debug)]
 pub(crate) struct Waiter {
     place: Option<Place>,
@@ -106,13 +153,26 @@ impl Waiter {
     }
 }
 
+/// What became of a queued waiter.
+enum Fate {
+    Granted,
+    Refused(Refused),
+    Queued,
+}
+
 /// The semaphore algorithm, with `C` counting admissions (or not).
 pub(crate) struct Core<C> {
     state: AtomicU64,
-    /// The ticket of the last waiter granted a permit (0: none yet). Stored only under the
-    /// lock, in increasing order.
+    /// The ticket of the last waiter granted its permits (0: none yet). Stored only under
+    /// the lock, in increasing order.
     granted: AtomicU64,
-    limit: u64,
+    /// Refused waiters that have not collected their refusal (the queue's count, mirrored
+    /// for the lock-free check of a grant). Stored only under the lock.
+    refusals: AtomicUsize,
+    /// The limit in force. Stored only under the lock.
+    limit: AtomicU64,
+    /// Permits in existence: `limit` plus the debt. Stored only under the lock.
+    total: AtomicU64,
     queue: Mutex<Queue>,
     counts: C,
 }
@@ -122,9 +182,11 @@ impl<C: Count> Core<C> {
         /// A core with `permits` permits (checked by the caller: 1 to 2^31 - 1).
         pub(crate) const fn new(permits: usize, counts: C) -> Self {
             Self {
-                state: AtomicU64::new(0),
+                state: AtomicU64::new(permits as u64),
                 granted: AtomicU64::new(0),
-                limit: permits as u64,
+                refusals: AtomicUsize::new(0),
+                limit: AtomicU64::new(permits as u64),
+                total: AtomicU64::new(permits as u64),
                 queue: Mutex::new(Queue::new()),
                 counts,
             }
@@ -140,13 +202,25 @@ impl<C: Count> Core<C> {
         self.state.load(Ordering::Acquire)
     }
 
+    /// The limit in force.
     pub(crate) fn limit(&self) -> usize {
-        self.limit as usize
+        self.limit.load(Ordering::Acquire) as usize
     }
 
-    /// Permits in use right now (one being handed to a waiter counts as in use).
+    /// Permits free right now.
+    pub(crate) fn available(&self) -> usize {
+        available(self.state()) as usize
+    }
+
+    /// Permits held right now (ones being handed to a waiter count as held).
     pub(crate) fn in_flight(&self) -> usize {
-        in_flight(self.state()) as usize
+        let available = available(self.state());
+        self.total.load(Ordering::Acquire).saturating_sub(available) as usize
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state() & CLOSED != 0
     }
 
     /// Waiters in the queue right now.
@@ -154,7 +228,7 @@ impl<C: Count> Core<C> {
         self.lock().len()
     }
 
-    /// Waiters in the queue right now, and permits handed to waiters so far.
+    /// Waiters in the queue right now, and grants to waiters so far.
     pub(crate) fn waiting_and_handed(&self) -> (usize, u64) {
         let queue = self.lock();
         (queue.len(), queue.handed())
@@ -168,22 +242,23 @@ impl<C: Count> Core<C> {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The fast path: takes a permit if one is free and nobody waits.
+    /// The fast path: takes `n` permits if they are free and no flag is set.
     #[inline]
-    pub(crate) fn try_take(&self) -> bool {
+    pub(crate) fn try_take(&self, n: u32) -> bool {
+        let n = u64::from(n);
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
-            if state & WAITERS != 0 || in_flight(state) >= self.limit {
+            if state & TAKE_BLOCKED != 0 || available(state) < n {
                 return false;
             }
             match self.state.compare_exchange_weak(
                 state,
-                state.wrapping_add(C::TAKE),
+                (state - n).wrapping_add(C::ADMIT),
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    self.counts.admitted(state);
+                    self.counts.admitted(state, n);
                     return true;
                 }
                 Err(actual) => state = actual,
@@ -191,44 +266,93 @@ impl<C: Count> Core<C> {
         }
     }
 
-    /// Gives a permit back: to the oldest waiter if there is one.
-    #[inline]
-    pub(crate) fn release(&self) {
-        // Someone waits: pass the permit on without counting it free in between (two
-        // read-modify-writes of the state word fewer than a give-back and a re-take).
-        if self.state.load(Ordering::Relaxed) & WAITERS != 0 {
-            return self.pass_on();
-        }
-        let before = self.state.fetch_sub(1, Ordering::AcqRel);
-        debug_assert!(in_flight(before) > 0, "released a permit nobody held");
-        if before & WAITERS != 0 {
-            // A waiter queued between the load and the `fetch_sub`, after its own check
-            // of the count: the freed permit is its.
-            self.hand_off();
+    /// Why [`try_take`](Self::try_take) of `n` failed: closed, more than the limit, or
+    /// (as `QueueFull`) no permits now.
+    #[cold]
+    pub(crate) fn why_not(&self, n: u32) -> Refusal {
+        if self.is_closed() {
+            Refusal::Closed
+        } else if u64::from(n) > self.limit.load(Ordering::Acquire) {
+            Refusal::OverLimit
+        } else {
+            Refusal::QueueFull
         }
     }
 
-    /// [`release`](Self::release) when someone waited: the permit goes to the oldest
-    /// waiter, still counted as in use.
+    /// Gives `n` permits back: to the debt or the oldest waiter first, if any.
+    #[inline]
+    pub(crate) fn release(&self, n: u32) {
+        // Someone waits or a shrink is owed: pay it or pass the permits on without
+        // counting them free in between (no newcomer can take them meanwhile).
+        if self.state.load(Ordering::Relaxed) & RELEASE_SLOW != 0 {
+            return self.pass_on(u64::from(n));
+        }
+        let before = self.state.fetch_add(u64::from(n), Ordering::AcqRel);
+        if before & RELEASE_SLOW != 0 {
+            // A waiter queued (or a shrink ran) between the load and the `fetch_add`,
+            // after its own look at the available permits: settle now.
+            self.settle();
+        }
+    }
+
+    /// [`release`](Self::release) when someone waited or a debt was owed.
     #[cold]
-    fn pass_on(&self) {
+    fn pass_on(&self, mut n: u64) {
         let mut queue = self.lock();
-        if queue.len() == 0 {
-            // Everyone left between the look at the flag and the lock. The flag is clear
-            // and stays so while we hold the lock: give the permit back the plain way.
-            let before = self.state.fetch_sub(1, Ordering::AcqRel);
-            debug_assert!(in_flight(before) > 0, "released a permit nobody held");
-            debug_assert_eq!(before & WAITERS, 0, "the flag is set with an empty queue");
+        n -= self.pay_debt(&mut queue, n);
+        if n == 0 {
             return;
         }
-        let waker = self.grant_front(&mut queue);
-        drop(queue);
-        waker.wake();
+        match queue.front_want() {
+            // The common case: the permits go straight to the oldest waiter, still
+            // counted as held (no read-modify-write of the state word).
+            Some(want) if u64::from(want) == n => {
+                let waker = self.grant_front(&mut queue);
+                drop(queue);
+                waker.wake();
+            }
+            _ => {
+                // Nobody waits (everyone left between the look at the flags and the
+                // lock: the flags are clear and stay so while we hold the lock), or the
+                // oldest wants another number: put them back and grant what fits.
+                self.state.fetch_add(n, Ordering::AcqRel);
+                drop(queue);
+                self.settle();
+            }
+        }
+    }
+
+    /// Under the lock: changes the permits in existence, and tells the counter.
+    fn retotal(&self, change: impl FnOnce(u64) -> u64) {
+        let before = self.total.load(Ordering::Acquire);
+        let after = change(before);
+        self.total.store(after, Ordering::Release);
+        self.counts
+            .rebased(before, after, available(self.state.load(Ordering::Acquire)));
+    }
+
+    /// The permits in existence (available plus held).
+    pub(crate) fn total(&self) -> u64 {
+        self.total.load(Ordering::Acquire)
+    }
+
+    /// Under the lock: pays up to `n` released permits towards the debt; returns how
+    /// many it took (they leave existence).
+    fn pay_debt(&self, queue: &mut Queue, n: u64) -> u64 {
+        let paid = queue.debt.min(n);
+        if paid != 0 {
+            queue.debt -= paid;
+            self.retotal(|total| total - paid);
+            if queue.debt == 0 {
+                self.state.fetch_and(!DEBT, Ordering::AcqRel);
+            }
+        }
+        paid
     }
 
     /// Under the lock: takes the oldest waiter out of the queue, publishes its ticket as
     /// granted, clears `WAITERS` if the queue empties; returns the waker to wake after
-    /// the lock is released. The caller has made a permit the waiter's.
+    /// the lock is released. The caller has made the permits the waiter's.
     fn grant_front(&self, queue: &mut Queue) -> Waker {
         let (waker, ticket) = queue.grant_front();
         if queue.len() == 0 {
@@ -238,9 +362,10 @@ impl<C: Count> Core<C> {
         waker
     }
 
-    /// Grants free permits to waiters, oldest first, and wakes them outside the lock.
+    /// Pays the debt from the available permits, then grants available permits to
+    /// waiters, oldest first, and wakes them outside the lock.
     #[cold]
-    fn hand_off(&self) {
+    fn settle(&self) {
         let mut queue = self.lock();
         loop {
             let mut wake = WakeList::new();
@@ -260,41 +385,74 @@ impl<C: Count> Core<C> {
         }
     }
 
-    /// Under the lock: if a permit is free and someone waits, admits the oldest waiter
-    /// and returns its waker.
+    /// Under the lock: pays the debt from the available permits; then, if the oldest
+    /// waiter's permits are all available, admits it and returns its waker.
     fn grant_free(&self, queue: &mut Queue) -> Option<Waker> {
-        if queue.len() == 0 {
+        // While a flag is set only the lock holder takes available permits, so what is
+        // seen available here stays available until the `fetch_sub`s below.
+        if queue.debt != 0 {
+            let paid = queue
+                .debt
+                .min(available(self.state.load(Ordering::Acquire)));
+            if paid != 0 {
+                // Out of the available permits before `DEBT` may be cleared, so that
+                // no fast path can take them in between.
+                self.state.fetch_sub(paid, Ordering::AcqRel);
+                self.pay_debt(queue, paid);
+            }
+            if queue.debt != 0 {
+                return None;
+            }
+        }
+        let want = u64::from(queue.front_want()?);
+        let free = available(self.state.load(Ordering::Acquire));
+        if free < want {
             return None;
         }
-        // Only the lock holder adds to `in_flight` while `WAITERS` is set, so a free
-        // permit seen here stays free until the `fetch_add` below.
-        if in_flight(self.state.load(Ordering::Acquire)) >= self.limit {
-            return None;
-        }
-        let before = self.state.fetch_add(1, Ordering::AcqRel);
-        self.counts.raised(in_flight(before) + 1);
+        self.state.fetch_sub(want, Ordering::AcqRel);
+        self.counts.lowered(free - want);
         Some(self.grant_front(queue))
     }
 
-    /// Whether the waiter at `place` has been granted a permit.
+    /// Whether the waiter at `place` surely holds its permits, seen without the lock.
     #[inline]
-    fn is_granted(&self, place: Place) -> bool {
+    fn surely_granted(&self, place: Place) -> bool {
+        // `granted` first: a refusal is published under the lock before any later grant,
+        // so seeing that grant makes the refusal count visible too.
         self.granted.load(Ordering::Acquire) >= place.ticket
+            && self.refusals.load(Ordering::Acquire) == 0
     }
 
-    /// The body of every acquire future: `Ready(Ok(()))` once the caller holds a
-    /// permit, `Ready(Err(QueueFull))` when the queue already holds `max_waiting` waiters.
+    /// Under the lock: what became of the waiter at `place` (a refusal is collected).
+    fn fate(&self, queue: &mut Queue, place: Place) -> Fate {
+        if self.refusals.load(Ordering::Relaxed) != 0 {
+            if let Some(refused) = queue.collect(place.index, place.ticket) {
+                self.refusals.store(queue.refused(), Ordering::Release);
+                return Fate::Refused(refused);
+            }
+        }
+        if self.granted.load(Ordering::Acquire) >= place.ticket {
+            Fate::Granted
+        } else {
+            Fate::Queued
+        }
+    }
+
+    /// The body of every acquire future for `n` permits: `Ready(Ok(()))` once the caller
+    /// holds them, `Ready(Err(_))` when the queue already holds `max_waiting` waiters,
+    /// the semaphore is closed, or `n` is above the limit in force.
     #[inline]
     pub(crate) fn poll_acquire(
         &self,
         waiter: &mut Waiter,
         cx: &mut Context<'_>,
+        n: u32,
         max_waiting: usize,
-    ) -> Poll<Result<(), QueueFull>> {
+    ) -> Poll<Result<(), Refusal>> {
         match waiter.place {
-            None if self.try_take() => Poll::Ready(Ok(())),
-            None => self.enqueue(waiter, cx, max_waiting),
-            Some(place) if self.is_granted(place) => {
+            None if self.try_take(n) => Poll::Ready(Ok(())),
+            None => self.enqueue(waiter, cx, n, max_waiting),
+            Some(place) if self.surely_granted(place) => {
                 waiter.place = None;
                 Poll::Ready(Ok(()))
             }
@@ -302,54 +460,76 @@ impl<C: Count> Core<C> {
         }
     }
 
-    /// A queued waiter polled before its grant: keep its waker current.
+    /// A queued waiter polled before it was seen granted: keep its waker current.
     #[cold]
     fn poll_queued(
         &self,
         waiter: &mut Waiter,
         place: Place,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<(), QueueFull>> {
+    ) -> Poll<Result<(), Refusal>> {
         let mut queue = self.lock();
-        // Grants happen under the lock: this answer is final while we hold it.
-        if self.is_granted(place) {
-            waiter.place = None;
-            return Poll::Ready(Ok(()));
+        // Grants and refusals happen under the lock: this answer is final while we hold it.
+        match self.fate(&mut queue, place) {
+            Fate::Granted => {
+                waiter.place = None;
+                Poll::Ready(Ok(()))
+            }
+            Fate::Refused(refused) => {
+                waiter.place = None;
+                Poll::Ready(Err(refused.into()))
+            }
+            Fate::Queued => {
+                let stale = queue.update_waker(place.index, cx.waker());
+                drop(queue);
+                drop(stale); // outside the lock: dropping a waker may run executor code
+                Poll::Pending
+            }
         }
-        let stale = queue.update_waker(place.index, cx.waker());
-        drop(queue);
-        drop(stale); // outside the lock: dropping a waker may run executor code
-        Poll::Pending
     }
 
-    /// The fast path failed: queue at the back (unless the queue is full or, now that we
-    /// hold the lock, nobody waits and a permit is free).
+    /// The fast path failed: queue at the back (unless the queue is full, the semaphore
+    /// closed, `n` above the limit, or, now that we hold the lock, nobody waits and the
+    /// permits are free).
     #[cold]
     fn enqueue(
         &self,
         waiter: &mut Waiter,
         cx: &mut Context<'_>,
+        n: u32,
         max_waiting: usize,
-    ) -> Poll<Result<(), QueueFull>> {
+    ) -> Poll<Result<(), Refusal>> {
         let mut queue = self.lock();
-        if queue.len() == 0 && self.try_take() {
+        let state = self.state.load(Ordering::Acquire);
+        if state & CLOSED != 0 {
+            return Poll::Ready(Err(Refusal::Closed));
+        }
+        if u64::from(n) > self.limit.load(Ordering::Acquire) {
+            return Poll::Ready(Err(Refusal::OverLimit));
+        }
+        if queue.len() == 0 && queue.debt == 0 && self.try_take(n) {
             // The queue emptied between the fast path and the lock: nobody to be fair to.
             return Poll::Ready(Ok(()));
         }
         if queue.len() >= max_waiting {
-            return Poll::Ready(Err(QueueFull));
+            return Poll::Ready(Err(Refusal::QueueFull));
         }
-        let (index, ticket) = queue.push_back(cx.waker().clone());
-        let place = Place { index, ticket };
+        let (index, ticket) = queue.push_back(cx.waker().clone(), n);
+        let place = Place {
+            index,
+            ticket,
+            want: n,
+        };
         if queue.len() == 1 {
             self.state.fetch_or(WAITERS, Ordering::AcqRel);
         }
-        // A permit may have been released between the failed fast path and the flag
-        // (that releaser saw no flag and handed nothing off): grant it now.
-        if in_flight(self.state.load(Ordering::Acquire)) < self.limit {
+        // Permits may have been released between the failed fast path and the flag
+        // (those releasers saw no flag and handed nothing off): grant them now.
+        let head = queue.front_want().map_or(0, u64::from);
+        if available(self.state.load(Ordering::Acquire)) >= head || queue.debt != 0 {
             drop(queue);
-            self.hand_off();
-            if self.is_granted(place) {
+            self.settle();
+            if self.surely_granted(place) {
                 // Granted to us (and our own waker woken once, harmlessly).
                 return Poll::Ready(Ok(()));
             }
@@ -358,34 +538,160 @@ impl<C: Count> Core<C> {
         Poll::Pending
     }
 
-    /// Leaves the queue. Returns true when a permit had already been granted to this
-    /// waiter: the caller now holds it (to use, or to [`release`](Self::release)).
-    pub(crate) fn cancel(&self, waiter: &mut Waiter) -> bool {
+    /// Leaves the queue. Returns the permits already granted to this waiter (0 if none):
+    /// the caller now holds them (to use, or to [`release`](Self::release)).
+    pub(crate) fn cancel(&self, waiter: &mut Waiter) -> u32 {
         let Some(place) = waiter.place.take() else {
-            return false;
+            return 0;
         };
-        if self.is_granted(place) {
-            return true;
+        if self.surely_granted(place) {
+            return place.want;
         }
         let mut queue = self.lock();
-        if self.is_granted(place) {
-            return true;
+        match self.fate(&mut queue, place) {
+            Fate::Granted => return place.want,
+            Fate::Refused(_) => return 0,
+            Fate::Queued => {}
         }
         let waker = queue.remove(place.index);
         if queue.len() == 0 {
             self.state.fetch_and(!WAITERS, Ordering::AcqRel);
         }
+        // Leaving the head may let the next waiter (asking for fewer) in.
+        let next = queue.front_want().map(u64::from);
         drop(queue);
         drop(waker);
-        false
+        if next.is_some_and(|want| available(self.state.load(Ordering::Acquire)) >= want) {
+            self.settle();
+        }
+        0
     }
 
-    /// For a dropped, unfinished acquire: leaves the queue, and passes on a permit that
-    /// was granted but never handed out.
+    /// For a dropped, unfinished acquire: leaves the queue, and passes on permits that
+    /// were granted but never handed out.
     pub(crate) fn abandon(&self, waiter: &mut Waiter) {
-        if self.cancel(waiter) {
-            self.release();
+        let granted = self.cancel(waiter);
+        if granted != 0 {
+            self.release(granted);
         }
+    }
+
+    /// Closes the semaphore: every waiter is refused and woken, every later acquire
+    /// refused. Permits held stay valid and are given back as usual.
+    pub(crate) fn close(&self) {
+        let mut queue = self.lock();
+        self.state.fetch_or(CLOSED, Ordering::AcqRel);
+        let mut wakers = Vec::new();
+        self.refuse(&mut queue, Refused::Closed, &mut wakers);
+        drop(queue);
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
+    /// Under the lock: refuses the waiters `reason` applies to (every one when closing,
+    /// those asking for more than the limit otherwise).
+    fn refuse(&self, queue: &mut Queue, reason: Refused, wakers: &mut Vec<Waker>) {
+        let limit = self.limit.load(Ordering::Acquire);
+        queue.refuse(reason, limit, wakers);
+        self.refusals.store(queue.refused(), Ordering::Release);
+        if queue.len() == 0 {
+            self.state.fetch_and(!WAITERS, Ordering::AcqRel);
+        }
+    }
+
+    /// Makes `limit` the limit in force (1 to 2^31 - 1, checked by the caller). Growing
+    /// first cancels debt, then adds permits and grants them to waiters in order;
+    /// shrinking forgets available permits and puts the rest in debt, paid by the next
+    /// releases; waiters asking for more than the new limit are refused.
+    /// `resize` gets the limit in force and returns the new one, or `None` to change
+    /// nothing (then `set_limit` returns false).
+    pub(crate) fn set_limit(&self, resize: impl FnOnce(u64) -> Option<u64>) -> bool {
+        let mut queue = self.lock();
+        let old = self.limit.load(Ordering::Acquire);
+        let Some(limit) = resize(old) else {
+            return false;
+        };
+        self.limit.store(limit, Ordering::Release);
+        if limit >= old {
+            let mut grow = limit - old;
+            let cancelled = queue.debt.min(grow);
+            if cancelled != 0 {
+                // Held permits that were to vanish on release are simply kept.
+                queue.debt -= cancelled;
+                grow -= cancelled;
+                if queue.debt == 0 {
+                    self.state.fetch_and(!DEBT, Ordering::AcqRel);
+                }
+            }
+            self.state.fetch_add(grow, Ordering::AcqRel);
+            self.retotal(|total| total + grow);
+            drop(queue);
+            self.settle();
+            return true;
+        }
+        let shrink = old - limit;
+        let mut state = self.state.load(Ordering::Acquire);
+        let taken = loop {
+            let taken = shrink.min(available(state));
+            let owed = if taken < shrink { DEBT } else { 0 };
+            match self.state.compare_exchange_weak(
+                state,
+                (state - taken) | owed,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break taken,
+                Err(actual) => state = actual,
+            }
+        };
+        self.retotal(|total| total - taken);
+        queue.debt += shrink - taken;
+        let mut wakers = Vec::new();
+        self.refuse(&mut queue, Refused::OverLimit, &mut wakers);
+        drop(queue);
+        for waker in wakers {
+            waker.wake();
+        }
+        // Refusing the head may let the next one in.
+        self.settle();
+        true
+    }
+
+    /// Forgets up to `n` available permits now, keeping the limit at 1 at least; returns
+    /// how many (the limit in force drops by as many).
+    pub(crate) fn forget(&self, n: usize) -> usize {
+        let mut queue = self.lock();
+        let limit = self.limit.load(Ordering::Acquire);
+        let most = (n as u64).min(limit - 1);
+        let mut state = self.state.load(Ordering::Acquire);
+        let taken = loop {
+            let taken = most.min(available(state));
+            if taken == 0 {
+                return 0;
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state - taken,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break taken,
+                Err(actual) => state = actual,
+            }
+        };
+        self.retotal(|total| total - taken);
+        self.limit.store(limit - taken, Ordering::Release);
+        let mut wakers = Vec::new();
+        self.refuse(&mut queue, Refused::OverLimit, &mut wakers);
+        drop(queue);
+        if !wakers.is_empty() {
+            for waker in wakers {
+                waker.wake();
+            }
+            self.settle();
+        }
+        taken as usize
     }
 }
 

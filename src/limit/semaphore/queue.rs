@@ -36,8 +36,23 @@ struct Node {
     next: usize,
     /// The waker of the future that owns the node while it is queued; `None`: vacant.
     waker: Option<Waker>,
-    /// The waiter's place in line while it is queued.
+    /// The waiter's place in line while it is queued (or refused, until its owner
+    /// collects the refusal).
     ticket: u64,
+    /// How many permits the waiter asks for.
+    want: u32,
+    /// Set when the waiter was taken out of the queue without a grant: the node stays
+    /// its owner's until the owner collects the refusal (see [`Queue::collect`]).
+    refused: Option<Refused>,
+}
+
+/// Why a queued waiter was taken out of the queue without a grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The semaphore was closed.
+    Closed,
+    /// The limit fell below what the waiter asks for.
+    OverLimit,
 }
 
 struct Chunk {
@@ -63,8 +78,17 @@ pub(super) struct Queue {
     free: usize,
     head: usize,
     tail: usize,
-    /// Queued nodes (the nodes not vacant).
+    /// What the head node wants (valid while `head != NIL`): kept here because every
+    /// release with waiters asks, and the node itself is two indirections away.
+    head_want: u32,
+    /// Queued nodes.
     len: usize,
+    /// Refused nodes whose owners have not collected the refusal yet (the nodes not
+    /// vacant are the queued ones and these).
+    refused: usize,
+    /// Permits that releases must absorb before anyone is admitted again: how far the
+    /// permits in existence are above the limit after a shrink.
+    pub(super) debt: u64,
     /// The ticket of the last waiter queued (tickets start at 1).
     tickets: u64,
     /// Waiters granted a permit so far (admissions through the queue, for statistics).
@@ -81,7 +105,10 @@ impl Queue {
             free: NIL,
             head: NIL,
             tail: NIL,
+            head_want: 0,
             len: 0,
+            refused: 0,
+            debt: 0,
             tickets: 0,
             handed: 0,
         }
@@ -90,6 +117,56 @@ impl Queue {
     /// Queued waiters.
     pub(super) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Refused waiters that have not collected their refusal yet.
+    pub(super) fn refused(&self) -> usize {
+        self.refused
+    }
+
+    /// How many permits the oldest waiter asks for.
+    #[inline]
+    pub(super) fn front_want(&self) -> Option<u32> {
+        (self.head != NIL).then_some(self.head_want)
+    }
+
+    /// Takes every queued waiter asking for more than `limit` permits out of the queue
+    /// (all of them for `Refused::Closed`), marks it refused and pushes its waker to
+    /// `wakers`.
+    pub(super) fn refuse(&mut self, reason: Refused, limit: u64, wakers: &mut Vec<Waker>) {
+        let mut index = self.head;
+        while index != NIL {
+            let node = self.node(index);
+            let next = node.next;
+            if reason == Refused::Closed || u64::from(node.want) > limit {
+                self.unlink(index);
+                let node = self.node_mut(index);
+                node.refused = Some(reason);
+                wakers.extend(node.waker.take());
+                self.refused += 1;
+            }
+            index = next;
+        }
+    }
+
+    /// The refusal of the waiter with `ticket` whose node was `index`, if it was refused:
+    /// frees the node (the owner never looks at it again). `None`: not refused (still
+    /// queued, or granted, in which case the node may be gone or someone else's).
+    pub(super) fn collect(&mut self, index: usize, ticket: u64) -> Option<Refused> {
+        let node = self
+            .chunks
+            .get(index >> CHUNK_BITS)?
+            .as_deref()?
+            .nodes
+            .get(index & (CHUNK - 1))?;
+        if node.ticket != ticket {
+            return None;
+        }
+        let reason = node.refused?;
+        self.node_mut(index).refused = None;
+        self.refused -= 1;
+        self.release(index);
+        Some(reason)
     }
 
     fn chunk_mut(&mut self, index: usize) -> &mut Chunk {
@@ -129,8 +206,9 @@ impl Queue {
         }
     }
 
-    /// Queues a waiter at the back; returns its node's index and its ticket.
-    pub(super) fn push_back(&mut self, waker: Waker) -> (usize, u64) {
+    /// Queues a waiter asking for `want` permits at the back; returns its node's index and
+    /// its ticket.
+    pub(super) fn push_back(&mut self, waker: Waker, want: u32) -> (usize, u64) {
         let index = self.allocate();
         self.tickets += 1;
         let ticket = self.tickets;
@@ -140,9 +218,12 @@ impl Queue {
             next: NIL,
             waker: Some(waker),
             ticket,
+            want,
+            refused: None,
         };
         if tail == NIL {
             self.head = index;
+            self.head_want = want;
         } else {
             self.node_mut(tail).next = index;
         }
@@ -164,7 +245,9 @@ impl Queue {
         if next == NIL {
             self.tail = NIL;
         } else {
-            self.node_mut(next).prev = NIL;
+            let next = self.node_mut(next);
+            next.prev = NIL;
+            self.head_want = next.want;
         }
         self.len -= 1;
         self.handed += 1;
@@ -188,6 +271,9 @@ impl Queue {
         let Node { prev, next, .. } = *self.node(index);
         if prev == NIL {
             self.head = next;
+            if next != NIL {
+                self.head_want = self.node(next).want;
+            }
         } else {
             self.node_mut(prev).next = next;
         }
@@ -221,6 +307,8 @@ impl Queue {
                 next: NIL,
                 waker: None,
                 ticket: 0,
+                want: 0,
+                refused: None,
             });
             let offset = chunk.nodes.len() - 1;
             if chunk.nodes.len() == CHUNK {
@@ -265,13 +353,14 @@ impl Queue {
         if chunk.used != 0 {
             return;
         }
-        if self.len == 0 {
+        if self.len == 0 && self.refused == 0 {
             if self.chunks.len() > 1 || self.capacity() > KEEP_WHEN_EMPTY {
                 // A burst is over: give all its memory back (the counters go on: a
                 // ticket is never issued twice).
                 *self = Self {
                     tickets: self.tickets,
                     handed: self.handed,
+                    debt: self.debt,
                     ..Self::new()
                 };
             }
@@ -379,7 +468,7 @@ mod tests {
 
     fn queued(queue: &mut Queue, count: usize) -> Vec<usize> {
         (0..count)
-            .map(|_| queue.push_back(Waker::noop().clone()).0)
+            .map(|_| queue.push_back(Waker::noop().clone(), 1).0)
             .collect()
     }
 

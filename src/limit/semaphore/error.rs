@@ -1,0 +1,94 @@
+//! [`SemaphoreError`]: why a semaphore gave no permits.
+
+use std::fmt;
+
+/// Why a [`Semaphore`](crate::Semaphore) gave no permits: it is closed
+/// ([`closed`](Self::closed)), the request is above its limit
+/// ([`over_limit`](Self::over_limit)), or (from the `try_` forms only) not enough permits
+/// are free right now ([`no_permits`](Self::no_permits)).
+///
+/// # Examples
+///
+/// ```
+/// let semaphore = tollgate::Semaphore::new(4);
+/// let error = semaphore.try_acquire_many(5).unwrap_err();
+/// assert!(error.over_limit());
+/// assert_eq!((error.requested(), error.limit()), (5, 4));
+/// assert_eq!(error.to_string(), "asked a semaphore for 5 permits, more than its limit of 4");
+///
+/// semaphore.close();
+/// let error = semaphore.try_acquire().unwrap_err();
+/// assert!(error.closed());
+/// assert_eq!(error.to_string(), "the semaphore is closed");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SemaphoreError {
+    reason: Reason,
+    requested: usize,
+    limit: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reason {
+    Closed,
+    OverLimit,
+    NoPermits,
+}
+
+impl SemaphoreError {
+    pub(crate) fn new(reason: Reason, requested: usize, limit: usize) -> Self {
+        Self {
+            reason,
+            requested,
+            limit,
+        }
+    }
+
+    /// True when the semaphore was closed (before the call, or while it waited).
+    pub fn closed(&self) -> bool {
+        self.reason == Reason::Closed
+    }
+
+    /// True when more permits were asked for than the limit in force (at the call, or
+    /// after the limit was lowered while it waited): waiting could never end.
+    pub fn over_limit(&self) -> bool {
+        self.reason == Reason::OverLimit
+    }
+
+    /// True when a `try_` acquire found too few free permits (or others waiting before
+    /// it). The async and blocking forms wait instead.
+    pub fn no_permits(&self) -> bool {
+        self.reason == Reason::NoPermits
+    }
+
+    /// How many permits were asked for.
+    pub fn requested(&self) -> usize {
+        self.requested
+    }
+
+    /// The limit in force when the request was refused.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+impl fmt::Display for SemaphoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (requested, limit) = (self.requested, self.limit);
+        match self.reason {
+            Reason::Closed => f.write_str("the semaphore is closed"),
+            Reason::OverLimit => write!(
+                f,
+                "asked a semaphore for {requested} permits, more than its limit of {limit}"
+            ),
+            Reason::NoPermits if requested == 1 => {
+                f.write_str("no semaphore permit is free right now")
+            }
+            Reason::NoPermits => {
+                write!(f, "{requested} semaphore permits are not free right now")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SemaphoreError {}
