@@ -2,9 +2,9 @@
 //!
 //! A contestant must stay put once polled. Safe Rust cannot pin the items of a `Vec` or a
 //! boxed slice one by one (that takes `unsafe`), but it can pin the fields of a struct: so
-//! the contestants live in blocks, a first one of [`FIRST`] places inline in the race
-//! (most races are small), then boxed blocks of [`MORE`], and never move: no allocation
-//! for a race of up to [`FIRST`], then one per block instead of one per contestant.
+//! the contestants live in boxed blocks, a first one of [`FIRST`] places (most races are
+//! small), then blocks of [`MORE`], and never move: one allocation per block instead of
+//! one per contestant.
 
 use std::pin::Pin;
 
@@ -60,11 +60,10 @@ block!(BigBlock:
 );
 
 pin_project_lite::pin_project! {
-    /// Every contestant of a race, in blocks: the first block inline (a race of up to
-    /// [`FIRST`] contestants allocates nothing), the others boxed, in a list.
+    /// Every contestant of a race, in blocks: the first block on its own (a race of up to
+    /// [`FIRST`] contestants allocates that block and no list), the others in a list.
     pub struct Blocks<F, E> {
-        #[pin]
-        first: Block<F, E>,
+        first: Option<Pin<Box<Block<F, E>>>>,
         more: Vec<Pin<Box<BigBlock<F, E>>>>,
         len: usize,
     }
@@ -73,7 +72,7 @@ pin_project_lite::pin_project! {
 impl<F, E> Blocks<F, E> {
     /// The contestants `futures` yields, numbered in that order.
     pub(super) fn new(futures: impl Iterator<Item = F>) -> Self {
-        let mut first = Block::empty();
+        let mut first: Option<Box<Block<F, E>>> = None;
         // The list in one allocation when the iterator knows its length.
         let (at_least, _) = futures.size_hint();
         let mut more: Vec<Box<BigBlock<F, E>>> =
@@ -82,7 +81,9 @@ impl<F, E> Blocks<F, E> {
         for future in futures {
             let slot = Slot::new(future);
             if len < FIRST {
-                *first.place_mut(len) = slot;
+                *first
+                    .get_or_insert_with(|| Box::new(Block::empty()))
+                    .place_mut(len) = slot;
             } else {
                 let index = len - FIRST;
                 if index % MORE == 0 {
@@ -94,9 +95,13 @@ impl<F, E> Blocks<F, E> {
             len += 1;
         }
         Self {
-            first,
-            // Pinned in place: the same allocation (a `Pin<Box<_>>` is a `Box<_>`).
-            more: more.into_iter().map(Box::into_pin).collect(),
+            first: first.map(Box::into_pin),
+            more: if more.is_empty() {
+                Vec::new()
+            } else {
+                // Pinned in place: the same allocation (a `Pin<Box<_>>` is a `Box<_>`).
+                more.into_iter().map(Box::into_pin).collect()
+            },
             len,
         }
     }
@@ -112,7 +117,11 @@ impl<F, E> Blocks<F, E> {
     pub(super) fn place(self: Pin<&mut Self>, index: usize) -> Pin<&mut Slot<F, E>> {
         let this = self.project();
         if index < FIRST {
-            this.first.place(index)
+            let first = this.first.as_mut();
+            first
+                .expect("a contestant's index is below the count")
+                .as_mut()
+                .place(index)
         } else {
             let index = index - FIRST;
             let block = this
@@ -125,10 +134,8 @@ impl<F, E> Blocks<F, E> {
 
     /// Drops every contestant and error.
     pub(super) fn clear(self: Pin<&mut Self>) {
-        let mut this = self.project();
-        for index in 0..FIRST.min(*this.len) {
-            this.first.as_mut().place(index).set(Slot::Empty);
-        }
+        let this = self.project();
+        *this.first = None;
         *this.more = Vec::new();
         *this.len = 0;
     }

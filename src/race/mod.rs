@@ -2,22 +2,28 @@
 //! nobody wins [`RaceError`] carries every contestant's error. [`Race::hedge`] makes it a
 //! hedged race: the contestants start one after another instead of all at once.
 //!
-//! The race polls its contestants itself (no spawning). Until one of them pends it polls
-//! them with its own waker, as a select loop does: a race whose contestants all finish at
-//! once makes no waker. From the first that pends on, each gets a waker lent from the wake
-//! layer ([`crate::wake`]), so a wake-up polls that contestant only: racing 10,000 futures
-//! costs O(10,000) polls in total, not O(10,000) per wake-up. Contestants woken during a
-//! poll of the race (one finishing wakes the next) are polled again within it, up to a
-//! budget, unless one woke itself (it yielded): then the executor gets its turn first.
+//! The race polls its contestants itself (no spawning). A race of up to 4 contestants,
+//! and a tuple race, is a select loop: every poll polls every running contestant with the
+//! race's own waker (for so few, telling the woken ones apart costs more than it saves).
+//! A larger race polls with its own waker until a contestant pends; from then on each
+//! contestant gets a waker lent from the wake layer ([`crate::wake`]), so a wake-up polls
+//! that contestant only: racing 10,000 futures costs O(10,000) polls in total, not
+//! O(10,000) per wake-up. Contestants woken during a poll of the race (one finishing wakes
+//! the next) are polled again within it, up to a budget, unless one woke itself (it
+//! yielded): then the executor gets its turn first.
 //!
-//! The contestants stay pinned in blocks ([`blocks`]), one allocation per block.
+//! Where the contestants live ([`store`]): a tuple's inline in the race, a field each;
+//! an iterable's in boxed blocks ([`blocks`]).
 //!
-//! What a race allocates, at least, in safe Rust: a block for its first 4 contestants and
-//! one per 32 after them (and their list), where a crate free to use `unsafe` pins them all
-//! in one slice; the wake set once a contestant pends; a waker of its own for each
-//! contestant that keeps a clone of its waker while another one holds the lent one (a
-//! `Waker` made safely is an `Arc`, one per contestant number); the list of errors only
-//! when the race fails.
+//! What a race allocates: a tuple race, nothing (its timeout or hedge: one box for both,
+//! and the timer). An iterable race: a block for its first 4 contestants and one per 32
+//! after them (with their list), where a crate free to use `unsafe` pins them all in one
+//! slice; from 5 contestants on, once one pends, the wake set and a table of the wakers
+//! kept, and a waker of its own for each contestant that keeps a clone of its waker while
+//! another one holds the lent one (a `Waker` made safely is an `Arc`). Any race: the list
+//! of errors, only when it fails. Safe Rust could also keep an iterable's first block
+//! inside the race; measured, that costs more than the allocation (the race grows by 4
+//! contestants, and every move of it copies them).
 //!
 //! A hedged race keeps one timer, for the next start, moved forward at each start; the
 //! plain race pays one branch per poll for it.
@@ -40,7 +46,7 @@ use std::time::Duration;
 
 use crate::runtime::RtSleep;
 use crate::time::{Sleep, sleep};
-use crate::wake::{Lender, WakeSet};
+use crate::wake::{Lender, Lent, WakeSet};
 use store::{Contestants, Slot, SlotOwn, SlotProj, Visit};
 
 /// At least this many polls of woken contestants in one poll of a race (more in a larger
@@ -134,6 +140,7 @@ where
             started: 0,
             failed: 0,
             lender: None,
+            lent: Vec::new(),
         },
         wake: None,
         holder: None,
@@ -166,6 +173,9 @@ struct Core {
     len: usize,
     /// Made with the [`WakeSet`], when the first contestant pends.
     lender: Option<Lender>,
+    /// Made with the [`WakeSet`]: the waker each contestant kept, if it kept a clone of
+    /// the one lent to it.
+    lent: Vec<Option<Lent>>,
     /// Contestants started and neither failed nor dropped; before the first poll, every
     /// contestant (a hedged race sets it to 0 then).
     running: usize,
@@ -213,14 +223,14 @@ impl<T, E> Visit<T, E> for PollOne<'_, '_, '_> {
             mut waking,
         } = self;
         // A contestant that already failed may still be woken by a stale waker: skip it.
-        let SlotProj::Running { future, lent } = slot.as_mut().project() else {
+        let SlotProj::Running { future } = slot.as_mut().project() else {
             return Polled::Pending;
         };
         let poll = match &mut waking {
             Waking::Parent(cx) => future.poll(cx),
             &mut Waking::Lent(wake) => {
                 let lender = core.lender.get_or_insert_with(|| Lender::new(wake));
-                let waker = match lent {
+                let waker = match &core.lent[index] {
                     Some(kept) => kept.waker(),
                     None => lender.lend(wake, index),
                 };
@@ -231,6 +241,7 @@ impl<T, E> Visit<T, E> for PollOne<'_, '_, '_> {
             Poll::Pending => {
                 // A contestant that kept a clone of the lent waker keeps the waker.
                 if let (Waking::Lent(wake), Some(lender)) = (waking, &mut core.lender) {
+                    let lent = &mut core.lent[index];
                     if lent.is_none() {
                         *lent = lender.kept(wake);
                     }
@@ -242,7 +253,6 @@ impl<T, E> Visit<T, E> for PollOne<'_, '_, '_> {
         match result {
             Ok(value) => Polled::Won(value),
             Err(error) => {
-                let lent = lent.take();
                 slot.set(Slot::Failed {
                     error,
                     order: core.failed,
@@ -250,7 +260,7 @@ impl<T, E> Visit<T, E> for PollOne<'_, '_, '_> {
                 core.failed += 1;
                 core.running -= 1;
                 if let (Waking::Lent(wake), Some(lender)) = (waking, &mut core.lender) {
-                    lender.finished(wake, lent);
+                    lender.finished(wake, core.lent[index].take());
                 }
                 Polled::Failed
             }
@@ -355,6 +365,7 @@ impl Core {
             // poll: every other contestant gets a waker of its own from now on.
             let set = wake.insert(WakeSet::new(self.len));
             set.enter();
+            self.lent = (0..self.len).map(|_| None).collect();
             *holder = Some(index);
         }
         // A wake-up of its own went to the executor: it is polled on the next poll anyway.
@@ -386,6 +397,7 @@ where
     }
     C::clear(store);
     core.running = 0;
+    core.lent = Vec::new();
     errors.sort_unstable_by_key(|&(order, _, _)| order);
     // Collected in place: the same allocation, each entry one word shorter.
     errors
@@ -613,7 +625,6 @@ where
         }
         self
     }
-
 }
 
 impl<C> Race<C>
@@ -634,6 +645,9 @@ where
         let this = self.project();
         C::clear(this.store);
         this.core.running = 0;
+        if !this.core.lent.is_empty() {
+            this.core.lent = Vec::new();
+        }
         *this.extra = None;
         *this.state = State::Done;
         Poll::Ready(Ok(value))
@@ -641,7 +655,10 @@ where
 
     /// After polling the contestants without a winner: fails if nobody runs, else
     /// registers the parent's waker (with a wake set) and checks the timeout.
-    fn pend(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<C::Ok, RaceError<C::Error>>> {
+    fn pend(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<C::Ok, RaceError<C::Error>>> {
         let this = self.as_mut().project();
         if this.core.running == 0 {
             return Poll::Ready(Err(self.fail(None)));
@@ -813,8 +830,7 @@ where
             // round trip through the executor.
             if finished_after_holder && winner.is_none() {
                 if let (Some(index), Some(wake)) = (this.holder.take(), &*this.wake) {
-                    match poll_one::<C>(this.store.as_mut(), this.core, index, Waking::Lent(wake))
-                    {
+                    match poll_one::<C>(this.store.as_mut(), this.core, index, Waking::Lent(wake)) {
                         Polled::Won(value) => winner = Some(value),
                         Polled::Pending => yielded |= wake.is_marked(index),
                         Polled::Failed => {}
@@ -827,6 +843,7 @@ where
             this.core.running = 0;
             let wake = this.wake.insert(WakeSet::new(this.core.len));
             wake.enter();
+            this.core.lent = (0..this.core.len).map(|_| None).collect();
         }
         // Poll the woken contestants, again while polling them wakes others (one finishing
         // wakes the next, say): within the budget, until one yields.
@@ -837,8 +854,7 @@ where
                         return ControlFlow::Break(());
                     }
                     budget -= 1;
-                    match poll_one::<C>(this.store.as_mut(), this.core, index, Waking::Lent(wake))
-                    {
+                    match poll_one::<C>(this.store.as_mut(), this.core, index, Waking::Lent(wake)) {
                         Polled::Won(value) => {
                             winner = Some(value);
                             ControlFlow::Break(())

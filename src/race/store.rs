@@ -2,7 +2,7 @@
 //! [`Race`](super::Race) is generic over.
 //!
 //! A tuple's contestants live inline, one field each (no allocation); an iterable's in
-//! [`Blocks`](super::blocks::Blocks) (its first few inline too). The race reaches one
+//! [`Blocks`](super::blocks::Blocks). The race reaches one
 //! contestant at a time through [`Visit`], a visitor generic over the contestant's type,
 //! since a tuple's contestants have a type each.
 
@@ -10,16 +10,16 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::blocks::Blocks;
-use crate::wake::Lent;
 
 pin_project_lite::pin_project! {
     /// The place of one contestant.
     #[project = SlotProj]
     #[project_replace = SlotOwn]
     pub enum Slot<F, E> {
-        /// A contestant not done yet (maybe not started), and its waker if it kept a clone
-        /// of the lent one.
-        Running { #[pin] future: F, lent: Option<Lent> },
+        /// A contestant not done yet (maybe not started). Its waker, if it kept a clone of
+        /// a lent one, is kept beside the wake set, so that a race that makes no wake set
+        /// carries no room for it.
+        Running { #[pin] future: F },
         /// A contestant that failed: its error, and how many had failed before it.
         Failed { error: E, order: usize },
         /// Nothing: a place past the last contestant, or one whose contestant has gone.
@@ -31,7 +31,7 @@ impl<F, E> Slot<F, E> {
     /// A contestant not started yet.
     #[inline]
     pub(super) fn new(future: F) -> Self {
-        Slot::Running { future, lent: None }
+        Slot::Running { future }
     }
 }
 
