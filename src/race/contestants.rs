@@ -102,7 +102,7 @@ macro_rules! tuple_contestants {
             #[inline]
             fn into_store(self) -> store::$store<$($ty::IntoFuture,)+ E> {
                 let ($($var,)+) = self;
-                store::$store::new($($var.into_future(),)+)
+                store::$store::new(($($var.into_future(),)+))
             }
         }
     };

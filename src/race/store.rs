@@ -122,7 +122,7 @@ macro_rules! tuple_store {
 
         impl<$($future,)+ E> $name<$($future,)+ E> {
             #[inline]
-            pub(super) fn new($($place: $future,)+) -> Self {
+            pub(super) fn new(($($place,)+): ($($future,)+)) -> Self {
                 Self { $($place: Slot::new($place),)+ }
             }
         }
