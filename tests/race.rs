@@ -474,6 +474,53 @@ fn only_the_woken_contestant_is_polled_again() {
     }
 }
 
+/// A race of up to 4 contestants, and a tuple race, is a select loop: no wake set, every
+/// running contestant polled with the race's own waker on every poll of the race.
+#[test]
+fn small_races_poll_every_running_contestant_with_the_races_own_waker() {
+    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
+    let parent = Arc::new(CountWakes::default());
+    let waker = Waker::from(parent.clone());
+    let contestant = |me: usize| {
+        let (polls, waker) = (polls.clone(), waker.clone());
+        poll_fn(move |cx| {
+            assert!(
+                cx.waker().will_wake(&waker),
+                "polled with the race's own waker"
+            );
+            let n = polls[me].fetch_add(1, Ordering::SeqCst) + 1;
+            match (me, n) {
+                (0, _) => Poll::Ready(Err::<usize, usize>(0)),
+                (3, 3) => Poll::Ready(Ok(3)),
+                _ => Poll::Pending,
+            }
+        })
+    };
+    let counts = || -> Vec<usize> { polls.iter().map(|p| p.load(Ordering::SeqCst)).collect() };
+    let mut cx = Context::from_waker(&waker);
+    let mut iterable = pin!(race((0..4).map(contestant)));
+    assert!(iterable.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 1, 1, 1]);
+    assert!(iterable.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 2, 2, 2], "the failed one is not polled again");
+    assert_eq!(iterable.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
+    assert_eq!(counts(), [1, 3, 3, 3]);
+
+    for count in polls.iter() {
+        count.store(0, Ordering::SeqCst);
+    }
+    let mut tuple = pin!(race((
+        contestant(0),
+        contestant(1),
+        contestant(2),
+        contestant(3)
+    )));
+    assert!(tuple.as_mut().poll(&mut cx).is_pending());
+    assert!(tuple.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(tuple.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
+    assert_eq!(counts(), [1, 3, 3, 3]);
+}
+
 #[test]
 fn wakers_stay_with_their_contestant_whatever_the_others_do() {
     // 0 keeps its waker and fails at once; 1 wakes itself once, then keeps its waker;
