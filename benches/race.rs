@@ -17,10 +17,11 @@
 //! same contestants, passed as a tuple).
 //!
 //! `select_ok` needs `Unpin` futures, so its contestants are boxed; tollgate and `race_ok`
-//! take the futures as they are (tollgate boxes the ones that pend itself, as it forbids
-//! `unsafe`).
+//! take the futures as they are (tollgate keeps a tuple's inside the race, and an
+//! iterable's in boxed blocks of 4 then 32, as it forbids `unsafe`).
 //!
-//! Run: `cargo bench --bench race`.
+//! Run: `cargo bench --bench race`. Instruction counts per race (repeatable where wall clock
+//! is not): see `probe` below.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -28,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group};
 use futures_concurrency::future::RaceOk;
 use futures_lite::future::{poll_fn, yield_now};
 
@@ -112,6 +113,7 @@ async fn with_tollgate_tuple(workload: Workload, n: usize) -> usize {
     let mut next = || c.next().unwrap();
     match n {
         2 => tollgate::race((next(), next())).await.unwrap(),
+        3 => tollgate::race((next(), next(), next())).await.unwrap(),
         12 => {
             let race = tollgate::race((
                 next(),
@@ -129,7 +131,7 @@ async fn with_tollgate_tuple(workload: Workload, n: usize) -> usize {
             ));
             race.await.unwrap()
         }
-        _ => unreachable!("tuples of 2 or 12"),
+        _ => unreachable!("tuples of 2, 3 or 12"),
     }
 }
 
@@ -139,6 +141,7 @@ async fn with_race_ok_tuple(workload: Workload, n: usize) -> usize {
     let mut next = || c.next().unwrap();
     let result = match n {
         2 => (next(), next()).race_ok().await.ok(),
+        3 => (next(), next(), next()).race_ok().await.ok(),
         12 => {
             let race = (
                 next(),
@@ -157,7 +160,7 @@ async fn with_race_ok_tuple(workload: Workload, n: usize) -> usize {
                 .race_ok();
             race.await.ok()
         }
-        _ => unreachable!("tuples of 2 or 12"),
+        _ => unreachable!("tuples of 2, 3 or 12"),
     };
     result.unwrap()
 }
@@ -259,5 +262,58 @@ fn races(c: &mut Criterion) {
     group.finish();
 }
 
+/// One implementation of a race, for the probe.
+async fn run_one(implementation: &str, workload: Workload, n: usize) -> usize {
+    match implementation {
+        "tollgate" => with_tollgate(workload, n).await,
+        "tollgate_tuple" => with_tollgate_tuple(workload, n).await,
+        "select_ok" => with_select_ok(workload, n).await,
+        "race_ok" => with_race_ok(workload, n).await,
+        "race_ok_tuple" => with_race_ok_tuple(workload, n).await,
+        other => panic!("no implementation {other}"),
+    }
+}
+
+/// `RACE_PROBE="<implementation> <smol|tokio> <workload> <n> <races>"` runs that many races,
+/// each in its own `block_on` as in the bench, and exits: for instruction counts, which
+/// are repeatable on a loaded machine where wall clock is not. Two runs with different
+/// numbers of races, subtracted, give the instructions of one race:
+/// `RACE_PROBE="tollgate smol ready 2 1000" valgrind --tool=callgrind target/release/deps/race-*`
+fn probe(spec: &str) {
+    let words: Vec<&str> = spec.split_whitespace().collect();
+    let [implementation, runtime, workload, n, races] = words[..] else {
+        panic!("RACE_PROBE wants `<implementation> <runtime> <workload> <n> <races>`");
+    };
+    let workload = match workload {
+        "ready" => Workload::Ready,
+        "pend_once" => Workload::PendOnce,
+        "one_at_a_time" => Workload::OneAtATime,
+        other => panic!("no workload {other}"),
+    };
+    let n: usize = n.parse().expect("n is a number");
+    let races: usize = races.parse().expect("races is a number");
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for _ in 0..races {
+        let race = run_one(implementation, workload, n);
+        let won = match runtime {
+            "smol" => smol::block_on(race),
+            "tokio" => tokio.block_on(race),
+            other => panic!("no runtime {other}"),
+        };
+        black_box(won);
+    }
+}
+
 criterion_group!(benches, races);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(spec) = std::env::var("RACE_PROBE") {
+        probe(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

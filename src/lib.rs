@@ -53,7 +53,7 @@ pub mod futures {
         GatherLimit, MapAsync, MapBounded, MapUnordered, NoRetry, PerKey, TryMapAsync, Unkeyed,
         Window,
     };
-    pub use crate::race::{Either, Race};
+    pub use crate::race::Race;
     pub use crate::retry::Retry;
     pub use crate::time::{Sleep, Timeout};
 }

@@ -422,8 +422,9 @@ impl Wake for CountWakes {
 
 #[test]
 fn only_the_woken_contestant_is_polled_again() {
-    let wakers: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None, None, None]));
-    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..3).map(|_| AtomicUsize::new(0)).collect());
+    // Six contestants: a race of up to 4 is a select loop, which polls them all each time.
+    let wakers: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None; 6]));
+    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..6).map(|_| AtomicUsize::new(0)).collect());
     let finish = Arc::new(AtomicBool::new(false));
     let contestant = |me: usize| {
         let (wakers, polls, finish) = (wakers.clone(), polls.clone(), finish.clone());
@@ -436,22 +437,22 @@ fn only_the_woken_contestant_is_polled_again() {
             Poll::Pending
         })
     };
-    let mut race = pin!(race([contestant(0), contestant(1), contestant(2)]));
+    let mut race = pin!(race((0..6).map(contestant)));
     let parent = Arc::new(CountWakes::default());
     let waker = Waker::from(parent.clone());
     let mut cx = Context::from_waker(&waker);
     let counts = || -> Vec<usize> { polls.iter().map(|p| p.load(Ordering::SeqCst)).collect() };
 
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [1, 1, 1]);
+    assert_eq!(counts(), [1, 1, 1, 1, 1, 1]);
 
     // Contestant 0 pended first, polled with the parent's own waker, which does not tell
     // which contestant it woke: the next poll polls 0 once more, with a waker of its own.
     // After that, a spurious poll of the parent polls nobody.
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [2, 1, 1]);
+    assert_eq!(counts(), [2, 1, 1, 1, 1, 1]);
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [2, 1, 1]);
+    assert_eq!(counts(), [2, 1, 1, 1, 1, 1]);
 
     // Waking contestant 2 wakes the parent once, and only 2 is polled.
     let taken = wakers.lock().unwrap()[2].take().unwrap();
@@ -459,13 +460,13 @@ fn only_the_woken_contestant_is_polled_again() {
     taken.wake();
     assert_eq!(parent.0.load(Ordering::SeqCst), 1);
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [2, 1, 2]);
+    assert_eq!(counts(), [2, 1, 2, 1, 1, 1]);
 
     finish.store(true, Ordering::SeqCst);
     let taken = wakers.lock().unwrap()[1].take().unwrap();
     taken.wake();
     assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(1)));
-    assert_eq!(counts(), [2, 2, 2]);
+    assert_eq!(counts(), [2, 2, 2, 1, 1, 1]);
     // The losers are gone: their stored wakers now point at a finished race and waking
     // them is harmless.
     for waker in wakers.lock().unwrap().iter_mut().filter_map(Option::take) {
@@ -473,12 +474,60 @@ fn only_the_woken_contestant_is_polled_again() {
     }
 }
 
+/// A race of up to 4 contestants, and a tuple race, is a select loop: no wake set, every
+/// running contestant polled with the race's own waker on every poll of the race.
+#[test]
+fn small_races_poll_every_running_contestant_with_the_races_own_waker() {
+    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
+    let parent = Arc::new(CountWakes::default());
+    let waker = Waker::from(parent.clone());
+    let contestant = |me: usize| {
+        let (polls, waker) = (polls.clone(), waker.clone());
+        poll_fn(move |cx| {
+            assert!(
+                cx.waker().will_wake(&waker),
+                "polled with the race's own waker"
+            );
+            let n = polls[me].fetch_add(1, Ordering::SeqCst) + 1;
+            match (me, n) {
+                (0, _) => Poll::Ready(Err::<usize, usize>(0)),
+                (3, 3) => Poll::Ready(Ok(3)),
+                _ => Poll::Pending,
+            }
+        })
+    };
+    let counts = || -> Vec<usize> { polls.iter().map(|p| p.load(Ordering::SeqCst)).collect() };
+    let mut cx = Context::from_waker(&waker);
+    let mut iterable = pin!(race((0..4).map(contestant)));
+    assert!(iterable.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 1, 1, 1]);
+    assert!(iterable.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), [1, 2, 2, 2], "the failed one is not polled again");
+    assert_eq!(iterable.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
+    assert_eq!(counts(), [1, 3, 3, 3]);
+
+    for count in polls.iter() {
+        count.store(0, Ordering::SeqCst);
+    }
+    let mut tuple = pin!(race((
+        contestant(0),
+        contestant(1),
+        contestant(2),
+        contestant(3)
+    )));
+    assert!(tuple.as_mut().poll(&mut cx).is_pending());
+    assert!(tuple.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(tuple.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
+    assert_eq!(counts(), [1, 3, 3, 3]);
+}
+
 #[test]
 fn wakers_stay_with_their_contestant_whatever_the_others_do() {
     // 0 keeps its waker and fails at once; 1 wakes itself once, then keeps its waker;
-    // 2 pends without keeping a waker; 3 keeps its waker and wins when told to.
-    let kept: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None; 4]));
-    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
+    // 2 pends without keeping a waker; 3 keeps its waker and wins when told to; 4 and 5
+    // pend without a waker too (six contestants: a race of up to 4 is a select loop).
+    let kept: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None; 6]));
+    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..6).map(|_| AtomicUsize::new(0)).collect());
     let finish = Arc::new(AtomicBool::new(false));
     let contestant = |me: usize| {
         let (kept, polls, finish) = (kept.clone(), polls.clone(), finish.clone());
@@ -493,7 +542,7 @@ fn wakers_stay_with_their_contestant_whatever_the_others_do() {
                     cx.waker().wake_by_ref();
                     Poll::Pending
                 }
-                (2, _) => Poll::Pending,
+                (2 | 4 | 5, _) => Poll::Pending,
                 (3, _) if finish.load(Ordering::SeqCst) => Poll::Ready(Ok(3)),
                 _ => {
                     kept.lock().unwrap()[me] = Some(cx.waker().clone());
@@ -502,7 +551,7 @@ fn wakers_stay_with_their_contestant_whatever_the_others_do() {
             }
         })
     };
-    let mut race = pin!(race((0..4).map(contestant)));
+    let mut race = pin!(race((0..6).map(contestant)));
     let parent = Arc::new(CountWakes::default());
     let waker = Waker::from(parent.clone());
     let mut cx = Context::from_waker(&waker);
@@ -510,32 +559,33 @@ fn wakers_stay_with_their_contestant_whatever_the_others_do() {
     let wake = |me: usize| kept.lock().unwrap()[me].clone().unwrap().wake();
 
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [1, 1, 1, 1]);
+    assert_eq!(counts(), [1, 1, 1, 1, 1, 1]);
     assert_eq!(parent.0.load(Ordering::SeqCst), 1, "1 woke itself");
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [1, 2, 1, 1]);
+    assert_eq!(counts(), [1, 2, 1, 1, 1, 1]);
 
     // 0 has failed: its waker wakes the race but polls nobody.
     wake(0);
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [1, 2, 1, 1]);
+    assert_eq!(counts(), [1, 2, 1, 1, 1, 1]);
 
     wake(1);
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [1, 3, 1, 1]);
+    assert_eq!(counts(), [1, 3, 1, 1, 1, 1]);
 
     finish.store(true, Ordering::SeqCst);
     wake(3);
     assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
-    assert_eq!(counts(), [1, 3, 1, 2]);
+    assert_eq!(counts(), [1, 3, 1, 2, 1, 1]);
 }
 
 /// Before, a race allocated a box per contestant, the wake set and the list of errors: 6
-/// allocations for 3 contestants that finish on their first poll, 258 for 256. Now a block
-/// for the first 4 contestants, one per 32 after them (and their list), the wake set only
-/// once a contestant pends, and the list of errors only when the race fails.
+/// allocations for 3 contestants that finish on their first poll, 258 for 256. Then a block
+/// for the first 4 contestants, one per 32 after them (and their list), the wake set once a
+/// contestant pends, however few they were. Now a race of up to 4 is a select loop: its one
+/// allocation is the block, whatever its contestants do.
 #[test]
-fn a_race_allocates_a_block_per_many_contestants_and_no_wake_set_until_one_pends() {
+fn an_iterable_race_allocates_a_block_per_32_contestants_after_the_first_4() {
     let mut cx = Context::from_waker(Waker::noop());
     let mut ready_race = |n: usize| {
         allocations(|| {
@@ -546,9 +596,14 @@ fn a_race_allocates_a_block_per_many_contestants_and_no_wake_set_until_one_pends
     };
     assert_eq!(ready_race(3), 1);
     assert_eq!(ready_race(4), 1);
-    // The first block of 4, then 8 blocks of 32, and their list growing by doubling.
-    let made = ready_race(256);
-    assert!(made <= 1 + 8 + 3, "{made}");
+    assert_eq!(
+        ready_race(5),
+        3,
+        "the first block, a block of 32 and their list"
+    );
+    assert_eq!(ready_race(36), 3);
+    // 8 blocks of 32 after the first 4, and their list, sized once from the iterator.
+    assert_eq!(ready_race(256), 1 + 8 + 1);
 
     // Failing, the race allocates the list of errors too, and nothing else.
     let made = allocations(|| {
@@ -561,13 +616,81 @@ fn a_race_allocates_a_block_per_many_contestants_and_no_wake_set_until_one_pends
     });
     assert_eq!(made, 1 + 1 + 1, "the block, the errors, the expected list");
 
-    // Pending contestants that keep no waker: the block and the wake set.
+    // Pending contestants that keep no waker: a select loop of 3 allocates its block only;
+    // a race of 5 its two blocks, their list, the wake set and the table of kept wakers,
+    // and no waker.
     let made = allocations(|| {
         let mut race = race([pending::<Result<(), ()>>(), pending(), pending()]);
         assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
         assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
     });
-    assert_eq!(made, 2);
+    assert_eq!(made, 1);
+    let made = allocations(|| {
+        let mut race = race([(); 5].map(|()| pending::<Result<(), ()>>()));
+        assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
+        assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
+    });
+    assert_eq!(made, 5);
+}
+
+/// Before, a tuple's contestants were stored as nested `Either`s in the iterable's blocks:
+/// one allocation for up to 4, two for 12 (and each contestant as large as the largest).
+/// Now they live inside the race, a field each: no allocation at all, however many of the
+/// 12 there are and whatever they do (fail, pend, keep the waker, win).
+#[test]
+fn a_tuple_race_allocates_nothing() {
+    let waker = Waker::from(Arc::new(CountWakes::default()));
+    let mut cx = Context::from_waker(&waker);
+    let kept: Mutex<[Option<Waker>; 12]> = Mutex::new(Default::default());
+    let go = AtomicBool::new(false);
+    // Pends keeping a clone of its waker until `go` is set, then fails (11 wins).
+    let keeps = |me: usize| {
+        let (kept, go) = (&kept, &go);
+        poll_fn(move |cx| {
+            if !go.load(Ordering::SeqCst) {
+                kept.lock().unwrap()[me] = Some(cx.waker().clone());
+                Poll::Pending
+            } else if me == 11 {
+                Poll::Ready(Ok(me))
+            } else {
+                Poll::Ready(Err(me))
+            }
+        })
+    };
+    let made = allocations(|| {
+        let mut race = pin!(race((
+            ready(Err::<usize, usize>(0)),
+            async { Err(1) },
+            keeps(2),
+            async {
+                yield_now().await;
+                Err(3)
+            },
+            keeps(4),
+            ready(Err(5)),
+            keeps(6),
+            pending(),
+            keeps(8),
+            async { Err(9) },
+            keeps(10),
+            keeps(11),
+        )));
+        assert!(race.as_mut().poll(&mut cx).is_pending());
+        assert!(race.as_mut().poll(&mut cx).is_pending());
+        go.store(true, Ordering::SeqCst);
+        for waker in kept.lock().unwrap().iter_mut().filter_map(Option::take) {
+            waker.wake();
+        }
+        assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(11)));
+    });
+    assert_eq!(made, 0, "a tuple race allocated");
+
+    // Two contestants of a tuple, ready at once.
+    let made = allocations(|| {
+        let mut race = pin!(race((ready(Err::<u8, u8>(0)), ready(Ok(1)))));
+        assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(1)));
+    });
+    assert_eq!(made, 0);
 }
 
 /// Before, each contestant woken by another one's finishing waited for the next poll of
@@ -691,9 +814,10 @@ fn race_failed_is_an_error_and_converts_to_the_umbrella() {
 }
 
 #[test]
-fn the_futures_are_send_and_unpin() {
+fn the_futures_are_send_and_unpin_when_their_contestants_are() {
     fn assert_send<T: Send>(_: &T) {}
     fn assert_unpin<T: Unpin>(_: &T) {}
+    // An iterable's contestants live in boxed blocks: the race is always `Unpin`.
     let vec_race = race(vec![mirror("a", Duration::ZERO, true)]);
     assert_send(&vec_race);
     assert_unpin(&vec_race);
@@ -704,8 +828,9 @@ fn the_futures_are_send_and_unpin() {
     ))
     .timeout(Duration::from_secs(1));
     assert_send(&tuple_race);
-    assert_unpin(&tuple_race);
     assert!(format!("{tuple_race:?}").starts_with("Race {"));
+    // A tuple's contestants live inside the race: it is `Unpin` when they are.
+    assert_unpin(&race((ready(Ok::<u8, ()>(1)), ready(Ok(2)))).hedge(Duration::from_secs(1)));
 }
 
 #[test]
@@ -1062,8 +1187,8 @@ fn hedged_races_start_each_contestant_on_its_turn_only() {
 #[test]
 fn hedge_zero_is_the_plain_race() {
     for hedged in [
-        |r: tollgate::futures::Race<_, _>| r.hedge(Duration::ZERO),
-        |r: tollgate::futures::Race<_, _>| r.hedge(Duration::from_secs(1)).hedge(Duration::ZERO),
+        |r: tollgate::futures::Race<_>| r.hedge(Duration::ZERO),
+        |r: tollgate::futures::Race<_>| r.hedge(Duration::from_secs(1)).hedge(Duration::ZERO),
     ] {
         let tally = Tally::new(3);
         let contestants = (0..3).map(|me| tally.track(me, pending::<Result<(), ()>>()));

@@ -1,34 +1,19 @@
-//! Where a race keeps its contestants: pinned in place, a block of them per allocation.
+//! Where a race keeps the contestants of an iterable: pinned in place, in blocks.
 //!
 //! A contestant must stay put once polled. Safe Rust cannot pin the items of a `Vec` or a
 //! boxed slice one by one (that takes `unsafe`), but it can pin the fields of a struct: so
 //! the contestants live in boxed blocks, a first one of [`FIRST`] places (most races are
-//! small) and then blocks of [`MORE`], and never move: one allocation per block instead of
+//! small), then blocks of [`MORE`], and never move: one allocation per block instead of
 //! one per contestant.
 
 use std::pin::Pin;
 
-use crate::wake::Lent;
+use super::store::Slot;
 
 /// Places in the first block.
 const FIRST: usize = 4;
 /// Places in each block after the first.
 const MORE: usize = 32;
-
-pin_project_lite::pin_project! {
-    /// One place of a block.
-    #[project = SlotProj]
-    #[project_replace = SlotOwn]
-    pub(super) enum Slot<F, E> {
-        /// A contestant not done yet (maybe not started), and its waker if it kept a clone
-        /// of the lent one.
-        Running { #[pin] future: F, lent: Option<Lent> },
-        /// A contestant that failed: its error, and how many had failed before it.
-        Failed { error: E, order: usize },
-        /// Nothing: a place past the last contestant, or one whose contestant has gone.
-        Empty,
-    }
-}
 
 /// Makes a block type of one pinned field per place (`pin_project_lite` pins fields, not
 /// the items of an array).
@@ -44,6 +29,15 @@ macro_rules! block {
         impl<F, E> $name<F, E> {
             fn empty() -> Self {
                 Self { $($place: Slot::Empty,)+ }
+            }
+
+            /// Place `index`, before the block is pinned.
+            #[inline]
+            fn place_mut(&mut self, index: usize) -> &mut Slot<F, E> {
+                match index {
+                    $($index => &mut self.$place,)+
+                    _ => unreachable!("no place {index} in a block"),
+                }
             }
 
             #[inline]
@@ -65,20 +59,50 @@ block!(BigBlock:
     p27 27 p28 28 p29 29 p30 30 p31 31
 );
 
-/// Every contestant of a race, in blocks: the first block on its own (a race of up to
-/// [`FIRST`] contestants allocates that block and no list), the others in a list.
-pub(super) struct Blocks<F, E> {
-    first: Option<Pin<Box<Block<F, E>>>>,
-    more: Vec<Pin<Box<BigBlock<F, E>>>>,
-    len: usize,
+pin_project_lite::pin_project! {
+    /// Every contestant of a race, in blocks: the first block on its own (a race of up to
+    /// [`FIRST`] contestants allocates that block and no list), the others in a list.
+    pub struct Blocks<F, E> {
+        first: Option<Pin<Box<Block<F, E>>>>,
+        more: Vec<Pin<Box<BigBlock<F, E>>>>,
+        len: usize,
+    }
 }
 
 impl<F, E> Blocks<F, E> {
-    pub(super) fn new() -> Self {
+    /// The contestants `futures` yields, numbered in that order.
+    pub(super) fn new(futures: impl Iterator<Item = F>) -> Self {
+        let mut first: Option<Box<Block<F, E>>> = None;
+        // The list in one allocation when the iterator knows its length.
+        let (at_least, _) = futures.size_hint();
+        let mut more: Vec<Box<BigBlock<F, E>>> =
+            Vec::with_capacity(at_least.saturating_sub(FIRST).div_ceil(MORE));
+        let mut len = 0;
+        for future in futures {
+            let slot = Slot::new(future);
+            if len < FIRST {
+                *first
+                    .get_or_insert_with(|| Box::new(Block::empty()))
+                    .place_mut(len) = slot;
+            } else {
+                let index = len - FIRST;
+                if index % MORE == 0 {
+                    more.push(Box::new(BigBlock::empty()));
+                }
+                let block = more.last_mut().expect("a block was just pushed");
+                *block.place_mut(index % MORE) = slot;
+            }
+            len += 1;
+        }
         Self {
-            first: None,
-            more: Vec::new(),
-            len: 0,
+            first: first.map(Box::into_pin),
+            more: if more.is_empty() {
+                Vec::new()
+            } else {
+                // Pinned in place: the same allocation (a `Pin<Box<_>>` is a `Box<_>`).
+                more.into_iter().map(Box::into_pin).collect()
+            },
+            len,
         }
     }
 
@@ -88,35 +112,31 @@ impl<F, E> Blocks<F, E> {
         self.len
     }
 
-    /// Adds a contestant, numbered `len()`.
-    pub(super) fn push(&mut self, future: F) {
-        let index = self.len;
-        if index == 0 {
-            self.first = Some(Box::pin(Block::empty()));
-        } else if index >= FIRST && (index - FIRST) % MORE == 0 {
-            self.more.push(Box::pin(BigBlock::empty()));
-        }
-        self.len += 1;
-        self.place(index).set(Slot::Running { future, lent: None });
-    }
-
     /// Contestant `index`'s place.
     #[inline]
-    pub(super) fn place(&mut self, index: usize) -> Pin<&mut Slot<F, E>> {
-        let missing = "a contestant's index is below the count";
+    pub(super) fn place(self: Pin<&mut Self>, index: usize) -> Pin<&mut Slot<F, E>> {
+        let this = self.project();
         if index < FIRST {
-            self.first.as_mut().expect(missing).as_mut().place(index)
+            let first = this.first.as_mut();
+            first
+                .expect("a contestant's index is below the count")
+                .as_mut()
+                .place(index)
         } else {
             let index = index - FIRST;
-            let block = self.more.get_mut(index / MORE).expect(missing);
+            let block = this
+                .more
+                .get_mut(index / MORE)
+                .expect("a contestant's index is below the count");
             block.as_mut().place(index % MORE)
         }
     }
 
     /// Drops every contestant and error.
-    pub(super) fn clear(&mut self) {
-        self.first = None;
-        self.more = Vec::new();
-        self.len = 0;
+    pub(super) fn clear(self: Pin<&mut Self>) {
+        let this = self.project();
+        *this.first = None;
+        *this.more = Vec::new();
+        *this.len = 0;
     }
 }

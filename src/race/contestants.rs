@@ -1,10 +1,8 @@
 //! What [`race`](super::race) accepts: [`IntoContestants`], for iterables of one future
-//! type and for tuples of different ones (stored as nested [`Either`]s).
+//! type and for tuples of different ones (kept inline, a field each).
 
-use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use super::blocks::Blocks;
+use super::store::{self, Contestants};
 
 mod sealed {
     /// Keeps [`IntoContestants`](super::IntoContestants) implemented only here, so its
@@ -53,12 +51,14 @@ pub trait IntoContestants<Marker>: sealed::Sealed<Marker> + Sized {
     type Ok;
     /// What a losing contestant returns.
     type Error;
-    /// One contestant as the race stores it.
-    type Future: Future<Output = Result<Self::Ok, Self::Error>>;
+    /// The contestants as the race's type names them: `[F]` for an iterable of futures of
+    /// type `F`, `(F0, F1, ..)` for a tuple (each the `IntoFuture::IntoFuture` of what was
+    /// passed).
+    type Contestants: ?Sized + Contestants<Ok = Self::Ok, Error = Self::Error>;
 
-    /// Hands every contestant to `push`, in index order.
+    /// The contestants in their place in the race.
     #[doc(hidden)]
-    fn push_into(self, push: &mut impl FnMut(Self::Future));
+    fn into_store(self) -> <Self::Contestants as Contestants>::Store;
 }
 
 impl<I, T, E> sealed::Sealed<Iterable> for I
@@ -75,143 +75,50 @@ where
 {
     type Ok = T;
     type Error = E;
-    type Future = <I::Item as IntoFuture>::IntoFuture;
+    type Contestants = [<I::Item as IntoFuture>::IntoFuture];
 
-    fn push_into(self, push: &mut impl FnMut(Self::Future)) {
-        for contestant in self {
-            push(contestant.into_future());
-        }
+    fn into_store(self) -> Blocks<<I::Item as IntoFuture>::IntoFuture, E> {
+        Blocks::new(self.into_iter().map(IntoFuture::into_future))
     }
 }
 
-pin_project_lite::pin_project! {
-    /// One of two futures with the same output: how [`race`](crate::race) stores the
-    /// contestants of a tuple, which have different types, in one list.
-    ///
-    /// A tuple `(a, b, c)` becomes `left(a)`, `right(left(b))` and `right(right(c))`.
-    /// It shows up only in the type of such a race.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::future::{Ready, ready};
-    /// use tollgate::futures::{Either, Race};
-    ///
-    /// type R = Result<u8, ()>;
-    /// let race: Race<Either<Ready<R>, Ready<R>>, ()> = tollgate::race((ready(Err(())), ready(Ok(1))));
-    /// # assert_eq!(futures_lite::future::block_on(race), Ok(1));
-    /// ```
-    #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct Either<L, R> {
-        #[pin]
-        side: Side<L, R>,
-    }
-}
-
-pin_project_lite::pin_project! {
-    #[project = SideProj]
-    enum Side<L, R> {
-        Left { #[pin] future: L },
-        Right { #[pin] future: R },
-    }
-}
-
-impl<L, R> Either<L, R> {
-    fn left(future: L) -> Self {
-        Self {
-            side: Side::Left { future },
-        }
-    }
-
-    fn right(future: R) -> Self {
-        Self {
-            side: Side::Right { future },
-        }
-    }
-}
-
-impl<L, R> fmt::Debug for Either<L, R> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let side = match self.side {
-            Side::Left { .. } => "Left",
-            Side::Right { .. } => "Right",
-        };
-        f.debug_struct("Either")
-            .field("side", &side)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<L, R> Future for Either<L, R>
-where
-    L: Future,
-    R: Future<Output = L::Output>,
-{
-    type Output = L::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<L::Output> {
-        match self.project().side.project() {
-            SideProj::Left { future } => future.poll(cx),
-            SideProj::Right { future } => future.poll(cx),
-        }
-    }
-}
-
-impl<A, T, E> sealed::Sealed<Tuple> for (A,) where A: IntoFuture<Output = Result<T, E>> {}
-
-impl<A, T, E> IntoContestants<Tuple> for (A,)
-where
-    A: IntoFuture<Output = Result<T, E>>,
-{
-    type Ok = T;
-    type Error = E;
-    type Future = A::IntoFuture;
-
-    fn push_into(self, push: &mut impl FnMut(Self::Future)) {
-        push(self.0.into_future());
-    }
-}
-
-/// Implements `IntoContestants<Tuple>` for `(A, B, ...)` in terms of the tuple one shorter:
-/// the head becomes `Either::Left`, every contestant of the tail is wrapped in `Either::Right`.
+/// Implements `IntoContestants<Tuple>` for a tuple: its contestants go inline, in `$store`.
 macro_rules! tuple_contestants {
-    ($head:ident $head_var:ident, $($tail:ident $tail_var:ident),+) => {
-        impl<$head, $($tail,)+ T, E> sealed::Sealed<Tuple> for ($head, $($tail,)+)
+    ($store:ident: $($ty:ident $var:ident),+) => {
+        impl<$($ty,)+ T, E> sealed::Sealed<Tuple> for ($($ty,)+)
         where
-            $head: IntoFuture<Output = Result<T, E>>,
-            $($tail: IntoFuture<Output = Result<T, E>>,)+
+            $($ty: IntoFuture<Output = Result<T, E>>,)+
         {
         }
 
-        impl<$head, $($tail,)+ T, E> IntoContestants<Tuple> for ($head, $($tail,)+)
+        impl<$($ty,)+ T, E> IntoContestants<Tuple> for ($($ty,)+)
         where
-            $head: IntoFuture<Output = Result<T, E>>,
-            $($tail: IntoFuture<Output = Result<T, E>>,)+
+            $($ty: IntoFuture<Output = Result<T, E>>,)+
         {
             type Ok = T;
             type Error = E;
-            type Future = Either<
-                $head::IntoFuture,
-                <($($tail,)+) as IntoContestants<Tuple>>::Future,
-            >;
+            type Contestants = ($($ty::IntoFuture,)+);
 
-            fn push_into(self, push: &mut impl FnMut(Self::Future)) {
-                let ($head_var, $($tail_var,)+) = self;
-                push(Either::left($head_var.into_future()));
-                ($($tail_var,)+).push_into(&mut |future| push(Either::right(future)));
+            #[inline]
+            fn into_store(self) -> store::$store<$($ty::IntoFuture,)+ E> {
+                let ($($var,)+) = self;
+                store::$store::new(($($var.into_future(),)+))
             }
         }
     };
 }
 
-tuple_contestants!(F0 f0, F1 f1);
-tuple_contestants!(F0 f0, F1 f1, F2 f2);
-tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3);
-tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4);
-tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5);
-tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6);
-tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7);
-tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8);
-tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8, F9 f9);
-tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8, F9 f9, F10 f10);
-tuple_contestants!(F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8, F9 f9, F10 f10, F11 f11);
+tuple_contestants!(Tuple1: F0 f0);
+tuple_contestants!(Tuple2: F0 f0, F1 f1);
+tuple_contestants!(Tuple3: F0 f0, F1 f1, F2 f2);
+tuple_contestants!(Tuple4: F0 f0, F1 f1, F2 f2, F3 f3);
+tuple_contestants!(Tuple5: F0 f0, F1 f1, F2 f2, F3 f3, F4 f4);
+tuple_contestants!(Tuple6: F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5);
+tuple_contestants!(Tuple7: F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6);
+tuple_contestants!(Tuple8: F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7);
+tuple_contestants!(Tuple9: F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8);
+tuple_contestants!(Tuple10: F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8, F9 f9);
+tuple_contestants!(Tuple11:
+    F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8, F9 f9, F10 f10);
+tuple_contestants!(Tuple12:
+    F0 f0, F1 f1, F2 f2, F3 f3, F4 f4, F5 f5, F6 f6, F7 f7, F8 f8, F9 f9, F10 f10, F11 f11);

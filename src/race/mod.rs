@@ -2,22 +2,28 @@
 //! nobody wins [`RaceError`] carries every contestant's error. [`Race::hedge`] makes it a
 //! hedged race: the contestants start one after another instead of all at once.
 //!
-//! The race polls its contestants itself (no spawning). Until one of them pends it polls
-//! them with its own waker, as a select loop does: a race whose contestants all finish at
-//! once makes no waker. From the first that pends on, each gets a waker lent from the wake
-//! layer ([`crate::wake`]), so a wake-up polls that contestant only: racing 10,000 futures
-//! costs O(10,000) polls in total, not O(10,000) per wake-up. Contestants woken during a
-//! poll of the race (one finishing wakes the next) are polled again within it, up to a
-//! budget, unless one woke itself (it yielded): then the executor gets its turn first.
+//! The race polls its contestants itself (no spawning). A race of up to 4 contestants,
+//! and a tuple race, is a select loop: every poll polls every running contestant with the
+//! race's own waker (for so few, telling the woken ones apart costs more than it saves).
+//! A larger race polls with its own waker until a contestant pends; from then on each
+//! contestant gets a waker lent from the wake layer ([`crate::wake`]), so a wake-up polls
+//! that contestant only: racing 10,000 futures costs O(10,000) polls in total, not
+//! O(10,000) per wake-up. Contestants woken during a poll of the race (one finishing wakes
+//! the next) are polled again within it, up to a budget, unless one woke itself (it
+//! yielded): then the executor gets its turn first.
 //!
-//! The contestants stay pinned in blocks ([`blocks`]), one allocation per block.
+//! Where the contestants live ([`store`]): a tuple's inline in the race, a field each;
+//! an iterable's in boxed blocks ([`blocks`]).
 //!
-//! What a race allocates, at least, in safe Rust: a block for its first 4 contestants and
-//! one per 32 after them (and their list), where a crate free to use `unsafe` pins them all
-//! in one slice; the wake set once a contestant pends; a waker of its own for each
-//! contestant that keeps a clone of its waker while another one holds the lent one (a
-//! `Waker` made safely is an `Arc`, one per contestant number); the list of errors only
-//! when the race fails.
+//! What a race allocates: a tuple race, nothing (its timeout or hedge: one box for both,
+//! and the timer). An iterable race: a block for its first 4 contestants and one per 32
+//! after them (with their list), where a crate free to use `unsafe` pins them all in one
+//! slice; from 5 contestants on, once one pends, the wake set and a table of the wakers
+//! kept, and a waker of its own for each contestant that keeps a clone of its waker while
+//! another one holds the lent one (a `Waker` made safely is an `Arc`). Any race: the list
+//! of errors, only when it fails. Safe Rust could also keep an iterable's first block
+//! inside the race; measured, that costs more than the allocation (the race grows by 4
+//! contestants, and every move of it copies them).
 //!
 //! A hedged race keeps one timer, for the next start, moved forward at each start; the
 //! plain race pays one branch per poll for it.
@@ -25,8 +31,9 @@
 mod blocks;
 mod contestants;
 mod error;
+mod store;
 
-pub use contestants::{Either, IntoContestants};
+pub use contestants::IntoContestants;
 pub use error::RaceError;
 
 use std::fmt;
@@ -39,8 +46,8 @@ use std::time::Duration;
 
 use crate::runtime::RtSleep;
 use crate::time::{Sleep, sleep};
-use crate::wake::{Lender, WakeSet};
-use blocks::{Blocks, Slot, SlotOwn, SlotProj};
+use crate::wake::{Lender, Lent, WakeSet};
+use store::{Contestants, Slot, SlotOwn, SlotProj, Visit};
 
 /// At least this many polls of woken contestants in one poll of a race (more in a larger
 /// race: as many as it has contestants), then it lets the executor run others.
@@ -119,25 +126,25 @@ const MIN_BUDGET: usize = 32;
 #[doc(alias = "select_ok")]
 #[doc(alias = "race_ok")]
 #[doc(alias = "first_ok")]
-pub fn race<M, C>(contestants: C) -> Race<C::Future, C::Error>
+pub fn race<M, C>(contestants: C) -> Race<C::Contestants>
 where
     C: IntoContestants<M>,
 {
-    let mut slots = Blocks::new();
-    contestants.push_into(&mut |future| slots.push(future));
+    let store = contestants.into_store();
+    let len = C::Contestants::len(&store);
     Race {
-        contestants: Contestants {
-            running: slots.len(),
+        store,
+        core: Core {
+            len,
+            running: len,
             started: 0,
             failed: 0,
-            slots,
             lender: None,
+            lent: Vec::new(),
         },
         wake: None,
         holder: None,
-        timeout: None,
-        timer: None,
-        hedge: None,
+        extra: None,
         state: State::Fresh,
     }
 }
@@ -146,7 +153,9 @@ where
 enum State {
     /// Not polled yet: the first poll starts every contestant (a hedged race: the first).
     Fresh,
-    /// Polled once: later polls poll the woken contestants only.
+    /// Polled once, a select loop: every poll polls every running contestant.
+    Select,
+    /// Polled once, with a wake set: later polls poll the woken contestants only.
     Running,
     /// Polling contestants. Still set on the next poll only if a contestant panicked
     /// and the panic left the previous one: that poll panics too, rather than hang on
@@ -156,13 +165,19 @@ enum State {
     Done,
 }
 
-/// The contestants and what the race knows about them, apart from the [`WakeSet`] that
-/// says which ones to poll (so it can be borrowed while they are polled).
-struct Contestants<F, E> {
-    slots: Blocks<F, E>,
+/// What the race knows about its contestants, apart from where they are kept and the
+/// [`WakeSet`] that says which ones to poll (so those can be borrowed while a contestant
+/// is polled).
+struct Core {
+    /// Contestants in the race.
+    len: usize,
     /// Made with the [`WakeSet`], when the first contestant pends.
     lender: Option<Lender>,
-    /// Contestants started and neither failed nor dropped.
+    /// Made with the [`WakeSet`]: the waker each contestant kept, if it kept a clone of
+    /// the one lent to it.
+    lent: Vec<Option<Lent>>,
+    /// Contestants started and neither failed nor dropped; before the first poll, every
+    /// contestant (a hedged race sets it to 0 then).
     running: usize,
     /// Contestants `0..started` have been polled at least once; the rest never were.
     started: usize,
@@ -172,8 +187,8 @@ struct Contestants<F, E> {
 
 /// Which waker polls a contestant.
 enum Waking<'a, 'b> {
-    /// The race's own: until a contestant pends, nothing needs telling apart, and no
-    /// [`WakeSet`] is made (a race whose contestants all finish at once needs none).
+    /// The race's own: in a select loop, and until a contestant pends otherwise (a race
+    /// whose contestants all finish at once needs no [`WakeSet`]).
     Parent(&'a mut Context<'b>),
     /// A waker lent from the set, for this contestant only.
     Lent(&'a WakeSet),
@@ -187,23 +202,35 @@ enum Polled<T> {
     Won(T),
 }
 
-impl<F, E> Contestants<F, E> {
-    /// Polls contestant `index` (starting it if it never was); records a failure.
+/// Polls contestant `index` (starting it if it never was) and records a failure.
+struct PollOne<'a, 'b, 'c> {
+    core: &'a mut Core,
+    index: usize,
+    waking: Waking<'b, 'c>,
+}
+
+impl<T, E> Visit<T, E> for PollOne<'_, '_, '_> {
+    type Output = Polled<T>;
+
     #[inline]
-    fn poll<T>(&mut self, index: usize, waking: Waking<'_, '_>) -> Polled<T>
+    fn visit<F>(self, mut slot: Pin<&mut Slot<F, E>>) -> Polled<T>
     where
         F: Future<Output = Result<T, E>>,
     {
-        let mut slot = self.slots.place(index);
+        let Self {
+            core,
+            index,
+            mut waking,
+        } = self;
         // A contestant that already failed may still be woken by a stale waker: skip it.
-        let SlotProj::Running { future, lent } = slot.as_mut().project() else {
+        let SlotProj::Running { future } = slot.as_mut().project() else {
             return Polled::Pending;
         };
-        let poll = match &waking {
-            Waking::Parent(cx) => future.poll(&mut Context::from_waker(cx.waker())),
-            Waking::Lent(wake) => {
-                let lender = self.lender.get_or_insert_with(|| Lender::new(wake));
-                let waker = match lent {
+        let poll = match &mut waking {
+            Waking::Parent(cx) => future.poll(cx),
+            &mut Waking::Lent(wake) => {
+                let lender = core.lender.get_or_insert_with(|| Lender::new(wake));
+                let waker = match &core.lent[index] {
                     Some(kept) => kept.waker(),
                     None => lender.lend(wake, index),
                 };
@@ -213,7 +240,8 @@ impl<F, E> Contestants<F, E> {
         let result = match poll {
             Poll::Pending => {
                 // A contestant that kept a clone of the lent waker keeps the waker.
-                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut self.lender) {
+                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut core.lender) {
+                    let lent = &mut core.lent[index];
                     if lent.is_none() {
                         *lent = lender.kept(wake);
                     }
@@ -225,47 +253,119 @@ impl<F, E> Contestants<F, E> {
         match result {
             Ok(value) => Polled::Won(value),
             Err(error) => {
-                let lent = lent.take();
                 slot.set(Slot::Failed {
                     error,
-                    order: self.failed,
+                    order: core.failed,
                 });
-                self.failed += 1;
-                self.running -= 1;
-                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut self.lender) {
-                    lender.finished(wake, lent);
+                core.failed += 1;
+                core.running -= 1;
+                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut core.lender) {
+                    lender.finished(wake, core.lent[index].take());
                 }
                 Polled::Failed
             }
         }
     }
+}
 
+/// Takes a failed contestant's error and how many failed before it; drops the contestant.
+struct TakeError;
+
+impl<T, E> Visit<T, E> for TakeError {
+    type Output = Option<(usize, E)>;
+
+    fn visit<F>(self, slot: Pin<&mut Slot<F, E>>) -> Self::Output
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        match slot.project_replace(Slot::Empty) {
+            SlotOwn::Failed { error, order } => Some((order, error)),
+            _ => None,
+        }
+    }
+}
+
+/// Polls contestant `index` of `store`.
+#[inline]
+fn poll_one<C>(
+    store: Pin<&mut C::Store>,
+    core: &mut Core,
+    index: usize,
+    waking: Waking<'_, '_>,
+) -> Polled<C::Ok>
+where
+    C: ?Sized + Contestants,
+{
+    C::visit(
+        store,
+        index,
+        PollOne {
+            core,
+            index,
+            waking,
+        },
+    )
+}
+
+/// One poll of a select loop: polls every running contestant with the race's own waker,
+/// and once more while one failed after others had pended in the same round (its end may
+/// have woken them, as one mirror's answer can unblock another's), rather than after a
+/// round trip through the executor. Each extra round needs a new failure: at most as
+/// many rounds as contestants.
+#[inline]
+fn poll_select<C>(
+    mut store: Pin<&mut C::Store>,
+    core: &mut Core,
+    cx: &mut Context<'_>,
+) -> Option<C::Ok>
+where
+    C: ?Sized + Contestants,
+{
+    loop {
+        let mut pended = false;
+        let mut again = false;
+        for index in 0..core.len {
+            match poll_one::<C>(store.as_mut(), core, index, Waking::Parent(cx)) {
+                Polled::Won(value) => return Some(value),
+                Polled::Pending => pended = true,
+                Polled::Failed => again |= pended,
+            }
+        }
+        if !again {
+            return None;
+        }
+    }
+}
+
+impl Core {
     /// Polls contestant `index` with the parent's waker while there is no wake set yet,
     /// and makes the set when a contestant pends: that one becomes the `holder`, which the
     /// next poll of the race polls with a waker of its own. Returns what the poll gave, and
     /// whether the contestant woke itself (then it waits for the next poll of the race).
     #[inline]
-    fn poll_first<T>(
+    fn poll_first<C>(
         &mut self,
+        store: Pin<&mut C::Store>,
         wake: &mut Option<WakeSet>,
         holder: &mut Option<usize>,
         index: usize,
         cx: &mut Context<'_>,
-    ) -> (Polled<T>, bool)
+    ) -> (Polled<C::Ok>, bool)
     where
-        F: Future<Output = Result<T, E>>,
+        C: ?Sized + Contestants,
     {
         if let Some(set) = wake {
-            let polled = self.poll(index, Waking::Lent(set));
+            let polled = poll_one::<C>(store, self, index, Waking::Lent(set));
             let woke_itself = matches!(polled, Polled::Pending) && set.is_marked(index);
             return (polled, woke_itself);
         }
-        let polled = self.poll(index, Waking::Parent(cx));
+        let polled = poll_one::<C>(store, self, index, Waking::Parent(cx));
         if let Polled::Pending = polled {
             // It may keep the parent's waker, which does not tell which contestant to
             // poll: every other contestant gets a waker of its own from now on.
-            let set = wake.insert(WakeSet::new(self.slots.len()));
+            let set = wake.insert(WakeSet::new(self.len));
             set.enter();
+            self.lent = (0..self.len).map(|_| None).collect();
             *holder = Some(index);
         }
         // A wake-up of its own went to the executor: it is polled on the next poll anyway.
@@ -273,93 +373,134 @@ impl<F, E> Contestants<F, E> {
     }
 
     /// Starts the next contestant: its first poll.
-    fn start_next<T>(&mut self, wake: &WakeSet) -> Polled<T>
+    fn start_next<C>(&mut self, store: Pin<&mut C::Store>, wake: &WakeSet) -> Polled<C::Ok>
     where
-        F: Future<Output = Result<T, E>>,
+        C: ?Sized + Contestants,
     {
         let index = self.started;
         self.started += 1;
         self.running += 1;
-        self.poll(index, Waking::Lent(wake))
+        poll_one::<C>(store, self, index, Waking::Lent(wake))
     }
+}
 
-    /// Drops every contestant, started or not, and every error.
-    fn drop_all(&mut self) {
-        self.slots.clear();
-        self.running = 0;
-    }
-
-    /// The errors, in the order the contestants failed; drops every contestant.
-    fn take_errors(&mut self) -> Vec<(usize, E)> {
-        let mut errors = Vec::with_capacity(self.failed);
-        for index in 0..self.slots.len() {
-            if let SlotOwn::Failed { error, order } =
-                self.slots.place(index).project_replace(Slot::Empty)
-            {
-                errors.push((order, index, error));
-            }
+/// The errors, in the order the contestants failed; drops every contestant.
+fn take_errors<C>(mut store: Pin<&mut C::Store>, core: &mut Core) -> Vec<(usize, C::Error)>
+where
+    C: ?Sized + Contestants,
+{
+    let mut errors = Vec::with_capacity(core.failed);
+    for index in 0..core.len {
+        if let Some((order, error)) = C::visit(store.as_mut(), index, TakeError) {
+            errors.push((order, index, error));
         }
-        self.drop_all();
-        errors.sort_unstable_by_key(|&(order, _, _)| order);
-        // Collected in place: the same allocation, each entry one word shorter.
-        errors
-            .into_iter()
-            .map(|(_, index, error)| (index, error))
-            .collect()
+    }
+    C::clear(store);
+    core.running = 0;
+    core.lent = Vec::new();
+    errors.sort_unstable_by_key(|&(order, _, _)| order);
+    // Collected in place: the same allocation, each entry one word shorter.
+    errors
+        .into_iter()
+        .map(|(_, index, error)| (index, error))
+        .collect()
+}
+
+pin_project_lite::pin_project! {
+    /// The future of a [`race`], and its builder: set a [`timeout`](Self::timeout) or a
+    /// [`hedge`](Self::hedge) delay, then `.await` it (or spawn it, or return it from a map's
+    /// function).
+    ///
+    /// `C` names the contestants: `[F]` for any number of one future type `F` (a `Vec`, an
+    /// array, an iterator), `(F0, F1, ..)` for a tuple of up to 12 types. The race keeps them
+    /// inside itself, so it is `Unpin` when they are. The output is `Result<T,
+    /// RaceError<E>>` for contestants that return `Result<T, E>`.
+    ///
+    /// # Examples
+    ///
+    /// The type can be named, so a race can be stored or returned:
+    ///
+    /// ```
+    /// use std::future::{Ready, ready};
+    /// use std::time::Duration;
+    /// use tollgate::futures::Race;
+    ///
+    /// type Answer = Ready<Result<u32, String>>;
+    ///
+    /// fn ask(mirrors: Vec<Answer>) -> Race<[Answer]> {
+    ///     tollgate::race(mirrors).timeout(Duration::from_secs(5))
+    /// }
+    ///
+    /// fn ask_both(main: Answer, backup: Answer) -> Race<(Answer, Answer)> {
+    ///     tollgate::race((main, backup)).hedge(Duration::from_millis(50))
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// assert_eq!(ask(vec![ready(Err("down".into())), ready(Ok(3))]).await, Ok(3));
+    /// assert_eq!(ask_both(ready(Ok(1)), ready(Ok(2))).await, Ok(1));
+    /// # });
+    /// ```
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct Race<C>
+    where
+        C: ?Sized,
+        C: Contestants,
+    {
+        #[pin]
+        store: C::Store,
+        core: Core,
+        // Which contestants were woken; made when the first contestant pends (a hedged
+        // race: on the first poll), never in a select loop.
+        wake: Option<WakeSet>,
+        // The contestant that pended while polled with the race's own waker: the next
+        // poll polls it, with a waker of its own.
+        holder: Option<usize>,
+        // A timeout or a hedge: one pointer for a plain race to check.
+        extra: Option<Pin<Box<Extra>>>,
+        state: State,
     }
 }
 
-/// The future of a [`race`], and its builder: set a [`timeout`](Self::timeout) or a
-/// [`hedge`](Self::hedge) delay, then `.await` it (or spawn it, or return it from a map's
-/// function).
-///
-/// `F` is the type of one contestant and `E` its error type.
-///
-/// # Examples
-///
-/// The type can be named, so a race can be stored or returned:
-///
-/// ```
-/// use std::future::{Ready, ready};
-/// use std::time::Duration;
-/// use tollgate::futures::Race;
-///
-/// type Answer = Ready<Result<u32, String>>;
-///
-/// fn ask(mirrors: Vec<Answer>) -> Race<Answer, String> {
-///     tollgate::race(mirrors).timeout(Duration::from_secs(5))
-/// }
-///
-/// # futures_lite::future::block_on(async {
-/// assert_eq!(ask(vec![ready(Err("down".into())), ready(Ok(3))]).await, Ok(3));
-/// # });
-/// ```
-#[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct Race<F, E> {
-    contestants: Contestants<F, E>,
-    /// Which contestants were woken; made when the first contestant pends (a hedged race:
-    /// on the first poll).
-    wake: Option<WakeSet>,
-    /// The contestant that pended while polled with the race's own waker: the next poll
-    /// polls it, with a waker of its own.
-    holder: Option<usize>,
-    timeout: Option<Duration>,
-    /// Started on the first poll when there is a timeout.
-    timer: Option<Pin<Box<Sleep>>>,
-    /// `Some` for a hedged race.
-    hedge: Option<Hedge>,
-    state: State,
+pin_project_lite::pin_project! {
+    /// What a timeout and a hedge add to a race, apart so a plain race carries one empty
+    /// pointer for both.
+    struct Extra {
+        timeout: Option<Duration>,
+        // Started on the first poll when there is a timeout.
+        #[pin]
+        timer: Option<Sleep>,
+        // Set for a hedged race.
+        hedge: Option<Duration>,
+        // Fires `hedge` after the latest start; set again at each start after which the
+        // race has to wait (one timer for the race, not one per contestant). `None` until
+        // then.
+        #[pin]
+        next_start: Option<RtSleep>,
+    }
 }
 
-/// What a hedged race adds: the delay, and the one timer for the next start.
-struct Hedge {
-    delay: Duration,
-    /// Fires `delay` after the latest start; set again at each start after which the race
-    /// has to wait (one timer for the race, not one per contestant). `None` until then.
-    next_start: Option<Pin<Box<RtSleep>>>,
+impl Extra {
+    fn new() -> Self {
+        Self {
+            timeout: None,
+            timer: None,
+            hedge: None,
+            next_start: None,
+        }
+    }
 }
 
-impl<F, E> Race<F, E> {
+impl<C> Race<C>
+where
+    C: ?Sized + Contestants,
+{
+    /// The extras, made on first use.
+    fn extra(&mut self) -> Pin<&mut Extra> {
+        self.extra
+            .get_or_insert_with(|| Box::pin(Extra::new()))
+            .as_mut()
+    }
+
     /// Gives up once `duration` has passed without a winner, counted from the race's first
     /// poll.
     ///
@@ -392,7 +533,7 @@ impl<F, E> Race<F, E> {
     /// [`RaceError`] whose [`timed_out`](RaceError::timed_out) is true and that carries
     /// the errors collected until then.
     pub fn timeout(mut self, duration: Duration) -> Self {
-        self.timeout = Some(duration);
+        *self.extra().project().timeout = Some(duration);
         self
     }
 
@@ -475,182 +616,251 @@ impl<F, E> Race<F, E> {
     #[doc(alias = "hedged")]
     #[doc(alias = "backup_request")]
     pub fn hedge(mut self, delay: Duration) -> Self {
-        self.hedge = if delay.is_zero() {
-            None
+        if delay.is_zero() {
+            if let Some(extra) = &mut self.extra {
+                *extra.as_mut().project().hedge = None;
+            }
         } else {
-            Some(Hedge {
-                delay,
-                next_start: None,
-            })
-        };
+            *self.extra().project().hedge = Some(delay);
+        }
         self
     }
-
-    /// Ends the race with a failure.
-    fn fail(&mut self, timed_out: Option<Duration>) -> RaceError<E> {
-        self.timer = None;
-        self.hedge = None;
-        self.state = State::Done;
-        RaceError::new(
-            self.contestants.take_errors(),
-            timed_out,
-            self.contestants.started,
-        )
-    }
 }
 
-impl<F, T, E> Race<F, E>
+impl<C> Race<C>
 where
-    F: Future<Output = Result<T, E>>,
+    C: ?Sized + Contestants,
 {
-    /// Polls the holder, if any, with a waker of its own from now on.
-    #[inline]
-    fn poll_holder(&mut self, yielded: &mut bool) -> Option<T> {
-        if let (Some(index), Some(wake)) = (self.holder.take(), &self.wake) {
-            match self.contestants.poll(index, Waking::Lent(wake)) {
-                Polled::Won(value) => return Some(value),
-                Polled::Pending => *yielded |= wake.is_marked(index),
-                Polled::Failed => {}
+    /// Ends the race with a failure.
+    fn fail(self: Pin<&mut Self>, timed_out: Option<Duration>) -> RaceError<C::Error> {
+        let this = self.project();
+        *this.extra = None;
+        *this.state = State::Done;
+        let errors = take_errors::<C>(this.store, this.core);
+        RaceError::new(errors, timed_out, this.core.started)
+    }
+
+    /// Ends the race with a winner: the losers go before its value leaves this poll.
+    fn win(self: Pin<&mut Self>, value: C::Ok) -> Poll<Result<C::Ok, RaceError<C::Error>>> {
+        let this = self.project();
+        C::clear(this.store);
+        this.core.running = 0;
+        if !this.core.lent.is_empty() {
+            this.core.lent = Vec::new();
+        }
+        *this.extra = None;
+        *this.state = State::Done;
+        Poll::Ready(Ok(value))
+    }
+
+    /// After polling the contestants without a winner: fails if nobody runs, else
+    /// registers the parent's waker (with a wake set) and checks the timeout.
+    fn pend(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<C::Ok, RaceError<C::Error>>> {
+        let this = self.as_mut().project();
+        if this.core.running == 0 {
+            return Poll::Ready(Err(self.fail(None)));
+        }
+        // Register, then look: a contestant woken during this poll and not polled yet (it
+        // yielded, or the budget ran out) gets its next poll in the next poll of the race,
+        // after the executor has had its turn.
+        if let Some(wake) = this.wake {
+            wake.register(cx);
+            if wake.any() {
+                cx.waker().wake_by_ref();
             }
         }
-        None
+        if let Some(extra) = this.extra {
+            let extra = extra.as_mut().project();
+            if let Some(timer) = extra.timer.as_pin_mut() {
+                if timer.poll(cx).is_ready() {
+                    let timeout = *extra.timeout;
+                    if let Some(after) = timeout {
+                        crate::events::timed_out("race", after);
+                    }
+                    return Poll::Ready(Err(self.fail(timeout)));
+                }
+            }
+        }
+        Poll::Pending
     }
 }
-
-impl Hedge {
+impl Extra {
     /// Starts every contestant that is due: while some are left, the next one once every
     /// started one has failed or the timer has fired. Returns the winner's value if one
     /// of them wins on its first poll.
     ///
     /// Never inlined: kept out of the race's poll, so the plain race's poll stays small.
     #[inline(never)]
-    fn start_due<F, T, E>(
-        &mut self,
-        contestants: &mut Contestants<F, E>,
+    fn start_due<C>(
+        self: Pin<&mut Self>,
+        mut store: Pin<&mut C::Store>,
+        core: &mut Core,
         wake: &WakeSet,
         cx: &mut Context<'_>,
-    ) -> Option<T>
+    ) -> Option<C::Ok>
     where
-        F: Future<Output = Result<T, E>>,
+        C: ?Sized + Contestants,
     {
-        while contestants.started < contestants.slots.len() {
-            if contestants.running > 0 {
+        let this = self.project();
+        let delay = (*this.hedge)?;
+        let mut next_start = this.next_start;
+        while core.started < core.len {
+            if core.running > 0 {
                 // The timer was set at the latest start: that start left `running > 0`.
-                let timer = self.next_start.as_mut()?;
-                if timer.as_mut().poll(cx).is_pending() {
+                let timer = next_start.as_mut().as_pin_mut()?;
+                if timer.poll(cx).is_pending() {
                     return None;
                 }
             }
-            if contestants.started > 0 {
-                crate::events::hedge(contestants.started, contestants.running == 0);
+            if core.started > 0 {
+                crate::events::hedge(core.started, core.running == 0);
             }
-            if let Polled::Won(value) = contestants.start_next(wake) {
+            if let Polled::Won(value) = core.start_next::<C>(store.as_mut(), wake) {
                 return Some(value);
             }
             // Set the timer only when the race will wait on it: a contestant that failed
             // at once, with nobody else running, lets the next one start right away.
-            if contestants.running > 0 && contestants.started < contestants.slots.len() {
-                let timer = RtSleep::after(self.delay);
-                match &mut self.next_start {
-                    Some(next_start) => next_start.set(timer),
-                    None => self.next_start = Some(Box::pin(timer)),
-                }
+            if core.running > 0 && core.started < core.len {
+                next_start.set(Some(RtSleep::after(delay)));
             }
         }
         None
     }
 }
 
-// Contestants are pinned in boxed blocks and errors are never pinned: moving a `Race`
-// moves no pinned data.
-impl<F, E> Unpin for Race<F, E> {}
-
-impl<F, E> fmt::Debug for Race<F, E> {
+impl<C> fmt::Debug for Race<C>
+where
+    C: ?Sized + Contestants,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let extra = self.extra.as_deref();
         f.debug_struct("Race")
-            .field("contestants", &self.contestants.slots.len())
-            .field("running", &self.contestants.running)
-            .field("started", &self.contestants.started)
-            .field("failed", &self.contestants.failed)
-            .field("timeout", &self.timeout)
-            .field("hedge", &self.hedge.as_ref().map(|hedge| hedge.delay))
+            .field("contestants", &self.core.len)
+            .field("running", &self.core.running)
+            .field("started", &self.core.started)
+            .field("failed", &self.core.failed)
+            .field("timeout", &extra.and_then(|extra| extra.timeout))
+            .field("hedge", &extra.and_then(|extra| extra.hedge))
             .finish_non_exhaustive()
     }
 }
 
-impl<F, T, E> Future for Race<F, E>
+impl<C> Future for Race<C>
 where
-    F: Future<Output = Result<T, E>>,
+    C: ?Sized + Contestants,
 {
-    type Output = Result<T, RaceError<E>>;
+    type Output = Result<C::Ok, RaceError<C::Error>>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.as_mut().project();
+        let state = mem::replace(this.state, State::Polling);
+        match state {
+            State::Select => {
+                let winner = poll_select::<C>(this.store, this.core, cx);
+                *this.state = State::Select;
+                return match winner {
+                    Some(value) => self.win(value),
+                    None => self.pend(cx),
+                };
+            }
+            State::Done => panic!("`Race` polled after it completed"),
+            State::Polling => panic!("`Race` polled after a contestant panicked"),
+            State::Fresh | State::Running => {}
+        }
+        let mut hedged = false;
+        if state == State::Fresh {
+            if let Some(extra) = this.extra.as_mut() {
+                let mut extra = extra.as_mut().project();
+                if let Some(duration) = *extra.timeout {
+                    extra.timer.set(Some(sleep(duration)));
+                }
+                hedged = extra.hedge.is_some();
+            }
+            if !hedged && C::select_loop(&this.store) {
+                this.core.started = this.core.len;
+                let winner = poll_select::<C>(this.store, this.core, cx);
+                *this.state = State::Select;
+                return match winner {
+                    Some(value) => self.win(value),
+                    None => self.pend(cx),
+                };
+            }
+        }
         let mut winner = None;
         // Wake-ups during this poll only mark their contestants: we look before we return.
         if let Some(wake) = &this.wake {
             wake.enter();
         }
         // Polls left in this poll of the race for contestants woken during it.
-        let mut budget = this.contestants.slots.len().max(MIN_BUDGET);
+        let mut budget = this.core.len.max(MIN_BUDGET);
         // A contestant woke itself (it yielded): the executor gets its turn before the
         // contestants woken now are polled.
         let mut yielded = false;
-        match mem::replace(&mut this.state, State::Polling) {
-            State::Done => panic!("`Race` polled after it completed"),
-            State::Polling => panic!("`Race` polled after a contestant panicked"),
-            State::Fresh => {
-                if let Some(duration) = this.timeout {
-                    this.timer = Some(Box::pin(sleep(duration)));
-                }
-                if this.hedge.is_none() {
-                    this.contestants.started = this.contestants.slots.len();
-                    // A contestant finished after the holder pended: it may have woken the
-                    // holder (one mirror's answer unblocking another's), through the
-                    // parent's waker, so nothing says whether it did.
-                    let mut finished_after_holder = false;
-                    for index in 0..this.contestants.slots.len() {
-                        let (polled, woke_itself) = this.contestants.poll_first(
-                            &mut this.wake,
-                            &mut this.holder,
-                            index,
-                            cx,
-                        );
-                        yielded |= woke_itself;
-                        match polled {
-                            Polled::Won(value) => {
-                                winner = Some(value);
-                                break;
-                            }
-                            Polled::Failed => finished_after_holder |= this.holder.is_some(),
-                            Polled::Pending => {}
-                        }
-                    }
-                    // Then poll the holder again now, as a select loop would, rather than
-                    // after a round trip through the executor.
-                    if finished_after_holder && winner.is_none() {
-                        winner = this.poll_holder(&mut yielded);
-                    }
-                } else {
-                    // Nobody runs yet: the first contestant starts below, as each next one,
-                    // each with a waker of its own (a hedged race waits anyway).
-                    this.contestants.running = 0;
-                    let wake = this.wake.insert(WakeSet::new(this.contestants.slots.len()));
-                    wake.enter();
+        if state == State::Running {
+            // Poll the holder, if any, with a waker of its own from now on.
+            if let (Some(index), Some(wake)) = (this.holder.take(), &*this.wake) {
+                match poll_one::<C>(this.store.as_mut(), this.core, index, Waking::Lent(wake)) {
+                    Polled::Won(value) => winner = Some(value),
+                    Polled::Pending => yielded |= wake.is_marked(index),
+                    Polled::Failed => {}
                 }
             }
-            State::Running => winner = this.poll_holder(&mut yielded),
+        } else if !hedged {
+            this.core.started = this.core.len;
+            // A contestant finished after the holder pended: it may have woken the
+            // holder (one mirror's answer unblocking another's), through the parent's
+            // waker, so nothing says whether it did.
+            let mut finished_after_holder = false;
+            for index in 0..this.core.len {
+                let (polled, woke_itself) = this.core.poll_first::<C>(
+                    this.store.as_mut(),
+                    this.wake,
+                    this.holder,
+                    index,
+                    cx,
+                );
+                yielded |= woke_itself;
+                match polled {
+                    Polled::Won(value) => {
+                        winner = Some(value);
+                        break;
+                    }
+                    Polled::Failed => finished_after_holder |= this.holder.is_some(),
+                    Polled::Pending => {}
+                }
+            }
+            // Then poll the holder again now, as a select loop would, rather than after a
+            // round trip through the executor.
+            if finished_after_holder && winner.is_none() {
+                if let (Some(index), Some(wake)) = (this.holder.take(), &*this.wake) {
+                    match poll_one::<C>(this.store.as_mut(), this.core, index, Waking::Lent(wake)) {
+                        Polled::Won(value) => winner = Some(value),
+                        Polled::Pending => yielded |= wake.is_marked(index),
+                        Polled::Failed => {}
+                    }
+                }
+            }
+        } else {
+            // Nobody runs yet: the first contestant starts below, as each next one, each
+            // with a waker of its own (a hedged race waits anyway).
+            this.core.running = 0;
+            let wake = this.wake.insert(WakeSet::new(this.core.len));
+            wake.enter();
+            this.core.lent = (0..this.core.len).map(|_| None).collect();
         }
         // Poll the woken contestants, again while polling them wakes others (one finishing
         // wakes the next, say): within the budget, until one yields.
-        if let Some(wake) = &this.wake {
+        if let Some(wake) = &*this.wake {
             while winner.is_none() && !yielded && budget > 0 && wake.any() {
                 let _ = wake.drain(|index| {
                     if budget == 0 {
                         return ControlFlow::Break(());
                     }
                     budget -= 1;
-                    match this.contestants.poll(index, Waking::Lent(wake)) {
+                    match poll_one::<C>(this.store.as_mut(), this.core, index, Waking::Lent(wake)) {
                         Polled::Won(value) => {
                             winner = Some(value);
                             ControlFlow::Break(())
@@ -663,41 +873,17 @@ where
                     }
                 });
             }
-        }
-        // The one branch a plain race pays for hedging.
-        if let (Some(hedge), Some(wake)) = (&mut this.hedge, &this.wake) {
-            if winner.is_none() {
-                winner = hedge.start_due(&mut this.contestants, wake, cx);
+            // The one branch a race without extras pays for hedging.
+            if let (None, Some(extra)) = (&winner, this.extra.as_mut()) {
+                winner = extra
+                    .as_mut()
+                    .start_due::<C>(this.store.as_mut(), this.core, wake, cx);
             }
         }
-        this.state = State::Running;
-        if let Some(value) = winner {
-            // The losers go before the winner's value leaves this poll.
-            this.contestants.drop_all();
-            this.timer = None;
-            this.state = State::Done;
-            return Poll::Ready(Ok(value));
+        *this.state = State::Running;
+        match winner {
+            Some(value) => self.win(value),
+            None => self.pend(cx),
         }
-        if this.contestants.running == 0 {
-            return Poll::Ready(Err(this.fail(None)));
-        }
-        // Register, then look: a contestant woken during this poll and not polled yet (it
-        // yielded, or the budget ran out) gets its next poll in the next poll of the race,
-        // after the executor has had its turn.
-        if let Some(wake) = &this.wake {
-            wake.register(cx);
-            if wake.any() {
-                cx.waker().wake_by_ref();
-            }
-        }
-        if let Some(timer) = &mut this.timer {
-            if timer.as_mut().poll(cx).is_ready() {
-                if let Some(after) = this.timeout {
-                    crate::events::timed_out("race", after);
-                }
-                return Poll::Ready(Err(this.fail(this.timeout)));
-            }
-        }
-        Poll::Pending
     }
 }
