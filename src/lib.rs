@@ -12,6 +12,7 @@ mod events;
 mod limit;
 mod map;
 mod race;
+mod rendezvous;
 mod retry;
 mod runtime;
 mod sync;
@@ -33,6 +34,7 @@ pub use crate::map::{
     map_async, try_map_async,
 };
 pub use crate::race::{IntoContestants, RaceError, race};
+pub use crate::rendezvous::rendezvous_slot;
 pub use crate::retry::{Attempt, RetryError, RetryEvent, RetryPolicy, retry};
 pub use crate::runtime::{RunSyncError, RuntimeKey, run_sync, try_run_sync};
 pub use crate::time::{TimeoutError, sleep, timeout};
