@@ -162,8 +162,15 @@ impl SharedKeyedBulkhead {
             .arg(store.ttl_micros())
             .arg(&lease.id);
         let sent = Instant::now();
-        let (code, micros): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
-        pending.lease = None;
+        let ((code, micros), sends): ((i64, i64), u32) =
+            store.query_counted(&Call::Script(&invocation)).await?;
+        // One send answered "no": the lease was never added. After a resend (the first
+        // reply was lost) an earlier send may have run; the grant script answers "granted"
+        // for an id it already holds, but keep the guard armed anyway, so any other answer
+        // still has the keeper delete the id.
+        if code == GRANTED || sends == 1 {
+            pending.lease = None;
+        }
         let after = Duration::from_micros(micros.max(0).unsigned_abs());
         match code {
             GRANTED => {

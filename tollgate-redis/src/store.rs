@@ -366,8 +366,19 @@ impl Inner {
     /// Runs one call, retrying within the bounded wait while the failure can pass; fails
     /// closed with an `unavailable` error naming the address after it.
     pub(crate) async fn query<T: FromRedisValue>(&self, call: &Call<'_>) -> Result<T, SharedError> {
+        self.query_counted(call).await.map(|(value, _)| value)
+    }
+
+    /// As [`query`](Self::query), also saying how many times the call was sent: a call
+    /// sent more than once may have run more than once.
+    pub(crate) async fn query_counted<T: FromRedisValue>(
+        &self,
+        call: &Call<'_>,
+    ) -> Result<(T, u32), SharedError> {
         let deadline = Instant::now() + self.wait;
+        let mut sends = 0u32;
         loop {
+            sends += 1;
             let remaining = deadline.saturating_duration_since(Instant::now());
             let attempt = async {
                 let (generation, mut conn) = self.connection().await.map_err(|e| (None, e))?;
@@ -378,7 +389,7 @@ impl Inner {
                 reply.map_err(|e| (Some(generation), e))
             };
             let reason = match tollgate::timeout(remaining, attempt).await {
-                Ok(Ok(value)) => return Ok(value),
+                Ok(Ok(value)) => return Ok((value, sends)),
                 Ok(Err((generation, error))) => {
                     let broken = error.is_io_error()
                         || error.is_timeout()

@@ -23,6 +23,14 @@ if now < ready then
   return {3, ready - now}
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+-- The same id asked again (a call resent after its reply was lost, when the first send ran):
+-- the lease is this caller's already; counting it against the limit would answer "full" and
+-- leave it orphaned. Renew it and say granted.
+if redis.call('ZSCORE', KEYS[1], ARGV[3]) then
+  redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], math.ceil(ttl / 1000) + 1000)
+  return {0, now + ttl}
+end
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   return {1, tonumber(oldest[2]) - now}
