@@ -13,7 +13,7 @@ use futures_lite::future;
 
 use crate::SharedError;
 use crate::lease::{Fence, Lease, SharedPermit};
-use crate::scripts::{FULL, GRANT, GRANTED, IN_USE, WARMING_UP};
+use crate::scripts::{CANCELLED, FULL, GRANT, GRANTED, IN_USE, WARMING_UP};
 use crate::store::{Call, Inner, KeyLocal, RedisLimits};
 
 /// The first pause before asking a full key again; it doubles up to the store's poll
@@ -158,6 +158,7 @@ impl SharedKeyedBulkhead {
         invocation
             .key(&lease.set)
             .key(&epoch)
+            .key(lease.tombstone_key())
             .arg(self.limit())
             .arg(store.ttl_micros())
             .arg(&lease.id);
@@ -183,6 +184,9 @@ impl SharedKeyedBulkhead {
             }
             FULL => Err(SharedError::full(after)),
             WARMING_UP => Err(SharedError::warming_up(after)),
+            // Only a grant whose caller gave up meets its tombstone; a caller still here
+            // cannot (its id is new), so this is unreachable in practice.
+            CANCELLED => Err(SharedError::full(after)),
             other => Err(SharedError::unavailable(
                 &store.address,
                 format_args!("unexpected reply {other} from the grant script"),
@@ -452,7 +456,7 @@ struct Pending<'a> {
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if let Some(lease) = self.lease.take() {
-            self.store.keeper.release(lease);
+            self.store.keeper.cancel(lease);
         }
     }
 }

@@ -28,8 +28,11 @@ use crate::store::{StoreStats, micros};
 enum Msg {
     /// A granted lease to renew from now on.
     Hold(Arc<Lease>),
-    /// A lease to delete (a dropped permit, or a grant whose reply was lost or cancelled).
+    /// A lease to delete (a dropped permit).
     Release(Arc<Lease>),
+    /// A grant that may still be on its way to Redis (its caller gave up, or its reply was
+    /// lost): delete the lease and leave a tombstone, so a grant that runs later refuses it.
+    Cancel(Arc<Lease>),
 }
 
 #[derive(Default)]
@@ -76,6 +79,9 @@ impl Keeper {
             ttl,
             // A renewal that takes longer than a third of the TTL is as good as failed.
             wait: wait.min(ttl / 3),
+            // A grant already written to a connection runs within the call's wait (or when a
+            // frozen Redis thaws, which fences everything anyway); the TTL on top is room.
+            tombstone: ttl + wait,
             conn: None,
             held: HashMap::new(),
             releases: Vec::new(),
@@ -102,6 +108,10 @@ impl Keeper {
         self.send(Msg::Release(lease));
     }
 
+    pub(crate) fn cancel(&self, lease: Arc<Lease>) {
+        self.send(Msg::Cancel(lease));
+    }
+
     fn send(&self, msg: Msg) {
         // The thread ends only when every sender is gone, so this cannot fail while the
         // store lives; if the thread died anyway, the lease lapses after its TTL.
@@ -114,10 +124,13 @@ struct Thread {
     client: redis::Client,
     ttl: Duration,
     wait: Duration,
+    /// How long a cancelled grant's tombstone stays.
+    tombstone: Duration,
     conn: Option<Connection>,
     held: HashMap<String, Arc<Lease>>,
-    /// Releases to send, each with the instant after which its lease has lapsed anyway.
-    releases: Vec<(Arc<Lease>, Instant)>,
+    /// Releases to send, each with the instant after which its lease has lapsed anyway, and
+    /// whether it is a cancelled grant (a tombstone goes with it).
+    releases: Vec<(Arc<Lease>, Instant, bool)>,
     next_renewal: Option<Instant>,
     stats: Arc<KeeperStats>,
 }
@@ -190,7 +203,13 @@ impl Thread {
                     self.next_renewal = None;
                 }
                 let lapsed = Instant::now() + self.ttl;
-                self.releases.push((lease, lapsed));
+                self.releases.push((lease, lapsed, false));
+            }
+            Msg::Cancel(lease) => {
+                // Never held: the grant's answer never reached a caller. The tombstone
+                // matters until a grant still in flight has run, so keep trying that long.
+                let until = Instant::now() + self.tombstone;
+                self.releases.push((lease, until, true));
             }
         }
     }
@@ -207,13 +226,23 @@ impl Thread {
 
     fn flush_releases(&mut self) {
         let now = Instant::now();
-        self.releases.retain(|(_, lapsed)| *lapsed > now);
+        self.releases.retain(|(_, lapsed, _)| *lapsed > now);
         if self.releases.is_empty() {
             return;
         }
+        let tombstone = u64::try_from(self.tombstone.as_millis()).unwrap_or(u64::MAX);
         let mut pipe = redis::pipe();
-        for (lease, _) in &self.releases {
+        for (lease, _, cancelled) in &self.releases {
             pipe.cmd("ZREM").arg(&lease.set).arg(&lease.id).ignore();
+            if *cancelled {
+                // This connection is not the grant's: the grant may run after the ZREM.
+                pipe.cmd("SET")
+                    .arg(lease.tombstone_key())
+                    .arg(1)
+                    .arg("PX")
+                    .arg(tombstone)
+                    .ignore();
+            }
         }
         let Some(conn) = self.connection() else {
             return;
@@ -223,7 +252,7 @@ impl Thread {
             return;
         }
         self.stats.releases.fetch_add(1, Ordering::Relaxed);
-        for (lease, _) in self.releases.drain(..) {
+        for (lease, _, _) in self.releases.drain(..) {
             lease.local.released.notify(usize::MAX);
         }
     }
@@ -282,7 +311,7 @@ impl Thread {
             if let Some(lease) = self.held.remove(&id) {
                 self.fence(&lease);
                 // It may still be in Redis if Redis comes back before it lapses: delete it.
-                self.releases.push((lease, now + self.ttl));
+                self.releases.push((lease, now + self.ttl, false));
             }
         }
         if self.held.is_empty() {

@@ -60,6 +60,12 @@ impl Lease {
         self.fence_at.fetch_max(at, Ordering::AcqRel);
     }
 
+    /// The key whose presence makes the grant script refuse this lease id: set when a grant
+    /// is cancelled. It shares the lease set's hash tag (the first `{...}` in the name).
+    pub(crate) fn tombstone_key(&self) -> String {
+        format!("{}:cancelled:{}", self.set, self.id)
+    }
+
     pub(crate) fn fence_point(&self) -> Instant {
         self.base + Duration::from_nanos(self.fence_at.load(Ordering::Acquire))
     }

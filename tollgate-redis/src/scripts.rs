@@ -28,3 +28,5 @@ pub(crate) const GRANTED: i64 = 0;
 pub(crate) const FULL: i64 = 1;
 pub(crate) const BLOCKED: i64 = 2;
 pub(crate) const WARMING_UP: i64 = 3;
+/// The grant script's answer for a lease id whose grant was cancelled (a tombstone).
+pub(crate) const CANCELLED: i64 = 4;

@@ -1,9 +1,11 @@
 -- Grants one lease of a key if the key has room, on Redis's clock.
 -- KEYS[1]: the key's lease set (member = lease id, score = expiry in Redis TIME microseconds)
 -- KEYS[2]: the namespace's epoch key (the Redis time from which grants are safe)
+-- KEYS[3]: this lease id's tombstone (present when its caller gave up before the reply)
 -- ARGV[1]: the limit, ARGV[2]: the lease TTL in microseconds, ARGV[3]: the lease id
 -- Returns {0, expiry} when granted, {1, micros until the oldest lease lapses} when the key is
--- full, {3, micros left} while the store warms up after Redis lost its data.
+-- full, {3, micros left} while the store warms up after Redis lost its data, {4, 0} when the
+-- grant was cancelled before it ran.
 -- Times are microseconds since the Unix epoch as Lua numbers (doubles): exact below 2^53,
 -- that is until the year 2255. Numbers written back go through string.format('%.0f') or
 -- Redis's own %.17g conversion, both exact for these integers.
@@ -13,6 +15,11 @@ local ttl = tonumber(ARGV[2])
 -- An absent epoch means this Redis has never seen us or has lost its data (a restart without
 -- persistence, a flush): leases granted before may still be held, so nothing is granted until
 -- they have lapsed.
+-- The caller gave up (its cancel travels on another connection and can arrive first): adding
+-- the lease now would leave it without an owner for a TTL.
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {4, 0}
+end
 local ready = redis.call('GET', KEYS[2])
 if not ready then
   redis.call('SET', KEYS[2], string.format('%.0f', now + ttl))
