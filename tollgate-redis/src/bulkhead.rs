@@ -161,7 +161,8 @@ impl SharedKeyedBulkhead {
             .key(lease.tombstone_key())
             .arg(self.limit())
             .arg(store.ttl_micros())
-            .arg(&lease.id);
+            .arg(&lease.id)
+            .arg(store.run_id());
         let sent = Instant::now();
         let ((code, micros), sends): ((i64, i64), u32) =
             store.query_counted(&Call::Script(&invocation)).await?;

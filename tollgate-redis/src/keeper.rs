@@ -233,9 +233,10 @@ impl Thread {
         let tombstone = u64::try_from(self.tombstone.as_millis()).unwrap_or(u64::MAX);
         let mut pipe = redis::pipe();
         for (lease, _, cancelled) in &self.releases {
-            pipe.cmd("ZREM").arg(&lease.set).arg(&lease.id).ignore();
             if *cancelled {
-                // This connection is not the grant's: the grant may run after the ZREM.
+                // This connection is not the grant's, so the grant may run at any point of
+                // this pipeline: the tombstone first (a grant after it is refused), then the
+                // delete (a grant before it is undone).
                 pipe.cmd("SET")
                     .arg(lease.tombstone_key())
                     .arg(1)
@@ -243,6 +244,7 @@ impl Thread {
                     .arg(tombstone)
                     .ignore();
             }
+            pipe.cmd("ZREM").arg(&lease.set).arg(&lease.id).ignore();
         }
         let Some(conn) = self.connection() else {
             return;

@@ -115,7 +115,8 @@ impl SharedKeyedRateLimiter {
             .key(&epoch)
             .arg(interval)
             .arg(tolerance)
-            .arg(store.ttl_micros());
+            .arg(store.ttl_micros())
+            .arg(store.run_id());
         let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
         let after = Duration::from_micros(after.max(0).unsigned_abs());
         match code {

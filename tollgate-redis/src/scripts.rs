@@ -8,8 +8,12 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// Grants one lease (`grant.lua`).
-pub(crate) static GRANT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/grant.lua")));
+pub(crate) static GRANT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/epoch.lua"),
+        include_str!("lua/grant.lua")
+    ))
+});
 /// Renews all of one process's leases (`renew.lua`).
 pub(crate) static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/renew.lua")));
@@ -17,8 +21,12 @@ pub(crate) static RENEW: LazyLock<Script> =
 pub(crate) static IN_USE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/in_use.lua")));
 /// Takes one start of a key's rate (`gcra.lua`).
-pub(crate) static GCRA: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/gcra.lua")));
+pub(crate) static GCRA: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/epoch.lua"),
+        include_str!("lua/gcra.lua")
+    ))
+});
 /// Blocks a key (`block.lua`).
 pub(crate) static BLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/block.lua")));

@@ -157,6 +157,7 @@ impl RedisLimitsOptions {
             wait: self.redis_wait,
             poll: self.poll_interval,
             conn: Mutex::new(None),
+            run_id: Mutex::new(String::new()),
             connecting: async_lock::Mutex::new(()),
             generation: AtomicU64::new(0),
             keeper,
@@ -296,6 +297,10 @@ pub(crate) struct Inner {
     pub(crate) wait: Duration,
     pub(crate) poll: Duration,
     conn: Mutex<Option<(u64, MultiplexedConnection)>>,
+    /// The run id of the Redis process the current connection reached (from `INFO
+    /// server`), passed to the scripts that check the epoch: a different one (a restart, a
+    /// failover) restarts the warm-up.
+    run_id: Mutex<String>,
     connecting: async_lock::Mutex<()>,
     generation: AtomicU64,
     pub(crate) keeper: Keeper,
@@ -309,6 +314,11 @@ impl Inner {
     /// Redis time from which grants are safe.
     pub(crate) fn epoch_key(&self) -> String {
         format!("{}:{{epoch}}", self.namespace)
+    }
+
+    /// The run id of the Redis this process last connected to.
+    pub(crate) fn run_id(&self) -> String {
+        lock(&self.run_id).clone()
     }
 
     pub(crate) fn ttl_micros(&self) -> u64 {
@@ -346,10 +356,26 @@ impl Inner {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.wait))
             .set_response_timeout(Some(self.wait));
-        let conn = self
+        let mut conn = self
             .client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut conn)
+            .await?;
+        let server = ServerInfo::parse(&info);
+        if !server.supported() {
+            return Err(RedisError::from((
+                redis::ErrorKind::Client,
+                "unsupported redis version",
+                format!(
+                    "tollgate-redis needs Redis 6.2 or newer (ZMSCORE), this one is {}",
+                    server.version
+                ),
+            )));
+        }
+        *lock(&self.run_id) = server.run_id;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         *lock(&self.conn) = Some((generation, conn.clone()));
         Ok((generation, conn))
@@ -422,6 +448,37 @@ impl Inner {
     }
 }
 
+/// What `INFO server` says about the Redis a connection reached.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct ServerInfo {
+    pub(crate) version: String,
+    pub(crate) run_id: String,
+}
+
+impl ServerInfo {
+    pub(crate) fn parse(info: &str) -> Self {
+        let mut server = Self::default();
+        for line in info.lines() {
+            if let Some(v) = line.strip_prefix("redis_version:") {
+                server.version = v.trim().to_owned();
+            } else if let Some(v) = line.strip_prefix("run_id:") {
+                server.run_id = v.trim().to_owned();
+            }
+        }
+        server
+    }
+
+    /// Redis 6.2 or newer: renewal needs `ZMSCORE`. An unreadable version (a proxy that
+    /// hides it) is let through: the first renewal would then fail and fence, loudly.
+    pub(crate) fn supported(&self) -> bool {
+        let mut parts = self.version.split('.').map(|p| p.parse::<u32>().ok());
+        match (parts.next().flatten(), parts.next().flatten()) {
+            (Some(major), Some(minor)) => (major, minor) >= (6, 2),
+            _ => true,
+        }
+    }
+}
+
 /// Server errors that pass on their own: a Redis loading its data, a replica without its
 /// primary, a busy script.
 fn passing(error: &RedisError) -> bool {
@@ -429,6 +486,23 @@ fn passing(error: &RedisError) -> bool {
         error.code(),
         Some("LOADING" | "TRYAGAIN" | "MASTERDOWN" | "BUSY" | "CLUSTERDOWN")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ServerInfo;
+
+    #[test]
+    fn server_info_reads_version_and_run_id_and_needs_6_2() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:ab12\r\n";
+        let server = ServerInfo::parse(info);
+        assert_eq!(server.version, "7.0.15");
+        assert_eq!(server.run_id, "ab12");
+        assert!(server.supported());
+        assert!(!ServerInfo::parse("redis_version:6.0.16\r\n").supported());
+        assert!(ServerInfo::parse("redis_version:6.2.0\r\n").supported());
+        assert!(ServerInfo::parse("").supported());
+    }
 }
 
 pub(crate) fn micros(duration: Duration) -> u64 {

@@ -25,7 +25,7 @@ async fn store(url: &str, namespace: &str, ttl: Duration) -> RedisLimits {
         .expect("connect to the test's redis")
 }
 
-/// Marks the namespace as already warm (its epoch key in the past), for tests about
+/// Marks the namespace as already warm (its epoch set by this Redis, in the past), for tests about
 /// something else than the warm-up a new namespace otherwise waits (one TTL): they can use
 /// TTLs long enough that a loaded machine never lets a lease lapse under them. The key's
 /// name is the store's layout (`<namespace>:{epoch}`), pinned here on purpose.
@@ -34,8 +34,18 @@ async fn warm_up(store: &RedisLimits) {
         .unwrap()
         .get_connection()
         .unwrap();
-    let _: () = redis::cmd("SET")
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
+    let run = info
+        .lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let _: () = redis::cmd("HSET")
         .arg(format!("{}:{{epoch}}", store.namespace()))
+        .arg("run")
+        .arg(run)
+        .arg("since")
         .arg(0)
         .query(&mut conn)
         .unwrap();
@@ -418,11 +428,22 @@ matrix! {
                 drop(permit.unwrap());
             }
         }
-        until(Duration::from_secs(2), "no lease left", || async {
-            bulkhead.in_use("k").await.unwrap() == 0
-        })
-        .await;
-        let _ = completed;
+        let set = format!("{ns}:lease:{{fetch:k}}");
+        let mut conn = redis::Client::open(redis.url()).unwrap().get_connection().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while bulkhead.in_use("k").await.unwrap() > 0 {
+            if Instant::now() > deadline {
+                let left: Vec<String> = redis::cmd("ZRANGE").arg(&set).arg(0).arg(-1).query(&mut conn).unwrap();
+                let tombs: Vec<String> =
+                    redis::cmd("KEYS").arg(format!("{set}:cancelled:*")).query(&mut conn).unwrap();
+                let tombed: Vec<bool> = left
+                    .iter()
+                    .map(|id| redis::cmd("EXISTS").arg(format!("{set}:cancelled:{id}")).query::<bool>(&mut conn).unwrap())
+                    .collect();
+                panic!("leases left: {left:?} tombed {tombed:?} ({} tombstones, {completed} acquires completed)", tombs.len());
+            }
+            tollgate::sleep(Duration::from_millis(5)).await;
+        }
     }
 }
 
@@ -503,13 +524,18 @@ fn grant_by_hand(
     limit: u32,
     id: &str,
 ) -> i64 {
-    let (code, _): (i64, i64) = redis::Script::new(include_str!("../src/lua/grant.lua"))
+    let source = concat!(
+        include_str!("../src/lua/epoch.lua"),
+        include_str!("../src/lua/grant.lua")
+    );
+    let (code, _): (i64, i64) = redis::Script::new(source)
         .key(set)
         .key(format!("{}:{{epoch}}", store.namespace()))
         .key(format!("{set}:cancelled:{id}"))
         .arg(limit)
         .arg(store.lease_ttl().as_micros() as u64)
         .arg(id)
+        .arg("")
         .invoke(conn)
         .unwrap();
     code
@@ -543,4 +569,47 @@ fn a_resent_grant_of_the_same_lease_id_is_granted_not_counted_twice() {
         let n: u64 = redis::cmd("ZCARD").arg(&set).query(&mut conn).unwrap();
         assert_eq!(n, 1);
     });
+}
+
+matrix! {
+    async fn a_rate_after_redis_lost_its_state_waits_a_whole_interval_not_just_the_warm_up() {
+        let mut server = RedisServer::start();
+        let ns = fresh_namespace("rate-restart");
+        // The interval is far longer than the TTL (the warm-up).
+        let ttl = Duration::from_millis(400);
+        let every = Duration::from_secs(3);
+        let s = store(&server.url(), &ns, ttl).await;
+        let rate = SharedKeyedRateLimiter::new(&s, "fetch", Rate::every(every));
+        rate.until_key_ready("k").await.unwrap();
+        let started = Instant::now();
+        server.restart();
+        rate.until_key_ready("k").await.unwrap();
+        // Before the fix the next start came one TTL after the restart.
+        assert!(started.elapsed() >= every - Duration::from_millis(100), "next start {:?} after the last", started.elapsed());
+    }
+
+    async fn a_redis_holding_another_processs_epoch_warms_up_again() {
+        // A restart that restored a snapshot, or a failover to a replica: the epoch and the
+        // lease sets are back, but not the holders' renewals. Copied key by key here.
+        let first = RedisServer::start();
+        let second = RedisServer::start();
+        let ns = fresh_namespace("restored");
+        let ttl = Duration::from_secs(2);
+        let a = store(&first.url(), &ns, ttl).await;
+        warm_up(&a).await;
+        let bulkhead = SharedKeyedBulkhead::new(&a, "fetch", 2);
+        let _held = bulkhead.acquire("k").await.unwrap();
+        let (mut from, mut to) = (first.connection(), second.connection());
+        let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{ns}*")).query(&mut from).unwrap();
+        assert!(keys.len() >= 2, "{keys:?}");
+        for key in keys {
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(&key).query(&mut from).unwrap();
+            let _: () = redis::cmd("RESTORE").arg(&key).arg(0).arg(dump).query(&mut to).unwrap();
+        }
+        let b = store(&second.url(), &ns, ttl).await;
+        let other = SharedKeyedBulkhead::new(&b, "fetch", 2);
+        // Before the fix the restored epoch let this grant at once.
+        let refused = other.try_acquire("k").await.unwrap_err();
+        assert!(refused.is_warming_up(), "{refused}");
+    }
 }
