@@ -302,7 +302,6 @@ impl Thread {
     /// Fences every lease whose fence point has passed without a renewal (or that its
     /// holder already saw fenced).
     fn fence_due(&mut self) {
-        let now = Instant::now();
         let due: Vec<String> = self
             .held
             .values()
@@ -311,9 +310,10 @@ impl Thread {
             .collect();
         for id in due {
             if let Some(lease) = self.held.remove(&id) {
+                // No delete here: the holder is only now being told, and work under
+                // `run_with` may still be running. The lease stays until it lapses or the
+                // holder drops the permit (whose release then deletes it).
                 self.fence(&lease);
-                // It may still be in Redis if Redis comes back before it lapses: delete it.
-                self.releases.push((lease, now + self.ttl, false));
             }
         }
         if self.held.is_empty() {

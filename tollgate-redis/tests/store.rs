@@ -613,3 +613,44 @@ matrix! {
         assert!(refused.is_warming_up(), "{refused}");
     }
 }
+
+matrix! {
+    async fn a_fenced_permit_keeps_its_lease_until_its_holder_drops_it() {
+        let server = RedisServer::start();
+        let ns = fresh_namespace("fence-keeps");
+        // Fenced at 4 s after the last renewal, lapses at 5 s: a second to look in between.
+        let ttl = Duration::from_secs(5);
+        let s = store(&server.url(), &ns, ttl).await;
+        warm_up(&s).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 2);
+        let permit = bulkhead.acquire("k").await.unwrap();
+        server.pause();
+        until(Duration::from_secs(10), "the permit is fenced", || async { permit.is_fenced() }).await;
+        server.resume();
+        // Give the keeper time to send whatever it queued (it retries every TTL/15).
+        tollgate::sleep(Duration::from_millis(450)).await;
+        // Before the fix the keeper deleted the lease on fencing: 0 here while the holder,
+        // only just told, may still be working.
+        assert_eq!(bulkhead.in_use("k").await.unwrap(), 1, "the fenced lease was released early");
+        drop(permit);
+        until(Duration::from_secs(3), "released once dropped", || async {
+            bulkhead.in_use("k").await.unwrap() == 0
+        })
+        .await;
+    }
+
+    async fn a_short_ttl_grant_does_not_cut_the_expiry_of_a_set_holding_a_long_lease() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("set-expiry");
+        let long = store(&redis.url(), &ns, Duration::from_secs(60)).await;
+        let short = store(&redis.url(), &ns, Duration::from_secs(1)).await;
+        warm_up(&long).await;
+        let (a, b) = (SharedKeyedBulkhead::new(&long, "fetch", 2), SharedKeyedBulkhead::new(&short, "fetch", 2));
+        let _held = a.acquire("k").await.unwrap();
+        let _brief = b.acquire("k").await.unwrap();
+        let mut conn = redis::Client::open(redis.url()).unwrap().get_connection().unwrap();
+        let pttl: i64 = redis::cmd("PTTL").arg(format!("{ns}:lease:{{fetch:k}}")).query(&mut conn).unwrap();
+        // Before the fix: about 2 s (the short TTL + 1 s), the 60 s lease's set gone with it.
+        assert!(pttl > 30_000, "the set expires in {pttl} ms");
+    }
+}
