@@ -417,10 +417,14 @@ impl Inner {
             let reason = match tollgate::timeout(remaining, attempt).await {
                 Ok(Ok(value)) => return Ok((value, sends)),
                 Ok(Err((generation, error))) => {
+                    // READONLY / MASTERDOWN: this server was demoted (a failover behind
+                    // a fixed address); a new connection may reach the new primary.
+                    let demoted = matches!(error.code(), Some("READONLY" | "MASTERDOWN"));
                     let broken = error.is_io_error()
                         || error.is_timeout()
                         || error.is_connection_dropped()
-                        || error.is_connection_refusal();
+                        || error.is_connection_refusal()
+                        || demoted;
                     if broken {
                         if let Some(generation) = generation {
                             self.forget(generation);
@@ -480,7 +484,7 @@ impl ServerInfo {
 }
 
 /// Server errors that pass on their own: a Redis loading its data, a replica without its
-/// primary, a busy script.
+/// primary, a busy script. (READONLY is handled with the broken connections.)
 fn passing(error: &RedisError) -> bool {
     matches!(
         error.code(),

@@ -10,6 +10,14 @@
 -- Times are microseconds since the Unix epoch as Lua numbers (doubles): exact below 2^53,
 -- that is until the year 2255. Numbers written back go through string.format('%.0f') or
 -- Redis's own %.17g conversion, both exact for these integers.
+-- The set disappears on its own 1 s after its last lease lapses. From the highest score, not
+-- the caller's TTL: a process with a short TTL must not cut short a longer lease's set.
+local function expire_after_last(key)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then
+    redis.call('PEXPIREAT', key, math.ceil(tonumber(last[2]) / 1000) + 1000)
+  end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ttl = tonumber(ARGV[2])
@@ -28,7 +36,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 -- leave it orphaned. Renew it and say granted.
 if redis.call('ZSCORE', KEYS[1], ARGV[3]) then
   redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], math.ceil(ttl / 1000) + 1000)
+  expire_after_last(KEYS[1])
   return {0, now + ttl}
 end
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
@@ -36,6 +44,5 @@ if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
   return {1, tonumber(oldest[2]) - now}
 end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[3])
--- The set disappears on its own once every lease in it has lapsed.
-redis.call('PEXPIRE', KEYS[1], math.ceil(ttl / 1000) + 1000)
+expire_after_last(KEYS[1])
 return {0, now + ttl}
