@@ -146,6 +146,12 @@ impl SharedKeyedBulkhead {
 
     async fn grant(&self, set: String, local: Arc<KeyLocal>) -> Result<SharedPermit, SharedError> {
         let store = &self.store;
+        if !store.keeper.stats.running() {
+            return Err(SharedError::unavailable(
+                &store.address,
+                "the store's keeper thread has stopped (a panic): nothing would renew the lease",
+            ));
+        }
         let lease = Arc::new(Lease::new(store.lease_id(), set, local));
         // Until Redis says no, the lease may exist there: if this future is dropped or the
         // reply is lost, the guard has the keeper delete it.

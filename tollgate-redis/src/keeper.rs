@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,9 @@ enum Msg {
 
 #[derive(Default)]
 pub(crate) struct KeeperStats {
+    /// False once the keeper thread has ended (a panic): nothing is renewed or released
+    /// any more, so grants must stop too.
+    running: AtomicBool,
     held: AtomicUsize,
     renewals: AtomicU64,
     releases: AtomicU64,
@@ -50,7 +53,12 @@ impl KeeperStats {
             renewal_calls: self.renewals.load(Ordering::Relaxed),
             release_calls: self.releases.load(Ordering::Relaxed),
             fenced: self.fenced.load(Ordering::Relaxed),
+            keeper_running: self.running(),
         }
+    }
+
+    pub(crate) fn running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
     }
 }
 
@@ -88,9 +96,16 @@ impl Keeper {
             next_renewal: None,
             stats: Arc::clone(&stats),
         };
+        stats.running.store(true, Ordering::Release);
+        let watch = Arc::clone(&stats);
         std::thread::Builder::new()
             .name("tollgate-redis-keeper".to_owned())
-            .spawn(move || thread.run())
+            .spawn(move || {
+                // A panic here (a bug) must not go unnoticed: grants check this flag and
+                // fail closed, since nothing would renew or release their leases.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| thread.run()));
+                watch.running.store(false, Ordering::Release);
+            })
             .expect("tollgate-redis: cannot start the keeper thread");
         Self {
             tx,

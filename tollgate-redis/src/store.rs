@@ -134,12 +134,16 @@ impl RedisLimitsOptions {
     }
 
     /// Connects: checks the URL, opens the connection grants use and starts the keeper
-    /// thread (its own connection, for renewals and releases).
+    /// thread (its own connection, for renewals and releases). Needs Redis 6.2 or newer.
     ///
     /// # Errors
     ///
-    /// An [`is_unavailable`](SharedError::is_unavailable) error when the URL is invalid or
-    /// Redis does not answer a `PING` within the wait.
+    /// An [`is_unavailable`](SharedError::is_unavailable) error when the URL is invalid,
+    /// Redis does not answer a `PING` within the wait, or it is older than 6.2.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system cannot start the keeper thread.
     ///
     /// # Cancel safety
     ///
@@ -241,6 +245,7 @@ pub struct StoreStats {
     pub(crate) renewal_calls: u64,
     pub(crate) release_calls: u64,
     pub(crate) fenced: u64,
+    pub(crate) keeper_running: bool,
 }
 
 impl StoreStats {
@@ -250,7 +255,7 @@ impl StoreStats {
     }
 
     /// Renewal calls made so far: one per third of the lease TTL while any lease is held,
-    /// whatever the number of leases.
+    /// whatever the number of leases. Failed attempts count too (a retry follows soon).
     pub fn renewal_calls(&self) -> u64 {
         self.renewal_calls
     }
@@ -264,6 +269,14 @@ impl StoreStats {
     /// Permits fenced so far.
     pub fn fenced(&self) -> u64 {
         self.fenced
+    }
+
+    /// Whether the keeper thread (renewals, releases) is running. It stops only on a bug
+    /// (a panic, reported by the panic hook); grants then fail with an
+    /// [`is_unavailable`](SharedError::is_unavailable) error, and held permits are fenced
+    /// at their fence point.
+    pub fn keeper_running(&self) -> bool {
+        self.keeper_running
     }
 }
 

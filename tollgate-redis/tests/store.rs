@@ -195,6 +195,7 @@ matrix! {
         assert!((6..=12).contains(&calls), "{calls} renewal calls in 3 TTLs");
         drop(permits);
         until(Duration::from_secs(5), "all released", || async { s.stats().leases_held() == 0 }).await;
+        assert!(s.stats().keeper_running());
     }
 
     async fn permits_are_fenced_and_run_cancelled_when_redis_stops_past_the_ttl() {
