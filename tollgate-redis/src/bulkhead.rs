@@ -413,6 +413,10 @@ impl SharedKeyedBulkhead {
     /// # Errors
     ///
     /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn in_use(&self, key: &str) -> Result<usize, SharedError> {
         let set = self.lease_set(key);
         let mut invocation = IN_USE.prepare_invoke();

@@ -9,8 +9,8 @@
 //!   call per third of the lease TTL. A process that cannot renew in time **fences** its
 //!   permits (they are told, and [`run`](SharedKeyedBulkhead::run) cancels the work) before
 //!   the leases can lapse; a killed process's leases lapse after one TTL.
-//! - [`SharedKeyedRateLimiter`]: a GCRA rate per key on Redis's clock, and a per-key block
-//!   for the whole fleet ([`block_key`](SharedKeyedRateLimiter::block_key), for a
+//! - [`SharedKeyedRateLimiter`]: a GCRA rate per key on Redis's clock, and a per-key pause
+//!   for the whole fleet ([`pause_key`](SharedKeyedRateLimiter::pause_key), for a
 //!   `Retry-After`).
 //! - [`rendezvous_slot`]: the alternative with no shared state: give each key to one worker.
 //!
@@ -41,7 +41,7 @@
 //! # Failure behaviour
 //!
 //! - **Redis unreachable**: nothing new is granted (fail closed). Each call waits at most
-//!   the store's [`redis_wait`](RedisLimitsOptions::redis_wait), retrying, then fails with
+//!   the store's [`call_timeout`](RedisLimitsOptions::call_timeout), retrying, then fails with
 //!   an [`is_unavailable`](SharedError::is_unavailable) error naming the address. Calls
 //!   after Redis comes back succeed: no restart needed. Permits held through an outage
 //!   longer than the fencing point (four fifths of the TTL after their last renewal) are
@@ -94,12 +94,18 @@ mod rendezvous;
 mod scripts;
 mod store;
 
-pub use crate::bulkhead::{Released, SharedKeyedBulkhead};
+pub use crate::bulkhead::SharedKeyedBulkhead;
 pub use crate::error::SharedError;
-pub use crate::lease::{Fence, Fenced, SharedPermit};
+pub use crate::lease::{Fence, SharedPermit};
 pub use crate::rate::SharedKeyedRateLimiter;
 pub use crate::rendezvous::rendezvous_slot;
+
+/// The named futures some methods return, as in tollgate's own `futures` module.
+pub mod futures {
+    pub use crate::bulkhead::Released;
+    pub use crate::lease::Fenced;
+}
 pub use crate::store::{
-    DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, DEFAULT_REDIS_WAIT, RedisLimits, RedisLimitsOptions,
-    StoreStats,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, RedisLimits,
+    RedisLimitsOptions, StoreStats,
 };

@@ -27,14 +27,14 @@ pub(crate) static GCRA: LazyLock<Script> = LazyLock::new(|| {
         include_str!("lua/gcra.lua")
     ))
 });
-/// Blocks a key (`block.lua`).
-pub(crate) static BLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/block.lua")));
+/// Blocks a key (`pause.lua`).
+pub(crate) static PAUSE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/pause.lua")));
 
 /// The reply codes the grant and rate scripts share.
 pub(crate) const GRANTED: i64 = 0;
 pub(crate) const FULL: i64 = 1;
-pub(crate) const BLOCKED: i64 = 2;
+pub(crate) const PAUSED: i64 = 2;
 pub(crate) const WARMING_UP: i64 = 3;
 /// The grant script's answer for a lease id whose grant was cancelled (a tombstone).
 pub(crate) const CANCELLED: i64 = 4;

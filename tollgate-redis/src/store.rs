@@ -18,8 +18,8 @@ use crate::keeper::Keeper;
 
 /// The default [`lease_ttl`](RedisLimitsOptions::lease_ttl).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
-/// The default [`redis_wait`](RedisLimitsOptions::redis_wait).
-pub const DEFAULT_REDIS_WAIT: Duration = Duration::from_secs(2);
+/// The default [`call_timeout`](RedisLimitsOptions::call_timeout).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(2);
 /// The default [`poll_interval`](RedisLimitsOptions::poll_interval).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(20);
 
@@ -47,7 +47,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// let store = RedisLimits::options("redis://127.0.0.1:6379")
 ///     .namespace("crawler")
 ///     .lease_ttl(Duration::from_secs(5))
-///     .redis_wait(Duration::from_secs(1))
+///     .call_timeout(Duration::from_secs(1))
 ///     .connect()
 ///     .await?;
 /// assert_eq!(store.address(), "127.0.0.1:6379");
@@ -67,7 +67,7 @@ pub struct RedisLimitsOptions {
     url: String,
     namespace: String,
     lease_ttl: Duration,
-    redis_wait: Duration,
+    call_timeout: Duration,
     poll_interval: Duration,
 }
 
@@ -106,12 +106,12 @@ impl RedisLimitsOptions {
     ///
     /// If `wait` is zero.
     #[track_caller]
-    pub fn redis_wait(mut self, wait: Duration) -> Self {
+    pub fn call_timeout(mut self, wait: Duration) -> Self {
         assert!(
             !wait.is_zero(),
             "tollgate-redis: the wait for redis must not be zero"
         );
-        self.redis_wait = wait;
+        self.call_timeout = wait;
         self
     }
 
@@ -152,13 +152,13 @@ impl RedisLimitsOptions {
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| SharedError::unavailable(&self.url, format_args!("invalid url: {e}")))?;
         let address = client.get_connection_info().addr().to_string();
-        let keeper = Keeper::start(client.clone(), self.lease_ttl, self.redis_wait);
+        let keeper = Keeper::start(client.clone(), self.lease_ttl, self.call_timeout);
         let inner = Arc::new(Inner {
             client,
             address,
             namespace: self.namespace,
             ttl: self.lease_ttl,
-            wait: self.redis_wait,
+            wait: self.call_timeout,
             poll: self.poll_interval,
             conn: Mutex::new(None),
             run_id: Mutex::new(String::new()),
@@ -183,7 +183,7 @@ impl RedisLimits {
             url: url.into(),
             namespace: "tollgate".to_owned(),
             lease_ttl: DEFAULT_LEASE_TTL,
-            redis_wait: DEFAULT_REDIS_WAIT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
             poll_interval: DEFAULT_POLL_INTERVAL,
         }
     }
@@ -217,7 +217,7 @@ impl RedisLimits {
     }
 
     /// How long one call may wait for Redis.
-    pub fn redis_wait(&self) -> Duration {
+    pub fn call_timeout(&self) -> Duration {
         self.inner.wait
     }
 
@@ -233,7 +233,7 @@ impl fmt::Debug for RedisLimits {
             .field("address", &self.inner.address)
             .field("namespace", &self.inner.namespace)
             .field("lease_ttl", &self.inner.ttl)
-            .field("redis_wait", &self.inner.wait)
+            .field("call_timeout", &self.inner.wait)
             .finish_non_exhaustive()
     }
 }

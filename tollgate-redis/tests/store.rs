@@ -1,6 +1,6 @@
 //! The shared store against a real redis-server: caps across two stores (two "processes"),
 //! lease expiry and renewal, fencing, fail-closed errors, recovery, the restart warm-up,
-//! GCRA spacing on Redis time, and blocks.
+//! GCRA spacing on Redis time, and pauses.
 
 mod common;
 
@@ -19,7 +19,7 @@ async fn store(url: &str, namespace: &str, ttl: Duration) -> RedisLimits {
     RedisLimits::options(url)
         .namespace(namespace)
         .lease_ttl(ttl)
-        .redis_wait(WAIT)
+        .call_timeout(WAIT)
         .connect()
         .await
         .expect("connect to the test's redis")
@@ -301,7 +301,7 @@ matrix! {
         assert!(error.to_string().contains(&server.address()), "{error}");
         assert!(waited >= WAIT && waited < WAIT + Duration::from_secs(1), "gave up after {waited:?}");
         assert!(rate.check_key("k").await.unwrap_err().is_unavailable());
-        assert!(rate.block_key("k", ttl).await.unwrap_err().is_unavailable());
+        assert!(rate.pause_key("k", ttl).await.unwrap_err().is_unavailable());
 
         server.restart();
         // The same store, no reconnect by hand: the next calls succeed (after the warm-up
@@ -388,7 +388,7 @@ matrix! {
         limiter.check_key("other").await.unwrap();
     }
 
-    async fn block_key_blocks_every_store_until_it_ends() {
+    async fn pause_key_pauses_every_store_until_it_ends() {
         let redis = Redis::shared();
         let ns = fresh_namespace("block");
         let ttl = Duration::from_millis(300);
@@ -397,13 +397,13 @@ matrix! {
         let on_a = SharedKeyedRateLimiter::new(&a, "fetch", Rate::per_second(1000));
         let on_b = SharedKeyedRateLimiter::new(&b, "fetch", Rate::per_second(1000));
         let block = Duration::from_millis(300);
-        on_a.block_key("k", block).await.unwrap();
+        on_a.pause_key("k", block).await.unwrap();
         let begin = Instant::now();
         let blocked = on_b.check_key("k").await.unwrap_err();
-        assert!(blocked.is_blocked(), "{blocked}");
+        assert!(blocked.is_paused(), "{blocked}");
         assert!(blocked.retry_after().unwrap() > block / 2);
-        // A shorter block does not cut a longer one short.
-        on_b.block_key("k", Duration::from_millis(10)).await.unwrap();
+        // A shorter pause does not cut a longer one short.
+        on_b.pause_key("k", Duration::from_millis(10)).await.unwrap();
         on_b.until_key_ready("k").await.unwrap();
         assert!(begin.elapsed() >= block - Duration::from_millis(60), "{:?}", begin.elapsed());
         on_a.check_key("other").await.unwrap();
@@ -460,7 +460,7 @@ fn futures_and_handles_are_send_and_sync() {
     send_sync::<tollgate_redis::SharedPermit>();
     send_sync::<tollgate_redis::Fence>();
     send_sync::<tollgate_redis::SharedError>();
-    send_sync::<tollgate_redis::Fenced>();
+    send_sync::<tollgate_redis::futures::Fenced>();
     let _ = |store: RedisLimits, bulkhead: SharedKeyedBulkhead, rate: SharedKeyedRateLimiter| {
         send(&RedisLimits::connect("redis://127.0.0.1"));
         send(&bulkhead.acquire("k"));
@@ -470,7 +470,7 @@ fn futures_and_handles_are_send_and_sync() {
         send(&bulkhead.in_use("k"));
         send(&rate.check_key("k"));
         send(&rate.until_key_ready("k"));
-        send(&rate.block_key("k", Duration::ZERO));
+        send(&rate.pause_key("k", Duration::ZERO));
         drop(store);
     };
 }
