@@ -204,7 +204,8 @@ impl SharedKeyedBulkhead {
     /// Waits until `key` has room across the fleet, then takes a permit.
     ///
     /// In each process, one task per key asks Redis at a time, the others queue behind it
-    /// (first come, first served). It asks again at once when a permit of the key is
+    /// (first come, first served within the process; across processes only roughly, as
+    /// each polls). It asks again at once when a permit of the key is
     /// released in this process, and otherwise after a pause that doubles from 1 ms up to
     /// the store's [poll interval](crate::RedisLimitsOptions::poll_interval). During a
     /// warm-up it waits for the warm-up to end.

@@ -46,22 +46,38 @@
 //!   after Redis comes back succeed: no restart needed. Permits held through an outage
 //!   longer than the fencing point (four fifths of the TTL after their last renewal) are
 //!   fenced.
-//! - **Redis restarted empty or flushed**: the leases granted before are gone from Redis but
-//!   may still be held. A namespace's **epoch** key records the Redis time from which
-//!   grants are safe; when it is missing (a new or emptied Redis) the first call sets it
-//!   one lease TTL ahead and nothing is granted until then ([`is_warming_up`]), so every
+//! - **Redis restarted, flushed or failed over**: the leases granted before may be gone
+//!   from Redis (a restart without persistence, a flush) or stale (a restart from an
+//!   RDB/AOF snapshot, a failover to a replica) while their holders still work. A
+//!   namespace's **epoch** records which Redis process (its `run_id`) the store last saw and
+//!   the Redis time it first did; when the epoch is missing or names another Redis process,
+//!   it is reset and nothing is granted for one lease TTL ([`is_warming_up`]), so every
 //!   lease from before has lapsed or been fenced. The same holds the first time a namespace
-//!   is used. Rates wait too (a lost TAT would otherwise allow a burst at once).
+//!   is used. Rates wait too, and a key whose rate state was lost is treated as if it had
+//!   started at the reset, so a lost state never allows an early start. A pause
+//!   ([`pause_key`](SharedKeyedRateLimiter::pause_key)) lost with Redis's data is gone.
 //! - **A worker killed**: its leases lapse one TTL after their last renewal and its room
 //!   comes back to the fleet.
+//! - **A permit fenced**: its lease stays in Redis until it lapses or the permit is
+//!   dropped; work that keeps running after the fence ([`run_with`]) is no longer covered
+//!   by the cap once the lease lapses.
 //! - **Clocks**: only Redis's `TIME` decides expiries and rates; a process's own clock is
 //!   used only to measure durations (when to renew, when to fence), never compared with
-//!   another machine's.
+//!   another machine's. The Redis host's clock must slew, not step: a forward step larger
+//!   than a fifth of the TTL lapses leases before their holders fence. A process's
+//!   monotonic clock stops while its machine (or VM) is suspended, so a suspend longer than
+//!   the TTL is not seen as a pause the way a stopped process is: avoid suspending
+//!   workers that hold permits.
 //!
-//! Limits of this design: one Redis (no cluster client; key names carry hash tags per
-//! key, but the epoch key is one per namespace); a failover to a replica that missed the
-//! last writes can over-grant until those leases lapse, as Redis replication is
-//! asynchronous.
+//! Requirements and limits: Redis 6.2 or newer (checked at connect); one Redis (no
+//! cluster client; key names carry hash tags per key, but the epoch key is one per
+//! namespace); run Redis with `maxmemory-policy noeviction` (a `volatile-*` or `allkeys-*`
+//! policy can evict lease sets, which over-grants); a proxy that keeps client connections
+//! open across a failover hides the new server's run id until the next reconnect. Waiting
+//! acquires in other processes ask again every poll interval (about 50 calls per second per
+//! waiting key and process at the default) while a local release wakes local waiters at
+//! once, so "first come, first served" holds within a process, only roughly across the
+//! fleet.
 //!
 //! # Runtimes
 //!
@@ -71,6 +87,7 @@
 //! releases run on the store's keeper thread, whatever the runtime.
 //!
 //! [`is_warming_up`]: SharedError::is_warming_up
+//! [`run_with`]: SharedKeyedBulkhead::run_with
 
 #![forbid(unsafe_code)]
 #![warn(

@@ -157,25 +157,27 @@ matrix! {
     async fn a_killed_workers_lease_comes_back_after_the_ttl() {
         let Redis::Own(server) = Redis::Own(RedisServer::start()) else { unreachable!() };
         let ns = fresh_namespace("killed");
-        let ttl = Duration::from_millis(400);
+        // Long enough that a loaded machine's delays stay well inside it.
+        let ttl = Duration::from_secs(2);
         let s = store(&server.url(), &ns, ttl).await;
         warm_up(&s).await;
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
         let set = format!("{ns}:lease:{{fetch:k}}");
+        // Timed from before the orphan exists: it lapses no sooner than `ttl` after this.
+        let begin = Instant::now();
         orphan_lease(&mut server.connection(), &set, "dead-worker:1", ttl);
         assert!(bulkhead.try_acquire("k").await.unwrap_err().is_full());
-        let begin = Instant::now();
         let permit = bulkhead.acquire("k").await.unwrap();
         let waited = begin.elapsed();
-        assert!(waited <= ttl + Duration::from_secs(1), "came back after {waited:?}");
-        assert!(waited >= ttl / 2, "granted after {waited:?}, before the orphan could lapse");
+        assert!(waited <= ttl + Duration::from_secs(2), "came back after {waited:?}");
+        assert!(waited >= ttl - Duration::from_millis(50), "granted after {waited:?}, before the orphan could lapse");
         drop(permit);
     }
 
     async fn renewal_keeps_leases_past_the_ttl_with_one_call_per_third_of_it() {
         let redis = Redis::shared();
         let ns = fresh_namespace("renew");
-        let ttl = Duration::from_millis(900);
+        let ttl = Duration::from_secs(2);
         let s = store(&redis.url(), &ns, ttl).await;
         warm_up(&s).await;
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 100);
@@ -192,7 +194,7 @@ matrix! {
         assert!(permits.iter().all(|p| !p.is_fenced()));
         assert_eq!(s.stats().leases_held(), 40);
         // 3 TTLs at one call per TTL/3: about 9 calls for 40 permits (not 40 x 9).
-        assert!((6..=12).contains(&calls), "{calls} renewal calls in 3 TTLs");
+        assert!((5..=14).contains(&calls), "{calls} renewal calls in 3 TTLs");
         drop(permits);
         until(Duration::from_secs(5), "all released", || async { s.stats().leases_held() == 0 }).await;
         assert!(s.stats().keeper_running());
@@ -263,7 +265,9 @@ matrix! {
     async fn a_frozen_redis_fences_for_good_and_grants_resume_when_it_thaws() {
         let server = RedisServer::start();
         let ns = fresh_namespace("frozen");
-        let ttl = Duration::from_millis(600);
+        // Fenced at most 0.8 TTL after the freeze (the last renewal was at most TTL/3
+        // before it): 2 s leaves 400 ms of slack to the bound.
+        let ttl = Duration::from_secs(2);
         let s = store(&server.url(), &ns, ttl).await;
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
         let permit = bulkhead.acquire("k").await.unwrap();
@@ -362,7 +366,8 @@ matrix! {
         let early = on_b.check_key("k").await.unwrap_err();
         assert!(early.is_rate_limited(), "{early}");
         let after = early.retry_after().unwrap();
-        assert!(after <= every && after >= every / 2, "retry after {after:?}");
+        // On Redis's clock: the interval less the time between the two calls.
+        assert!(after <= every && after > Duration::ZERO, "retry after {after:?}");
         let begin = Instant::now();
         let mut stamps = Vec::new();
         for i in 0..8 {
@@ -371,7 +376,9 @@ matrix! {
         }
         // 8 starts after the first: at least 7 full intervals past the first of them, and
         // no two closer than the interval allows (less a little for timer and network jitter).
-        assert!(stamps[7] - stamps[0] >= every * 7 - Duration::from_millis(5), "{stamps:?}");
+        // Local stamps are taken after each reply: the first reply's delay can shorten the
+        // span by up to one round trip on a loaded machine, so allow 30 ms of it.
+        assert!(stamps[7] - stamps[0] >= every * 7 - Duration::from_millis(30), "{stamps:?}");
         assert!(stamps[7] < every * 8 + Duration::from_millis(400), "too slow: {stamps:?}");
     }
 
@@ -397,15 +404,16 @@ matrix! {
         let on_a = SharedKeyedRateLimiter::new(&a, "fetch", Rate::per_second(1000));
         let on_b = SharedKeyedRateLimiter::new(&b, "fetch", Rate::per_second(1000));
         let block = Duration::from_millis(300);
-        on_a.pause_key("k", block).await.unwrap();
+        // Timed from before the pause is set: the wait is at least the pause from here.
         let begin = Instant::now();
+        on_a.pause_key("k", block).await.unwrap();
         let blocked = on_b.check_key("k").await.unwrap_err();
         assert!(blocked.is_paused(), "{blocked}");
         assert!(blocked.retry_after().unwrap() > block / 2);
         // A shorter pause does not cut a longer one short.
         on_b.pause_key("k", Duration::from_millis(10)).await.unwrap();
         on_b.until_key_ready("k").await.unwrap();
-        assert!(begin.elapsed() >= block - Duration::from_millis(60), "{:?}", begin.elapsed());
+        assert!(begin.elapsed() >= block - Duration::from_millis(5), "{:?}", begin.elapsed());
         on_a.check_key("other").await.unwrap();
     }
 
