@@ -14,7 +14,7 @@ use futures_lite::future;
 use crate::SharedError;
 use crate::lease::{Fence, Lease, SharedPermit};
 use crate::scripts::{CANCELLED, FULL, GRANT, GRANTED, IN_USE, WARMING_UP};
-use crate::store::{Call, Inner, KeyLocal, RedisLimits};
+use crate::store::{Call, Inner, KeyLocal, RedisLimits, tag};
 
 /// The first pause before asking a full key again; it doubles up to the store's poll
 /// interval.
@@ -103,7 +103,7 @@ impl SharedKeyedBulkhead {
     }
 
     fn lease_set(&self, key: &str) -> String {
-        format!("{}:lease:{{{}:{}}}", self.store.namespace, self.name, key)
+        format!("{}:lease:{}", self.store.namespace, tag(&self.name, key))
     }
 
     /// Asks Redis once for a lease of `key`.
@@ -152,7 +152,15 @@ impl SharedKeyedBulkhead {
                 "the store's keeper thread has stopped (a panic): nothing would renew the lease",
             ));
         }
-        let lease = Arc::new(Lease::new(store.lease_id(), set, local));
+        let id = store.lease_id();
+        // Beside the lease set, same hash tag, outside the `lease:` names (a scan for lease
+        // sets does not meet it).
+        let tombstone = format!(
+            "{}:cancelled:{}:{id}",
+            store.namespace,
+            &set[store.namespace.len() + ":lease:".len()..]
+        );
+        let lease = Arc::new(Lease::new(id, set, tombstone, local));
         // Until Redis says no, the lease may exist there: if this future is dropped or the
         // reply is lost, the guard has the keeper delete it.
         let mut pending = Pending {
@@ -164,7 +172,7 @@ impl SharedKeyedBulkhead {
         invocation
             .key(&lease.set)
             .key(&epoch)
-            .key(lease.tombstone_key())
+            .key(&lease.tombstone)
             .arg(self.limit())
             .arg(store.ttl_micros())
             .arg(&lease.id)

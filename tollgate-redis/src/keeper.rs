@@ -253,7 +253,7 @@ impl Thread {
                 // this pipeline: the tombstone first (a grant after it is refused), then the
                 // delete (a grant before it is undone).
                 pipe.cmd("SET")
-                    .arg(lease.tombstone_key())
+                    .arg(&lease.tombstone)
                     .arg(1)
                     .arg("PX")
                     .arg(tombstone)

@@ -25,6 +25,9 @@ pub(crate) struct Lease {
     pub(crate) id: String,
     /// The Redis key of the lease set it lives in.
     pub(crate) set: String,
+    /// The key whose presence makes the grant script refuse this lease id: set when a grant
+    /// is cancelled. It shares the lease set's hash tag.
+    pub(crate) tombstone: String,
     pub(crate) local: Arc<KeyLocal>,
     /// The clock fence points are measured from.
     base: Instant,
@@ -35,10 +38,11 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    pub(crate) fn new(id: String, set: String, local: Arc<KeyLocal>) -> Self {
+    pub(crate) fn new(id: String, set: String, tombstone: String, local: Arc<KeyLocal>) -> Self {
         Self {
             id,
             set,
+            tombstone,
             local,
             base: Instant::now(),
             fence_at: AtomicU64::new(0),
@@ -58,12 +62,6 @@ impl Lease {
         )
         .unwrap_or(u64::MAX);
         self.fence_at.fetch_max(at, Ordering::AcqRel);
-    }
-
-    /// The key whose presence makes the grant script refuse this lease id: set when a grant
-    /// is cancelled. It shares the lease set's hash tag (the first `{...}` in the name).
-    pub(crate) fn tombstone_key(&self) -> String {
-        format!("{}:cancelled:{}", self.set, self.id)
     }
 
     pub(crate) fn fence_point(&self) -> Instant {

@@ -8,7 +8,7 @@ use tollgate::Rate;
 
 use crate::SharedError;
 use crate::scripts::{FULL, GCRA, GRANTED, PAUSE, PAUSED, WARMING_UP};
-use crate::store::{Call, Inner, RedisLimits, micros};
+use crate::store::{Call, Inner, RedisLimits, micros, micros_ceil, tag};
 
 /// A rate per key across every process that uses the same Redis, namespace and name: the
 /// shared counterpart of tollgate's [`KeyedRateLimiter`](tollgate::KeyedRateLimiter).
@@ -65,8 +65,9 @@ impl SharedKeyedRateLimiter {
 
     fn state_key(&self, key: &str, what: &str) -> String {
         format!(
-            "{}:rate:{{{}:{}}}:{what}",
-            self.store.namespace, self.name, key
+            "{}:rate:{}:{what}",
+            self.store.namespace,
+            tag(&self.name, key)
         )
     }
 
@@ -101,7 +102,7 @@ impl SharedKeyedRateLimiter {
     /// over-use).
     pub async fn check_key(&self, key: &str) -> Result<(), SharedError> {
         let store = &self.store;
-        let interval = micros(self.rate.interval()).max(1);
+        let interval = micros_ceil(self.rate.interval()).max(1);
         let tolerance = interval.saturating_mul(u64::from(self.rate.burst_size() - 1));
         let (tat, paused, epoch) = (
             self.state_key(key, "tat"),

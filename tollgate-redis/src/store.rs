@@ -507,7 +507,20 @@ fn passing(error: &RedisError) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::ServerInfo;
+    use super::{ServerInfo, micros_ceil, tag};
+    use std::time::Duration;
+
+    #[test]
+    fn tags_keep_names_and_keys_with_colons_apart() {
+        assert_ne!(tag("a:b", "c"), tag("a", "b:c"));
+        assert_eq!(tag("fetch", "k"), "{5:fetch:k}");
+    }
+
+    #[test]
+    fn rate_intervals_round_up_to_whole_microseconds() {
+        assert_eq!(micros_ceil(Duration::from_nanos(333_333_334)), 333_334);
+        assert_eq!(micros_ceil(Duration::from_micros(40)), 40);
+    }
 
     #[test]
     fn server_info_reads_version_and_run_id_and_needs_6_2() {
@@ -520,6 +533,19 @@ mod tests {
         assert!(ServerInfo::parse("redis_version:6.2.0\r\n").supported());
         assert!(ServerInfo::parse("").supported());
     }
+}
+
+/// The hash tag of one key of one named limit: `{<name's length>:<name>:<key>}`. The length
+/// keeps names and keys containing `:` apart (name `a:b` with key `c` is not name `a` with
+/// key `b:c`); the braces keep all of one key's state in one cluster slot.
+pub(crate) fn tag(name: &str, key: &str) -> String {
+    format!("{{{}:{name}:{key}}}", name.len())
+}
+
+/// A whole number of microseconds not below `duration` (a rate rounded down would run
+/// faster than configured).
+pub(crate) fn micros_ceil(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1000)).unwrap_or(u64::MAX)
 }
 
 pub(crate) fn micros(duration: Duration) -> u64 {

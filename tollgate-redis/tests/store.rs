@@ -162,7 +162,7 @@ matrix! {
         let s = store(&server.url(), &ns, ttl).await;
         warm_up(&s).await;
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
-        let set = format!("{ns}:lease:{{fetch:k}}");
+        let set = format!("{ns}:lease:{{5:fetch:k}}");
         // Timed from before the orphan exists: it lapses no sooner than `ttl` after this.
         let begin = Instant::now();
         orphan_lease(&mut server.connection(), &set, "dead-worker:1", ttl);
@@ -253,7 +253,7 @@ matrix! {
         let s = store(&server.url(), &ns, ttl).await;
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 5);
         let (lost, kept) = (bulkhead.acquire("k").await.unwrap(), bulkhead.acquire("j").await.unwrap());
-        let _: () = redis::cmd("DEL").arg(format!("{ns}:lease:{{fetch:k}}")).query(&mut server.connection()).unwrap();
+        let _: () = redis::cmd("DEL").arg(format!("{ns}:lease:{{5:fetch:k}}")).query(&mut server.connection()).unwrap();
         let deleted = Instant::now();
         lost.fenced().await;
         // At the next renewal (a third of the TTL), long before the fence point would pass
@@ -437,17 +437,17 @@ matrix! {
                 drop(permit.unwrap());
             }
         }
-        let set = format!("{ns}:lease:{{fetch:k}}");
+        let set = format!("{ns}:lease:{{5:fetch:k}}");
         let mut conn = redis::Client::open(redis.url()).unwrap().get_connection().unwrap();
         let deadline = Instant::now() + Duration::from_secs(2);
         while bulkhead.in_use("k").await.unwrap() > 0 {
             if Instant::now() > deadline {
                 let left: Vec<String> = redis::cmd("ZRANGE").arg(&set).arg(0).arg(-1).query(&mut conn).unwrap();
                 let tombs: Vec<String> =
-                    redis::cmd("KEYS").arg(format!("{set}:cancelled:*")).query(&mut conn).unwrap();
+                    redis::cmd("KEYS").arg(format!("{ns}:cancelled:*")).query(&mut conn).unwrap();
                 let tombed: Vec<bool> = left
                     .iter()
-                    .map(|id| redis::cmd("EXISTS").arg(format!("{set}:cancelled:{id}")).query::<bool>(&mut conn).unwrap())
+                    .map(|id| redis::cmd("EXISTS").arg(format!("{ns}:cancelled:{{5:fetch:k}}:{id}")).query::<bool>(&mut conn).unwrap())
                     .collect();
                 panic!("leases left: {left:?} tombed {tombed:?} ({} tombstones, {completed} acquires completed)", tombs.len());
             }
@@ -540,7 +540,11 @@ fn grant_by_hand(
     let (code, _): (i64, i64) = redis::Script::new(source)
         .key(set)
         .key(format!("{}:{{epoch}}", store.namespace()))
-        .key(format!("{set}:cancelled:{id}"))
+        .key(format!(
+            "{}:cancelled:{}:{id}",
+            store.namespace(),
+            &set[store.namespace().len() + ":lease:".len()..]
+        ))
         .arg(limit)
         .arg(store.lease_ttl().as_micros() as u64)
         .arg(id)
@@ -558,7 +562,7 @@ fn a_resent_grant_of_the_same_lease_id_is_granted_not_counted_twice() {
         let s = store(&server.url(), &ns, Duration::from_secs(30)).await;
         warm_up(&s).await;
         let mut conn = server.connection();
-        let set = format!("{ns}:lease:{{fetch:k}}");
+        let set = format!("{ns}:lease:{{5:fetch:k}}");
         assert_eq!(
             grant_by_hand(&mut conn, &s, &set, 1, "p:1"),
             0,
@@ -658,7 +662,7 @@ matrix! {
         let _held = a.acquire("k").await.unwrap();
         let _brief = b.acquire("k").await.unwrap();
         let mut conn = redis::Client::open(redis.url()).unwrap().get_connection().unwrap();
-        let pttl: i64 = redis::cmd("PTTL").arg(format!("{ns}:lease:{{fetch:k}}")).query(&mut conn).unwrap();
+        let pttl: i64 = redis::cmd("PTTL").arg(format!("{ns}:lease:{{5:fetch:k}}")).query(&mut conn).unwrap();
         // Before the fix: about 2 s (the short TTL + 1 s), the 60 s lease's set gone with it.
         assert!(pttl > 30_000, "the set expires in {pttl} ms");
     }
