@@ -145,6 +145,21 @@ impl SharedKeyedBulkhead {
     }
 
     async fn grant(&self, set: String, local: Arc<KeyLocal>) -> Result<SharedPermit, SharedError> {
+        loop {
+            match self.grant_once(set.clone(), Arc::clone(&local)).await? {
+                Some(permit) => return Ok(permit),
+                // Granted, but the reply came after the lease's fence point: the permit
+                // would be born fenced. Let it go and ask again.
+                None => continue,
+            }
+        }
+    }
+
+    async fn grant_once(
+        &self,
+        set: String,
+        local: Arc<KeyLocal>,
+    ) -> Result<Option<SharedPermit>, SharedError> {
         let store = &self.store;
         if !store.keeper.stats.running() {
             return Err(SharedError::unavailable(
@@ -191,11 +206,15 @@ impl SharedKeyedBulkhead {
         match code {
             GRANTED => {
                 lease.extend(sent, store.keeper.life);
+                if Instant::now() >= lease.fence_point() {
+                    store.keeper.release(lease);
+                    return Ok(None);
+                }
                 store.keeper.hold(Arc::clone(&lease));
-                Ok(SharedPermit {
+                Ok(Some(SharedPermit {
                     lease,
                     store: Arc::clone(store),
-                })
+                }))
             }
             FULL => Err(SharedError::full(after)),
             WARMING_UP => Err(SharedError::warming_up(after)),

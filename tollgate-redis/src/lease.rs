@@ -165,6 +165,10 @@ impl fmt::Debug for SharedPermit {
 
 /// The fencing signal of one [`SharedPermit`], cloneable and movable into the work that
 /// the permit covers (see [`SharedKeyedBulkhead::run_with`](crate::SharedKeyedBulkhead::run_with)).
+///
+/// A `Fence` kept after its permit is dropped reports the permit fenced once the last fence
+/// point passes (nothing renews a released lease): it only means something while the permit
+/// lives.
 #[derive(Clone)]
 pub struct Fence {
     lease: Arc<Lease>,
