@@ -61,6 +61,27 @@ pub struct RedisLimits {
 
 /// How to connect a [`RedisLimits`]: made by [`RedisLimits::options`], finished by
 /// [`connect`](Self::connect).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate_redis::{DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE_TTL, RedisLimits};
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::options("redis://127.0.0.1:6379")
+///     .namespace("crawler")
+///     .lease_ttl(DEFAULT_LEASE_TTL * 2)
+///     .call_timeout(DEFAULT_CALL_TIMEOUT)
+///     .poll_interval(Duration::from_millis(50))
+///     .connect()
+///     .await?;
+/// assert_eq!(store.namespace(), "crawler");
+/// assert_eq!(store.lease_ttl(), Duration::from_secs(20));
+/// assert_eq!(store.call_timeout(), Duration::from_secs(2));
+/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # });
+/// ```
 #[derive(Clone, Debug)]
 #[must_use = "options do nothing until `.connect().await`"]
 pub struct RedisLimitsOptions {
@@ -239,6 +260,23 @@ impl fmt::Debug for RedisLimits {
 }
 
 /// What one process's store has done, from [`RedisLimits::stats`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+/// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+/// let permit = per_host.acquire("example.com").await?;
+/// let stats = store.stats();
+/// assert_eq!(stats.leases_held(), 1);
+/// assert!(stats.keeper_running());
+/// println!("{} renewals, {} releases, {} fenced", stats.renewal_calls(), stats.release_calls(), stats.fenced());
+/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # });
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StoreStats {
     pub(crate) leases_held: usize,
