@@ -308,7 +308,11 @@ impl Launch {
             }
             Some(offset) => {
                 let mut command = Command::new("faketime");
+                // Only the wall clock is off. The monotonic clock has no absolute meaning to
+                // be wrong about, and faking it breaks the absolute deadlines that std's
+                // timed waits hand to the kernel (a faked `Instant` lands them 10 s away).
                 command
+                    .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
                     .args(["-f", offset])
                     .arg(&self.program)
                     .args(&self.args);
@@ -505,6 +509,11 @@ pub fn unique_namespace(label: &str) -> String {
     format!("tollgate-test:{label}:{}:{nanos}", std::process::id())
 }
 
+/// How many instants of `times` fall in `[from, until)`.
+pub fn count_between(times: &[Instant], from: Instant, until: Instant) -> usize {
+    http_server::count_between(times, from, until)
+}
+
 /// The request's worker, from its path `/w<worker>/...`.
 pub fn sender(path: &str) -> Option<usize> {
     path.strip_prefix("/w")?.split('/').next()?.parse().ok()
@@ -577,34 +586,6 @@ pub fn judge_host(
         achieved: http_server::achieved_rate(&times).unwrap_or(0.0),
         allowed: f64::from(per_second).min(by_cap),
     }
-}
-
-/// The most requests of `host` in flight at once according to the server's log of arrival
-/// and answer instants (a request still unanswered counts until `until`). It agrees with the
-/// server's gauge, and also tells who: pass a `filter` on the sender.
-pub fn peak_from_log(
-    server: &TestServer,
-    host: &str,
-    until: Instant,
-    filter: impl Fn(Option<usize>) -> bool,
-) -> usize {
-    let mut edges: Vec<(Instant, i32)> = Vec::new();
-    for arrival in server.arrivals(host) {
-        if !filter(arrival.path.as_deref().and_then(sender)) {
-            continue;
-        }
-        edges.push((arrival.at, 1));
-        edges.push((arrival.answered_at.unwrap_or(until), -1));
-    }
-    // At equal instants, count the end first: a request answered as another arrives is not
-    // an overlap (the server's own gauge stops counting before answering).
-    edges.sort_by_key(|&(at, delta)| (at, delta));
-    let (mut now, mut peak) = (0, 0);
-    for (_, delta) in edges {
-        now += delta;
-        peak = peak.max(now);
-    }
-    peak as usize
 }
 
 /// Prints one row per host: what the server saw, against the cap and the rate.
