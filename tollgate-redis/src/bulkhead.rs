@@ -1,11 +1,14 @@
 //! `SharedKeyedBulkhead`: a cap per key for the whole fleet, as leases in Redis.
 
 use std::fmt;
-use std::future::IntoFuture;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use event_listener::EventListener;
 use futures_lite::future;
 
 use crate::SharedError;
@@ -336,6 +339,44 @@ impl SharedKeyedBulkhead {
         Ok(output)
     }
 
+    /// Completes the next time this process sends the release of a permit of `key` to
+    /// Redis: the moment to ask again for a key that was full.
+    ///
+    /// The listener is registered when this is called, so call it before
+    /// [`try_acquire`](Self::try_acquire) and a release that lands while the try is in
+    /// flight is not missed. Releases by other processes are not seen: ask again after the
+    /// error's [`retry_after`](SharedError::retry_after) or a poll interval at the latest.
+    /// This is what lets a scheduler wait for a remote permit without holding anything.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 1);
+    /// let held = per_host.acquire("example.com").await?;
+    /// let released = per_host.released("example.com");
+    /// assert!(per_host.try_acquire("example.com").await.unwrap_err().is_full());
+    /// drop(held);
+    /// released.await;
+    /// let permit = per_host.try_acquire("example.com").await?;
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only watches.
+    pub fn released(&self, key: &str) -> Released {
+        let local = self.store.local(&self.lease_set(key));
+        let listener = local.released.listen();
+        Released {
+            _local: local,
+            listener,
+        }
+    }
+
     /// How many live leases `key` has across the fleet now (on Redis's clock).
     ///
     /// # Examples
@@ -370,6 +411,28 @@ impl fmt::Debug for SharedKeyedBulkhead {
             .field("limit", &self.limit())
             .field("store", &self.store.address)
             .finish()
+    }
+}
+
+/// The future of [`SharedKeyedBulkhead::released`].
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct Released {
+    // Keeps the key's local state (and so the event listened to) alive.
+    _local: Arc<KeyLocal>,
+    listener: EventListener,
+}
+
+impl Future for Released {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.listener).poll(cx)
+    }
+}
+
+impl fmt::Debug for Released {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Released").finish_non_exhaustive()
     }
 }
 

@@ -177,3 +177,49 @@ impl fmt::Debug for SharedError {
 }
 
 impl std::error::Error for SharedError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_answers_only_its_own_accessor() {
+        let after = Duration::from_millis(250);
+        let unavailable = SharedError::unavailable("127.0.0.1:6379", "connection refused");
+        assert!(unavailable.is_unavailable());
+        assert_eq!(unavailable.address(), Some("127.0.0.1:6379"));
+        assert_eq!(unavailable.retry_after(), None);
+        assert_eq!(
+            unavailable.to_string(),
+            "redis at 127.0.0.1:6379 is unavailable: connection refused"
+        );
+        let kinds = [
+            (SharedError::fenced(), "fenced"),
+            (SharedError::full(after), "full"),
+            (SharedError::rate_limited(after), "rate"),
+            (SharedError::blocked(after), "blocked"),
+            (SharedError::warming_up(after), "warming"),
+        ];
+        for (error, kind) in kinds {
+            let flags = [
+                error.is_fenced(),
+                error.is_full(),
+                error.is_rate_limited(),
+                error.is_blocked(),
+                error.is_warming_up(),
+            ];
+            assert_eq!(flags.iter().filter(|&&f| f).count(), 1, "{kind}: {flags:?}");
+            assert!(
+                !error.is_unavailable() && error.address().is_none(),
+                "{kind}"
+            );
+            let expected = if kind == "fenced" { None } else { Some(after) };
+            assert_eq!(error.retry_after(), expected, "{kind}");
+            let text = error.to_string();
+            assert!(
+                text.chars().next().unwrap().is_lowercase() && !text.ends_with('.'),
+                "{text}"
+            );
+        }
+    }
+}

@@ -14,16 +14,16 @@
 //! (Redis down) is kept until its lease would have lapsed anyway.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::Connection;
 
 use crate::lease::Lease;
 use crate::scripts::RENEW;
-use crate::store::{StoreStats, lock, micros};
+use crate::store::{StoreStats, micros};
 
 enum Msg {
     /// A granted lease to renew from now on.
@@ -53,9 +53,7 @@ impl KeeperStats {
 
 /// The store's side of the keeper: the queue into its thread.
 pub(crate) struct Keeper {
-    // A `Mutex` only so `Keeper` is `Sync` on every supported Rust (`Sender` is `Sync` only
-    // since 1.72); sends are short.
-    tx: Mutex<Sender<Msg>>,
+    tx: Sender<Msg>,
     pub(crate) stats: Arc<KeeperStats>,
     /// The TTL less the fencing margin: how long after a confirmed send a lease is trusted.
     pub(crate) life: Duration,
@@ -89,7 +87,7 @@ impl Keeper {
             .spawn(move || thread.run())
             .expect("tollgate-redis: cannot start the keeper thread");
         Self {
-            tx: Mutex::new(tx),
+            tx,
             stats,
             life: ttl - margin(ttl),
         }
@@ -107,7 +105,7 @@ impl Keeper {
     fn send(&self, msg: Msg) {
         // The thread ends only when every sender is gone, so this cannot fail while the
         // store lives; if the thread died anyway, the lease lapses after its TTL.
-        let _ = lock(&self.tx).send(msg);
+        let _ = self.tx.send(msg);
     }
 }
 
@@ -180,7 +178,13 @@ impl Thread {
             }
             Msg::Release(lease) => {
                 if self.held.remove(&lease.id).is_some() {
-                    self.stats.held.fetch_sub(1, Ordering::Relaxed);
+                    // Released past its fence point before this thread fenced it (the
+                    // holder saw the point pass first): it was fenced all the same.
+                    if lease.is_fenced() {
+                        self.fence(&lease);
+                    } else {
+                        self.stats.held.fetch_sub(1, Ordering::Relaxed);
+                    }
                 }
                 if self.held.is_empty() {
                     self.next_renewal = None;
@@ -226,6 +230,11 @@ impl Thread {
 
     /// One call renews every held lease; leases Redis no longer has are fenced at once.
     fn renew(&mut self) {
+        // A lease past its fence point is lost for good, even if Redis still has it.
+        self.fence_due();
+        if self.held.is_empty() {
+            return;
+        }
         let mut by_set: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for lease in self.held.values() {
             by_set.entry(&lease.set).or_default().push(&lease.id);
@@ -259,13 +268,14 @@ impl Thread {
         self.next_renewal = (!self.held.is_empty()).then(|| sent + self.ttl / 3);
     }
 
-    /// Fences every lease whose fence point has passed without a renewal.
+    /// Fences every lease whose fence point has passed without a renewal (or that its
+    /// holder already saw fenced).
     fn fence_due(&mut self) {
         let now = Instant::now();
         let due: Vec<String> = self
             .held
             .values()
-            .filter(|lease| lease.fence_point() <= now)
+            .filter(|lease| lease.is_fenced())
             .map(|lease| lease.id.clone())
             .collect();
         for id in due {
@@ -280,10 +290,11 @@ impl Thread {
         }
     }
 
+    /// Counts a lease just taken out of `held` as fenced (once per lease: it leaves `held`
+    /// once), and makes sure its holder is told.
     fn fence(&self, lease: &Arc<Lease>) {
+        lease.fence();
         self.stats.held.fetch_sub(1, Ordering::Relaxed);
-        if lease.fence() {
-            self.stats.fenced.fetch_add(1, Ordering::Relaxed);
-        }
+        self.stats.fenced.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -64,17 +64,24 @@ impl Lease {
         self.base + Duration::from_nanos(self.fence_at.load(Ordering::Acquire))
     }
 
+    /// Fenced for good once the fence point has passed: a renewal that lands later does not
+    /// un-fence a permit whose holder may already have stopped.
     pub(crate) fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::Acquire) || Instant::now() >= self.fence_point()
+        if self.fenced.load(Ordering::Acquire) {
+            return true;
+        }
+        if Instant::now() >= self.fence_point() {
+            self.fence();
+            return true;
+        }
+        false
     }
 
-    /// Marks the lease fenced and tells every waiter; true the first time.
-    pub(crate) fn fence(&self) -> bool {
-        let first = !self.fenced.swap(true, Ordering::AcqRel);
-        if first {
+    /// Marks the lease fenced and tells every waiter.
+    pub(crate) fn fence(&self) {
+        if !self.fenced.swap(true, Ordering::AcqRel) {
             self.event.notify(usize::MAX);
         }
-        first
     }
 }
 

@@ -80,6 +80,11 @@
     unreachable_pub
 )]
 
+#[cfg(not(any(feature = "smol", feature = "tokio")))]
+compile_error!(
+    "tollgate-redis needs a runtime feature for its Redis connection: `smol` (the default) or `tokio`"
+);
+
 mod bulkhead;
 mod error;
 mod keeper;
@@ -89,7 +94,7 @@ mod rendezvous;
 mod scripts;
 mod store;
 
-pub use crate::bulkhead::SharedKeyedBulkhead;
+pub use crate::bulkhead::{Released, SharedKeyedBulkhead};
 pub use crate::error::SharedError;
 pub use crate::lease::{Fence, Fenced, SharedPermit};
 pub use crate::rate::SharedKeyedRateLimiter;

@@ -4,6 +4,9 @@
 -- ARGV[1]: the limit, ARGV[2]: the lease TTL in microseconds, ARGV[3]: the lease id
 -- Returns {0, expiry} when granted, {1, micros until the oldest lease lapses} when the key is
 -- full, {3, micros left} while the store warms up after Redis lost its data.
+-- Times are microseconds since the Unix epoch as Lua numbers (doubles): exact below 2^53,
+-- that is until the year 2255. Numbers written back go through string.format('%.0f') or
+-- Redis's own %.17g conversion, both exact for these integers.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ttl = tonumber(ARGV[2])

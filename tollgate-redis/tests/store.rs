@@ -1,0 +1,425 @@
+//! The shared store against a real redis-server: caps across two stores (two "processes"),
+//! lease expiry and renewal, fencing, fail-closed errors, recovery, the restart warm-up,
+//! GCRA spacing on Redis time, and blocks.
+
+mod common;
+
+use std::future::pending;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Redis, RedisServer, fresh_namespace, matrix, until};
+use tollgate::Rate;
+use tollgate_redis::{RedisLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter};
+
+const WAIT: Duration = Duration::from_millis(300);
+
+async fn store(url: &str, namespace: &str, ttl: Duration) -> RedisLimits {
+    RedisLimits::options(url)
+        .namespace(namespace)
+        .lease_ttl(ttl)
+        .redis_wait(WAIT)
+        .connect()
+        .await
+        .expect("connect to the test's redis")
+}
+
+/// Waits out the namespace's first warm-up (one TTL), so `try_acquire`/`check_key` tests
+/// start from a store that grants.
+async fn warm_up(store: &RedisLimits) {
+    let probe = SharedKeyedRateLimiter::new(store, "warm-up", Rate::per_second(1000).burst(1000));
+    loop {
+        match probe.check_key("probe").await {
+            Ok(()) => return,
+            Err(e) if e.is_warming_up() => tollgate::sleep(e.retry_after().unwrap()).await,
+            Err(e) => panic!("warm-up failed: {e}"),
+        }
+    }
+}
+
+/// In-flight holders of one key as the protected resource sees them.
+#[derive(Default)]
+struct Peak {
+    now: AtomicUsize,
+    max: AtomicUsize,
+}
+
+impl Peak {
+    fn enter(&self) {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(now, Ordering::SeqCst);
+    }
+    fn leave(&self) {
+        self.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A lease written straight into Redis, as a worker killed after its grant leaves it:
+/// expiring `ttl` from now on Redis's clock, never renewed, never released.
+fn orphan_lease(conn: &mut redis::Connection, set: &str, id: &str, ttl: Duration) {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(conn).unwrap();
+    let expiry = secs * 1_000_000 + micros + ttl.as_micros() as u64;
+    let _: () = redis::cmd("ZADD")
+        .arg(set)
+        .arg(expiry)
+        .arg(id)
+        .query(conn)
+        .unwrap();
+}
+
+matrix! {
+    async fn the_cap_holds_across_two_stores_and_many_tasks() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("cap");
+        let ttl = Duration::from_millis(500);
+        let (a, b) = (store(&redis.url(), &ns, ttl).await, store(&redis.url(), &ns, ttl).await);
+        let on_a = SharedKeyedBulkhead::new(&a, "fetch", 3);
+        let on_b = SharedKeyedBulkhead::new(&b, "fetch", 3);
+        let keys = ["a.example", "b.example"];
+        let peaks: Vec<Arc<Peak>> = keys.iter().map(|_| Arc::default()).collect();
+        let done = tollgate::map_async(0..64usize, 64, |i| {
+            let bulkhead = if i % 2 == 0 { &on_a } else { &on_b };
+            let k = (i / 2) % keys.len();
+            let peak = Arc::clone(&peaks[k]);
+            async move {
+                let permit = bulkhead.acquire(keys[k]).await.unwrap();
+                peak.enter();
+                tollgate::sleep(Duration::from_millis(2)).await;
+                peak.leave();
+                drop(permit);
+            }
+        })
+        .await;
+        assert_eq!(done.len(), 64);
+        for (key, peak) in keys.iter().zip(&peaks) {
+            let max = peak.max.load(Ordering::SeqCst);
+            assert!(max <= 3, "{key}: {max} holders at once with a shared cap of 3");
+            assert!(max >= 2, "{key}: the cap was never used beyond 1");
+            until(Duration::from_secs(5), "every lease released in redis", || async {
+                on_a.in_use(key).await.unwrap() == 0
+            })
+            .await;
+        }
+        assert_eq!(a.stats().leases_held() + b.stats().leases_held(), 0);
+    }
+
+    async fn a_full_key_says_so_and_a_release_frees_it_for_the_other_store() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("full");
+        let ttl = Duration::from_millis(500);
+        let (a, b) = (store(&redis.url(), &ns, ttl).await, store(&redis.url(), &ns, ttl).await);
+        warm_up(&a).await;
+        let (on_a, on_b) = (SharedKeyedBulkhead::new(&a, "x", 1), SharedKeyedBulkhead::new(&b, "x", 1));
+        let held = on_a.try_acquire("k").await.unwrap();
+        let full = on_b.try_acquire("k").await.unwrap_err();
+        assert!(full.is_full(), "{full}");
+        assert!(full.retry_after().unwrap() <= ttl);
+        assert!(on_b.try_acquire("other").await.is_ok(), "keys are independent");
+        drop(held);
+        until(Duration::from_secs(5), "b gets the key once a releases it", || async {
+            on_b.try_acquire("k").await.is_ok()
+        })
+        .await;
+    }
+
+    async fn released_wakes_a_scheduler_once_a_local_release_reached_redis() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("released");
+        let s = store(&redis.url(), &ns, Duration::from_millis(500)).await;
+        warm_up(&s).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
+        let held = bulkhead.acquire("k").await.unwrap();
+        let released = bulkhead.released("k");
+        assert!(bulkhead.try_acquire("k").await.unwrap_err().is_full());
+        drop(held);
+        released.await;
+        // Woken only after the release is in Redis: the next try succeeds at once.
+        drop(bulkhead.try_acquire("k").await.unwrap());
+    }
+
+    async fn a_killed_workers_lease_comes_back_after_the_ttl() {
+        let Redis::Own(server) = Redis::Own(RedisServer::start()) else { unreachable!() };
+        let ns = fresh_namespace("killed");
+        let ttl = Duration::from_millis(400);
+        let s = store(&server.url(), &ns, ttl).await;
+        warm_up(&s).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
+        let set = format!("{ns}:lease:{{fetch:k}}");
+        orphan_lease(&mut server.connection(), &set, "dead-worker:1", ttl);
+        assert!(bulkhead.try_acquire("k").await.unwrap_err().is_full());
+        let begin = Instant::now();
+        let permit = bulkhead.acquire("k").await.unwrap();
+        let waited = begin.elapsed();
+        assert!(waited <= ttl + Duration::from_millis(300), "came back after {waited:?}");
+        assert!(waited >= ttl / 2, "granted after {waited:?}, before the orphan could lapse");
+        drop(permit);
+    }
+
+    async fn renewal_keeps_leases_past_the_ttl_with_one_call_per_third_of_it() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("renew");
+        let ttl = Duration::from_millis(300);
+        let s = store(&redis.url(), &ns, ttl).await;
+        warm_up(&s).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 100);
+        let mut permits = Vec::new();
+        for i in 0..40 {
+            permits.push(bulkhead.acquire(&format!("k{}", i % 4)).await.unwrap());
+        }
+        let before = s.stats().renewal_calls();
+        tollgate::sleep(ttl * 3).await;
+        let calls = s.stats().renewal_calls() - before;
+        for i in 0..4 {
+            assert_eq!(bulkhead.in_use(&format!("k{i}")).await.unwrap(), 10, "leases kept by renewal");
+        }
+        assert!(permits.iter().all(|p| !p.is_fenced()));
+        assert_eq!(s.stats().leases_held(), 40);
+        // 3 TTLs at one call per TTL/3: about 9 calls for 40 permits (not 40 x 9).
+        assert!((6..=12).contains(&calls), "{calls} renewal calls in 3 TTLs");
+        drop(permits);
+        until(Duration::from_secs(5), "all released", || async { s.stats().leases_held() == 0 }).await;
+    }
+
+    async fn permits_are_fenced_and_run_cancelled_when_redis_stops_past_the_ttl() {
+        let mut server = RedisServer::start();
+        let ns = fresh_namespace("fence");
+        let ttl = Duration::from_millis(600);
+        let s = store(&server.url(), &ns, ttl).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 2);
+        let permit = bulkhead.acquire("k").await.unwrap();
+        let fence = permit.fence();
+        let kept_running = Arc::new(AtomicUsize::new(0));
+        let stopped = Instant::now();
+        let ((cancelled, kept), ()) = futures_lite::future::zip(
+            futures_lite::future::zip(
+                bulkhead.run("k", pending::<()>()),
+                bulkhead.run_with("k2", |fence| {
+                    let kept_running = Arc::clone(&kept_running);
+                    async move {
+                        fence.fenced().await;
+                        kept_running.fetch_add(1, Ordering::SeqCst);
+                        "finished after the fence"
+                    }
+                }),
+            ),
+            async {
+                // Stop Redis once both works hold their permits.
+                until(Duration::from_secs(5), "both works started", || async {
+                    s.stats().leases_held() == 3
+                })
+                .await;
+                server.stop();
+            },
+        )
+        .await;
+        let after = stopped.elapsed();
+        let cancelled = cancelled.unwrap_err();
+        assert!(cancelled.is_fenced(), "{cancelled}");
+        assert_eq!(kept.unwrap(), "finished after the fence");
+        assert_eq!(kept_running.load(Ordering::SeqCst), 1);
+        assert!(fence.is_fenced() && permit.is_fenced());
+        // Fenced before the leases could lapse in Redis (TTL after the last renewal).
+        assert!(after < ttl + Duration::from_millis(200), "fenced {after:?} after the stop");
+        until(Duration::from_secs(2), "the keeper counts three fenced leases", || async {
+            s.stats().fenced() == 3 && s.stats().leases_held() == 0
+        })
+        .await;
+    }
+
+    async fn a_frozen_redis_fences_for_good_and_grants_resume_when_it_thaws() {
+        let server = RedisServer::start();
+        let ns = fresh_namespace("frozen");
+        let ttl = Duration::from_millis(600);
+        let s = store(&server.url(), &ns, ttl).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
+        let permit = bulkhead.acquire("k").await.unwrap();
+        server.pause();
+        let frozen = Instant::now();
+        permit.fenced().await;
+        assert!(frozen.elapsed() < ttl, "fenced {:?} after the freeze", frozen.elapsed());
+        let error = bulkhead.try_acquire("other").await.unwrap_err();
+        assert!(error.is_unavailable(), "{error}");
+        server.resume();
+        // The keeper may renew again now, but a fenced permit stays fenced.
+        tollgate::sleep(ttl / 2).await;
+        assert!(permit.is_fenced());
+        drop(permit);
+        // Same store, same connection objects: grants come back (the data survived, no
+        // warm-up; the fenced lease has lapsed or been released).
+        let again = bulkhead.acquire("k").await.unwrap();
+        assert!(!again.is_fenced());
+    }
+
+    async fn an_unreachable_redis_fails_closed_naming_the_address_and_recovery_needs_no_restart() {
+        let mut server = RedisServer::start();
+        let ns = fresh_namespace("closed");
+        let ttl = Duration::from_millis(300);
+        let s = store(&server.url(), &ns, ttl).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 2);
+        let rate = SharedKeyedRateLimiter::new(&s, "fetch", Rate::per_second(100));
+        drop(bulkhead.acquire("k").await.unwrap());
+        server.stop();
+        let begin = Instant::now();
+        let error = bulkhead.acquire("k").await.unwrap_err();
+        let waited = begin.elapsed();
+        assert!(error.is_unavailable(), "{error}");
+        assert_eq!(error.address(), Some(server.address().as_str()));
+        assert!(error.to_string().contains(&server.address()), "{error}");
+        assert!(waited >= WAIT && waited < WAIT + Duration::from_secs(1), "gave up after {waited:?}");
+        assert!(rate.check_key("k").await.unwrap_err().is_unavailable());
+        assert!(rate.block_key("k", ttl).await.unwrap_err().is_unavailable());
+
+        server.restart();
+        // The same store, no reconnect by hand: the next calls succeed (after the warm-up
+        // of the emptied Redis).
+        let permit = bulkhead.acquire("k").await.unwrap();
+        assert!(!permit.is_fenced());
+        rate.until_key_ready("k").await.unwrap();
+    }
+
+    async fn a_restarted_redis_grants_nothing_until_leases_from_before_have_lapsed() {
+        let mut server = RedisServer::start();
+        let ns = fresh_namespace("epoch");
+        let ttl = Duration::from_millis(500);
+        let (a, b) = (store(&server.url(), &ns, ttl).await, store(&server.url(), &ns, ttl).await);
+        let (on_a, on_b) = (SharedKeyedBulkhead::new(&a, "x", 1), SharedKeyedBulkhead::new(&b, "x", 1));
+        let held = on_a.acquire("k").await.unwrap();
+        server.restart();
+        let restarted = Instant::now();
+        let warming = loop {
+            match on_b.try_acquire("k").await {
+                Err(e) if e.is_unavailable() => continue,
+                other => break other.unwrap_err(),
+            }
+        };
+        assert!(warming.is_warming_up(), "{warming}");
+        let permit = on_b.acquire("k").await.unwrap();
+        let waited = restarted.elapsed();
+        assert!(waited >= ttl - Duration::from_millis(50), "granted {waited:?} after the restart");
+        // The lease a held before the restart is gone from Redis: a's permit is fenced by
+        // the time b gets the key, so the two never both hold it.
+        assert!(held.is_fenced(), "a still trusts a lease the restart wiped");
+        drop((held, permit));
+    }
+
+    async fn scripts_are_reloaded_when_redis_forgot_them() {
+        let server = RedisServer::start();
+        let ns = fresh_namespace("noscript");
+        let s = store(&server.url(), &ns, Duration::from_millis(300)).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
+        drop(bulkhead.acquire("k").await.unwrap());
+        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut server.connection()).unwrap();
+        let permit = bulkhead.try_acquire("k2").await.unwrap();
+        drop(permit);
+    }
+
+    async fn gcra_spaces_starts_on_redis_time_across_stores() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("gcra");
+        let ttl = Duration::from_millis(300);
+        let (a, b) = (store(&redis.url(), &ns, ttl).await, store(&redis.url(), &ns, ttl).await);
+        warm_up(&a).await;
+        let every = Duration::from_millis(40);
+        let (on_a, on_b) = (
+            SharedKeyedRateLimiter::new(&a, "fetch", Rate::every(every)),
+            SharedKeyedRateLimiter::new(&b, "fetch", Rate::every(every)),
+        );
+        on_a.check_key("k").await.unwrap();
+        let early = on_b.check_key("k").await.unwrap_err();
+        assert!(early.is_rate_limited(), "{early}");
+        let after = early.retry_after().unwrap();
+        assert!(after <= every && after >= every / 2, "retry after {after:?}");
+        let begin = Instant::now();
+        let mut stamps = Vec::new();
+        for i in 0..8 {
+            if i % 2 == 0 { on_a.until_key_ready("k").await.unwrap() } else { on_b.until_key_ready("k").await.unwrap() }
+            stamps.push(begin.elapsed());
+        }
+        // 8 starts after the first: at least 7 full intervals past the first of them, and
+        // no two closer than the interval allows (less a little for timer and network jitter).
+        assert!(stamps[7] - stamps[0] >= every * 7 - Duration::from_millis(5), "{stamps:?}");
+        assert!(stamps[7] < every * 8 + Duration::from_millis(400), "too slow: {stamps:?}");
+    }
+
+    async fn a_burst_is_allowed_at_once_then_the_rate() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("burst");
+        let s = store(&redis.url(), &ns, Duration::from_millis(300)).await;
+        warm_up(&s).await;
+        let limiter = SharedKeyedRateLimiter::new(&s, "fetch", Rate::per_second(2).burst(3));
+        for _ in 0..3 {
+            limiter.check_key("k").await.unwrap();
+        }
+        assert!(limiter.check_key("k").await.unwrap_err().is_rate_limited());
+        limiter.check_key("other").await.unwrap();
+    }
+
+    async fn block_key_blocks_every_store_until_it_ends() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("block");
+        let ttl = Duration::from_millis(300);
+        let (a, b) = (store(&redis.url(), &ns, ttl).await, store(&redis.url(), &ns, ttl).await);
+        warm_up(&a).await;
+        let on_a = SharedKeyedRateLimiter::new(&a, "fetch", Rate::per_second(1000));
+        let on_b = SharedKeyedRateLimiter::new(&b, "fetch", Rate::per_second(1000));
+        let block = Duration::from_millis(300);
+        on_a.block_key("k", block).await.unwrap();
+        let begin = Instant::now();
+        let blocked = on_b.check_key("k").await.unwrap_err();
+        assert!(blocked.is_blocked(), "{blocked}");
+        assert!(blocked.retry_after().unwrap() > block / 2);
+        // A shorter block does not cut a longer one short.
+        on_b.block_key("k", Duration::from_millis(10)).await.unwrap();
+        on_b.until_key_ready("k").await.unwrap();
+        assert!(begin.elapsed() >= block - Duration::from_millis(60), "{:?}", begin.elapsed());
+        on_a.check_key("other").await.unwrap();
+    }
+
+    async fn a_cancelled_acquire_leaves_no_lease_behind() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("cancel");
+        let s = store(&redis.url(), &ns, Duration::from_millis(500)).await;
+        warm_up(&s).await;
+        let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
+        let held = bulkhead.acquire("k").await.unwrap();
+        // Waiters cancelled at every stage of their wait.
+        for micros in [0, 50, 200, 1_000, 5_000] {
+            let _ = tollgate::timeout(Duration::from_micros(micros), bulkhead.acquire("k")).await;
+        }
+        drop(held);
+        until(Duration::from_secs(5), "no lease left", || async {
+            bulkhead.in_use("k").await.unwrap() == 0
+        })
+        .await;
+        let again = bulkhead.acquire("k").await.unwrap();
+        drop(again);
+    }
+}
+
+/// Every future and handle can move to another thread (`tokio::spawn` on a multi-thread
+/// runtime): checked at compile time.
+#[test]
+fn futures_and_handles_are_send_and_sync() {
+    fn send<T: Send>(_: &T) {}
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<RedisLimits>();
+    send_sync::<SharedKeyedBulkhead>();
+    send_sync::<SharedKeyedRateLimiter>();
+    send_sync::<tollgate_redis::SharedPermit>();
+    send_sync::<tollgate_redis::Fence>();
+    send_sync::<tollgate_redis::SharedError>();
+    send_sync::<tollgate_redis::Fenced>();
+    let _ = |store: RedisLimits, bulkhead: SharedKeyedBulkhead, rate: SharedKeyedRateLimiter| {
+        send(&RedisLimits::connect("redis://127.0.0.1"));
+        send(&bulkhead.acquire("k"));
+        send(&bulkhead.try_acquire("k"));
+        send(&bulkhead.run("k", async { 1 }));
+        send(&bulkhead.run_with("k", |fence| async move { fence.is_fenced() }));
+        send(&bulkhead.in_use("k"));
+        send(&rate.check_key("k"));
+        send(&rate.until_key_ready("k"));
+        send(&rate.block_key("k", Duration::ZERO));
+        drop(store);
+    };
+}
