@@ -91,7 +91,9 @@ fn top_level(stats: &[CommandStat]) -> (u64, u64) {
     stats
         .iter()
         .filter(|stat| TOP_LEVEL.contains(&stat.command.as_str()))
-        .fold((0, 0), |(calls, usec), stat| (calls + stat.calls, usec + stat.usec))
+        .fold((0, 0), |(calls, usec), stat| {
+            (calls + stat.calls, usec + stat.usec)
+        })
 }
 
 fn stat<'a>(stats: &'a [CommandStat], command: &str) -> Option<&'a CommandStat> {
