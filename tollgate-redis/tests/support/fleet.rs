@@ -261,7 +261,7 @@ impl Summary {
 pub struct Launch {
     program: std::path::PathBuf,
     args: Vec<String>,
-    /// `Some("+10s")`: run under `faketime -f +10s`.
+    /// `Some("+10s")`: run with libfaketime's wall clock 10 s ahead.
     faketime: Option<String>,
 }
 
@@ -293,33 +293,53 @@ impl Launch {
     }
 
     /// The same, under libfaketime with the wall clock moved by `offset` (`"+10s"`,
-    /// `"-10s"`): the `faketime` program must be installed (`apt-get install faketime`).
+    /// `"-10s"`). The library is preloaded into the worker itself (`LD_PRELOAD`), rather than
+    /// run through the `faketime` program, which forks: signals and the kill on failure then
+    /// reach the worker, not a wrapper. Debian and Ubuntu ship it in the package `faketime`
+    /// (`libfaketime`).
     pub fn faketime(mut self, offset: &str) -> Self {
         self.faketime = Some(offset.to_owned());
         self
     }
 
     fn command(&self) -> Command {
-        match &self.faketime {
-            None => {
-                let mut command = Command::new(&self.program);
-                command.args(&self.args);
-                command
-            }
-            Some(offset) => {
-                let mut command = Command::new("faketime");
+        let mut command = Command::new(&self.program);
+        command.args(&self.args);
+        if let Some(offset) = &self.faketime {
+            command
+                .env("LD_PRELOAD", libfaketime())
+                .env("FAKETIME", offset)
                 // Only the wall clock is off. The monotonic clock has no absolute meaning to
-                // be wrong about, and faking it breaks the absolute deadlines that std's
-                // timed waits hand to the kernel (a faked `Instant` lands them 10 s away).
-                command
-                    .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-                    .args(["-f", offset])
-                    .arg(&self.program)
-                    .args(&self.args);
-                command
-            }
+                // be wrong about, and faking it shifts the absolute deadlines std's timed
+                // waits hand to the kernel (a faked `Instant` lands them 10 s away).
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
+        command
     }
+}
+
+/// Where libfaketime is, on the usual Linux layouts.
+///
+/// # Panics
+///
+/// If it is not installed.
+fn libfaketime() -> std::path::PathBuf {
+    let candidates = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1",
+        "/usr/lib64/faketime/libfaketime.so.1",
+        "/usr/local/lib/faketime/libfaketime.so.1",
+    ];
+    candidates
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|path| path.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "libfaketime is not installed (apt-get install faketime); looked in {candidates:?}"
+            )
+        })
 }
 
 /// The parent's handle on a worker process.
