@@ -3,26 +3,50 @@
 -- the number of its leases, then their ids.
 -- Returns the ids that were no longer live (lapsed, or lost with Redis's data): their holders
 -- are fenced, never renewed back to life.
+-- Per key: one ZMSCORE for all its ids, one ZADD XX for the live ones (in chunks, so a long
+-- argument list stays within Lua's stack), so the cost is a few commands per key, not per
+-- lease. Needs Redis 6.2 (ZMSCORE).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ttl = tonumber(ARGV[1])
+local expiry = string.format('%.0f', now + ttl)
+local chunk = 1000
 local lost = {}
 local a = 2
 for _, key in ipairs(KEYS) do
   local n = tonumber(ARGV[a])
   a = a + 1
-  for _ = 1, n do
-    local id = ARGV[a]
-    a = a + 1
-    local expiry = redis.call('ZSCORE', key, id)
-    if expiry and tonumber(expiry) > now then
-      redis.call('ZADD', key, 'XX', now + ttl, id)
-    else
-      if expiry then
-        redis.call('ZREM', key, id)
-      end
-      lost[#lost + 1] = id
+  local first = a
+  a = a + n
+  local from = first
+  while from < first + n do
+    local to = math.min(from + chunk, first + n) - 1
+    local ids = {}
+    for i = from, to do
+      ids[#ids + 1] = ARGV[i]
     end
+    local scores = redis.call('ZMSCORE', key, unpack(ids))
+    local live = {}
+    local dead = {}
+    for i, id in ipairs(ids) do
+      local score = scores[i]
+      if score and tonumber(score) > now then
+        live[#live + 1] = expiry
+        live[#live + 1] = id
+      else
+        if score then
+          dead[#dead + 1] = id
+        end
+        lost[#lost + 1] = id
+      end
+    end
+    if #live > 0 then
+      redis.call('ZADD', key, 'XX', unpack(live))
+    end
+    if #dead > 0 then
+      redis.call('ZREM', key, unpack(dead))
+    end
+    from = to + 1
   end
   redis.call('PEXPIRE', key, math.ceil(ttl / 1000) + 1000)
 end
