@@ -543,36 +543,6 @@ fn passing(error: &RedisError) -> bool {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::{ServerInfo, micros_ceil, tag};
-    use std::time::Duration;
-
-    #[test]
-    fn tags_keep_names_and_keys_with_colons_apart() {
-        assert_ne!(tag("a:b", "c"), tag("a", "b:c"));
-        assert_eq!(tag("fetch", "k"), "{5:fetch:k}");
-    }
-
-    #[test]
-    fn rate_intervals_round_up_to_whole_microseconds() {
-        assert_eq!(micros_ceil(Duration::from_nanos(333_333_334)), 333_334);
-        assert_eq!(micros_ceil(Duration::from_micros(40)), 40);
-    }
-
-    #[test]
-    fn server_info_reads_version_and_run_id_and_needs_6_2() {
-        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:ab12\r\n";
-        let server = ServerInfo::parse(info);
-        assert_eq!(server.version, "7.0.15");
-        assert_eq!(server.run_id, "ab12");
-        assert!(server.supported());
-        assert!(!ServerInfo::parse("redis_version:6.0.16\r\n").supported());
-        assert!(ServerInfo::parse("redis_version:6.2.0\r\n").supported());
-        assert!(ServerInfo::parse("").supported());
-    }
-}
-
 /// The hash tag of one key of one named limit: `{<name's length>:<name>:<key>}`. The length
 /// keeps names and keys containing `:` apart (name `a:b` with key `c` is not name `a` with
 /// key `b:c`); the braces keep all of one key's state in one cluster slot.
@@ -615,5 +585,35 @@ impl fmt::Debug for Inner {
         f.debug_struct("Inner")
             .field("address", &self.address)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ServerInfo, micros_ceil, tag};
+    use std::time::Duration;
+
+    #[test]
+    fn tags_keep_names_and_keys_with_colons_apart() {
+        assert_ne!(tag("a:b", "c"), tag("a", "b:c"));
+        assert_eq!(tag("fetch", "k"), "{5:fetch:k}");
+    }
+
+    #[test]
+    fn rate_intervals_round_up_to_whole_microseconds() {
+        assert_eq!(micros_ceil(Duration::from_nanos(333_333_334)), 333_334);
+        assert_eq!(micros_ceil(Duration::from_micros(40)), 40);
+    }
+
+    #[test]
+    fn server_info_reads_version_and_run_id_and_needs_6_2() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:ab12\r\n";
+        let server = ServerInfo::parse(info);
+        assert_eq!(server.version, "7.0.15");
+        assert_eq!(server.run_id, "ab12");
+        assert!(server.supported());
+        assert!(!ServerInfo::parse("redis_version:6.0.16\r\n").supported());
+        assert!(ServerInfo::parse("redis_version:6.2.0\r\n").supported());
+        assert!(ServerInfo::parse("").supported());
     }
 }
