@@ -13,8 +13,8 @@ use futures_lite::future;
 
 use crate::SharedError;
 use crate::lease::{Fence, Lease, SharedPermit};
-use crate::scripts::{FULL, GRANT, GRANTED, IN_USE, WARMING_UP};
-use crate::store::{Call, Inner, KeyLocal, RedisLimits};
+use crate::scripts::{CANCELLED, FULL, GRANT, GRANTED, IN_USE, WARMING_UP};
+use crate::store::{Call, Inner, KeyLocal, RedisLimits, tag};
 
 /// The first pause before asking a full key again; it doubles up to the store's poll
 /// interval.
@@ -103,7 +103,7 @@ impl SharedKeyedBulkhead {
     }
 
     fn lease_set(&self, key: &str) -> String {
-        format!("{}:lease:{{{}:{}}}", self.store.namespace, self.name, key)
+        format!("{}:lease:{}", self.store.namespace, tag(&self.name, key))
     }
 
     /// Asks Redis once for a lease of `key`.
@@ -145,8 +145,37 @@ impl SharedKeyedBulkhead {
     }
 
     async fn grant(&self, set: String, local: Arc<KeyLocal>) -> Result<SharedPermit, SharedError> {
+        loop {
+            match self.grant_once(set.clone(), Arc::clone(&local)).await? {
+                Some(permit) => return Ok(permit),
+                // Granted, but the reply came after the lease's fence point: the permit
+                // would be born fenced. Let it go and ask again.
+                None => continue,
+            }
+        }
+    }
+
+    async fn grant_once(
+        &self,
+        set: String,
+        local: Arc<KeyLocal>,
+    ) -> Result<Option<SharedPermit>, SharedError> {
         let store = &self.store;
-        let lease = Arc::new(Lease::new(store.lease_id(), set, local));
+        if !store.keeper.stats.running() {
+            return Err(SharedError::unavailable(
+                &store.address,
+                "the store's keeper thread has stopped (a panic): nothing would renew the lease",
+            ));
+        }
+        let id = store.lease_id();
+        // Beside the lease set, same hash tag, outside the `lease:` names (a scan for lease
+        // sets does not meet it).
+        let tombstone = format!(
+            "{}:cancelled:{}:{id}",
+            store.namespace,
+            &set[store.namespace.len() + ":lease:".len()..]
+        );
+        let lease = Arc::new(Lease::new(id, set, tombstone, local));
         // Until Redis says no, the lease may exist there: if this future is dropped or the
         // reply is lost, the guard has the keeper delete it.
         let mut pending = Pending {
@@ -158,24 +187,40 @@ impl SharedKeyedBulkhead {
         invocation
             .key(&lease.set)
             .key(&epoch)
+            .key(&lease.tombstone)
             .arg(self.limit())
             .arg(store.ttl_micros())
-            .arg(&lease.id);
+            .arg(&lease.id)
+            .arg(store.run_id());
         let sent = Instant::now();
-        let (code, micros): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
-        pending.lease = None;
+        let ((code, micros), sends): ((i64, i64), u32) =
+            store.query_counted(&Call::Script(&invocation)).await?;
+        // One send answered "no": the lease was never added. After a resend (the first
+        // reply was lost) an earlier send may have run; the grant script answers "granted"
+        // for an id it already holds, but keep the guard armed anyway, so any other answer
+        // still has the keeper delete the id.
+        if code == GRANTED || sends == 1 {
+            pending.lease = None;
+        }
         let after = Duration::from_micros(micros.max(0).unsigned_abs());
         match code {
             GRANTED => {
                 lease.extend(sent, store.keeper.life);
+                if Instant::now() >= lease.fence_point() {
+                    store.keeper.release(lease);
+                    return Ok(None);
+                }
                 store.keeper.hold(Arc::clone(&lease));
-                Ok(SharedPermit {
+                Ok(Some(SharedPermit {
                     lease,
                     store: Arc::clone(store),
-                })
+                }))
             }
             FULL => Err(SharedError::full(after)),
             WARMING_UP => Err(SharedError::warming_up(after)),
+            // Only a grant whose caller gave up meets its tombstone; a caller still here
+            // cannot (its id is new), so this is unreachable in practice.
+            CANCELLED => Err(SharedError::full(after)),
             other => Err(SharedError::unavailable(
                 &store.address,
                 format_args!("unexpected reply {other} from the grant script"),
@@ -186,7 +231,8 @@ impl SharedKeyedBulkhead {
     /// Waits until `key` has room across the fleet, then takes a permit.
     ///
     /// In each process, one task per key asks Redis at a time, the others queue behind it
-    /// (first come, first served). It asks again at once when a permit of the key is
+    /// (first come, first served within the process; across processes only roughly, as
+    /// each polls). It asks again at once when a permit of the key is
     /// released in this process, and otherwise after a pause that doubles from 1 ms up to
     /// the store's [poll interval](crate::RedisLimitsOptions::poll_interval). During a
     /// warm-up it waits for the warm-up to end.
@@ -395,6 +441,10 @@ impl SharedKeyedBulkhead {
     /// # Errors
     ///
     /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn in_use(&self, key: &str) -> Result<usize, SharedError> {
         let set = self.lease_set(key);
         let mut invocation = IN_USE.prepare_invoke();
@@ -445,7 +495,7 @@ struct Pending<'a> {
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if let Some(lease) = self.lease.take() {
-            self.store.keeper.release(lease);
+            self.store.keeper.cancel(lease);
         }
     }
 }

@@ -37,7 +37,7 @@ enum Kind {
     Fenced,
     Full { retry_after: Duration },
     RateLimited { retry_after: Duration },
-    Blocked { retry_after: Duration },
+    Paused { retry_after: Duration },
     WarmingUp { retry_after: Duration },
 }
 
@@ -67,9 +67,9 @@ impl SharedError {
         }
     }
 
-    pub(crate) fn blocked(retry_after: Duration) -> Self {
+    pub(crate) fn paused(retry_after: Duration) -> Self {
         Self {
-            kind: Kind::Blocked { retry_after },
+            kind: Kind::Paused { retry_after },
         }
     }
 
@@ -115,10 +115,10 @@ impl SharedError {
         matches!(self.kind, Kind::RateLimited { .. })
     }
 
-    /// The key is blocked for the whole fleet by
-    /// [`block_key`](crate::SharedKeyedRateLimiter::block_key).
-    pub fn is_blocked(&self) -> bool {
-        matches!(self.kind, Kind::Blocked { .. })
+    /// The key is paused for the whole fleet by
+    /// [`pause_key`](crate::SharedKeyedRateLimiter::pause_key).
+    pub fn is_paused(&self) -> bool {
+        matches!(self.kind, Kind::Paused { .. })
     }
 
     /// The store is warming up: Redis has lost its data (a restart, a flush) or is new to
@@ -128,14 +128,15 @@ impl SharedError {
         matches!(self.kind, Kind::WarmingUp { .. })
     }
 
-    /// How long until asking again can succeed: exact for a rate, a block and a warm-up (on
-    /// Redis's clock), and for a full key the time until its oldest lease would lapse (an
-    /// upper bound: a release frees room sooner). `None` for the other kinds.
+    /// How long until asking again can succeed: exact for a rate, a pause and a warm-up (on
+    /// Redis's clock); for a full key the time until its oldest lease would lapse if it were
+    /// not renewed: neither a bound from above (renewals push it later) nor from below (a
+    /// release frees room sooner), a hint for when to look again. `None` for the other kinds.
     pub fn retry_after(&self) -> Option<Duration> {
         match self.kind {
             Kind::Full { retry_after }
             | Kind::RateLimited { retry_after }
-            | Kind::Blocked { retry_after }
+            | Kind::Paused { retry_after }
             | Kind::WarmingUp { retry_after } => Some(retry_after),
             Kind::Unavailable { .. } | Kind::Fenced => None,
         }
@@ -161,7 +162,7 @@ impl fmt::Display for SharedError {
                     "the key's shared rate allows no start for {retry_after:?}"
                 )
             }
-            Kind::Blocked { retry_after } => write!(f, "the key is blocked for {retry_after:?}"),
+            Kind::Paused { retry_after } => write!(f, "the key is paused for {retry_after:?}"),
             Kind::WarmingUp { retry_after } => write!(
                 f,
                 "the shared store is warming up after redis lost its data ({retry_after:?} left)"
@@ -197,7 +198,7 @@ mod tests {
             (SharedError::fenced(), "fenced"),
             (SharedError::full(after), "full"),
             (SharedError::rate_limited(after), "rate"),
-            (SharedError::blocked(after), "blocked"),
+            (SharedError::paused(after), "paused"),
             (SharedError::warming_up(after), "warming"),
         ];
         for (error, kind) in kinds {
@@ -205,7 +206,7 @@ mod tests {
                 error.is_fenced(),
                 error.is_full(),
                 error.is_rate_limited(),
-                error.is_blocked(),
+                error.is_paused(),
                 error.is_warming_up(),
             ];
             assert_eq!(flags.iter().filter(|&&f| f).count(), 1, "{kind}: {flags:?}");

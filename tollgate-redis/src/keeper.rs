@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
@@ -28,12 +28,18 @@ use crate::store::{StoreStats, micros};
 enum Msg {
     /// A granted lease to renew from now on.
     Hold(Arc<Lease>),
-    /// A lease to delete (a dropped permit, or a grant whose reply was lost or cancelled).
+    /// A lease to delete (a dropped permit).
     Release(Arc<Lease>),
+    /// A grant that may still be on its way to Redis (its caller gave up, or its reply was
+    /// lost): delete the lease and leave a tombstone, so a grant that runs later refuses it.
+    Cancel(Arc<Lease>),
 }
 
 #[derive(Default)]
 pub(crate) struct KeeperStats {
+    /// False once the keeper thread has ended (a panic): nothing is renewed or released
+    /// any more, so grants must stop too.
+    running: AtomicBool,
     held: AtomicUsize,
     renewals: AtomicU64,
     releases: AtomicU64,
@@ -47,7 +53,12 @@ impl KeeperStats {
             renewal_calls: self.renewals.load(Ordering::Relaxed),
             release_calls: self.releases.load(Ordering::Relaxed),
             fenced: self.fenced.load(Ordering::Relaxed),
+            keeper_running: self.running(),
         }
+    }
+
+    pub(crate) fn running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
     }
 }
 
@@ -76,15 +87,25 @@ impl Keeper {
             ttl,
             // A renewal that takes longer than a third of the TTL is as good as failed.
             wait: wait.min(ttl / 3),
+            // A grant already written to a connection runs within the call's wait (or when a
+            // frozen Redis thaws, which fences everything anyway); the TTL on top is room.
+            tombstone: ttl + wait,
             conn: None,
             held: HashMap::new(),
             releases: Vec::new(),
             next_renewal: None,
             stats: Arc::clone(&stats),
         };
+        stats.running.store(true, Ordering::Release);
+        let watch = Arc::clone(&stats);
         std::thread::Builder::new()
             .name("tollgate-redis-keeper".to_owned())
-            .spawn(move || thread.run())
+            .spawn(move || {
+                // A panic here (a bug) must not go unnoticed: grants check this flag and
+                // fail closed, since nothing would renew or release their leases.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| thread.run()));
+                watch.running.store(false, Ordering::Release);
+            })
             .expect("tollgate-redis: cannot start the keeper thread");
         Self {
             tx,
@@ -102,6 +123,10 @@ impl Keeper {
         self.send(Msg::Release(lease));
     }
 
+    pub(crate) fn cancel(&self, lease: Arc<Lease>) {
+        self.send(Msg::Cancel(lease));
+    }
+
     fn send(&self, msg: Msg) {
         // The thread ends only when every sender is gone, so this cannot fail while the
         // store lives; if the thread died anyway, the lease lapses after its TTL.
@@ -114,10 +139,13 @@ struct Thread {
     client: redis::Client,
     ttl: Duration,
     wait: Duration,
+    /// How long a cancelled grant's tombstone stays.
+    tombstone: Duration,
     conn: Option<Connection>,
     held: HashMap<String, Arc<Lease>>,
-    /// Releases to send, each with the instant after which its lease has lapsed anyway.
-    releases: Vec<(Arc<Lease>, Instant)>,
+    /// Releases to send, each with the instant after which its lease has lapsed anyway, and
+    /// whether it is a cancelled grant (a tombstone goes with it).
+    releases: Vec<(Arc<Lease>, Instant, bool)>,
     next_renewal: Option<Instant>,
     stats: Arc<KeeperStats>,
 }
@@ -190,7 +218,13 @@ impl Thread {
                     self.next_renewal = None;
                 }
                 let lapsed = Instant::now() + self.ttl;
-                self.releases.push((lease, lapsed));
+                self.releases.push((lease, lapsed, false));
+            }
+            Msg::Cancel(lease) => {
+                // Never held: the grant's answer never reached a caller. The tombstone
+                // matters until a grant still in flight has run, so keep trying that long.
+                let until = Instant::now() + self.tombstone;
+                self.releases.push((lease, until, true));
             }
         }
     }
@@ -207,12 +241,24 @@ impl Thread {
 
     fn flush_releases(&mut self) {
         let now = Instant::now();
-        self.releases.retain(|(_, lapsed)| *lapsed > now);
+        self.releases.retain(|(_, lapsed, _)| *lapsed > now);
         if self.releases.is_empty() {
             return;
         }
+        let tombstone = u64::try_from(self.tombstone.as_millis()).unwrap_or(u64::MAX);
         let mut pipe = redis::pipe();
-        for (lease, _) in &self.releases {
+        for (lease, _, cancelled) in &self.releases {
+            if *cancelled {
+                // This connection is not the grant's, so the grant may run at any point of
+                // this pipeline: the tombstone first (a grant after it is refused), then the
+                // delete (a grant before it is undone).
+                pipe.cmd("SET")
+                    .arg(&lease.tombstone)
+                    .arg(1)
+                    .arg("PX")
+                    .arg(tombstone)
+                    .ignore();
+            }
             pipe.cmd("ZREM").arg(&lease.set).arg(&lease.id).ignore();
         }
         let Some(conn) = self.connection() else {
@@ -223,7 +269,7 @@ impl Thread {
             return;
         }
         self.stats.releases.fetch_add(1, Ordering::Relaxed);
-        for (lease, _) in self.releases.drain(..) {
+        for (lease, _, _) in self.releases.drain(..) {
             lease.local.released.notify(usize::MAX);
         }
     }
@@ -271,7 +317,6 @@ impl Thread {
     /// Fences every lease whose fence point has passed without a renewal (or that its
     /// holder already saw fenced).
     fn fence_due(&mut self) {
-        let now = Instant::now();
         let due: Vec<String> = self
             .held
             .values()
@@ -280,9 +325,10 @@ impl Thread {
             .collect();
         for id in due {
             if let Some(lease) = self.held.remove(&id) {
+                // No delete here: the holder is only now being told, and work under
+                // `run_with` may still be running. The lease stays until it lapses or the
+                // holder drops the permit (whose release then deletes it).
                 self.fence(&lease);
-                // It may still be in Redis if Redis comes back before it lapses: delete it.
-                self.releases.push((lease, now + self.ttl));
             }
         }
         if self.held.is_empty() {

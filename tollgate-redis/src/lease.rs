@@ -25,6 +25,9 @@ pub(crate) struct Lease {
     pub(crate) id: String,
     /// The Redis key of the lease set it lives in.
     pub(crate) set: String,
+    /// The key whose presence makes the grant script refuse this lease id: set when a grant
+    /// is cancelled. It shares the lease set's hash tag.
+    pub(crate) tombstone: String,
     pub(crate) local: Arc<KeyLocal>,
     /// The clock fence points are measured from.
     base: Instant,
@@ -35,10 +38,11 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    pub(crate) fn new(id: String, set: String, local: Arc<KeyLocal>) -> Self {
+    pub(crate) fn new(id: String, set: String, tombstone: String, local: Arc<KeyLocal>) -> Self {
         Self {
             id,
             set,
+            tombstone,
             local,
             base: Instant::now(),
             fence_at: AtomicU64::new(0),
@@ -161,6 +165,10 @@ impl fmt::Debug for SharedPermit {
 
 /// The fencing signal of one [`SharedPermit`], cloneable and movable into the work that
 /// the permit covers (see [`SharedKeyedBulkhead::run_with`](crate::SharedKeyedBulkhead::run_with)).
+///
+/// A `Fence` kept after its permit is dropped reports the permit fenced once the last fence
+/// point passes (nothing renews a released lease): it only means something while the permit
+/// lives.
 #[derive(Clone)]
 pub struct Fence {
     lease: Arc<Lease>,

@@ -9,8 +9,8 @@
 //!   call per third of the lease TTL. A process that cannot renew in time **fences** its
 //!   permits (they are told, and [`run`](SharedKeyedBulkhead::run) cancels the work) before
 //!   the leases can lapse; a killed process's leases lapse after one TTL.
-//! - [`SharedKeyedRateLimiter`]: a GCRA rate per key on Redis's clock, and a per-key block
-//!   for the whole fleet ([`block_key`](SharedKeyedRateLimiter::block_key), for a
+//! - [`SharedKeyedRateLimiter`]: a GCRA rate per key on Redis's clock, and a per-key pause
+//!   for the whole fleet ([`pause_key`](SharedKeyedRateLimiter::pause_key), for a
 //!   `Retry-After`).
 //! - [`rendezvous_slot`]: the alternative with no shared state: give each key to one worker.
 //!
@@ -41,27 +41,43 @@
 //! # Failure behaviour
 //!
 //! - **Redis unreachable**: nothing new is granted (fail closed). Each call waits at most
-//!   the store's [`redis_wait`](RedisLimitsOptions::redis_wait), retrying, then fails with
+//!   the store's [`call_timeout`](RedisLimitsOptions::call_timeout), retrying, then fails with
 //!   an [`is_unavailable`](SharedError::is_unavailable) error naming the address. Calls
 //!   after Redis comes back succeed: no restart needed. Permits held through an outage
 //!   longer than the fencing point (four fifths of the TTL after their last renewal) are
 //!   fenced.
-//! - **Redis restarted empty or flushed**: the leases granted before are gone from Redis but
-//!   may still be held. A namespace's **epoch** key records the Redis time from which
-//!   grants are safe; when it is missing (a new or emptied Redis) the first call sets it
-//!   one lease TTL ahead and nothing is granted until then ([`is_warming_up`]), so every
+//! - **Redis restarted, flushed or failed over**: the leases granted before may be gone
+//!   from Redis (a restart without persistence, a flush) or stale (a restart from an
+//!   RDB/AOF snapshot, a failover to a replica) while their holders still work. A
+//!   namespace's **epoch** records which Redis process (its `run_id`) the store last saw and
+//!   the Redis time it first did; when the epoch is missing or names another Redis process,
+//!   it is reset and nothing is granted for one lease TTL ([`is_warming_up`]), so every
 //!   lease from before has lapsed or been fenced. The same holds the first time a namespace
-//!   is used. Rates wait too (a lost TAT would otherwise allow a burst at once).
+//!   is used. Rates wait too, and a key whose rate state was lost is treated as if it had
+//!   started at the reset, so a lost state never allows an early start. A pause
+//!   ([`pause_key`](SharedKeyedRateLimiter::pause_key)) lost with Redis's data is gone.
 //! - **A worker killed**: its leases lapse one TTL after their last renewal and its room
 //!   comes back to the fleet.
+//! - **A permit fenced**: its lease stays in Redis until it lapses or the permit is
+//!   dropped; work that keeps running after the fence ([`run_with`]) is no longer covered
+//!   by the cap once the lease lapses.
 //! - **Clocks**: only Redis's `TIME` decides expiries and rates; a process's own clock is
 //!   used only to measure durations (when to renew, when to fence), never compared with
-//!   another machine's.
+//!   another machine's. The Redis host's clock must slew, not step: a forward step larger
+//!   than a fifth of the TTL lapses leases before their holders fence. A process's
+//!   monotonic clock stops while its machine (or VM) is suspended, so a suspend longer than
+//!   the TTL is not seen as a pause the way a stopped process is: avoid suspending
+//!   workers that hold permits.
 //!
-//! Limits of this design: one Redis (no cluster client; key names carry hash tags per
-//! key, but the epoch key is one per namespace); a failover to a replica that missed the
-//! last writes can over-grant until those leases lapse, as Redis replication is
-//! asynchronous.
+//! Requirements and limits: Redis 6.2 or newer (checked at connect); one Redis (no
+//! cluster client; key names carry hash tags per key, but the epoch key is one per
+//! namespace); run Redis with `maxmemory-policy noeviction` (a `volatile-*` or `allkeys-*`
+//! policy can evict lease sets, which over-grants); a proxy that keeps client connections
+//! open across a failover hides the new server's run id until the next reconnect. Waiting
+//! acquires in other processes ask again every poll interval (about 50 calls per second per
+//! waiting key and process at the default) while a local release wakes local waiters at
+//! once, so "first come, first served" holds within a process, only roughly across the
+//! fleet.
 //!
 //! # Runtimes
 //!
@@ -71,6 +87,7 @@
 //! releases run on the store's keeper thread, whatever the runtime.
 //!
 //! [`is_warming_up`]: SharedError::is_warming_up
+//! [`run_with`]: SharedKeyedBulkhead::run_with
 
 #![forbid(unsafe_code)]
 #![warn(
@@ -94,12 +111,18 @@ mod rendezvous;
 mod scripts;
 mod store;
 
-pub use crate::bulkhead::{Released, SharedKeyedBulkhead};
+pub use crate::bulkhead::SharedKeyedBulkhead;
 pub use crate::error::SharedError;
-pub use crate::lease::{Fence, Fenced, SharedPermit};
+pub use crate::lease::{Fence, SharedPermit};
 pub use crate::rate::SharedKeyedRateLimiter;
 pub use crate::rendezvous::rendezvous_slot;
+
+/// The named futures some methods return, as in tollgate's own `futures` module.
+pub mod futures {
+    pub use crate::bulkhead::Released;
+    pub use crate::lease::Fenced;
+}
 pub use crate::store::{
-    DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, DEFAULT_REDIS_WAIT, RedisLimits, RedisLimitsOptions,
-    StoreStats,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, RedisLimits,
+    RedisLimitsOptions, StoreStats,
 };

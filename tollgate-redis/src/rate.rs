@@ -7,8 +7,8 @@ use std::time::Duration;
 use tollgate::Rate;
 
 use crate::SharedError;
-use crate::scripts::{BLOCK, BLOCKED, FULL, GCRA, GRANTED, WARMING_UP};
-use crate::store::{Call, Inner, RedisLimits, micros};
+use crate::scripts::{FULL, GCRA, GRANTED, PAUSE, PAUSED, WARMING_UP};
+use crate::store::{Call, Inner, RedisLimits, micros, micros_ceil, tag};
 
 /// A rate per key across every process that uses the same Redis, namespace and name: the
 /// shared counterpart of tollgate's [`KeyedRateLimiter`](tollgate::KeyedRateLimiter).
@@ -16,9 +16,9 @@ use crate::store::{Call, Inner, RedisLimits, micros};
 /// Each key's state is one number in Redis, its TAT (theoretical arrival time, GCRA), read
 /// and moved by a Lua script on Redis's clock (`TIME`): the processes' own clocks never
 /// enter the decision, so a machine whose clock is off changes nothing. A key can also be
-/// blocked for the whole fleet ([`block_key`](Self::block_key)), e.g. for a server's
+/// paused for the whole fleet ([`pause_key`](Self::pause_key)), e.g. for a server's
 /// `Retry-After`. Keys are `&str`; their state keys share a hash tag, so one key's TAT and
-/// block stay in one cluster slot.
+/// pause stay in one cluster slot.
 ///
 /// # Examples
 ///
@@ -65,8 +65,9 @@ impl SharedKeyedRateLimiter {
 
     fn state_key(&self, key: &str, what: &str) -> String {
         format!(
-            "{}:rate:{{{}:{}}}:{what}",
-            self.store.namespace, self.name, key
+            "{}:rate:{}:{what}",
+            self.store.namespace,
+            tag(&self.name, key)
         )
     }
 
@@ -89,7 +90,7 @@ impl SharedKeyedRateLimiter {
     ///
     /// # Errors
     ///
-    /// [`is_rate_limited`](SharedError::is_rate_limited), [`is_blocked`](SharedError::is_blocked)
+    /// [`is_rate_limited`](SharedError::is_rate_limited), [`is_paused`](SharedError::is_paused)
     /// or [`is_warming_up`](SharedError::is_warming_up) with the time until a start can be
     /// taken ([`retry_after`](SharedError::retry_after)); nothing is taken then.
     /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
@@ -101,27 +102,28 @@ impl SharedKeyedRateLimiter {
     /// over-use).
     pub async fn check_key(&self, key: &str) -> Result<(), SharedError> {
         let store = &self.store;
-        let interval = micros(self.rate.interval()).max(1);
+        let interval = micros_ceil(self.rate.interval()).max(1);
         let tolerance = interval.saturating_mul(u64::from(self.rate.burst_size() - 1));
-        let (tat, blocked, epoch) = (
+        let (tat, paused, epoch) = (
             self.state_key(key, "tat"),
-            self.state_key(key, "blocked"),
+            self.state_key(key, "paused"),
             store.epoch_key(),
         );
         let mut invocation = GCRA.prepare_invoke();
         invocation
             .key(&tat)
-            .key(&blocked)
+            .key(&paused)
             .key(&epoch)
             .arg(interval)
             .arg(tolerance)
-            .arg(store.ttl_micros());
+            .arg(store.ttl_micros())
+            .arg(store.run_id());
         let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
         let after = Duration::from_micros(after.max(0).unsigned_abs());
         match code {
             GRANTED => Ok(()),
             FULL => Err(SharedError::rate_limited(after)),
-            BLOCKED => Err(SharedError::blocked(after)),
+            PAUSED => Err(SharedError::paused(after)),
             WARMING_UP => Err(SharedError::warming_up(after)),
             other => Err(SharedError::unavailable(
                 &store.address,
@@ -130,7 +132,7 @@ impl SharedKeyedRateLimiter {
         }
     }
 
-    /// Waits until the fleet's rate (and any block) allows a start for `key`, then takes it.
+    /// Waits until the fleet's rate (and any pause) allows a start for `key`, then takes it.
     ///
     /// In each process one task per key asks Redis at a time, first come first served; it
     /// sleeps for the time Redis says, then asks again (another process may have taken
@@ -174,8 +176,8 @@ impl SharedKeyedRateLimiter {
         }
     }
 
-    /// Blocks `key` for every process for `duration` from now on Redis's clock, e.g. from a
-    /// server's `Retry-After`. A block that already lasts longer is kept.
+    /// Pauses `key` for every process for `duration` from now on Redis's clock, e.g. from a
+    /// server's `Retry-After`. A pause that already lasts longer is kept.
     ///
     /// # Examples
     ///
@@ -187,8 +189,8 @@ impl SharedKeyedRateLimiter {
     /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
     /// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(10));
     /// // The server answered 429 with `Retry-After: 30`.
-    /// per_host.block_key("example.com", Duration::from_secs(30)).await?;
-    /// assert!(per_host.check_key("example.com").await.unwrap_err().is_blocked());
+    /// per_host.pause_key("example.com", Duration::from_secs(30)).await?;
+    /// assert!(per_host.check_key("example.com").await.unwrap_err().is_paused());
     /// # Ok::<(), tollgate_redis::SharedError>(())
     /// # });
     /// ```
@@ -196,11 +198,16 @@ impl SharedKeyedRateLimiter {
     /// # Errors
     ///
     /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
-    /// store's wait: the block was then perhaps not set.
-    pub async fn block_key(&self, key: &str, duration: Duration) -> Result<(), SharedError> {
-        let blocked = self.state_key(key, "blocked");
-        let mut invocation = BLOCK.prepare_invoke();
-        invocation.key(&blocked).arg(micros(duration));
+    /// store's wait: the pause was then perhaps not set.
+    ///
+    /// # Cancel safety
+    ///
+    /// A call dropped before its reply may or may not have set the pause; calling again is
+    /// harmless (a pause never shortens another).
+    pub async fn pause_key(&self, key: &str, duration: Duration) -> Result<(), SharedError> {
+        let paused = self.state_key(key, "paused");
+        let mut invocation = PAUSE.prepare_invoke();
+        invocation.key(&paused).arg(micros(duration));
         self.store
             .query::<i64>(&Call::Script(&invocation))
             .await

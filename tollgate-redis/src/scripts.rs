@@ -8,8 +8,12 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// Grants one lease (`grant.lua`).
-pub(crate) static GRANT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/grant.lua")));
+pub(crate) static GRANT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/epoch.lua"),
+        include_str!("lua/grant.lua")
+    ))
+});
 /// Renews all of one process's leases (`renew.lua`).
 pub(crate) static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/renew.lua")));
@@ -17,14 +21,20 @@ pub(crate) static RENEW: LazyLock<Script> =
 pub(crate) static IN_USE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/in_use.lua")));
 /// Takes one start of a key's rate (`gcra.lua`).
-pub(crate) static GCRA: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/gcra.lua")));
-/// Blocks a key (`block.lua`).
-pub(crate) static BLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/block.lua")));
+pub(crate) static GCRA: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/epoch.lua"),
+        include_str!("lua/gcra.lua")
+    ))
+});
+/// Blocks a key (`pause.lua`).
+pub(crate) static PAUSE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/pause.lua")));
 
 /// The reply codes the grant and rate scripts share.
 pub(crate) const GRANTED: i64 = 0;
 pub(crate) const FULL: i64 = 1;
-pub(crate) const BLOCKED: i64 = 2;
+pub(crate) const PAUSED: i64 = 2;
 pub(crate) const WARMING_UP: i64 = 3;
+/// The grant script's answer for a lease id whose grant was cancelled (a tombstone).
+pub(crate) const CANCELLED: i64 = 4;

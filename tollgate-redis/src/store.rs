@@ -18,8 +18,8 @@ use crate::keeper::Keeper;
 
 /// The default [`lease_ttl`](RedisLimitsOptions::lease_ttl).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
-/// The default [`redis_wait`](RedisLimitsOptions::redis_wait).
-pub const DEFAULT_REDIS_WAIT: Duration = Duration::from_secs(2);
+/// The default [`call_timeout`](RedisLimitsOptions::call_timeout).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(2);
 /// The default [`poll_interval`](RedisLimitsOptions::poll_interval).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(20);
 
@@ -47,7 +47,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// let store = RedisLimits::options("redis://127.0.0.1:6379")
 ///     .namespace("crawler")
 ///     .lease_ttl(Duration::from_secs(5))
-///     .redis_wait(Duration::from_secs(1))
+///     .call_timeout(Duration::from_secs(1))
 ///     .connect()
 ///     .await?;
 /// assert_eq!(store.address(), "127.0.0.1:6379");
@@ -61,13 +61,34 @@ pub struct RedisLimits {
 
 /// How to connect a [`RedisLimits`]: made by [`RedisLimits::options`], finished by
 /// [`connect`](Self::connect).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate_redis::{DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE_TTL, RedisLimits};
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::options("redis://127.0.0.1:6379")
+///     .namespace("crawler")
+///     .lease_ttl(DEFAULT_LEASE_TTL * 2)
+///     .call_timeout(DEFAULT_CALL_TIMEOUT)
+///     .poll_interval(Duration::from_millis(50))
+///     .connect()
+///     .await?;
+/// assert_eq!(store.namespace(), "crawler");
+/// assert_eq!(store.lease_ttl(), Duration::from_secs(20));
+/// assert_eq!(store.call_timeout(), Duration::from_secs(2));
+/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # });
+/// ```
 #[derive(Clone, Debug)]
 #[must_use = "options do nothing until `.connect().await`"]
 pub struct RedisLimitsOptions {
     url: String,
     namespace: String,
     lease_ttl: Duration,
-    redis_wait: Duration,
+    call_timeout: Duration,
     poll_interval: Duration,
 }
 
@@ -106,12 +127,12 @@ impl RedisLimitsOptions {
     ///
     /// If `wait` is zero.
     #[track_caller]
-    pub fn redis_wait(mut self, wait: Duration) -> Self {
+    pub fn call_timeout(mut self, wait: Duration) -> Self {
         assert!(
             !wait.is_zero(),
             "tollgate-redis: the wait for redis must not be zero"
         );
-        self.redis_wait = wait;
+        self.call_timeout = wait;
         self
     }
 
@@ -134,12 +155,16 @@ impl RedisLimitsOptions {
     }
 
     /// Connects: checks the URL, opens the connection grants use and starts the keeper
-    /// thread (its own connection, for renewals and releases).
+    /// thread (its own connection, for renewals and releases). Needs Redis 6.2 or newer.
     ///
     /// # Errors
     ///
-    /// An [`is_unavailable`](SharedError::is_unavailable) error when the URL is invalid or
-    /// Redis does not answer a `PING` within the wait.
+    /// An [`is_unavailable`](SharedError::is_unavailable) error when the URL is invalid,
+    /// Redis does not answer a `PING` within the wait, or it is older than 6.2.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system cannot start the keeper thread.
     ///
     /// # Cancel safety
     ///
@@ -148,15 +173,16 @@ impl RedisLimitsOptions {
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| SharedError::unavailable(&self.url, format_args!("invalid url: {e}")))?;
         let address = client.get_connection_info().addr().to_string();
-        let keeper = Keeper::start(client.clone(), self.lease_ttl, self.redis_wait);
+        let keeper = Keeper::start(client.clone(), self.lease_ttl, self.call_timeout);
         let inner = Arc::new(Inner {
             client,
             address,
             namespace: self.namespace,
             ttl: self.lease_ttl,
-            wait: self.redis_wait,
+            wait: self.call_timeout,
             poll: self.poll_interval,
             conn: Mutex::new(None),
+            run_id: Mutex::new(String::new()),
             connecting: async_lock::Mutex::new(()),
             generation: AtomicU64::new(0),
             keeper,
@@ -178,7 +204,7 @@ impl RedisLimits {
             url: url.into(),
             namespace: "tollgate".to_owned(),
             lease_ttl: DEFAULT_LEASE_TTL,
-            redis_wait: DEFAULT_REDIS_WAIT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
             poll_interval: DEFAULT_POLL_INTERVAL,
         }
     }
@@ -212,7 +238,7 @@ impl RedisLimits {
     }
 
     /// How long one call may wait for Redis.
-    pub fn redis_wait(&self) -> Duration {
+    pub fn call_timeout(&self) -> Duration {
         self.inner.wait
     }
 
@@ -228,18 +254,36 @@ impl fmt::Debug for RedisLimits {
             .field("address", &self.inner.address)
             .field("namespace", &self.inner.namespace)
             .field("lease_ttl", &self.inner.ttl)
-            .field("redis_wait", &self.inner.wait)
+            .field("call_timeout", &self.inner.wait)
             .finish_non_exhaustive()
     }
 }
 
 /// What one process's store has done, from [`RedisLimits::stats`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+/// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+/// let permit = per_host.acquire("example.com").await?;
+/// let stats = store.stats();
+/// assert_eq!(stats.leases_held(), 1);
+/// assert!(stats.keeper_running());
+/// println!("{} renewals, {} releases, {} fenced", stats.renewal_calls(), stats.release_calls(), stats.fenced());
+/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # });
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StoreStats {
     pub(crate) leases_held: usize,
     pub(crate) renewal_calls: u64,
     pub(crate) release_calls: u64,
     pub(crate) fenced: u64,
+    pub(crate) keeper_running: bool,
 }
 
 impl StoreStats {
@@ -249,7 +293,7 @@ impl StoreStats {
     }
 
     /// Renewal calls made so far: one per third of the lease TTL while any lease is held,
-    /// whatever the number of leases.
+    /// whatever the number of leases. Failed attempts count too (a retry follows soon).
     pub fn renewal_calls(&self) -> u64 {
         self.renewal_calls
     }
@@ -263,6 +307,14 @@ impl StoreStats {
     /// Permits fenced so far.
     pub fn fenced(&self) -> u64 {
         self.fenced
+    }
+
+    /// Whether the keeper thread (renewals, releases) is running. It stops only on a bug
+    /// (a panic, reported by the panic hook); grants then fail with an
+    /// [`is_unavailable`](SharedError::is_unavailable) error, and held permits are fenced
+    /// at their fence point.
+    pub fn keeper_running(&self) -> bool {
+        self.keeper_running
     }
 }
 
@@ -296,6 +348,10 @@ pub(crate) struct Inner {
     pub(crate) wait: Duration,
     pub(crate) poll: Duration,
     conn: Mutex<Option<(u64, MultiplexedConnection)>>,
+    /// The run id of the Redis process the current connection reached (from `INFO
+    /// server`), passed to the scripts that check the epoch: a different one (a restart, a
+    /// failover) restarts the warm-up.
+    run_id: Mutex<String>,
     connecting: async_lock::Mutex<()>,
     generation: AtomicU64,
     pub(crate) keeper: Keeper,
@@ -309,6 +365,11 @@ impl Inner {
     /// Redis time from which grants are safe.
     pub(crate) fn epoch_key(&self) -> String {
         format!("{}:{{epoch}}", self.namespace)
+    }
+
+    /// The run id of the Redis this process last connected to.
+    pub(crate) fn run_id(&self) -> String {
+        lock(&self.run_id).clone()
     }
 
     pub(crate) fn ttl_micros(&self) -> u64 {
@@ -346,10 +407,26 @@ impl Inner {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.wait))
             .set_response_timeout(Some(self.wait));
-        let conn = self
+        let mut conn = self
             .client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut conn)
+            .await?;
+        let server = ServerInfo::parse(&info);
+        if !server.supported() {
+            return Err(RedisError::from((
+                redis::ErrorKind::Client,
+                "unsupported redis version",
+                format!(
+                    "tollgate-redis needs Redis 6.2 or newer (ZMSCORE), this one is {}",
+                    server.version
+                ),
+            )));
+        }
+        *lock(&self.run_id) = server.run_id;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         *lock(&self.conn) = Some((generation, conn.clone()));
         Ok((generation, conn))
@@ -366,8 +443,19 @@ impl Inner {
     /// Runs one call, retrying within the bounded wait while the failure can pass; fails
     /// closed with an `unavailable` error naming the address after it.
     pub(crate) async fn query<T: FromRedisValue>(&self, call: &Call<'_>) -> Result<T, SharedError> {
+        self.query_counted(call).await.map(|(value, _)| value)
+    }
+
+    /// As [`query`](Self::query), also saying how many times the call was sent: a call
+    /// sent more than once may have run more than once.
+    pub(crate) async fn query_counted<T: FromRedisValue>(
+        &self,
+        call: &Call<'_>,
+    ) -> Result<(T, u32), SharedError> {
         let deadline = Instant::now() + self.wait;
+        let mut sends = 0u32;
         loop {
+            sends += 1;
             let remaining = deadline.saturating_duration_since(Instant::now());
             let attempt = async {
                 let (generation, mut conn) = self.connection().await.map_err(|e| (None, e))?;
@@ -378,12 +466,16 @@ impl Inner {
                 reply.map_err(|e| (Some(generation), e))
             };
             let reason = match tollgate::timeout(remaining, attempt).await {
-                Ok(Ok(value)) => return Ok(value),
+                Ok(Ok(value)) => return Ok((value, sends)),
                 Ok(Err((generation, error))) => {
+                    // READONLY / MASTERDOWN: this server was demoted (a failover behind
+                    // a fixed address); a new connection may reach the new primary.
+                    let demoted = matches!(error.code(), Some("READONLY" | "MASTERDOWN"));
                     let broken = error.is_io_error()
                         || error.is_timeout()
                         || error.is_connection_dropped()
-                        || error.is_connection_refusal();
+                        || error.is_connection_refusal()
+                        || demoted;
                     if broken {
                         if let Some(generation) = generation {
                             self.forget(generation);
@@ -411,13 +503,57 @@ impl Inner {
     }
 }
 
+/// What `INFO server` says about the Redis a connection reached.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct ServerInfo {
+    pub(crate) version: String,
+    pub(crate) run_id: String,
+}
+
+impl ServerInfo {
+    pub(crate) fn parse(info: &str) -> Self {
+        let mut server = Self::default();
+        for line in info.lines() {
+            if let Some(v) = line.strip_prefix("redis_version:") {
+                server.version = v.trim().to_owned();
+            } else if let Some(v) = line.strip_prefix("run_id:") {
+                server.run_id = v.trim().to_owned();
+            }
+        }
+        server
+    }
+
+    /// Redis 6.2 or newer: renewal needs `ZMSCORE`. An unreadable version (a proxy that
+    /// hides it) is let through: the first renewal would then fail and fence, loudly.
+    pub(crate) fn supported(&self) -> bool {
+        let mut parts = self.version.split('.').map(|p| p.parse::<u32>().ok());
+        match (parts.next().flatten(), parts.next().flatten()) {
+            (Some(major), Some(minor)) => (major, minor) >= (6, 2),
+            _ => true,
+        }
+    }
+}
+
 /// Server errors that pass on their own: a Redis loading its data, a replica without its
-/// primary, a busy script.
+/// primary, a busy script. (READONLY is handled with the broken connections.)
 fn passing(error: &RedisError) -> bool {
     matches!(
         error.code(),
         Some("LOADING" | "TRYAGAIN" | "MASTERDOWN" | "BUSY" | "CLUSTERDOWN")
     )
+}
+
+/// The hash tag of one key of one named limit: `{<name's length>:<name>:<key>}`. The length
+/// keeps names and keys containing `:` apart (name `a:b` with key `c` is not name `a` with
+/// key `b:c`); the braces keep all of one key's state in one cluster slot.
+pub(crate) fn tag(name: &str, key: &str) -> String {
+    format!("{{{}:{name}:{key}}}", name.len())
+}
+
+/// A whole number of microseconds not below `duration` (a rate rounded down would run
+/// faster than configured).
+pub(crate) fn micros_ceil(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1000)).unwrap_or(u64::MAX)
 }
 
 pub(crate) fn micros(duration: Duration) -> u64 {
@@ -449,5 +585,35 @@ impl fmt::Debug for Inner {
         f.debug_struct("Inner")
             .field("address", &self.address)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ServerInfo, micros_ceil, tag};
+    use std::time::Duration;
+
+    #[test]
+    fn tags_keep_names_and_keys_with_colons_apart() {
+        assert_ne!(tag("a:b", "c"), tag("a", "b:c"));
+        assert_eq!(tag("fetch", "k"), "{5:fetch:k}");
+    }
+
+    #[test]
+    fn rate_intervals_round_up_to_whole_microseconds() {
+        assert_eq!(micros_ceil(Duration::from_nanos(333_333_334)), 333_334);
+        assert_eq!(micros_ceil(Duration::from_micros(40)), 40);
+    }
+
+    #[test]
+    fn server_info_reads_version_and_run_id_and_needs_6_2() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:ab12\r\n";
+        let server = ServerInfo::parse(info);
+        assert_eq!(server.version, "7.0.15");
+        assert_eq!(server.run_id, "ab12");
+        assert!(server.supported());
+        assert!(!ServerInfo::parse("redis_version:6.0.16\r\n").supported());
+        assert!(ServerInfo::parse("redis_version:6.2.0\r\n").supported());
+        assert!(ServerInfo::parse("").supported());
     }
 }

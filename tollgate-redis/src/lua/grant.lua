@@ -1,33 +1,48 @@
 -- Grants one lease of a key if the key has room, on Redis's clock.
 -- KEYS[1]: the key's lease set (member = lease id, score = expiry in Redis TIME microseconds)
--- KEYS[2]: the namespace's epoch key (the Redis time from which grants are safe)
--- ARGV[1]: the limit, ARGV[2]: the lease TTL in microseconds, ARGV[3]: the lease id
+-- KEYS[2]: the namespace's epoch (see epoch.lua)
+-- KEYS[3]: this lease id's tombstone (present when its caller gave up before the reply)
+-- ARGV[1]: the limit, ARGV[2]: the lease TTL in microseconds, ARGV[3]: the lease id,
+-- ARGV[4]: the run id of the Redis as the caller last read it (see epoch.lua)
 -- Returns {0, expiry} when granted, {1, micros until the oldest lease lapses} when the key is
--- full, {3, micros left} while the store warms up after Redis lost its data.
+-- full, {3, micros left} while the store warms up after Redis lost its data, {4, 0} when the
+-- grant was cancelled before it ran.
 -- Times are microseconds since the Unix epoch as Lua numbers (doubles): exact below 2^53,
 -- that is until the year 2255. Numbers written back go through string.format('%.0f') or
 -- Redis's own %.17g conversion, both exact for these integers.
+-- The set disappears on its own 1 s after its last lease lapses. From the highest score, not
+-- the caller's TTL: a process with a short TTL must not cut short a longer lease's set.
+local function expire_after_last(key)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then
+    redis.call('PEXPIREAT', key, math.ceil(tonumber(last[2]) / 1000) + 1000)
+  end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ttl = tonumber(ARGV[2])
--- An absent epoch means this Redis has never seen us or has lost its data (a restart without
--- persistence, a flush): leases granted before may still be held, so nothing is granted until
--- they have lapsed.
-local ready = redis.call('GET', KEYS[2])
-if not ready then
-  redis.call('SET', KEYS[2], string.format('%.0f', now + ttl))
-  return {3, ttl}
+-- The caller gave up (its cancel travels on another connection and can arrive first): adding
+-- the lease now would leave it without an owner for a TTL.
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {4, 0}
 end
-ready = tonumber(ready)
-if now < ready then
-  return {3, ready - now}
+local since = epoch_since(KEYS[2], ARGV[4], now)
+if now < since + ttl then
+  return {3, since + ttl - now}
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+-- The same id asked again (a call resent after its reply was lost, when the first send ran):
+-- the lease is this caller's already; counting it against the limit would answer "full" and
+-- leave it orphaned. Renew it and say granted.
+if redis.call('ZSCORE', KEYS[1], ARGV[3]) then
+  redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[3])
+  expire_after_last(KEYS[1])
+  return {0, now + ttl}
+end
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   return {1, tonumber(oldest[2]) - now}
 end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[3])
--- The set disappears on its own once every lease in it has lapsed.
-redis.call('PEXPIRE', KEYS[1], math.ceil(ttl / 1000) + 1000)
+expire_after_last(KEYS[1])
 return {0, now + ttl}

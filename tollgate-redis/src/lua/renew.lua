@@ -48,6 +48,10 @@ for _, key in ipairs(KEYS) do
     end
     from = to + 1
   end
-  redis.call('PEXPIRE', key, math.ceil(ttl / 1000) + 1000)
+  -- From the highest score (see grant.lua), so a shorter TTL never cuts a longer lease's set.
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then
+    redis.call('PEXPIREAT', key, math.ceil(tonumber(last[2]) / 1000) + 1000)
+  end
 end
 return lost

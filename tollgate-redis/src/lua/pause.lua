@@ -1,6 +1,6 @@
--- Blocks a key for the whole fleet until Redis time now + ARGV[1] microseconds; a block that
+-- Pauses a key for the whole fleet until Redis time now + ARGV[1] microseconds; a pause that
 -- already lasts longer is kept.
--- KEYS[1]: the key's "blocked until".
+-- KEYS[1]: the key's "paused until".
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local duration = tonumber(ARGV[1])

@@ -1,0 +1,421 @@
+//! Faults in a fleet sharing per-host limits through Redis, judged by the target server:
+//! a worker killed while holding permits, a worker paused past its lease TTL, Redis restarted
+//! mid-run, and a worker whose wall clock is 10 s off.
+//!
+//! Each test runs real worker processes (this binary, re-run with its ignored `fleet_worker`
+//! entry) against real `redis-server`. The tests take turns (one lock): each loads the
+//! 2-core machine with several processes, and timing claims need it to themselves.
+//!
+//! Leases last [`LEASE_TTL`] (1 s) here, renewed every third of that, so that the faults play
+//! out in seconds.
+
+mod support;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use support::fleet::{self, Launch, Plan, Runtime, Summary, Worker};
+use support::http_server::TestServer;
+use support::redis_server::{RedisServer, TestRedis};
+
+const LEASE_TTL: Duration = Duration::from_secs(1);
+/// How often a process renews its leases.
+const RENEWAL: Duration = Duration::from_millis(333);
+const CAP: usize = 2;
+/// How much later than the ideal a recovery may come on a busy 2-core machine: the waiting
+/// worker's next try, and process scheduling.
+const SLACK: Duration = Duration::from_millis(500);
+const FINISH: Duration = Duration::from_secs(120);
+
+/// The fault tests take turns (see the module docs).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Not a test: the entry point of a worker process (see the module docs); run alone, it
+/// returns.
+#[test]
+#[ignore = "a fleet worker process; the fleet tests start it"]
+fn fleet_worker() {
+    fleet::worker_main_from_env();
+}
+
+struct Target {
+    server: TestServer,
+    names: Vec<String>,
+}
+
+impl Target {
+    fn start(hosts: usize, latency: Duration, rate: Option<(u32, u32)>) -> Self {
+        let mut builder = TestServer::builder();
+        if let Some((per_second, burst)) = rate {
+            builder = builder
+                .rate_limit(f64::from(per_second), burst)
+                .rate_allowance(ALLOWANCE);
+        }
+        let names: Vec<String> = (0..hosts).map(|host| format!("host{host}")).collect();
+        for name in &names {
+            builder = builder.host(name, latency);
+        }
+        Self {
+            server: builder.start(),
+            names,
+        }
+    }
+
+    fn hosts(&self) -> Vec<(String, std::net::SocketAddr)> {
+        self.names
+            .iter()
+            .map(|name| (name.clone(), self.server.addr(name)))
+            .collect()
+    }
+
+    /// Waits (up to `deadline`) until every host has `count` requests in flight.
+    fn wait_until_all_active(&self, count: usize, deadline: Duration) {
+        let until = Instant::now() + deadline;
+        while !self
+            .names
+            .iter()
+            .all(|name| self.server.stats(name).active == count)
+        {
+            assert!(
+                Instant::now() < until,
+                "the hosts never all had {count} in flight"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn assert_within_cap(&self) {
+        for name in &self.names {
+            let stats = self.server.stats(name);
+            // The server's gauge, which (unlike its log) also sees a killed client leave.
+            assert!(stats.peak <= CAP, "{name} had {} in flight", stats.peak);
+        }
+    }
+}
+
+/// How early a request may arrive at a rate-limited host (see the proof test).
+const ALLOWANCE: Duration = Duration::from_millis(50);
+
+fn plan(
+    worker: usize,
+    redis_url: &str,
+    namespace: &str,
+    target: &Target,
+    items: Vec<usize>,
+    tasks: usize,
+) -> Plan {
+    Plan {
+        worker,
+        redis_url: redis_url.to_owned(),
+        namespace: namespace.to_owned(),
+        lease_ttl: LEASE_TTL,
+        hosts: target.hosts(),
+        items,
+        tasks,
+        cap: CAP,
+        rate: None,
+        steps: 1,
+        runtime: Runtime::alternate(worker),
+    }
+}
+
+/// `per_host` items for each of `hosts` hosts, round the hosts in turn.
+fn items(hosts: usize, per_host: usize) -> Vec<usize> {
+    fleet::round_robin_items(hosts, per_host, 1).remove(0)
+}
+
+/// The first instant at which `worker` had `count` requests in flight on `host`, by the
+/// server's log.
+fn first_reached(target: &Target, host: &str, worker: usize, count: usize) -> Option<Instant> {
+    let mut edges: Vec<(Instant, i32)> = Vec::new();
+    for arrival in target.server.arrivals(host) {
+        if arrival.path.as_deref().and_then(fleet::sender) != Some(worker) {
+            continue;
+        }
+        edges.push((arrival.at, 1));
+        if let Some(answered) = arrival.answered_at {
+            edges.push((answered, -1));
+        }
+    }
+    edges.sort_by_key(|&(at, delta)| (at, delta));
+    let mut now = 0;
+    edges.into_iter().find_map(|(at, delta)| {
+        now += delta;
+        (now as usize >= count).then_some(at)
+    })
+}
+
+#[test]
+fn a_killed_workers_permits_come_back_within_ttl_and_one_renewal() {
+    let _turn = one_at_a_time();
+    let redis = TestRedis::get();
+    let namespace = fleet::unique_namespace("sigkill");
+    // Slow answers, so the victim is surely still holding its permits when it dies.
+    let target = Target::start(4, Duration::from_millis(800), None);
+    let launch = Launch::test_entry("fleet_worker");
+    let url = redis.url();
+    let mut victim = Worker::spawn(
+        &launch,
+        &plan(0, &url, &namespace, &target, items(4, 50), 16),
+    );
+    let mut survivor = Worker::spawn(
+        &launch,
+        &plan(1, &url, &namespace, &target, items(4, 4), 16),
+    );
+
+    victim.go();
+    target.wait_until_all_active(CAP, Duration::from_secs(20));
+    victim.signal("KILL");
+    let killed = Instant::now();
+    victim.reap();
+    // The survivor starts only now, so every permit it gets was the dead worker's.
+    survivor.go();
+    let summary = survivor.finish(FINISH);
+    assert_eq!(summary.done, 16, "{summary:?}");
+    assert_eq!(summary.ok(), 16, "{summary:?}");
+
+    target.assert_within_cap();
+    let mut recoveries = Vec::new();
+    for name in &target.names {
+        let back = first_reached(&target, name, 1, CAP)
+            .unwrap_or_else(|| panic!("{name}: the survivor never had {CAP} in flight"));
+        recoveries.push(back.duration_since(killed));
+    }
+    println!(
+        "SIGKILL: back to {CAP} in flight per host after {recoveries:.2?} (TTL {LEASE_TTL:?})"
+    );
+    for recovery in recoveries {
+        // Not before the leases could lapse (they were renewed at most one renewal ago)...
+        assert!(
+            recovery >= LEASE_TTL - RENEWAL - Duration::from_millis(100),
+            "permits came back after {recovery:?}, before the dead worker's leases lapsed"
+        );
+        // ...and not much after.
+        assert!(
+            recovery <= LEASE_TTL + RENEWAL + SLACK,
+            "permits came back only after {recovery:?}"
+        );
+    }
+}
+
+#[test]
+fn a_worker_paused_past_its_ttl_is_fenced_and_never_overlaps_when_it_resumes() {
+    let _turn = one_at_a_time();
+    let redis = TestRedis::get();
+    let namespace = fleet::unique_namespace("sigstop");
+    let target = Target::start(2, Duration::from_millis(150), None);
+    let launch = Launch::test_entry("fleet_worker");
+    let url = redis.url();
+    // The victim holds each permit for a session of 10 requests in a row (1.5 s): paused in
+    // the middle, it would send the rest of the session on resuming, over permits that
+    // meanwhile went to the other worker, unless its fenced work is cancelled first.
+    let mut victim_plan = plan(0, &url, &namespace, &target, items(2, 2), 4);
+    victim_plan.steps = 10;
+    let mut victim = Worker::spawn(&launch, &victim_plan);
+    let mut other = Worker::spawn(
+        &launch,
+        &plan(1, &url, &namespace, &target, items(2, 16), 8),
+    );
+
+    victim.go();
+    target.wait_until_all_active(CAP, Duration::from_secs(20));
+    victim.signal("STOP");
+    let stopped = Instant::now();
+    other.go();
+    // The fault itself: a pause well past the lease TTL.
+    std::thread::sleep(LEASE_TTL * 5 / 2);
+    victim.signal("CONT");
+    let resumed = Instant::now();
+
+    let other_summary = other.finish(FINISH);
+    let victim_summary = victim.finish(FINISH);
+    println!(
+        "SIGSTOP for {:.2?}: victim {victim_summary:?}, other {other_summary:?}",
+        resumed.duration_since(stopped)
+    );
+    assert_eq!(other_summary.done, 32, "{other_summary:?}");
+    assert_eq!(victim_summary.done, 4, "{victim_summary:?}");
+    // The pause really cost the victim its leases, and the other worker really used them
+    // while it was stopped: the situation in which a resumed worker could overlap.
+    assert!(victim_summary.fenced >= 1, "{victim_summary:?}");
+    for name in &target.names {
+        let during = target
+            .server
+            .arrivals(name)
+            .iter()
+            .filter(|arrival| {
+                arrival.path.as_deref().and_then(fleet::sender) == Some(1)
+                    && stopped < arrival.at
+                    && arrival.at < resumed
+            })
+            .count();
+        assert!(
+            during > 0,
+            "{name}: the other worker got nothing while the victim slept"
+        );
+    }
+    target.assert_within_cap();
+}
+
+#[test]
+fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
+    let _turn = one_at_a_time();
+    // A restart needs a server of our own, whatever TOLLGATE_REDIS_URL says.
+    let mut redis = RedisServer::start();
+    let namespace = fleet::unique_namespace("restart");
+    const HOSTS: usize = 10;
+    const RATE: (u32, u32) = (10, 2);
+    // Slow answers: both permits of every host are held when Redis comes back blank, so a
+    // store that granted at once would put 4 requests in flight.
+    let latency = Duration::from_millis(400);
+    let target = Target::start(HOSTS, latency, Some(RATE));
+    let launch = Launch::test_entry("fleet_worker");
+    let url = redis.url();
+    let mut workers: Vec<Worker> = fleet::round_robin_items(HOSTS, 24, 2)
+        .into_iter()
+        .enumerate()
+        .map(|(worker, items)| {
+            let mut plan = plan(worker, &url, &namespace, &target, items, 16);
+            plan.rate = Some(RATE);
+            Worker::spawn(&launch, &plan)
+        })
+        .collect();
+    for worker in &mut workers {
+        worker.go();
+    }
+    let wait_for_requests = |count: usize| {
+        let until = Instant::now() + Duration::from_secs(30);
+        while target.server.global().requests < count {
+            assert!(Instant::now() < until, "the fleet never got going");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+
+    // 1. A quick restart while every permit is held: Redis comes back empty.
+    wait_for_requests(HOSTS * 4);
+    target.wait_until_all_active(CAP, Duration::from_secs(20));
+    redis.restart();
+    let restarted = Instant::now();
+
+    // 2. Later, Redis gone for longer than the store's bounded wait (2 s): calls fail with
+    //    an error naming the address, nothing is granted, and the workers recover on their
+    //    own when it is back.
+    wait_for_requests(HOSTS * 12);
+    redis.kill();
+    let killed = Instant::now();
+    std::thread::sleep(Duration::from_millis(2_500));
+    redis.restart();
+    let back = Instant::now();
+
+    let summaries: Vec<Summary> = workers
+        .into_iter()
+        .map(|worker| worker.finish(FINISH))
+        .collect();
+    println!("Redis restarts: {summaries:?}");
+    for summary in &summaries {
+        assert_eq!(summary.done, HOSTS * 12, "{summary:?}");
+        assert_eq!(summary.ok(), summary.done, "{summary:?}");
+        assert!(summary.errors.is_empty(), "{summary:?}");
+    }
+    let refused: usize = summaries.iter().map(|summary| summary.unavailable).sum();
+    assert!(refused > 0, "no call ever failed while Redis was down");
+
+    target.assert_within_cap();
+    let margin = Duration::from_millis(100);
+    let mut silences = Vec::new();
+    for name in &target.names {
+        let report = fleet::judge_host(&target.server, name, CAP, RATE, latency, ALLOWANCE);
+        assert_eq!(report.window_violation, None, "{report:?}");
+        assert_eq!(target.server.stats(name).over_rate, 0, "{name}");
+        let times = target.server.arrival_times(name);
+        // Nothing granted by the blank Redis before leases from before could have lapsed...
+        let early = fleet::count_between(&times, restarted, restarted + LEASE_TTL - margin);
+        assert_eq!(
+            early, 0,
+            "{name}: {early} requests in the first TTL after the restart"
+        );
+        // ...nor while it was gone (bar a request granted just before it went).
+        let down = fleet::count_between(&times, killed + margin, back + LEASE_TTL - margin);
+        assert_eq!(
+            down, 0,
+            "{name}: {down} requests while Redis was down or warming up"
+        );
+        let first = |from: Instant| times.iter().find(|&&at| at > from).copied();
+        silences.push((
+            first(restarted).map(|at| at.duration_since(restarted)),
+            first(back).map(|at| at.duration_since(back)),
+        ));
+    }
+    println!(
+        "Redis restarts: first request per host after the quick restart and after 2.5 s down: \
+         {silences:.2?}; {refused} calls refused while it was unavailable"
+    );
+}
+
+#[test]
+fn a_worker_whose_wall_clock_is_ten_seconds_off_changes_nothing() {
+    let _turn = one_at_a_time();
+    let redis = TestRedis::get();
+    let namespace = fleet::unique_namespace("skew");
+    const HOSTS: usize = 10;
+    const RATE: (u32, u32) = (10, 2);
+    let latency = Duration::from_millis(20);
+    let target = Target::start(HOSTS, latency, Some(RATE));
+    let url = redis.url();
+    // Worker 1 runs 10 s ahead, worker 2 10 s behind, worker 0 on time.
+    let launches = [
+        Launch::test_entry("fleet_worker"),
+        Launch::test_entry("fleet_worker").faketime("+10s"),
+        Launch::test_entry("fleet_worker").faketime("-10s"),
+    ];
+    let mut workers: Vec<Worker> = fleet::round_robin_items(HOSTS, 30, 3)
+        .into_iter()
+        .zip(&launches)
+        .enumerate()
+        .map(|(worker, (items, launch))| {
+            let mut plan = plan(worker, &url, &namespace, &target, items, 16);
+            plan.rate = Some(RATE);
+            Worker::spawn(launch, &plan)
+        })
+        .collect();
+    // The fault took: the workers' wall clocks really disagree by about 10 s.
+    let offset = |worker: &Worker| worker.wall_clock_ms as i128 - workers[0].wall_clock_ms as i128;
+    let (ahead, behind) = (offset(&workers[1]), offset(&workers[2]));
+    println!("wall clocks: worker 1 {ahead:+} ms, worker 2 {behind:+} ms from worker 0");
+    assert!(
+        (8_000..12_000).contains(&ahead),
+        "worker 1 is {ahead} ms ahead"
+    );
+    assert!(
+        (-12_000..-8_000).contains(&behind),
+        "worker 2 is {behind} ms off"
+    );
+
+    for worker in &mut workers {
+        worker.go();
+    }
+    let summaries: Vec<Summary> = workers
+        .into_iter()
+        .map(|worker| worker.finish(FINISH))
+        .collect();
+    for summary in &summaries {
+        assert_eq!(summary.done, HOSTS * 10, "{summary:?}");
+        assert_eq!(summary.ok(), summary.done, "{summary:?}");
+    }
+    target.assert_within_cap();
+    let mut utilisation = 0.0;
+    for name in &target.names {
+        let report = fleet::judge_host(&target.server, name, CAP, RATE, latency, ALLOWANCE);
+        assert_eq!(report.window_violation, None, "{report:?}");
+        assert_eq!(target.server.stats(name).over_rate, 0, "{name}");
+        utilisation += report.utilisation() / HOSTS as f64;
+    }
+    println!("clock skew: mean utilisation {:.1}%", 100.0 * utilisation);
+    assert!(utilisation >= 0.9, "mean utilisation {utilisation:.3}");
+}

@@ -1,0 +1,849 @@
+//! A fleet of crawler processes for tests and the `fleet` example: the worker each process
+//! runs, the parent's handle on it, and the judge of what the target server saw.
+//!
+//! # How a fleet runs
+//!
+//! The parent starts the loopback target ([`http_server`](super::http_server): one listener
+//! per host, the server-side truth), writes a [`Plan`] per worker into the environment
+//! variable [`PLAN_VAR`], and starts each worker as an OS process with [`Worker::spawn`]. A
+//! worker connects to Redis, prints `ready`, and waits for a line on its standard input: the
+//! parent's start barrier ([`Worker::go`]), so that every worker is connected before any
+//! sends a request. Then it crawls its items with `tollgate::map_async` (its `tasks` at
+//! once), each item under the fleet's shared per-host cap and per-host rate, and prints a
+//! `done` line with its counts ([`Summary`]).
+//!
+//! Which program a worker process runs is the caller's [`Launch`]: a test binary re-runs
+//! itself (`std::env::current_exe()`) with a filter that selects its ignored worker entry
+//! (`fleet_worker`), and the example re-runs itself with the argument `worker`. Either way the
+//! worker is the very code under test, built in the same `cargo` invocation, and nothing has
+//! to find another binary on disk (`CARGO_BIN_EXE_*` exists only for `[[bin]]` targets).
+//! [`Launch::faketime`] puts a worker under libfaketime, with its wall clock shifted.
+//!
+//! # What a worker does per item
+//!
+//! `bulkhead.run(host, work)`: take one of the host's shared permits (a lease in Redis), then
+//! for each of the plan's `steps`, wait for the host's shared rate and send one `GET`. Taking
+//! the permit before the rate is deliberate: a start the rate allows is then never delayed by
+//! a wait for a permit, so starts keep the rate's spacing (the other order lets late starts
+//! bunch up). An item whose permit is fenced (its lease lapsed) or whose store was
+//! unreachable is tried again after a short pause; the counts say how often.
+//!
+//! Each request's path names its sender, `/w<worker>/i<item>/s<step>`, so a test can tell
+//! from the server's log whose request was in flight.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::http_server::{self, TestServer};
+
+/// The environment variable that carries a worker's [`Plan`].
+pub const PLAN_VAR: &str = "TOLLGATE_FLEET_PLAN";
+
+/// What every line a worker prints for its parent starts with.
+const LINE_PREFIX: &str = "fleet-worker ";
+
+/// The runtime a worker process runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    /// `smol::block_on`.
+    Smol,
+    /// A tokio multi-thread runtime (feature `tokio`).
+    Tokio,
+}
+
+impl Runtime {
+    /// Smol for even workers, tokio for odd ones when the feature is on: one fleet then proves
+    /// both runtimes, and that they share limits.
+    pub fn alternate(worker: usize) -> Self {
+        if cfg!(feature = "tokio") && worker % 2 == 1 {
+            Self::Tokio
+        } else {
+            Self::Smol
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Smol => "smol",
+            Self::Tokio => "tokio",
+        }
+    }
+
+    fn parse(name: &str) -> Self {
+        match name {
+            "smol" => Self::Smol,
+            "tokio" => Self::Tokio,
+            other => panic!("unknown runtime {other:?}"),
+        }
+    }
+}
+
+/// Everything one worker process needs, passed to it in [`PLAN_VAR`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The worker's number, in its request paths and its printed lines.
+    pub worker: usize,
+    /// Where the shared store is.
+    pub redis_url: String,
+    /// The store's namespace: every Redis key of one run starts with it.
+    pub namespace: String,
+    /// How long a lease lasts without renewal.
+    pub lease_ttl: Duration,
+    /// The hosts, by name, with their addresses.
+    pub hosts: Vec<(String, SocketAddr)>,
+    /// The items, in order: each is the index of its host in `hosts`.
+    pub items: Vec<usize>,
+    /// How many items the worker works on at once.
+    pub tasks: usize,
+    /// The shared cap per host.
+    pub cap: usize,
+    /// The shared rate per host, `(per_second, burst)`; `None` for none.
+    pub rate: Option<(u32, u32)>,
+    /// Requests sent per item, one after another under the item's one permit.
+    pub steps: usize,
+    /// The runtime.
+    pub runtime: Runtime,
+}
+
+impl Plan {
+    /// One `key=value` per line.
+    pub fn encode(&self) -> String {
+        let hosts: Vec<String> = self
+            .hosts
+            .iter()
+            .map(|(name, addr)| format!("{name}@{addr}"))
+            .collect();
+        let items: Vec<String> = self.items.iter().map(usize::to_string).collect();
+        let rate = self.rate.map_or_else(
+            || "none".to_owned(),
+            |(per, burst)| format!("{per}/{burst}"),
+        );
+        [
+            format!("worker={}", self.worker),
+            format!("redis_url={}", self.redis_url),
+            format!("namespace={}", self.namespace),
+            format!("lease_ttl_ms={}", self.lease_ttl.as_millis()),
+            format!("hosts={}", hosts.join(",")),
+            format!("items={}", items.join(",")),
+            format!("tasks={}", self.tasks),
+            format!("cap={}", self.cap),
+            format!("rate={rate}"),
+            format!("steps={}", self.steps),
+            format!("runtime={}", self.runtime.name()),
+        ]
+        .join("\n")
+    }
+
+    /// The inverse of [`Plan::encode`].
+    ///
+    /// # Panics
+    ///
+    /// On anything [`Plan::encode`] does not write.
+    pub fn decode(text: &str) -> Self {
+        let fields: BTreeMap<&str, &str> = text
+            .lines()
+            .map(|line| line.split_once('=').expect("a key=value line"))
+            .collect();
+        let field = |key: &str| {
+            *fields
+                .get(key)
+                .unwrap_or_else(|| panic!("no {key} in plan"))
+        };
+        let number = |key: &str| -> usize { field(key).parse().expect("a number") };
+        let list = |key: &str| field(key).split(',').filter(|part| !part.is_empty());
+        Self {
+            worker: number("worker"),
+            redis_url: field("redis_url").to_owned(),
+            namespace: field("namespace").to_owned(),
+            lease_ttl: Duration::from_millis(number("lease_ttl_ms") as u64),
+            hosts: list("hosts")
+                .map(|host| {
+                    let (name, addr) = host.split_once('@').expect("name@addr");
+                    (name.to_owned(), addr.parse().expect("a socket address"))
+                })
+                .collect(),
+            items: list("items")
+                .map(|item| item.parse().expect("a host index"))
+                .collect(),
+            tasks: number("tasks"),
+            cap: number("cap"),
+            rate: match field("rate") {
+                "none" => None,
+                rate => {
+                    let (per, burst) = rate.split_once('/').expect("per/burst");
+                    Some((
+                        per.parse().expect("a rate"),
+                        burst.parse().expect("a burst"),
+                    ))
+                }
+            },
+            steps: number("steps"),
+            runtime: Runtime::parse(field("runtime")),
+        }
+    }
+}
+
+/// What a worker reports when it is done.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Items completed.
+    pub done: usize,
+    /// Requests answered, by status.
+    pub statuses: BTreeMap<u16, usize>,
+    /// Attempts cut short because their permit was fenced (its lease could lapse).
+    pub fenced: usize,
+    /// Attempts refused because the store was unreachable (or refused to grant while it
+    /// could not be sure of its state).
+    pub unavailable: usize,
+    /// Any other error, by message.
+    pub errors: Vec<String>,
+}
+
+impl Summary {
+    fn encode(&self) -> String {
+        let statuses: Vec<String> = self
+            .statuses
+            .iter()
+            .map(|(status, count)| format!("{status}:{count}"))
+            .collect();
+        format!(
+            "done={} statuses={} fenced={} unavailable={} errors={}",
+            self.done,
+            statuses.join(","),
+            self.fenced,
+            self.unavailable,
+            self.errors.len()
+        )
+    }
+
+    fn decode(text: &str) -> Self {
+        let mut summary = Self::default();
+        for part in text.split(' ') {
+            let (key, value) = part.split_once('=').expect("key=value");
+            match key {
+                "done" => summary.done = value.parse().expect("a count"),
+                "statuses" => {
+                    for pair in value.split(',').filter(|pair| !pair.is_empty()) {
+                        let (status, count) = pair.split_once(':').expect("status:count");
+                        summary.statuses.insert(
+                            status.parse().expect("a status"),
+                            count.parse().expect("a count"),
+                        );
+                    }
+                }
+                "fenced" => summary.fenced = value.parse().expect("a count"),
+                "unavailable" => summary.unavailable = value.parse().expect("a count"),
+                // The messages went to standard error; the parent only needs how many.
+                "errors" => {
+                    let count: usize = value.parse().expect("a count");
+                    summary.errors = vec![String::from("see the worker's standard error"); count];
+                }
+                _ => panic!("unknown summary field {key:?}"),
+            }
+        }
+        summary
+    }
+
+    /// Responses with status `200`.
+    pub fn ok(&self) -> usize {
+        self.statuses.get(&200).copied().unwrap_or(0)
+    }
+}
+
+/// How the parent starts a worker process.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    program: std::path::PathBuf,
+    args: Vec<String>,
+    /// `Some("+10s")`: run with libfaketime's wall clock 10 s ahead.
+    faketime: Option<String>,
+}
+
+impl Launch {
+    /// Re-runs the current test binary with only its ignored test `entry` selected.
+    pub fn test_entry(entry: &str) -> Self {
+        Self {
+            program: std::env::current_exe().expect("the test binary's path"),
+            args: [
+                entry,
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ]
+            .map(String::from)
+            .to_vec(),
+            faketime: None,
+        }
+    }
+
+    /// Re-runs the current program with `args`.
+    pub fn current_exe(args: &[&str]) -> Self {
+        Self {
+            program: std::env::current_exe().expect("the program's path"),
+            args: args.iter().map(|&arg| arg.to_owned()).collect(),
+            faketime: None,
+        }
+    }
+
+    /// The same, under libfaketime with the wall clock moved by `offset` (`"+10s"`,
+    /// `"-10s"`). The library is preloaded into the worker itself (`LD_PRELOAD`), rather than
+    /// run through the `faketime` program, which forks: signals and the kill on failure then
+    /// reach the worker, not a wrapper. Debian and Ubuntu ship it in the package `faketime`
+    /// (`libfaketime`).
+    pub fn faketime(mut self, offset: &str) -> Self {
+        self.faketime = Some(offset.to_owned());
+        self
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command.args(&self.args);
+        if let Some(offset) = &self.faketime {
+            command
+                .env("LD_PRELOAD", libfaketime())
+                .env("FAKETIME", offset)
+                // Only the wall clock is off. The monotonic clock has no absolute meaning to
+                // be wrong about, and faking it shifts the absolute deadlines std's timed
+                // waits hand to the kernel (a faked `Instant` lands them 10 s away).
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
+        command
+    }
+}
+
+/// Where libfaketime is, on the usual Linux layouts.
+///
+/// # Panics
+///
+/// If it is not installed.
+fn libfaketime() -> std::path::PathBuf {
+    let candidates = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1",
+        "/usr/lib64/faketime/libfaketime.so.1",
+        "/usr/local/lib/faketime/libfaketime.so.1",
+    ];
+    candidates
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|path| path.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "libfaketime is not installed (apt-get install faketime); looked in {candidates:?}"
+            )
+        })
+}
+
+/// The parent's handle on a worker process.
+#[derive(Debug)]
+pub struct Worker {
+    /// The worker's number.
+    pub id: usize,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    /// The worker's wall clock (Unix milliseconds) when it was ready, as it read it: shows
+    /// whether a faketime offset took effect.
+    pub wall_clock_ms: u128,
+    /// When the parent saw it ready.
+    pub ready_at: Instant,
+}
+
+/// How long a worker may take to connect and say it is ready.
+const READY_DEADLINE: Duration = Duration::from_secs(30);
+
+impl Worker {
+    /// Starts a worker process for `plan` and waits until it is connected and ready.
+    ///
+    /// # Panics
+    ///
+    /// If the process cannot start, or exits or stays silent instead of getting ready.
+    pub fn spawn(launch: &Launch, plan: &Plan) -> Self {
+        let mut child = launch
+            .command()
+            .env(PLAN_VAR, plan.encode())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|error| panic!("start worker {}: {error}", plan.worker));
+        let stdout = child.stdout.take().expect("the worker's stdout");
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                // The test harness may have printed "test fleet_worker ... " on the same line.
+                if let Some(at) = line.find(LINE_PREFIX) {
+                    if sender
+                        .send(line[at + LINE_PREFIX.len()..].to_owned())
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        });
+        let mut worker = Self {
+            id: plan.worker,
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            wall_clock_ms: 0,
+            ready_at: Instant::now(),
+        };
+        let ready = worker.expect_line("ready", READY_DEADLINE);
+        worker.wall_clock_ms = ready
+            .split(' ')
+            .find_map(|part| part.strip_prefix("wall_ms="))
+            .and_then(|ms| ms.parse().ok())
+            .expect("the ready line carries wall_ms");
+        worker.ready_at = Instant::now();
+        worker
+    }
+
+    /// Lets the worker start crawling (the start barrier).
+    pub fn go(&mut self) {
+        let mut stdin = self.stdin.take().expect("go is sent once");
+        writeln!(stdin, "go").expect("tell the worker to go");
+    }
+
+    /// The worker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (`"KILL"`, `"STOP"`, `"CONT"`) with the `kill` command.
+    ///
+    /// # Panics
+    ///
+    /// If `kill` fails.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {} failed", self.pid());
+    }
+
+    /// Waits for the worker's `done` line and its exit, within `deadline`.
+    ///
+    /// # Panics
+    ///
+    /// If it exits without reporting, fails, or takes longer (it is killed then).
+    pub fn finish(mut self, deadline: Duration) -> Summary {
+        let line = self.expect_line("done", deadline);
+        let status = self.child.wait().expect("wait for the worker");
+        assert!(status.success(), "worker {} exited with {status}", self.id);
+        Summary::decode(line.strip_prefix("done ").unwrap_or(&line))
+    }
+
+    /// Waits for the process to end (after a `SIGKILL`), and reaps it.
+    pub fn reap(mut self) {
+        let _ = self.child.wait();
+    }
+
+    fn expect_line(&mut self, word: &str, deadline: Duration) -> String {
+        let prefix = format!("{} {word}", self.id);
+        let until = Instant::now() + deadline;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(&prefix) => {
+                    return line[format!("{} ", self.id).len()..].to_owned();
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    let _ = self.child.kill();
+                    panic!("worker {} never said {word:?}: {error}", self.id);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // A test that fails half-way must not leave worker processes behind.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Splits `per_host` items for each of `hosts` hosts among `workers` workers, each worker's
+/// list going round the hosts in turn (so every worker works on every host, evenly).
+///
+/// # Panics
+///
+/// If `per_host` is not a multiple of `workers`.
+pub fn round_robin_items(hosts: usize, per_host: usize, workers: usize) -> Vec<Vec<usize>> {
+    let plan: Vec<(f64, usize)> = vec![(1.0, per_host); hosts];
+    scheduled_items(&plan, workers)
+}
+
+/// Splits the items of hosts given as `(allowed rate, items)` among `workers` workers, each
+/// worker's list in order of when its items can start: the `k`-th item of a host is due at
+/// `k / rate`, and goes to worker `k % workers`. This is a frontier sorted by due time, as a
+/// crawler that knows its hosts' limits keeps it: a task never sits on an item far ahead of
+/// its host's schedule while items of other hosts are due (with one list in host order, the
+/// tasks would all end up waiting on the slowest hosts, and the others would starve).
+///
+/// # Panics
+///
+/// If a host's item count is not a multiple of `workers`.
+pub fn scheduled_items(hosts: &[(f64, usize)], workers: usize) -> Vec<Vec<usize>> {
+    let mut lists: Vec<Vec<(f64, usize)>> = vec![Vec::new(); workers];
+    for (host, &(rate, items)) in hosts.iter().enumerate() {
+        assert!(
+            items % workers == 0,
+            "{items} items of host {host} do not split evenly among {workers} workers"
+        );
+        for k in 0..items {
+            lists[k % workers].push((k as f64 / rate, host));
+        }
+    }
+    lists
+        .into_iter()
+        .map(|mut list| {
+            list.sort_by(|a, b| a.partial_cmp(b).expect("due times are finite"));
+            list.into_iter().map(|(_, host)| host).collect()
+        })
+        .collect()
+}
+
+/// A namespace no other run shares: `tollgate-test:<label>:<pid>:<nanos>`.
+pub fn unique_namespace(label: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_nanos();
+    format!("tollgate-test:{label}:{}:{nanos}", std::process::id())
+}
+
+/// How many instants of `times` fall in `[from, until)`.
+pub fn count_between(times: &[Instant], from: Instant, until: Instant) -> usize {
+    http_server::count_between(times, from, until)
+}
+
+/// The request's worker, from its path `/w<worker>/...`.
+pub fn sender(path: &str) -> Option<usize> {
+    path.strip_prefix("/w")?.split('/').next()?.parse().ok()
+}
+
+/// What one host saw, judged against its cap and rate.
+#[derive(Clone, Debug)]
+pub struct HostReport {
+    /// The host's name.
+    pub host: String,
+    /// Requests that arrived.
+    pub requests: usize,
+    /// The most requests in flight at once.
+    pub peak: usize,
+    /// The most arrivals in any one second.
+    pub max_per_second: usize,
+    /// The first arrival whose window broke `burst + rate × (W + allowance)`, if any:
+    /// `(window, count, limit)`.
+    pub window_violation: Option<(Duration, usize, usize)>,
+    /// Mean arrivals per second between the first and the last arrival.
+    pub achieved: f64,
+    /// What the host could take at most: `min(rate, cap / latency)`.
+    pub allowed: f64,
+}
+
+impl HostReport {
+    /// `achieved / allowed`.
+    pub fn utilisation(&self) -> f64 {
+        self.achieved / self.allowed
+    }
+}
+
+/// The windows a rate is judged over: one interval, and 0.5, 1 and 2 seconds.
+pub fn judged_windows(per_second: u32) -> Vec<Duration> {
+    let mut windows = vec![
+        Duration::from_secs(1) / per_second,
+        Duration::from_millis(500),
+        Duration::from_secs(1),
+        Duration::from_secs(2),
+    ];
+    windows.dedup();
+    windows
+}
+
+/// Judges `host` on `server` against `cap` and `rate = (per_second, burst)`, with requests
+/// allowed to arrive up to `allowance` early (loopback transit and scheduling between
+/// processes; see the proof test).
+pub fn judge_host(
+    server: &TestServer,
+    host: &str,
+    cap: usize,
+    rate: (u32, u32),
+    latency: Duration,
+    allowance: Duration,
+) -> HostReport {
+    let times = server.arrival_times(host);
+    let (per_second, burst) = rate;
+    let window_violation = judged_windows(per_second).into_iter().find_map(|window| {
+        let count = http_server::max_in_window(&times, window);
+        let limit = http_server::window_limit(f64::from(per_second), burst, window + allowance);
+        (count > limit).then_some((window, count, limit))
+    });
+    let by_cap = cap as f64 / latency.as_secs_f64();
+    HostReport {
+        host: host.to_owned(),
+        requests: times.len(),
+        peak: server.stats(host).peak,
+        max_per_second: http_server::max_in_window(&times, Duration::from_secs(1)),
+        window_violation,
+        achieved: http_server::achieved_rate(&times).unwrap_or(0.0),
+        allowed: f64::from(per_second).min(by_cap),
+    }
+}
+
+/// Prints one row per host: what the server saw, against the cap and the rate.
+pub fn print_hosts(reports: &[(Duration, HostReport)], cap: usize, rate: (u32, u32)) {
+    println!(
+        "per host, as the server saw it (cap {cap} in flight, {} requests/s, burst {}):",
+        rate.0, rate.1
+    );
+    println!(
+        "{:<7} {:>8} {:>8} {:>7} {:>10} {:>10} {:>9} {:>7}",
+        "host", "latency", "requests", "peak", "max in 1s", "achieved", "allowed", "use"
+    );
+    for (latency, report) in reports {
+        println!(
+            "{:<7} {:>6}ms {:>8} {:>4}/{cap} {:>7}/{:<2} {:>8.2}/s {:>7.2}/s {:>6.1}%",
+            report.host,
+            latency.as_millis(),
+            report.requests,
+            report.peak,
+            report.max_per_second,
+            http_server::window_limit(f64::from(rate.0), rate.1, Duration::from_secs(1)),
+            report.achieved,
+            report.allowed,
+            100.0 * report.utilisation(),
+        );
+    }
+    let mean = reports.iter().map(|(_, r)| r.utilisation()).sum::<f64>() / reports.len() as f64;
+    let peak = reports.iter().map(|(_, r)| r.peak).max().unwrap_or(0);
+    let violations = reports
+        .iter()
+        .filter(|(_, r)| r.window_violation.is_some())
+        .count();
+    println!(
+        "highest peak {peak}/{cap}; hosts over the rate in some window: {violations}; mean use {:.1}%",
+        100.0 * mean
+    );
+}
+
+/// Prints the per-host table: hosts grouped by latency, worst case of each group.
+pub fn print_table(reports: &[(Duration, HostReport)], cap: usize, rate: (u32, u32)) {
+    let mut groups: BTreeMap<Duration, Vec<&HostReport>> = BTreeMap::new();
+    for (latency, report) in reports {
+        groups.entry(*latency).or_default().push(report);
+    }
+    println!(
+        "cap {cap} in flight and {} requests/s (burst {}) per host; server-side measurements",
+        rate.0, rate.1
+    );
+    println!(
+        "{:>6} {:>8} {:>9} {:>9} {:>12} {:>12} {:>13} {:>12}",
+        "hosts",
+        "latency",
+        "requests",
+        "max peak",
+        "max in 1 s",
+        "allowed/s",
+        "achieved/s",
+        "utilisation"
+    );
+    for (latency, group) in groups {
+        let requests: usize = group.iter().map(|report| report.requests).sum();
+        let peak = group.iter().map(|report| report.peak).max().unwrap_or(0);
+        let per_second = group.iter().map(|r| r.max_per_second).max().unwrap_or(0);
+        let allowed = group.iter().map(|r| r.allowed).sum::<f64>() / group.len() as f64;
+        let achieved = group.iter().map(|r| r.achieved).sum::<f64>() / group.len() as f64;
+        let min_use = group
+            .iter()
+            .map(|r| r.utilisation())
+            .fold(f64::INFINITY, f64::min);
+        println!(
+            "{:>6} {:>6}ms {:>9} {:>9} {:>12} {:>12.2} {:>13.2} {:>5.1}% (min {:.1}%)",
+            group.len(),
+            latency.as_millis(),
+            requests,
+            peak,
+            per_second,
+            allowed,
+            achieved,
+            100.0 * achieved / allowed,
+            100.0 * min_use,
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The worker side.
+// ---------------------------------------------------------------------------------------
+
+/// Runs the worker the environment describes, if it describes one: the body of a test
+/// binary's ignored `fleet_worker` entry and of the example's `worker` mode. Returns `false`
+/// when [`PLAN_VAR`] is not set (the entry was run by hand, not by a fleet).
+pub fn worker_main_from_env() -> bool {
+    let Ok(text) = std::env::var(PLAN_VAR) else {
+        return false;
+    };
+    let plan = Plan::decode(&text);
+    let summary = match plan.runtime {
+        Runtime::Smol => smol::block_on(worker::run(&plan)),
+        Runtime::Tokio => tokio_runtime().block_on(worker::run(&plan)),
+    };
+    println!("{LINE_PREFIX}{} done {}", plan.worker, summary.encode());
+    true
+}
+
+#[cfg(feature = "tokio")]
+fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+#[cfg(not(feature = "tokio"))]
+fn tokio_runtime() -> NoTokio {
+    panic!("a tokio worker needs the `tokio` feature")
+}
+
+#[cfg(not(feature = "tokio"))]
+struct NoTokio;
+
+#[cfg(not(feature = "tokio"))]
+impl NoTokio {
+    fn block_on<F: std::future::Future>(&self, _: F) -> F::Output {
+        unreachable!()
+    }
+}
+
+/// Blocks until the parent's `go` line (or end of input).
+fn wait_for_go() {
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+}
+
+/// One `GET` to `addr` over a fresh connection, read to the end: the status.
+///
+/// The server closes every connection after its one response, so reading to end-of-file is
+/// reading the response. Dropping the future closes the socket: the server sees the client
+/// leave (that is how fenced work that is cancelled shows up there).
+pub async fn get(addr: SocketAddr, path: &str) -> std::io::Result<u16> {
+    use smol::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = smol::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await?;
+    let head = String::from_utf8_lossy(&response[..response.len().min(16)]).into_owned();
+    head.strip_prefix("HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {head:?}")))
+}
+
+mod worker {
+    //! The worker's crawl: the code a user of the shared limits would write.
+
+    use std::cell::RefCell;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use tollgate::Rate;
+    use tollgate_redis::{RedisLimits, SharedError, SharedKeyedBulkhead, SharedKeyedRateLimiter};
+
+    use super::{LINE_PREFIX, Plan, Summary, get, wait_for_go};
+
+    /// How long an item waits before it is tried again after the store refused it.
+    const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+    pub(super) async fn run(plan: &Plan) -> Summary {
+        let store = RedisLimits::options(&plan.redis_url)
+            .namespace(&plan.namespace)
+            .lease_ttl(plan.lease_ttl)
+            .connect()
+            .await
+            .unwrap_or_else(|error| panic!("worker {} cannot reach Redis: {error}", plan.worker));
+        let cap = u32::try_from(plan.cap).expect("a cap that fits u32");
+        let bulkhead = SharedKeyedBulkhead::new(&store, "hosts", cap);
+        let limiter = plan.rate.map(|(per_second, burst)| {
+            SharedKeyedRateLimiter::new(&store, "hosts", Rate::per_second(per_second).burst(burst))
+        });
+        let wall_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("a clock after 1970")
+            .as_millis();
+        println!(
+            "{LINE_PREFIX}{} ready pid={} wall_ms={wall_ms}",
+            plan.worker,
+            std::process::id()
+        );
+        wait_for_go();
+
+        let summary = RefCell::new(Summary::default());
+        let items = plan.items.iter().copied().enumerate();
+        tollgate::map_async(items, plan.tasks, |(item, host)| {
+            let (name, addr) = &plan.hosts[host];
+            let (bulkhead, limiter, summary) = (&bulkhead, &limiter, &summary);
+            async move {
+                loop {
+                    let work = async {
+                        for step in 0..plan.steps {
+                            if let Some(limiter) = limiter {
+                                limiter.until_key_ready(name).await?;
+                            }
+                            let path = format!("/w{}/i{item}/s{step}", plan.worker);
+                            let status = get(*addr, &path).await;
+                            let mut summary = summary.borrow_mut();
+                            match status {
+                                Ok(status) => *summary.statuses.entry(status).or_default() += 1,
+                                Err(error) => summary.errors.push(error.to_string()),
+                            }
+                        }
+                        Ok::<(), SharedError>(())
+                    };
+                    match bulkhead.run(name, work).await {
+                        Ok(Ok(())) => {
+                            summary.borrow_mut().done += 1;
+                            return;
+                        }
+                        Ok(Err(error)) | Err(error) => {
+                            {
+                                let mut summary = summary.borrow_mut();
+                                if error.is_fenced() {
+                                    summary.fenced += 1;
+                                } else if error.is_unavailable() || error.is_warming_up() {
+                                    summary.unavailable += 1;
+                                } else {
+                                    eprintln!("worker {}: {error}", plan.worker);
+                                    summary.errors.push(error.to_string());
+                                    return;
+                                }
+                            }
+                            tollgate::sleep(RETRY_PAUSE).await;
+                        }
+                    }
+                }
+            }
+        })
+        .await;
+        summary.into_inner()
+    }
+}
