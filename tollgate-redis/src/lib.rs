@@ -107,7 +107,6 @@ mod error;
 mod keeper;
 mod lease;
 mod rate;
-mod rendezvous;
 mod scripts;
 mod store;
 
@@ -115,7 +114,8 @@ pub use crate::bulkhead::SharedKeyedBulkhead;
 pub use crate::error::SharedError;
 pub use crate::lease::{Fence, SharedPermit};
 pub use crate::rate::SharedKeyedRateLimiter;
-pub use crate::rendezvous::rendezvous_slot;
+/// Re-exported from `tollgate` (it needs no Redis): the fleet design without shared state.
+pub use tollgate::rendezvous_slot;
 
 /// The named futures some methods return, as in tollgate's own `futures` module.
 pub mod futures {

@@ -576,7 +576,8 @@ fn process_token() -> String {
     format!(
         "{}-{:016x}",
         std::process::id(),
-        crate::rendezvous::fnv1a(seed.as_bytes())
+        // Randomly keyed per process: only uniqueness matters here, not stability.
+        std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), &seed)
     )
 }
 
