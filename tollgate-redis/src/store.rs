@@ -488,7 +488,10 @@ impl Inner {
                 Err(_) => {
                     // A Redis that stopped answering (paused, partitioned) may never reset
                     // the socket: start over on a new one.
-                    if let Some((generation, _)) = lock(&self.conn).clone() {
+                    // (The guard must be gone before `forget` locks again: a temporary in
+                    // an `if let` head lives through its body, and that self-deadlocked.)
+                    let current = lock(&self.conn).as_ref().map(|(generation, _)| *generation);
+                    if let Some(generation) = current {
                         self.forget(generation);
                     }
                     format!("no answer within {:?}", self.wait)
