@@ -30,8 +30,8 @@ pub use crate::limit::bulkhead::{
 pub use crate::limit::rate::{KeyedRateLimiter, Rate, RateLimitError, RateLimiter};
 pub use crate::limit::semaphore::{Semaphore, SemaphoreError, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{
-    BoundedStreamExt, ControlError, KeyProgress, MapControl, Progress, amap_iter, gather_limit,
-    map_async, try_map_async,
+    Answer, BoundedStreamExt, ControlError, KeyProgress, MapControl, Progress, SharedLimits,
+    amap_iter, gather_limit, map_async, try_map_async,
 };
 pub use crate::race::{IntoContestants, RaceError, race};
 pub use crate::rendezvous::rendezvous_slot;
@@ -52,8 +52,8 @@ pub mod futures {
     pub use crate::limit::rate::{UntilKeyReady, UntilReady};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::map::{
-        GatherLimit, MapAsync, MapBounded, MapUnordered, NoRetry, PerKey, TryMapAsync, Unkeyed,
-        Window,
+        GatherLimit, MapAsync, MapBounded, MapUnordered, NoRetry, NoSharedLimits, PerKey,
+        TryMapAsync, Unkeyed, Window, WithSharedLimits,
     };
     pub use crate::race::Race;
     pub use crate::retry::Retry;

@@ -36,7 +36,9 @@ pub use self::collect::{GatherLimit, MapAsync, TryMapAsync};
 pub use self::control::{ControlError, KeyProgress, MapControl, Progress};
 pub use self::engine::Window;
 pub(crate) use self::keyed::check_per_key_limit;
-pub use self::keyed::{NoRetry, PerKey, Unkeyed};
+pub use self::keyed::{
+    Answer, NoRetry, NoSharedLimits, PerKey, SharedLimits, Unkeyed, WithSharedLimits,
+};
 pub use self::stream::{MapBounded, MapUnordered};
 
 /// Bounded concurrent mapping for any [`Stream`]: channels, paginated APIs, other

@@ -124,6 +124,20 @@ impl<Fut> Pool<Fut> {
         self.ready.any()
     }
 
+    /// Drops the future in flight in slot `index`, if any, and returns its tag.
+    pub(crate) fn cancel(&mut self, index: usize) -> Option<usize> {
+        let entry = self.slots.get_mut(index)?;
+        let tag = match entry.slot.as_mut().project() {
+            SlotProj::Busy { tag, .. } => *tag,
+            SlotProj::Idle => return None,
+        };
+        // A wake-up already marked for the slot finds it idle and is skipped.
+        entry.slot.as_mut().set(Slot::Idle);
+        self.idle.push(index);
+        self.busy -= 1;
+        Some(tag)
+    }
+
     /// Drops every future in flight.
     pub(crate) fn clear(&mut self) {
         for entry in &mut self.slots {

@@ -166,6 +166,67 @@ macro_rules! scheduling_methods {
             KF: FnMut(&$item) -> K,
             $($bounds)*
         {
+            /// Asks `limits` before every start: per-key caps or rates kept outside the
+            /// map, such as a fleet's through a store (`tollgate-redis`), or another
+            /// map's. An item starts when the map's own limits allow it **and** its key
+            /// was granted a permit, which it holds until its attempt ends.
+            ///
+            /// The guarantee is the one the map gives for its own per-key limits: an item
+            /// whose key waits for its shared limits holds no slot, and items of other
+            /// keys start meanwhile. The map asks for one item of a key at a time, and
+            /// only while a slot is free for the answer, so a permit is held by a running
+            /// item, not by an item waiting for a slot. A key told to come back later
+            /// sleeps like a key waiting for its rate.
+            ///
+            /// The map's futures must return `Result<_, E>` with `E: From<L::Error>`: when
+            /// the limits cannot answer (a store out of reach) or revoke a permit (a lease
+            /// that could not be renewed: the attempt is cancelled), the item's attempt
+            /// ends with that error, and a [`retry`](Self::retry) policy sees it like any
+            /// other failure.
+            ///
+            /// # Examples
+            ///
+            /// See [`SharedLimits`](crate::SharedLimits) for an implementation.
+            ///
+            /// ```
+            /// # use std::future::{Pending, Ready, ready};
+            /// # use tollgate::{Answer, SharedLimits};
+            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+            /// # struct Open;
+            /// # impl SharedLimits<u32> for Open {
+            /// #     type Permit = ();
+            /// #     type Error = ();
+            /// #     type Ask = Ready<Answer<(), ()>>;
+            /// #     type Wake = Pending<()>;
+            /// #     type Revoked = Pending<()>;
+            /// #     fn ask(&self, _key: &u32) -> Self::Ask { ready(Answer::Granted(())) }
+            /// #     fn wake(&self, _key: &u32) -> Option<Self::Wake> { None }
+            /// #     fn revoked(&self, _permit: &()) -> Option<Self::Revoked> { None }
+            /// # }
+            /// # futures_lite::future::block_on(async {
+            /// let limits = Open; // a fleet's store, say
+            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).shared_limits(limits);")]
+            #[doc = concat!("let out = map", $finish, ";")]
+            /// # let _ = out;
+            /// # });
+            /// ```
+            pub fn shared_limits<L>(
+                self,
+                limits: L,
+            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P, $crate::futures::WithSharedLimits<K, L>>>
+            where
+                L: $crate::SharedLimits<K>,
+            {
+                self.replace_admission(|admission| admission.with_shared(limits))
+            }
+        }
+
+        impl<$($param,)* K, KF, P, G> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P, G>>
+        where
+            K: std::hash::Hash + Eq + Clone,
+            KF: FnMut(&$item) -> K,
+            $($bounds)*
+        {
             /// Limits how many items start per unit of time over the whole map (all keys
             /// together). Items wait for the rate without holding a slot.
             ///
@@ -292,7 +353,7 @@ macro_rules! scheduling_methods {
             pub fn retry<$($rg),*>(
                 self,
                 policy: $crate::RetryPolicy<$item, $err>,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, $crate::RetryPolicy<$item, $err>>>
+            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, $crate::RetryPolicy<$item, $err>, G>>
             where
                 $item: Clone,
                 $($rbounds)*

@@ -18,6 +18,7 @@
 //! methods install it (a map without a key function gets the unit key).
 
 mod scheduler;
+mod shared;
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -31,6 +32,8 @@ use std::time::Duration;
 use futures_lite::Stream;
 
 use self::scheduler::{KeyScheduler, Next};
+pub use self::shared::{Answer, NoSharedLimits, SharedLimits, WithSharedLimits};
+use self::shared::{Gate, GateOutput, Heard};
 use super::control::{CAN_PER_KEY, CAN_RATE, Figures, KeyProgress, Settings, Shared};
 use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
 use super::pool::Started;
@@ -167,9 +170,10 @@ struct Running<K, T> {
 /// `per_key`, `rate` and `retry` methods
 /// ([`MapAsync::per_key`](crate::futures::MapAsync::per_key) and its siblings).
 ///
-/// `T` is the map's item type, `K` the key, `KF` the key function and `P` the retry
-/// policy ([`NoRetry`] or a [`RetryPolicy`]).
-pub struct PerKey<T, K, KF, P = NoRetry> {
+/// `T` is the map's item type, `K` the key, `KF` the key function, `P` the retry
+/// policy ([`NoRetry`] or a [`RetryPolicy`]) and `G` the shared limits ([`NoSharedLimits`], or
+/// [`WithSharedLimits`] after [`shared_limits`](crate::futures::MapAsync::shared_limits)).
+pub struct PerKey<T, K, KF, P = NoRetry, G = NoSharedLimits> {
     key_fn: KF,
     scheduler: KeyScheduler<K, Waiting<T>>,
     /// The future running in each pool slot (`None` for an idle slot).
@@ -195,6 +199,8 @@ pub struct PerKey<T, K, KF, P = NoRetry> {
     counts: Counts,
     /// Where a control reads the busiest keys, when one is attached.
     board: Option<KeyBoard<K>>,
+    /// The shared limits every start asks first, and the permits they granted.
+    gate: G,
 }
 
 impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
@@ -218,6 +224,7 @@ impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
             keyed: true,
             counts: Counts::default(),
             board: None,
+            gate: NoSharedLimits::default(),
         }
     }
 }
@@ -232,7 +239,7 @@ impl<T> PerKey<T, (), Unkeyed<T>> {
     }
 }
 
-impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
+impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
     pub(crate) fn set_rate(&mut self, rate: Rate) {
         self.scheduler.set_rate(Gcra::new(rate));
         self.timed = true;
@@ -253,7 +260,7 @@ impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
     }
 
     /// The same admission with another retry policy (before the map starts).
-    pub(crate) fn with_policy<Q: Budget>(mut self, policy: Q) -> PerKey<T, K, KF, Q> {
+    pub(crate) fn with_policy<Q: Budget>(mut self, policy: Q) -> PerKey<T, K, KF, Q, G> {
         if let Some((ratio, floor)) = policy.budget() {
             self.scheduler.set_budget(ratio, floor);
         }
@@ -274,11 +281,42 @@ impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
             keyed: self.keyed,
             counts: self.counts,
             board: self.board,
+            gate: self.gate,
+        }
+    }
+
+    /// The same admission asking `limits` before every start (made from a map without
+    /// shared limits: `G` is [`NoSharedLimits`]).
+    pub(crate) fn with_shared<L: SharedLimits<K>>(
+        mut self,
+        limits: L,
+    ) -> PerKey<T, K, KF, P, WithSharedLimits<K, L>> {
+        self.scheduler.set_gated();
+        PerKey {
+            key_fn: self.key_fn,
+            scheduler: self.scheduler,
+            running: self.running,
+            policy: self.policy,
+            // A key told "later" sleeps on the map's clock.
+            timed: true,
+            timer: self.timer,
+            wake_at: self.wake_at,
+            timer_at: self.timer_at,
+            fired_at: self.fired_at,
+            grown: self.grown,
+            max_window: self.max_window,
+            keys_at_growth: self.keys_at_growth,
+            fruitless: self.fruitless,
+            keyed: self.keyed,
+            counts: self.counts,
+            board: self.board,
+            gate: WithSharedLimits::new(limits),
         }
     }
 
     /// The same admission with a key function and a per-key limit (checked by the
-    /// caller), before the map starts: rates, retry policy and max window carry over.
+    /// caller), before the map starts: rates, retry policy and max window carry over (made
+    /// from a map without a key, so without shared limits).
     pub(crate) fn with_key<K2: Hash + Eq + Clone, KF2>(
         self,
         key_fn: KF2,
@@ -303,6 +341,7 @@ impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
             // The board was typed by the old key: a control attached before `.per_key`
             // keeps the counts but shows no keys.
             board: None,
+            gate: NoSharedLimits::default(),
         }
     }
 
@@ -393,11 +432,156 @@ impl<T, K: Hash + Eq + Clone, KF, P> PerKey<T, K, KF, P> {
     }
 }
 
+impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
+    /// Polls the one timer, set for `wake_at`; `true` once that time has come.
+    fn poll_wake_at(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(mut at) = self.wake_at else {
+            return false;
+        };
+        if self.fired_at == Some(at) {
+            // The timer fired for this time, yet the clock read since says it has not
+            // come: the timer's clock and ours round differently. Wait a little longer
+            // rather than spin.
+            at = at.saturating_add(SPIN_GUARD);
+            self.wake_at = Some(at);
+        }
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(RtSleep::at(instant_at(at))));
+        if self.timer_at != Some(at) {
+            timer.set(RtSleep::at(instant_at(at)));
+            self.timer_at = Some(at);
+        }
+        if timer.as_mut().poll(cx).is_ready() {
+            self.wake_at = None;
+            self.timer_at = None;
+            self.fired_at = Some(at);
+            return true;
+        }
+        false
+    }
+
+    /// Polls the shared limits' asks, wake-ups and revocations, and tells the scheduler
+    /// what they answered; `true` if anything came (run another round: an item may
+    /// start, or an attempt must end).
+    #[cold]
+    fn poll_gate(&mut self, cx: &mut Context<'_>) -> bool
+    where
+        G: Gate<K>,
+    {
+        let now = self.now();
+        let scheduler = &mut self.scheduler;
+        let mut unneeded = Vec::new();
+        let heard = self.gate.poll(cx, |heard| match heard {
+            Heard::Granted(key) => {
+                if !scheduler.grant(&key, now) {
+                    unneeded.push(key);
+                }
+            }
+            Heard::Later(key, after) => {
+                scheduler.later(&key, now.saturating_add(nanos(after)), now);
+            }
+            Heard::Woken(key) => scheduler.wake_asker(&key, now),
+        });
+        for key in unneeded {
+            drop(self.gate.take(&key));
+        }
+        heard
+    }
+}
+
+impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
+    /// Counts the start of an attempt of `waiting` (of `key`): what to remember of it while
+    /// it runs, its input position and the item to call the function with.
+    fn begin_attempt<O>(&mut self, key: K, waiting: Waiting<T>) -> (Running<K, T>, usize, T)
+    where
+        P: Attempts<T, O>,
+    {
+        let Waiting {
+            seq,
+            item,
+            attempts,
+        } = waiting;
+        let kept = P::keep(&item);
+        self.counts.attempts += 1;
+        self.counts.started += u64::from(attempts == 0);
+        let running = Running {
+            key,
+            kept,
+            attempt: attempts + 1,
+        };
+        (running, seq, item)
+    }
+
+    /// The shared limits' part of a fill round: attempts of asks that failed and of
+    /// permits revoked end with the error; keys that may ask do, while a free slot is
+    /// left for each answer. `Break` when something happened (the round made progress);
+    /// an `Err`-like break of `results` stops the map.
+    #[cold]
+    fn fill_gate<Fut, O, R>(
+        engine: &mut Engine<Fut, Self>,
+        results: &mut R,
+        now: u64,
+        budget: &mut usize,
+    ) -> ControlFlow<(), ControlFlow<()>>
+    where
+        Fut: Future<Output = O>,
+        P: Attempts<T, O>,
+        G: GateOutput<K, O>,
+        R: Results<O>,
+    {
+        let mut progressed = false;
+        let admission = &mut engine.admission;
+        while let Some((key, error)) = admission.gate.take_failed() {
+            progressed = true;
+            let Some(waiting) = admission.scheduler.ask_failed(&key, now) else {
+                continue;
+            };
+            let (running, seq, _item) = admission.begin_attempt::<O>(key, waiting);
+            if let Some(output) = admission.attempt_done(running, seq, G::output(error)) {
+                results.accept(seq, output)?;
+            }
+        }
+        while let Some((slot, error)) = admission.gate.take_revoked() {
+            progressed = true;
+            let Some(seq) = engine.pool.cancel(slot) else {
+                continue;
+            };
+            admission.gate.release(slot);
+            let running = admission.running[slot]
+                .take()
+                .expect("a running slot has a key");
+            if let Some(output) = admission.attempt_done(running, seq, G::output(error)) {
+                results.accept(seq, output)?;
+            }
+        }
+        let limit = engine.pool.limit();
+        let draining = engine.drain_asked();
+        let admission = &mut engine.admission;
+        while *budget > 0
+            && !draining
+            && engine.pool.len() + admission.scheduler.granted() + admission.gate.asking() < limit
+        {
+            let Some(key) = admission.scheduler.next_ask(now) else {
+                break;
+            };
+            *budget -= 1;
+            progressed = true;
+            admission.gate.ask(key);
+        }
+        ControlFlow::Continue(if progressed {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    }
+}
+
 fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
-impl<T, K, KF, P> DebugFields for PerKey<T, K, KF, P> {
+impl<T, K, KF, P, G> DebugFields for PerKey<T, K, KF, P, G> {
     fn fields(&self, s: &mut fmt::DebugStruct<'_, '_>) {
         s.field("per_key_limit", &self.scheduler.per_key())
             .field("waiting_for_key", &self.scheduler.waiting())
@@ -406,7 +590,7 @@ impl<T, K, KF, P> DebugFields for PerKey<T, K, KF, P> {
     }
 }
 
-impl<T, K, KF, P> fmt::Debug for PerKey<T, K, KF, P> {
+impl<T, K, KF, P, G> fmt::Debug for PerKey<T, K, KF, P, G> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = f.debug_struct("PerKey");
         self.fields(&mut s);
@@ -414,7 +598,7 @@ impl<T, K, KF, P> fmt::Debug for PerKey<T, K, KF, P> {
     }
 }
 
-impl<T, K, KF, P> DefaultWindow for PerKey<T, K, KF, P> {
+impl<T, K, KF, P, G> DefaultWindow for PerKey<T, K, KF, P, G> {
     fn default_window(limit: usize, _ordered: bool) -> usize {
         limit.saturating_mul(PER_KEY_WINDOW)
     }
@@ -428,11 +612,12 @@ impl<T, K, KF, P> DefaultWindow for PerKey<T, K, KF, P> {
     }
 }
 
-impl<T, O, K, KF, P> Admission<T, O> for PerKey<T, K, KF, P>
+impl<T, O, K, KF, P, G> Admission<T, O> for PerKey<T, K, KF, P, G>
 where
     K: Hash + Eq + Clone,
     KF: FnMut(&T) -> K,
     P: Attempts<T, O>,
+    G: GateOutput<K, O>,
 {
     fn waiting(&self) -> usize {
         self.scheduler.waiting()
@@ -455,11 +640,14 @@ where
         let running = self.running[index]
             .take()
             .expect("a running slot has a key");
+        // The permit goes back before the item may be queued for another attempt.
+        self.gate.release(index);
         self.attempt_done(running, seq, output)
     }
 
     fn clear(&mut self) {
         self.scheduler.clear();
+        self.gate.clear();
         self.running.clear();
         self.wake_at = None;
     }
@@ -483,11 +671,21 @@ where
     }
 
     fn take_unstarted(&mut self) -> Vec<usize> {
-        self.scheduler
+        let taken = self
+            .scheduler
             .take_fresh()
             .into_iter()
             .map(|waiting| waiting.seq)
-            .collect()
+            .collect();
+        if G::ACTIVE {
+            // Permits granted for items that will not start go back at once.
+            for (key, surplus) in self.scheduler.take_surplus() {
+                for _ in 0..surplus {
+                    drop(self.gate.take(&key));
+                }
+            }
+        }
+        taken
     }
 
     fn apply(&mut self, settings: &Settings) {
@@ -531,30 +729,8 @@ where
     }
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
-        let Some(mut at) = self.wake_at else {
-            return false;
-        };
-        if self.fired_at == Some(at) {
-            // The timer fired for this time, yet the clock read since says it has not
-            // come: the timer's clock and ours round differently. Wait a little longer
-            // rather than spin.
-            at = at.saturating_add(SPIN_GUARD);
-            self.wake_at = Some(at);
-        }
-        let timer = self
-            .timer
-            .get_or_insert_with(|| Box::pin(RtSleep::at(instant_at(at))));
-        if self.timer_at != Some(at) {
-            timer.set(RtSleep::at(instant_at(at)));
-            self.timer_at = Some(at);
-        }
-        if timer.as_mut().poll(cx).is_ready() {
-            self.wake_at = None;
-            self.timer_at = None;
-            self.fired_at = Some(at);
-            return true;
-        }
-        false
+        let heard = G::ACTIVE && self.poll_gate(cx);
+        heard | self.poll_wake_at(cx)
     }
 
     fn fill<S, F, W, R>(
@@ -600,34 +776,34 @@ where
                 };
                 *budget -= 1;
                 progressed = true;
-                let Waiting {
-                    seq,
-                    item,
-                    attempts,
-                } = waiting;
-                let kept = P::keep(&item);
-                let counts = &mut engine.admission.counts;
-                counts.attempts += 1;
-                counts.started += u64::from(attempts == 0);
-                let running = Running {
-                    key,
-                    kept,
-                    attempt: attempts + 1,
+                let permit = if G::ACTIVE {
+                    engine.admission.gate.take(&key)
+                } else {
+                    None
                 };
+                let (running, seq, item) = engine.admission.begin_attempt(key, waiting);
                 match engine.pool.start(f(item).into_future(), seq) {
                     Started::Ready(output) => {
+                        drop(permit);
                         if let Some(output) = engine.admission.attempt_done(running, seq, output) {
                             results.accept(seq, output)?;
                         }
                     }
                     Started::Pending(index) => {
-                        let slots = &mut engine.admission.running;
+                        let admission = &mut engine.admission;
+                        if let Some(permit) = permit {
+                            admission.gate.hold(index, permit);
+                        }
+                        let slots = &mut admission.running;
                         if index >= slots.len() {
                             slots.resize_with(index + 1, || None);
                         }
                         slots[index] = Some(running);
                     }
                 }
+            }
+            if G::ACTIVE && Self::fill_gate(engine, results, now, budget)?.is_break() {
+                progressed = true;
             }
             // Pull one item ahead, up to the window (even while every slot is busy), so
             // keys with waiting items can take turns; then try to start again.

@@ -54,10 +54,12 @@ impl<T> Ord for Delayed<T> {
 /// Where a key is in the scheduler's lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Place {
-    /// In neither line: nothing to start, or no room.
+    /// In no line: nothing to start, no room, or asking its shared limits.
     Out,
     /// In `turns`: may start now (checked again when its turn comes).
     Turn,
+    /// In `askers`: may ask its shared limits for a permit now.
+    Ask,
     /// In `sleepers`, waking at this time.
     Asleep(u64),
 }
@@ -76,6 +78,13 @@ struct KeyState<T> {
     /// ratio per first attempt (never below what a fresh key could hold).
     spent: f64,
     place: Place,
+    /// Permits its shared limits granted, not yet taken by a start (a map with shared
+    /// limits only; the map holds the permits).
+    granted: usize,
+    /// Whether an ask of its shared limits is in flight.
+    asking: bool,
+    /// No ask before this time (the shared limits said "later").
+    later_until: u64,
 }
 
 impl<T> KeyState<T> {
@@ -88,6 +97,9 @@ impl<T> KeyState<T> {
             paused_until: 0,
             spent: 0.0,
             place: Place::Out,
+            granted: 0,
+            asking: false,
+            later_until: 0,
         }
     }
 
@@ -95,8 +107,31 @@ impl<T> KeyState<T> {
         !self.fresh.is_empty() || !self.delayed.is_empty()
     }
 
-    /// When the key may start its next item: `None` without an item or without room.
-    fn ready_at(&self, per_key: usize, rate: Option<&Gcra>) -> Option<u64> {
+    fn items(&self) -> usize {
+        self.fresh.len() + self.delayed.len()
+    }
+
+    /// When the key may start its next item: `None` without an item or without room (or,
+    /// `gated`, without a permit of its shared limits in hand).
+    fn ready_at(&self, per_key: usize, rate: Option<&Gcra>, gated: bool) -> Option<u64> {
+        if gated && self.granted == 0 {
+            return None;
+        }
+        self.time_at(per_key, rate)
+    }
+
+    /// When the key may ask its shared limits for a permit: `None` while it asks, holds
+    /// a permit already, or has no item or no room for one more.
+    fn ask_at(&self, per_key: usize, rate: Option<&Gcra>) -> Option<u64> {
+        if self.asking || self.granted > 0 {
+            return None;
+        }
+        Some(self.time_at(per_key, rate)?.max(self.later_until))
+    }
+
+    /// When the key's own limits let it start an item: its room, its rate, its pause and
+    /// the time of its earliest item.
+    fn time_at(&self, per_key: usize, rate: Option<&Gcra>) -> Option<u64> {
         if self.running >= per_key {
             return None;
         }
@@ -114,6 +149,9 @@ impl<T> KeyState<T> {
     fn is_idle(&self, now: u64) -> bool {
         self.running == 0
             && !self.has_items()
+            && !self.asking
+            && self.granted == 0
+            && self.later_until <= now
             && Gcra::is_idle(self.tat, now)
             && self.paused_until <= now
             && self.spent <= 0.0
@@ -148,7 +186,8 @@ impl<K> Ord for Sleeper<K> {
 /// What [`KeyScheduler::next`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Next<K, T> {
-    /// Start this item of this key now (it is counted as running).
+    /// Start this item of this key now (it is counted as running). In a map with shared
+    /// limits, the start took one of the key's granted permits.
     Start(K, T),
     /// Nothing may start before this time (nanoseconds since the rate origin).
     NotBefore(u64),
@@ -160,6 +199,8 @@ pub(crate) enum Next<K, T> {
 #[derive(Debug)]
 pub(crate) struct KeyScheduler<K, T> {
     per_key: usize,
+    /// Whether a start needs a permit of the map's shared limits.
+    gated: bool,
     per_key_rate: Option<Gcra>,
     /// The whole map's rate and its state.
     rate: Option<(Gcra, u64)>,
@@ -172,6 +213,10 @@ pub(crate) struct KeyScheduler<K, T> {
     swept_at: usize,
     /// Keys that may start now, in the order they get a turn.
     turns: VecDeque<K>,
+    /// Keys that may ask their shared limits now, in the order they get to.
+    askers: VecDeque<K>,
+    /// Permits in hand over all keys.
+    granted: usize,
     /// Keys waiting only for time, earliest first. An entry whose key has moved since
     /// (its `place` says another time) is stale and skipped.
     sleepers: BinaryHeap<Reverse<Sleeper<K>>>,
@@ -201,9 +246,16 @@ impl<K, T> KeyScheduler<K, T> {
     pub(crate) fn clear(&mut self) {
         self.keys.clear();
         self.turns.clear();
+        self.askers.clear();
+        self.granted = 0;
         self.sleepers.clear();
         self.waiting = 0;
         self.swept_at = 0;
+    }
+
+    /// Permits of the shared limits in hand, over all keys.
+    pub(crate) fn granted(&self) -> usize {
+        self.granted
     }
 }
 
@@ -211,12 +263,15 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn new(per_key: usize) -> Self {
         Self {
             per_key,
+            gated: false,
             per_key_rate: None,
             rate: None,
             budget: None,
             keys: HashMap::new(),
             swept_at: 0,
             turns: VecDeque::new(),
+            askers: VecDeque::new(),
+            granted: 0,
             sleepers: BinaryHeap::new(),
             order: 0,
             waiting: 0,
@@ -244,6 +299,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn rekeyed<K2: Hash + Eq + Clone>(self, per_key: usize) -> KeyScheduler<K2, T> {
         debug_assert!(self.keys.is_empty(), "rekeyed before the first item");
         let mut scheduler = KeyScheduler::new(per_key);
+        scheduler.gated = self.gated;
         scheduler.per_key_rate = self.per_key_rate;
         scheduler.rate = self.rate;
         scheduler.budget = self.budget;
@@ -255,6 +311,12 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.rate
             .as_ref()
             .is_some_and(|(rate, tat)| rate.allowed_at(*tat) > now)
+    }
+
+    /// Every start needs a permit of the map's shared limits from now on (before any item
+    /// is pushed).
+    pub(crate) fn set_gated(&mut self) {
+        self.gated = true;
     }
 
     fn state(&mut self, key: K, now: u64) -> (K, &mut KeyState<T>) {
@@ -274,11 +336,21 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Puts a key that is out of both lines where it belongs at `now`.
     fn place(&mut self, key: K, now: u64) {
         let state = self.keys.get_mut(&key).expect("a placed key has state");
-        match state.ready_at(self.per_key, self.per_key_rate.as_ref()) {
+        let rate = self.per_key_rate.as_ref();
+        let (ready, line) = match state.ready_at(self.per_key, rate, self.gated) {
+            Some(at) => (Some(at), Place::Turn),
+            None if self.gated => (state.ask_at(self.per_key, rate), Place::Ask),
+            None => (None, Place::Out),
+        };
+        match ready {
             None => state.place = Place::Out,
             Some(at) if at <= now => {
-                state.place = Place::Turn;
-                self.turns.push_back(key);
+                state.place = line;
+                if line == Place::Turn {
+                    self.turns.push_back(key);
+                } else {
+                    self.askers.push_back(key);
+                }
             }
             Some(at) => {
                 state.place = Place::Asleep(at);
@@ -299,10 +371,17 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         };
         let again = match state.place {
             Place::Out => true,
-            Place::Turn => false,
-            Place::Asleep(at) => state
-                .ready_at(self.per_key, self.per_key_rate.as_ref())
-                .is_none_or(|ready| ready < at),
+            // An asker that got a permit or may start is checked when it is popped.
+            Place::Turn | Place::Ask => false,
+            Place::Asleep(at) => {
+                let rate = self.per_key_rate.as_ref();
+                let ready = state.ready_at(self.per_key, rate, self.gated);
+                let ready = match ready {
+                    None if self.gated => state.ask_at(self.per_key, rate),
+                    ready => ready,
+                };
+                ready.is_none_or(|ready| ready < at)
+            }
         };
         if again {
             self.place(key.clone(), now);
@@ -381,7 +460,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 .get_mut(&key)
                 .expect("a key with a turn has state");
             state.place = Place::Out;
-            match state.ready_at(self.per_key, self.per_key_rate.as_ref()) {
+            match state.ready_at(self.per_key, self.per_key_rate.as_ref(), self.gated) {
                 Some(at) if at <= now => {}
                 // Paused or full since it got its turn: back where it belongs.
                 _ => {
@@ -404,6 +483,10 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 },
             };
             state.running += 1;
+            if self.gated {
+                state.granted -= 1;
+                self.granted -= 1;
+            }
             if let Some(rate) = &self.per_key_rate {
                 state.tat = rate
                     .decide(state.tat, now)
@@ -485,6 +568,21 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         taken
     }
 
+    /// Takes back the permits granted for items that are gone (a drain took them): how
+    /// many each key no longer needs. The map drops that many of the key's permits.
+    pub(crate) fn take_surplus(&mut self) -> Vec<(K, usize)> {
+        let mut surplus = Vec::new();
+        for (key, state) in &mut self.keys {
+            let extra = state.granted.saturating_sub(state.items());
+            if extra > 0 {
+                state.granted -= extra;
+                self.granted -= extra;
+                surplus.push((key.clone(), extra));
+            }
+        }
+        surplus
+    }
+
     /// How many keys are paused at `now`, and the `n` keys with the most items waiting
     /// or running (busiest first): key, waiting, running, paused.
     pub(crate) fn busiest(&self, now: u64, n: usize) -> (usize, Vec<(K, usize, usize, bool)>) {
@@ -509,6 +607,88 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             .map(|(key, waiting, running, paused)| (key.clone(), waiting, running, paused))
             .collect();
         (paused, busiest)
+    }
+
+    /// The next key that may ask its shared limits for a permit at `now`, marked as
+    /// asking (it leaves the lines until the answer); `None` when no key may.
+    pub(crate) fn next_ask(&mut self, now: u64) -> Option<K> {
+        self.wake(now);
+        if self.rate_blocks(now) {
+            // The map's rate comes first: a permit would wait for it in hand.
+            return None;
+        }
+        while let Some(key) = self.askers.pop_front() {
+            let state = self.keys.get_mut(&key).expect("an asker has state");
+            state.place = Place::Out;
+            match state.ask_at(self.per_key, self.per_key_rate.as_ref()) {
+                Some(at) if at <= now => {
+                    state.asking = true;
+                    return Some(key);
+                }
+                _ => self.place(key, now),
+            }
+        }
+        None
+    }
+
+    /// The shared limits granted `key` a permit: its next item may start. `false` when the
+    /// key no longer needs it (a drain took its items): the map drops the permit.
+    pub(crate) fn grant(&mut self, key: &K, now: u64) -> bool {
+        let Some(state) = self.keys.get_mut(key) else {
+            return false;
+        };
+        state.asking = false;
+        if state.items() <= state.granted {
+            self.replace(key, now);
+            return false;
+        }
+        state.granted += 1;
+        self.granted += 1;
+        state.later_until = 0;
+        self.replace(key, now);
+        true
+    }
+
+    /// The shared limits told `key` to ask again at `until` (or when woken earlier).
+    pub(crate) fn later(&mut self, key: &K, until: u64, now: u64) {
+        let Some(state) = self.keys.get_mut(key) else {
+            return;
+        };
+        state.asking = false;
+        state.later_until = until;
+        self.replace(key, now);
+    }
+
+    /// `key`'s room in its shared limits may be back: it may ask again at once.
+    pub(crate) fn wake_asker(&mut self, key: &K, now: u64) {
+        let Some(state) = self.keys.get_mut(key) else {
+            return;
+        };
+        if state.later_until > now {
+            state.later_until = 0;
+            self.replace(key, now);
+        }
+    }
+
+    /// The shared limits could not answer `key`'s ask: its next item is taken out,
+    /// counted as running (its attempt ends at once with the error, through
+    /// [`finish`](Self::finish) or [`retry`](Self::retry)). `None` if it has no item left.
+    pub(crate) fn ask_failed(&mut self, key: &K, now: u64) -> Option<T> {
+        let state = self.keys.get_mut(key)?;
+        state.asking = false;
+        let item = match state.delayed.peek() {
+            Some(Reverse(delayed)) if delayed.not_before <= now => {
+                state.delayed.pop().expect("peeked").0.item
+            }
+            _ => match state.fresh.pop_front() {
+                Some(item) => item,
+                None => state.delayed.pop()?.0.item,
+            },
+        };
+        state.running += 1;
+        self.waiting -= 1;
+        self.replace(key, now);
+        Some(item)
     }
 
     /// Records that an item of `key` finished, freeing room for the key's next one.
@@ -790,5 +970,84 @@ mod tests {
         scheduler.push("a", 2, 0);
         assert!(matches!(scheduler.next(0), Next::Start(..)));
         assert!(!scheduler.take_retry(&"a"), "half a retry is not one");
+    }
+
+    #[test]
+    fn a_gated_key_asks_once_and_starts_only_with_a_permit() {
+        let mut scheduler = KeyScheduler::new(2);
+        scheduler.set_gated();
+        for item in 0..3 {
+            scheduler.push("a", item, 0);
+        }
+        scheduler.push("b", 9, 0);
+        assert!(
+            drain(&mut scheduler).is_empty(),
+            "nothing starts without a permit"
+        );
+        assert_eq!(scheduler.next_ask(0), Some("a"));
+        assert_eq!(scheduler.next_ask(0), Some("b"));
+        assert_eq!(scheduler.next_ask(0), None, "one ask per key at a time");
+        assert!(scheduler.grant(&"a", 0));
+        assert_eq!(scheduler.granted(), 1);
+        assert_eq!(drain(&mut scheduler), [("a", 0)]);
+        assert_eq!(scheduler.granted(), 0);
+        // "a" runs one of two: it may ask for its next item.
+        assert_eq!(scheduler.next_ask(0), Some("a"));
+        assert!(scheduler.grant(&"a", 0));
+        assert_eq!(drain(&mut scheduler), [("a", 1)]);
+        assert_eq!(scheduler.next_ask(0), None, "a is full, b still asks");
+    }
+
+    #[test]
+    fn a_key_told_later_sleeps_until_then_or_until_woken() {
+        let mut scheduler = KeyScheduler::new(4);
+        scheduler.set_gated();
+        scheduler.push("a", 1, 0);
+        scheduler.push("b", 2, 0);
+        assert_eq!(scheduler.next_ask(0), Some("a"));
+        scheduler.later(&"a", 50 * MS, 0);
+        assert_eq!(scheduler.next_ask(0), Some("b"), "other keys ask meanwhile");
+        assert_eq!(scheduler.next_ask(10 * MS), None);
+        assert_eq!(scheduler.next(10 * MS), Next::NotBefore(50 * MS));
+        assert_eq!(scheduler.next_ask(50 * MS), Some("a"));
+        scheduler.later(&"a", 90 * MS, 50 * MS);
+        scheduler.wake_asker(&"a", 60 * MS);
+        assert_eq!(
+            scheduler.next_ask(60 * MS),
+            Some("a"),
+            "woken before its time"
+        );
+    }
+
+    #[test]
+    fn a_failed_ask_hands_out_the_keys_next_item_as_running() {
+        let mut scheduler = KeyScheduler::new(1);
+        scheduler.set_gated();
+        scheduler.push("a", 1, 0);
+        scheduler.push("a", 2, 0);
+        assert_eq!(scheduler.next_ask(0), Some("a"));
+        assert_eq!(scheduler.ask_failed(&"a", 0), Some(1));
+        assert_eq!(scheduler.waiting(), 1);
+        assert_eq!(scheduler.next_ask(0), None, "its item counts as running");
+        scheduler.finish(&"a", 0);
+        assert_eq!(scheduler.next_ask(0), Some("a"));
+    }
+
+    #[test]
+    fn permits_for_items_a_drain_took_come_back() {
+        let mut scheduler = KeyScheduler::new(2);
+        scheduler.set_gated();
+        scheduler.push("a", 1, 0);
+        scheduler.push("a", 2, 0);
+        assert_eq!(scheduler.next_ask(0), Some("a"));
+        assert!(scheduler.grant(&"a", 0));
+        assert_eq!(scheduler.take_fresh().len(), 2);
+        assert_eq!(scheduler.take_surplus(), [("a", 1)]);
+        assert_eq!(scheduler.granted(), 0);
+        // A grant arriving for a key with nothing left is not kept.
+        scheduler.push("b", 3, 0);
+        assert_eq!(scheduler.next_ask(0), Some("b"));
+        assert_eq!(scheduler.take_fresh().len(), 1);
+        assert!(!scheduler.grant(&"b", 0));
     }
 }

@@ -1,0 +1,406 @@
+//! Shared limits: per-key caps and rates a keyed map asks for outside itself (a fleet's
+//! store), with the same guarantee as its own: an item waiting for them holds no slot.
+//!
+//! The map asks once per key at a time, and only while it has a free slot for the answer:
+//! an ask is one question ("room for one item of this key, now?"), never a wait. A key
+//! told to come back later sleeps in the scheduler like a key waiting for its own rate,
+//! holding nothing, while items of other keys start; it asks again when the time given
+//! has passed or when the limits say its room may be back (a permit of the key released
+//! in this process). A granted permit goes with the item's attempt and is dropped when the
+//! attempt ends; a permit the limits revoke (a lease that could not be renewed) cancels
+//! its attempt.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// Per-key caps or rates kept outside a map, which a keyed map asks before an item of a
+/// key may start: shared by every process of a fleet through a store, or by several maps
+/// of one process. Add them to a map with
+/// [`shared_limits`](crate::futures::MapAsync::shared_limits), after `per_key`.
+///
+/// The map keeps its own limits too (its global limit, `per_key`, rates, retries); an item
+/// starts when those allow it **and** the shared limits granted it a permit. The map asks
+/// for one item of a key at a time, and only while it has a free slot to start it in, so
+/// a permit is held by a running item, not by an item waiting for a slot. Each ask must
+/// answer without waiting for room (one round trip to a store): a key told
+/// [`Later`](Answer::Later) sleeps in the map's scheduler, holding no slot, while other
+/// keys go ahead.
+///
+/// `tollgate-redis` implements it for a fleet; an implementation only needs the three
+/// futures below.
+///
+/// # Examples
+///
+/// A cap per key shared by two maps of one process (a minimal implementation: it never
+/// wakes a key early, so a key told "later" asks again after a millisecond).
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::future::{Pending, Ready, ready};
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use tollgate::{Answer, SharedLimits, map_async};
+///
+/// #[derive(Clone, Default)]
+/// struct Caps(Arc<Mutex<HashMap<u32, usize>>>);
+///
+/// struct Permit(Caps, u32);
+/// impl Drop for Permit {
+///     fn drop(&mut self) {
+///         *self.0.0.lock().unwrap().get_mut(&self.1).unwrap() -= 1;
+///     }
+/// }
+///
+/// impl SharedLimits<u32> for Caps {
+///     type Permit = Permit;
+///     type Error = std::convert::Infallible;
+///     type Ask = Ready<Answer<Permit, Self::Error>>;
+///     type Wake = Pending<()>;
+///     type Revoked = Pending<Self::Error>;
+///
+///     fn ask(&self, key: &u32) -> Self::Ask {
+///         let mut held = self.0.lock().unwrap();
+///         let in_use = held.entry(*key).or_default();
+///         if *in_use < 2 {
+///             *in_use += 1;
+///             ready(Answer::Granted(Permit(self.clone(), *key)))
+///         } else {
+///             ready(Answer::Later(Duration::from_millis(1)))
+///         }
+///     }
+///     fn wake(&self, _key: &u32) -> Option<Self::Wake> {
+///         None
+///     }
+///     fn revoked(&self, _permit: &Permit) -> Option<Self::Revoked> {
+///         None
+///     }
+/// }
+///
+/// # futures_lite::future::block_on(async {
+/// let caps = Caps::default();
+/// let fetch = |n: u32| async move { Ok::<u32, std::convert::Infallible>(n) };
+/// let out = map_async(0..100u32, 16, fetch)
+///     .per_key(|n| n % 4, 16)
+///     .shared_limits(caps.clone())
+///     .await;
+/// assert_eq!(out.len(), 100);
+/// # });
+/// ```
+pub trait SharedLimits<K> {
+    /// What a granted item holds while its attempt runs; dropping it gives the room back.
+    type Permit;
+    /// Why the limits could not answer (a store out of reach), or why a permit was
+    /// revoked. The item's output becomes this error (its type converts from it).
+    type Error;
+    /// The answer to one ask.
+    type Ask: Future<Output = Answer<Self::Permit, Self::Error>>;
+    /// Completes when a key's room may have come back (see [`wake`](Self::wake)).
+    type Wake: Future<Output = ()>;
+    /// Completes when a permit no longer covers its work (see [`revoked`](Self::revoked)).
+    type Revoked: Future<Output = Self::Error>;
+
+    /// Asks for room to start one item of `key` now. It must not wait for room: answer
+    /// [`Later`](Answer::Later) with when to ask again instead.
+    fn ask(&self, key: &K) -> Self::Ask;
+
+    /// A future that completes when `key`'s room may be back sooner than a
+    /// [`Later`](Answer::Later) said (a permit of the key released in this process), or
+    /// `None` if the limits cannot tell. The map calls it just before each ask and keeps
+    /// it while the key sleeps, so a release between the ask and its answer is not missed.
+    fn wake(&self, key: &K) -> Option<Self::Wake>;
+
+    /// A future that completes when `permit` stops covering its work (a lease its
+    /// process could not renew in time: the fleet may have given the room to someone
+    /// else), or `None` if it never does. The map cancels the item's attempt then: its
+    /// output is the error, and its retry policy decides what comes next.
+    fn revoked(&self, permit: &Self::Permit) -> Option<Self::Revoked>;
+}
+
+/// The answer of [`SharedLimits::ask`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer<P, E> {
+    /// Room for one item: start it, holding the permit until its attempt ends.
+    Granted(P),
+    /// No room now: ask again after this long (or when the key's
+    /// [`wake`](SharedLimits::wake) completes). The key holds nothing meanwhile.
+    Later(Duration),
+    /// The limits could not answer (a store out of reach, after its own bounded wait):
+    /// nothing was granted, and the key's next item ends with this error, as if its
+    /// attempt had failed (a retry policy may try it again).
+    Failed(E),
+}
+
+/// What a keyed map heard from its shared limits while it polled them. Failed asks and
+/// revoked permits wait in the gate until the map's next fill (they end attempts).
+pub(crate) enum Heard<K> {
+    /// An ask of this key was granted (the gate keeps the permit until a start takes it).
+    Granted(K),
+    /// An ask of this key was told to come back after this long.
+    Later(K, Duration),
+    /// This key's room may be back before its "later".
+    Woken(K),
+}
+
+/// How a keyed map asks shared limits; [`NoSharedLimits`] for a map without them, where all of
+/// it compiles away.
+pub(crate) trait Gate<K> {
+    /// Whether the map has shared limits.
+    const ACTIVE: bool;
+    type Permit;
+    type Error;
+    /// Starts an ask for room for one item of `key`.
+    fn ask(&mut self, key: K);
+    /// Asks in flight.
+    fn asking(&self) -> usize;
+    /// Keeps `permit` for the attempt started in pool slot `slot`, watching it for
+    /// revocation.
+    fn hold(&mut self, slot: usize, permit: Self::Permit);
+    /// The attempt in pool slot `slot` ended: drop its permit (the room goes back).
+    fn release(&mut self, slot: usize);
+    /// Polls the asks, the wake-ups of keys told "later" and the watched permits, handing
+    /// what it hears to `heard`. `true` if it heard anything.
+    fn poll(&mut self, cx: &mut Context<'_>, heard: impl FnMut(Heard<K>)) -> bool;
+    /// Takes one of `key`'s granted permits, for a start (`None` without shared limits).
+    fn take(&mut self, key: &K) -> Option<Self::Permit>;
+    /// Takes an ask that could not be answered: its key and the error.
+    fn take_failed(&mut self) -> Option<(K, Self::Error)>;
+    /// Takes a revoked permit's pool slot and the error (the permit stays held until
+    /// [`release`](Self::release)).
+    fn take_revoked(&mut self) -> Option<(usize, Self::Error)>;
+    /// Forgets every ask, wake-up, permit and watch (the map was stopped).
+    fn clear(&mut self);
+}
+
+/// Turns a shared limit's error into the output of an item's attempt.
+pub(crate) trait GateOutput<K, O>: Gate<K> {
+    fn output(error: Self::Error) -> O;
+}
+
+/// The shared limits of a keyed map without any: every start is granted at once.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoSharedLimits {
+    _private: (),
+}
+
+/// The uninhabited error of [`NoSharedLimits`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Never {}
+
+impl<K> Gate<K> for NoSharedLimits {
+    const ACTIVE: bool = false;
+    type Permit = ();
+    type Error = Never;
+    #[inline(always)]
+    fn ask(&mut self, _key: K) {}
+    #[inline(always)]
+    fn asking(&self) -> usize {
+        0
+    }
+    #[inline(always)]
+    fn hold(&mut self, _slot: usize, _permit: ()) {}
+    #[inline(always)]
+    fn release(&mut self, _slot: usize) {}
+    #[inline(always)]
+    fn poll(&mut self, _cx: &mut Context<'_>, _heard: impl FnMut(Heard<K>)) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn take(&mut self, _key: &K) -> Option<()> {
+        None
+    }
+    #[inline(always)]
+    fn take_failed(&mut self) -> Option<(K, Never)> {
+        None
+    }
+    #[inline(always)]
+    fn take_revoked(&mut self) -> Option<(usize, Never)> {
+        None
+    }
+    #[inline(always)]
+    fn clear(&mut self) {}
+}
+
+impl<K, O> GateOutput<K, O> for NoSharedLimits {
+    fn output(error: Never) -> O {
+        match error {}
+    }
+}
+
+/// The shared limits `L` of a keyed map, with the asks in flight, the keys told "later"
+/// that may be woken earlier, and the watched permits of running attempts.
+pub struct WithSharedLimits<K, L: SharedLimits<K>> {
+    limits: L,
+    asks: Vec<Asking<K, L>>,
+    sleeping: HashMap<K, Pin<Box<L::Wake>>>,
+    /// Permits granted and not yet taken by a start, by key.
+    granted: HashMap<K, Vec<L::Permit>>,
+    /// By pool slot: the running attempt's permit and its revocation, if it can be revoked.
+    held: Vec<Option<Held<K, L>>>,
+    failed: Vec<(K, L::Error)>,
+    revoked: Vec<(usize, L::Error)>,
+}
+
+/// The permit of a running attempt.
+struct Held<K, L: SharedLimits<K>> {
+    /// Dropped when the attempt ends.
+    _permit: L::Permit,
+    revoked: Option<Pin<Box<L::Revoked>>>,
+}
+
+/// One ask in flight, and the wake-up made just before it.
+struct Asking<K, L: SharedLimits<K>> {
+    key: K,
+    ask: Pin<Box<L::Ask>>,
+    wake: Option<Pin<Box<L::Wake>>>,
+}
+
+impl<K, L: SharedLimits<K>> WithSharedLimits<K, L> {
+    pub(crate) fn new(limits: L) -> Self {
+        Self {
+            limits,
+            asks: Vec::new(),
+            sleeping: HashMap::new(),
+            granted: HashMap::new(),
+            held: Vec::new(),
+            failed: Vec::new(),
+            revoked: Vec::new(),
+        }
+    }
+}
+
+impl<K, L: SharedLimits<K>> fmt::Debug for WithSharedLimits<K, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("asking", &self.asks.len())
+            .field("told_later", &self.sleeping.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq + Clone, L: SharedLimits<K>> Gate<K> for WithSharedLimits<K, L> {
+    const ACTIVE: bool = true;
+    type Permit = L::Permit;
+    type Error = L::Error;
+
+    fn ask(&mut self, key: K) {
+        // The wake-up first: a release between the ask and its answer still wakes the key.
+        // It replaces the key's earlier one.
+        self.sleeping.remove(&key);
+        let wake = self.limits.wake(&key).map(Box::pin);
+        let ask = Box::pin(self.limits.ask(&key));
+        self.asks.push(Asking { key, ask, wake });
+    }
+
+    fn asking(&self) -> usize {
+        self.asks.len()
+    }
+
+    fn hold(&mut self, slot: usize, permit: L::Permit) {
+        let revoked = self.limits.revoked(&permit).map(Box::pin);
+        if slot >= self.held.len() {
+            self.held.resize_with(slot + 1, || None);
+        }
+        self.held[slot] = Some(Held {
+            _permit: permit,
+            revoked,
+        });
+    }
+
+    fn release(&mut self, slot: usize) {
+        if let Some(held) = self.held.get_mut(slot) {
+            *held = None;
+        }
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>, mut heard: impl FnMut(Heard<K>)) -> bool {
+        let mut any = false;
+        let mut index = 0;
+        while index < self.asks.len() {
+            let Poll::Ready(answer) = self.asks[index].ask.as_mut().poll(cx) else {
+                index += 1;
+                continue;
+            };
+            any = true;
+            let Asking { key, wake, .. } = self.asks.swap_remove(index);
+            match answer {
+                Answer::Granted(permit) => {
+                    self.granted.entry(key.clone()).or_default().push(permit);
+                    heard(Heard::Granted(key));
+                }
+                Answer::Failed(error) => self.failed.push((key, error)),
+                Answer::Later(after) => {
+                    if let Some(wake) = wake {
+                        self.sleeping.insert(key.clone(), wake);
+                    }
+                    heard(Heard::Later(key, after));
+                }
+            }
+        }
+        self.sleeping.retain(|key, wake| {
+            if wake.as_mut().poll(cx).is_ready() {
+                any = true;
+                heard(Heard::Woken(key.clone()));
+                false
+            } else {
+                true
+            }
+        });
+        for (slot, held) in self.held.iter_mut().enumerate() {
+            let Some(Held {
+                revoked: Some(revoked),
+                ..
+            }) = held
+            else {
+                continue;
+            };
+            if let Poll::Ready(error) = revoked.as_mut().poll(cx) {
+                any = true;
+                // The permit stays until the map cancels the attempt and releases it.
+                held.as_mut().expect("matched").revoked = None;
+                self.revoked.push((slot, error));
+            }
+        }
+        any
+    }
+
+    fn take(&mut self, key: &K) -> Option<L::Permit> {
+        let permits = self.granted.get_mut(key)?;
+        let permit = permits.pop();
+        if permits.is_empty() {
+            self.granted.remove(key);
+        }
+        permit
+    }
+
+    fn take_failed(&mut self) -> Option<(K, L::Error)> {
+        self.failed.pop()
+    }
+
+    fn take_revoked(&mut self) -> Option<(usize, L::Error)> {
+        self.revoked.pop()
+    }
+
+    fn clear(&mut self) {
+        self.failed.clear();
+        self.revoked.clear();
+        self.asks.clear();
+        self.sleeping.clear();
+        self.granted.clear();
+        self.held.clear();
+    }
+}
+
+impl<K: Hash + Eq + Clone, V, E, L> GateOutput<K, Result<V, E>> for WithSharedLimits<K, L>
+where
+    L: SharedLimits<K>,
+    E: From<L::Error>,
+{
+    fn output(error: L::Error) -> Result<V, E> {
+        Err(E::from(error))
+    }
+}

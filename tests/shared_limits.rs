@@ -1,0 +1,368 @@
+//! Keyed maps asking shared limits (`shared_limits`): caps kept outside the map hold
+//! across maps, an item waiting for them holds no slot, failed asks and revoked permits
+//! end attempts with the limits' error, and a key told "later" is woken by a release.
+//!
+//! The limits here are an in-process implementation of `SharedLimits` that counts what
+//! it grants: the trait is the seam, and what a store does behind it (tollgate-redis) is
+//! tested against a real Redis in that crate.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::future::{Future, Ready, ready};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{InFlight, matrix};
+use event_listener::Event;
+use futures_lite::future;
+use tollgate::{Answer, RetryPolicy, SharedLimits, map_async};
+
+/// The limits' error: the store was down, or a permit was revoked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CapsError {
+    Down,
+    Revoked(u32),
+}
+
+/// What the map's futures fail with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FetchError {
+    Caps(CapsError),
+}
+
+impl From<CapsError> for FetchError {
+    fn from(error: CapsError) -> Self {
+        FetchError::Caps(error)
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// A cap per key shared by whoever holds a clone, granting at once or saying "later".
+#[derive(Clone)]
+struct Caps(Arc<Inner>);
+
+struct Inner {
+    cap: usize,
+    /// What a full key is told.
+    later: Duration,
+    state: Mutex<State>,
+    released: Event,
+    revoke: Event,
+}
+
+#[derive(Default)]
+struct State {
+    in_use: HashMap<u32, usize>,
+    peak: HashMap<u32, usize>,
+    /// Asks left to fail, as a store out of reach would.
+    failures: usize,
+    asks: usize,
+    revoked: HashSet<u32>,
+}
+
+struct CapPermit {
+    caps: Caps,
+    key: u32,
+}
+
+impl Drop for CapPermit {
+    fn drop(&mut self) {
+        let mut state = self.caps.0.state.lock().unwrap();
+        *state.in_use.get_mut(&self.key).unwrap() -= 1;
+        drop(state);
+        self.caps.0.released.notify(usize::MAX);
+    }
+}
+
+impl fmt::Debug for CapPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CapPermit({})", self.key)
+    }
+}
+
+impl Caps {
+    fn new(cap: usize, later: Duration) -> Self {
+        Caps(Arc::new(Inner {
+            cap,
+            later,
+            state: Mutex::default(),
+            released: Event::new(),
+            revoke: Event::new(),
+        }))
+    }
+
+    fn in_use(&self, key: u32) -> usize {
+        self.0
+            .state
+            .lock()
+            .unwrap()
+            .in_use
+            .get(&key)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn total_in_use(&self) -> usize {
+        self.0.state.lock().unwrap().in_use.values().sum()
+    }
+
+    fn max_peak(&self) -> usize {
+        let state = self.0.state.lock().unwrap();
+        state.peak.values().copied().max().unwrap_or(0)
+    }
+
+    fn asks(&self) -> usize {
+        self.0.state.lock().unwrap().asks
+    }
+
+    fn fail_next(&self, n: usize) {
+        self.0.state.lock().unwrap().failures = n;
+    }
+
+    fn revoke(&self, key: u32) {
+        self.0.state.lock().unwrap().revoked.insert(key);
+        self.0.revoke.notify(usize::MAX);
+    }
+
+    /// Takes a permit outside any map (another process, say).
+    fn hold(&self, key: u32) -> CapPermit {
+        match self.ask(&key).into_inner_answer() {
+            Answer::Granted(permit) => permit,
+            other => panic!("expected a permit, got {other:?}"),
+        }
+    }
+}
+
+trait IntoInner<T> {
+    fn into_inner_answer(self) -> T;
+}
+
+impl<T> IntoInner<T> for Ready<T> {
+    fn into_inner_answer(self) -> T {
+        self.into_inner()
+    }
+}
+
+impl SharedLimits<u32> for Caps {
+    type Permit = CapPermit;
+    type Error = CapsError;
+    type Ask = Ready<Answer<CapPermit, CapsError>>;
+    type Wake = BoxFuture<()>;
+    type Revoked = BoxFuture<CapsError>;
+
+    fn ask(&self, key: &u32) -> Self::Ask {
+        let mut state = self.0.state.lock().unwrap();
+        state.asks += 1;
+        if state.failures > 0 {
+            state.failures -= 1;
+            return ready(Answer::Failed(CapsError::Down));
+        }
+        let in_use = state.in_use.entry(*key).or_default();
+        if *in_use >= self.0.cap {
+            return ready(Answer::Later(self.0.later));
+        }
+        *in_use += 1;
+        let now = *in_use;
+        let peak = state.peak.entry(*key).or_default();
+        *peak = (*peak).max(now);
+        ready(Answer::Granted(CapPermit {
+            caps: self.clone(),
+            key: *key,
+        }))
+    }
+
+    fn wake(&self, _key: &u32) -> Option<Self::Wake> {
+        let listener = self.0.released.listen();
+        Some(Box::pin(listener))
+    }
+
+    fn revoked(&self, permit: &CapPermit) -> Option<Self::Revoked> {
+        let caps = self.clone();
+        let key = permit.key;
+        Some(Box::pin(async move {
+            loop {
+                let listener = caps.0.revoke.listen();
+                if caps.0.state.lock().unwrap().revoked.contains(&key) {
+                    return CapsError::Revoked(key);
+                }
+                listener.await;
+            }
+        }))
+    }
+}
+
+/// Items `(key, index)`: `keys` keys, `per_key` items each, keys interleaved.
+fn items(keys: u32, per_key: u32) -> Vec<(u32, u32)> {
+    (0..per_key)
+        .flat_map(|index| (0..keys).map(move |key| (key, index)))
+        .collect()
+}
+
+/// Waits (yielding) until `done` says so.
+async fn until(mut done: impl FnMut() -> bool) {
+    while !done() {
+        future::yield_now().await;
+    }
+}
+
+matrix! {
+    async fn two_maps_keep_one_cap_per_key() {
+        let caps = Caps::new(2, Duration::from_millis(1));
+        let per_key: Arc<Vec<InFlight>> = Arc::new((0..8).map(|_| InFlight::default()).collect());
+        let run = |caps: Caps| {
+            let per_key = Arc::clone(&per_key);
+            map_async(items(8, 16), 8, move |(key, index)| {
+                let per_key = Arc::clone(&per_key);
+                async move {
+                    let _in = per_key[key as usize].enter();
+                    for _ in 0..3 {
+                        future::yield_now().await;
+                    }
+                    Ok::<_, FetchError>(index)
+                }
+            })
+            // The map's own per-key limit is larger: the shared cap is what holds.
+            .per_key(|&(key, _)| key, 4)
+            .shared_limits(caps)
+        };
+        let (a, b) = future::zip(run(caps.clone()), run(caps.clone())).await;
+        assert_eq!(a.len() + b.len(), 256);
+        assert!(a.iter().chain(&b).all(Result::is_ok));
+        let peak = per_key.iter().map(InFlight::peak).max().unwrap();
+        assert!(peak <= 2, "a key ran {peak} at once over both maps, cap 2");
+        assert_eq!(caps.max_peak(), 2, "the cap was reached");
+        assert_eq!(caps.total_in_use(), 0, "every permit went back");
+    }
+
+    async fn a_key_full_elsewhere_holds_no_slot() {
+        let caps = Caps::new(1, Duration::from_millis(1));
+        // Another holder has key 0's only permit.
+        let held = caps.hold(0);
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let finished = Arc::new(AtomicUsize::new(0));
+        // Key 0 first in the input, then key 1; two global slots.
+        let input: Vec<(u32, u32)> = (0..10).map(|i| (0, i)).chain((0..10).map(|i| (1, i))).collect();
+        let map = {
+            let (started, finished) = (Arc::clone(&started), Arc::clone(&finished));
+            map_async(input, 2, move |(key, index)| {
+                started.lock().unwrap().push(key);
+                let finished = Arc::clone(&finished);
+                async move {
+                    future::yield_now().await;
+                    finished.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, FetchError>((key, index))
+                }
+            })
+            .per_key(|&(key, _)| key, 2)
+            .shared_limits(caps.clone())
+        };
+        let watch = async {
+            // Every item of key 1 runs while key 0's items wait for the permit held
+            // elsewhere: they hold neither slot.
+            until(|| finished.load(Ordering::SeqCst) == 10).await;
+            assert!(
+                !started.lock().unwrap().contains(&0),
+                "no item of the full key started"
+            );
+            drop(held);
+        };
+        let (out, ()) = future::zip(map, watch).await;
+        assert_eq!(out.len(), 20);
+        assert!(out.iter().all(Result::is_ok));
+        assert_eq!(caps.in_use(0), 0);
+    }
+
+    async fn a_failed_ask_ends_the_attempt_and_a_retry_policy_sees_it() {
+        let caps = Caps::new(4, Duration::from_millis(1));
+        caps.fail_next(3);
+        let out = map_async(items(2, 5), 4, |(_, index)| async move { Ok::<_, FetchError>(index) })
+            .per_key(|&(key, _)| key, 4)
+            .shared_limits(caps.clone())
+            .await;
+        let failed = out.iter().filter(|r| **r == Err(FetchError::Caps(CapsError::Down))).count();
+        assert_eq!(failed, 3, "one failed item per failed ask");
+        assert_eq!(out.len(), 10);
+
+        caps.fail_next(3);
+        let policy = RetryPolicy::new().attempts(3).interval(Duration::from_millis(1));
+        let out = map_async(items(2, 5), 4, |(_, index)| async move { Ok::<_, FetchError>(index) })
+            .per_key(|&(key, _)| key, 4)
+            .shared_limits(caps.clone())
+            .retry(policy)
+            .await;
+        assert!(out.iter().all(Result::is_ok), "retried after the store came back: {out:?}");
+        assert_eq!(caps.total_in_use(), 0);
+    }
+
+    async fn a_revoked_permit_cancels_its_attempt() {
+        let caps = Caps::new(2, Duration::from_millis(1));
+        let started = Arc::new(AtomicUsize::new(0));
+        let dropped = Arc::new(AtomicUsize::new(0));
+        struct CountDrop(Arc<AtomicUsize>);
+        impl Drop for CountDrop {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let map = {
+            let (started, dropped) = (Arc::clone(&started), Arc::clone(&dropped));
+            map_async([(7, 0), (7, 1), (8, 2)], 4, move |(key, index)| {
+                started.fetch_add(1, Ordering::SeqCst);
+                let guard = CountDrop(Arc::clone(&dropped));
+                async move {
+                    let _guard = guard;
+                    if key == 7 {
+                        // Would run forever: only the revocation ends it.
+                        future::pending::<()>().await;
+                    }
+                    Ok::<_, FetchError>(index)
+                }
+            })
+            .per_key(|&(key, _)| key, 2)
+            .shared_limits(caps.clone())
+        };
+        let revoke = async {
+            until(|| started.load(Ordering::SeqCst) == 3).await;
+            caps.revoke(7);
+        };
+        let (out, ()) = future::zip(map, revoke).await;
+        assert_eq!(
+            out,
+            [
+                Err(FetchError::Caps(CapsError::Revoked(7))),
+                Err(FetchError::Caps(CapsError::Revoked(7))),
+                Ok(2)
+            ]
+        );
+        assert_eq!(dropped.load(Ordering::SeqCst), 3, "the cancelled attempts were dropped");
+        assert_eq!(caps.total_in_use(), 0, "their permits went back");
+    }
+
+    async fn a_key_told_later_is_woken_by_a_release() {
+        // A full key is told to come back in a minute; only the releases wake it.
+        let caps = Caps::new(1, Duration::from_secs(60));
+        let begun = Instant::now();
+        let out = map_async(items(1, 20), 4, |(_, index)| async move {
+            future::yield_now().await;
+            Ok::<_, FetchError>(index)
+        })
+        .per_key(|&(key, _)| key, 4)
+        .shared_limits(caps.clone())
+        .await;
+        assert_eq!(out.len(), 20);
+        assert!(out.iter().all(Result::is_ok));
+        assert!(
+            begun.elapsed() < Duration::from_secs(30),
+            "woken by releases, not by the minute: {:?}",
+            begun.elapsed()
+        );
+        // One ask per key at a time: at most a grant and a "later" per item, and a
+        // retry per wake-up.
+        assert!(caps.asks() <= 3 * 20, "{} asks for 20 items", caps.asks());
+    }
+}
