@@ -13,7 +13,7 @@ use futures_lite::future;
 
 use crate::SharedError;
 use crate::lease::{Fence, Lease, SharedPermit};
-use crate::scripts::{CANCELLED, FULL, GRANT, GRANTED, IN_USE, WARMING_UP};
+use crate::scripts::{CANCELLED, FULL, GRANT, GRANTED, IN_USE, PAUSED, RATE_LIMITED, WARMING_UP};
 use crate::store::{Call, Inner, KeyLocal, RedisLimits, tag};
 
 /// The first pause before asking a full key again; it doubles up to the store's poll
@@ -103,7 +103,7 @@ impl SharedKeyedBulkhead {
     }
 
     fn lease_set(&self, key: &str) -> String {
-        format!("{}:lease:{}", self.store.namespace, tag(&self.name, key))
+        lease_set(&self.store, &self.name, key)
     }
 
     /// Asks Redis once for a lease of `key`.
@@ -146,85 +146,20 @@ impl SharedKeyedBulkhead {
 
     async fn grant(&self, set: String, local: Arc<KeyLocal>) -> Result<SharedPermit, SharedError> {
         loop {
-            match self.grant_once(set.clone(), Arc::clone(&local)).await? {
+            match grant_once(
+                &self.store,
+                set.clone(),
+                Arc::clone(&local),
+                self.limit(),
+                None,
+            )
+            .await?
+            {
                 Some(permit) => return Ok(permit),
                 // Granted, but the reply came after the lease's fence point: the permit
                 // would be born fenced. Let it go and ask again.
                 None => continue,
             }
-        }
-    }
-
-    async fn grant_once(
-        &self,
-        set: String,
-        local: Arc<KeyLocal>,
-    ) -> Result<Option<SharedPermit>, SharedError> {
-        let store = &self.store;
-        if !store.keeper.stats.running() {
-            return Err(SharedError::unavailable(
-                &store.address,
-                "the store's keeper thread has stopped (a panic): nothing would renew the lease",
-            ));
-        }
-        let id = store.lease_id();
-        // Beside the lease set, same hash tag, outside the `lease:` names (a scan for lease
-        // sets does not meet it).
-        let tombstone = format!(
-            "{}:cancelled:{}:{id}",
-            store.namespace,
-            &set[store.namespace.len() + ":lease:".len()..]
-        );
-        let lease = Arc::new(Lease::new(id, set, tombstone, local));
-        // Until Redis says no, the lease may exist there: if this future is dropped or the
-        // reply is lost, the guard has the keeper delete it.
-        let mut pending = Pending {
-            store,
-            lease: Some(Arc::clone(&lease)),
-        };
-        let epoch = store.epoch_key();
-        let mut invocation = GRANT.prepare_invoke();
-        invocation
-            .key(&lease.set)
-            .key(&epoch)
-            .key(&lease.tombstone)
-            .arg(self.limit())
-            .arg(store.ttl_micros())
-            .arg(&lease.id)
-            .arg(store.run_id());
-        let sent = Instant::now();
-        let ((code, micros), sends): ((i64, i64), u32) =
-            store.query_counted(&Call::Script(&invocation)).await?;
-        // One send answered "no": the lease was never added. After a resend (the first
-        // reply was lost) an earlier send may have run; the grant script answers "granted"
-        // for an id it already holds, but keep the guard armed anyway, so any other answer
-        // still has the keeper delete the id.
-        if code == GRANTED || sends == 1 {
-            pending.lease = None;
-        }
-        let after = Duration::from_micros(micros.max(0).unsigned_abs());
-        match code {
-            GRANTED => {
-                lease.extend(sent, store.keeper.life);
-                if Instant::now() >= lease.fence_point() {
-                    store.keeper.release(lease);
-                    return Ok(None);
-                }
-                store.keeper.hold(Arc::clone(&lease));
-                Ok(Some(SharedPermit {
-                    lease,
-                    store: Arc::clone(store),
-                }))
-            }
-            FULL => Err(SharedError::full(after)),
-            WARMING_UP => Err(SharedError::warming_up(after)),
-            // Only a grant whose caller gave up meets its tombstone; a caller still here
-            // cannot (its id is new), so this is unreachable in practice.
-            CANCELLED => Err(SharedError::full(after)),
-            other => Err(SharedError::unavailable(
-                &store.address,
-                format_args!("unexpected reply {other} from the grant script"),
-            )),
         }
     }
 
@@ -415,12 +350,7 @@ impl SharedKeyedBulkhead {
     ///
     /// Cancel safe: it only watches.
     pub fn released(&self, key: &str) -> Released {
-        let local = self.store.local(&self.lease_set(key));
-        let listener = local.released.listen();
-        Released {
-            _local: local,
-            listener,
-        }
+        Released::of(self.store.local(&self.lease_set(key)))
     }
 
     /// How many live leases `key` has across the fleet now (on Redis's clock).
@@ -472,6 +402,17 @@ pub struct Released {
     listener: EventListener,
 }
 
+impl Released {
+    /// Listens for the next release of the key whose local state is `local`.
+    pub(crate) fn of(local: Arc<KeyLocal>) -> Self {
+        let listener = local.released.listen();
+        Self {
+            _local: local,
+            listener,
+        }
+    }
+}
+
 impl Future for Released {
     type Output = ();
 
@@ -498,4 +439,104 @@ impl Drop for Pending<'_> {
             self.store.keeper.cancel(lease);
         }
     }
+}
+
+/// The rate a grant also takes (see `grant.lua`): the key's TAT and pause, the interval and
+/// the burst tolerance in microseconds.
+pub(crate) struct RateArgs {
+    pub(crate) tat: String,
+    pub(crate) paused: String,
+    pub(crate) interval: u64,
+    pub(crate) tolerance: u64,
+}
+
+/// Asks Redis once for a lease in `set` under `limit` (and a start of `rate`, decided
+/// together). `Ok(None)`: granted, but the reply came after the lease's fence point (the
+/// permit would be born fenced), so it was let go: ask again.
+pub(crate) async fn grant_once(
+    store: &Arc<Inner>,
+    set: String,
+    local: Arc<KeyLocal>,
+    limit: u32,
+    rate: Option<&RateArgs>,
+) -> Result<Option<SharedPermit>, SharedError> {
+    if !store.keeper.stats.running() {
+        return Err(SharedError::unavailable(
+            &store.address,
+            "the store's keeper thread has stopped (a panic): nothing would renew the lease",
+        ));
+    }
+    let id = store.lease_id();
+    // Beside the lease set, same hash tag, outside the `lease:` names (a scan for lease
+    // sets does not meet it).
+    let tombstone = format!(
+        "{}:cancelled:{}:{id}",
+        store.namespace,
+        &set[store.namespace.len() + ":lease:".len()..]
+    );
+    let lease = Arc::new(Lease::new(id, set, tombstone, local));
+    // Until Redis says no, the lease may exist there: if this future is dropped or the
+    // reply is lost, the guard has the keeper delete it.
+    let mut pending = Pending {
+        store,
+        lease: Some(Arc::clone(&lease)),
+    };
+    let epoch = store.epoch_key();
+    let mut invocation = GRANT.prepare_invoke();
+    invocation
+        .key(&lease.set)
+        .key(&epoch)
+        .key(&lease.tombstone)
+        .arg(limit)
+        .arg(store.ttl_micros())
+        .arg(&lease.id)
+        .arg(store.run_id());
+    if let Some(rate) = rate {
+        invocation
+            .key(&rate.tat)
+            .key(&rate.paused)
+            .arg(rate.interval)
+            .arg(rate.tolerance);
+    }
+    let sent = Instant::now();
+    let ((code, micros), sends): ((i64, i64), u32) =
+        store.query_counted(&Call::Script(&invocation)).await?;
+    // One send answered "no": the lease was never added. After a resend (the first
+    // reply was lost) an earlier send may have run; the grant script answers "granted"
+    // for an id it already holds, but keep the guard armed anyway, so any other answer
+    // still has the keeper delete the id.
+    if code == GRANTED || sends == 1 {
+        pending.lease = None;
+    }
+    let after = Duration::from_micros(micros.max(0).unsigned_abs());
+    match code {
+        GRANTED => {
+            lease.extend(sent, store.keeper.life);
+            if Instant::now() >= lease.fence_point() {
+                store.keeper.release(lease);
+                return Ok(None);
+            }
+            store.keeper.hold(Arc::clone(&lease));
+            Ok(Some(SharedPermit {
+                lease,
+                store: Arc::clone(store),
+            }))
+        }
+        FULL => Err(SharedError::full(after)),
+        RATE_LIMITED => Err(SharedError::rate_limited(after)),
+        PAUSED => Err(SharedError::paused(after)),
+        WARMING_UP => Err(SharedError::warming_up(after)),
+        // Only a grant whose caller gave up meets its tombstone; a caller still here
+        // cannot (its id is new), so this is unreachable in practice.
+        CANCELLED => Err(SharedError::full(after)),
+        other => Err(SharedError::unavailable(
+            &store.address,
+            format_args!("unexpected reply {other} from the grant script"),
+        )),
+    }
+}
+
+/// The name of `key`'s lease set in Redis.
+pub(crate) fn lease_set(store: &Inner, name: &str, key: &str) -> String {
+    format!("{}:lease:{}", store.namespace, tag(name, key))
 }

@@ -106,6 +106,7 @@ mod bulkhead;
 mod error;
 mod keeper;
 mod lease;
+mod limits;
 mod rate;
 mod scripts;
 mod store;
@@ -113,6 +114,7 @@ mod store;
 pub use crate::bulkhead::SharedKeyedBulkhead;
 pub use crate::error::SharedError;
 pub use crate::lease::{Fence, SharedPermit};
+pub use crate::limits::SharedKeyLimits;
 pub use crate::rate::SharedKeyedRateLimiter;
 /// Re-exported from `tollgate` (it needs no Redis): the fleet design without shared state.
 pub use tollgate::rendezvous_slot;
@@ -121,6 +123,7 @@ pub use tollgate::rendezvous_slot;
 pub mod futures {
     pub use crate::bulkhead::Released;
     pub use crate::lease::Fenced;
+    pub use crate::limits::Revoked;
 }
 pub use crate::store::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, RedisLimits,

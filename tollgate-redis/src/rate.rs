@@ -7,6 +7,7 @@ use std::time::Duration;
 use tollgate::Rate;
 
 use crate::SharedError;
+use crate::bulkhead::RateArgs;
 use crate::scripts::{FULL, GCRA, GRANTED, PAUSE, PAUSED, WARMING_UP};
 use crate::store::{Call, Inner, RedisLimits, micros, micros_ceil, tag};
 
@@ -63,14 +64,6 @@ impl SharedKeyedRateLimiter {
         self.rate
     }
 
-    fn state_key(&self, key: &str, what: &str) -> String {
-        format!(
-            "{}:rate:{}:{what}",
-            self.store.namespace,
-            tag(&self.name, key)
-        )
-    }
-
     /// Takes a start for `key` if the fleet's rate allows one now, without waiting.
     ///
     /// # Examples
@@ -101,35 +94,11 @@ impl SharedKeyedRateLimiter {
     /// A call dropped after Redis took the start loses that start (under-use, never
     /// over-use).
     pub async fn check_key(&self, key: &str) -> Result<(), SharedError> {
-        let store = &self.store;
-        let interval = micros_ceil(self.rate.interval()).max(1);
-        let tolerance = interval.saturating_mul(u64::from(self.rate.burst_size() - 1));
-        let (tat, paused, epoch) = (
-            self.state_key(key, "tat"),
-            self.state_key(key, "paused"),
-            store.epoch_key(),
-        );
-        let mut invocation = GCRA.prepare_invoke();
-        invocation
-            .key(&tat)
-            .key(&paused)
-            .key(&epoch)
-            .arg(interval)
-            .arg(tolerance)
-            .arg(store.ttl_micros())
-            .arg(store.run_id());
-        let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
-        let after = Duration::from_micros(after.max(0).unsigned_abs());
-        match code {
-            GRANTED => Ok(()),
-            FULL => Err(SharedError::rate_limited(after)),
-            PAUSED => Err(SharedError::paused(after)),
-            WARMING_UP => Err(SharedError::warming_up(after)),
-            other => Err(SharedError::unavailable(
-                &store.address,
-                format_args!("unexpected reply {other} from the rate script"),
-            )),
-        }
+        take_start(
+            &self.store,
+            &rate_args(&self.store, &self.name, key, self.rate),
+        )
+        .await
     }
 
     /// Waits until the fleet's rate (and any pause) allows a start for `key`, then takes it.
@@ -163,7 +132,9 @@ impl SharedKeyedRateLimiter {
     /// Cancelling it gives up this task's place in the key's local queue; nothing is taken
     /// unless Redis had already taken the start (as [`check_key`](Self::check_key)).
     pub async fn until_key_ready(&self, key: &str) -> Result<(), SharedError> {
-        let local = self.store.local(&self.state_key(key, "tat"));
+        let local = self
+            .store
+            .local(&state_key(&self.store, &self.name, key, "tat"));
         let _turn = local.turn.lock().await;
         loop {
             match self.check_key(key).await {
@@ -205,13 +176,7 @@ impl SharedKeyedRateLimiter {
     /// A call dropped before its reply may or may not have set the pause; calling again is
     /// harmless (a pause never shortens another).
     pub async fn pause_key(&self, key: &str, duration: Duration) -> Result<(), SharedError> {
-        let paused = self.state_key(key, "paused");
-        let mut invocation = PAUSE.prepare_invoke();
-        invocation.key(&paused).arg(micros(duration));
-        self.store
-            .query::<i64>(&Call::Script(&invocation))
-            .await
-            .map(drop)
+        pause(&self.store, &self.name, key, duration).await
     }
 }
 
@@ -223,4 +188,62 @@ impl fmt::Debug for SharedKeyedRateLimiter {
             .field("store", &self.store.address)
             .finish()
     }
+}
+
+/// The name of one of a key's rate states (`tat` or `paused`) in Redis.
+pub(crate) fn state_key(store: &Inner, name: &str, key: &str, what: &str) -> String {
+    format!("{}:rate:{}:{what}", store.namespace, tag(name, key))
+}
+
+/// What the scripts need to decide a start of `rate` for `key`.
+pub(crate) fn rate_args(store: &Inner, name: &str, key: &str, rate: Rate) -> RateArgs {
+    let interval = micros_ceil(rate.interval()).max(1);
+    RateArgs {
+        tat: state_key(store, name, key, "tat"),
+        paused: state_key(store, name, key, "paused"),
+        interval,
+        tolerance: interval.saturating_mul(u64::from(rate.burst_size() - 1)),
+    }
+}
+
+/// Takes one start of a key's rate if its rate and pause allow it now (`gcra.lua`).
+pub(crate) async fn take_start(store: &Inner, rate: &RateArgs) -> Result<(), SharedError> {
+    let epoch = store.epoch_key();
+    let mut invocation = GCRA.prepare_invoke();
+    invocation
+        .key(&rate.tat)
+        .key(&rate.paused)
+        .key(&epoch)
+        .arg(rate.interval)
+        .arg(rate.tolerance)
+        .arg(store.ttl_micros())
+        .arg(store.run_id());
+    let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
+    let after = Duration::from_micros(after.max(0).unsigned_abs());
+    match code {
+        GRANTED => Ok(()),
+        FULL => Err(SharedError::rate_limited(after)),
+        PAUSED => Err(SharedError::paused(after)),
+        WARMING_UP => Err(SharedError::warming_up(after)),
+        other => Err(SharedError::unavailable(
+            &store.address,
+            format_args!("unexpected reply {other} from the rate script"),
+        )),
+    }
+}
+
+/// Pauses `key`'s starts for the fleet for `duration` (`pause.lua`).
+pub(crate) async fn pause(
+    store: &Inner,
+    name: &str,
+    key: &str,
+    duration: Duration,
+) -> Result<(), SharedError> {
+    let paused = state_key(store, name, key, "paused");
+    let mut invocation = PAUSE.prepare_invoke();
+    invocation.key(&paused).arg(micros(duration));
+    store
+        .query::<i64>(&Call::Script(&invocation))
+        .await
+        .map(drop)
 }

@@ -7,10 +7,11 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// Grants one lease (`grant.lua`).
+/// Grants one lease, with a rate start when asked (`grant.lua`).
 pub(crate) static GRANT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("lua/epoch.lua"),
+        include_str!("lua/rate.lua"),
         include_str!("lua/grant.lua")
     ))
 });
@@ -24,6 +25,7 @@ pub(crate) static IN_USE: LazyLock<Script> =
 pub(crate) static GCRA: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("lua/epoch.lua"),
+        include_str!("lua/rate.lua"),
         include_str!("lua/gcra.lua")
     ))
 });
@@ -38,3 +40,6 @@ pub(crate) const PAUSED: i64 = 2;
 pub(crate) const WARMING_UP: i64 = 3;
 /// The grant script's answer for a lease id whose grant was cancelled (a tombstone).
 pub(crate) const CANCELLED: i64 = 4;
+/// The grant script's answer when the key's rate allows no start yet (the rate script says
+/// [`FULL`] for that).
+pub(crate) const RATE_LIMITED: i64 = 5;

@@ -1,4 +1,4 @@
--- Prepended to grant.lua and gcra.lua: the namespace's epoch, a hash {run, since}. `run` is
+-- Prepended to grant.lua and gcra.lua (before rate.lua): the namespace's epoch, a hash {run, since}. `run` is
 -- the run id (INFO server) of the Redis process that holds it, `since` the Redis time it was
 -- (re)set. A missing epoch (a new or emptied Redis) or one written by another Redis process
 -- (a restart that restored an RDB/AOF, a failover to a replica) means leases granted before

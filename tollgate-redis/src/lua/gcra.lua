@@ -14,27 +14,9 @@ local since = epoch_since(KEYS[3], ARGV[4], now)
 if now < since + ttl then
   return {3, since + ttl - now}
 end
-local paused = tonumber(redis.call('GET', KEYS[2]) or '0')
-if paused > now then
-  return {2, paused - now}
+local rate = rate_check(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), since, now)
+if rate[1] ~= 0 then
+  return rate
 end
-local interval = tonumber(ARGV[1])
-local tolerance = tonumber(ARGV[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tat == 0 then
-  -- No state: an idle key, or one whose TAT Redis lost with its data before `since`. A lost
-  -- TAT was at most (start before the loss) + tolerance + interval, and that start was before
-  -- `since`: so assume the worst, a start at `since`.
-  tat = since + tolerance + interval
-end
-if tat < now then
-  tat = now
-end
-local allowed_at = tat - tolerance
-if allowed_at > now then
-  return {1, allowed_at - now}
-end
-local next_tat = tat + interval
--- The state is only needed while it is ahead of now; an idle key's state disappears.
-redis.call('SET', KEYS[1], string.format('%.0f', next_tat), 'PX', math.ceil((next_tat - now) / 1000) + 1)
+rate_take(KEYS[1], rate[2], now)
 return {0, 0}

@@ -1,0 +1,252 @@
+//! `SharedKeyLimits`: a fleet's per-key cap and rate in the form a keyed map asks for them.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tollgate::{Answer, Rate, SharedLimits};
+
+use crate::SharedError;
+use crate::bulkhead::{Released, grant_once, lease_set};
+use crate::lease::{Fenced, SharedPermit};
+use crate::rate::{pause, rate_args, take_start};
+use crate::store::{Inner, RedisLimits};
+
+/// A cap and a rate per key for a whole fleet, for tollgate's keyed maps: pass it to
+/// [`shared_limits`](tollgate::futures::MapAsync::shared_limits) after `per_key`.
+///
+/// Each ask of the map is one round trip to Redis, one script that decides the key's cap
+/// (a lease, as in [`SharedKeyedBulkhead`](crate::SharedKeyedBulkhead)), its rate and its
+/// pause (as in [`SharedKeyedRateLimiter`](crate::SharedKeyedRateLimiter)) together, on
+/// Redis's clock: a start is taken only when all of them allow it, so a refused ask
+/// consumes nothing. A key that is full, early for its rate or paused is told to come
+/// back later (the rate's and pause's exact wait; a full key after the store's
+/// [poll interval](crate::RedisLimitsOptions::poll_interval), or as soon as one of its
+/// permits is released in this process) and sleeps in the map holding no slot. A permit
+/// that is fenced cancels its item's attempt, whose output becomes the
+/// [`is_fenced`](SharedError::is_fenced) error; when Redis is out of reach, the ask fails
+/// after the store's [call timeout](crate::RedisLimitsOptions::call_timeout) and the key's
+/// next item ends with the [`is_unavailable`](SharedError::is_unavailable) error (fail
+/// closed). Add a `RetryPolicy` to the map to try such items again.
+///
+/// State is shared by name: a `SharedKeyLimits` named `"per-host"` shares its leases with
+/// a `SharedKeyedBulkhead` named `"per-host"` and its rate with a `SharedKeyedRateLimiter`
+/// named `"per-host"` in the same store, so maps and hand-written code can share a host.
+/// Keys are anything that is `AsRef<str>`.
+///
+/// # Examples
+///
+/// ```no_run
+/// use tollgate::{Rate, map_async};
+/// use tollgate_redis::{RedisLimits, SharedError, SharedKeyLimits};
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+/// // 2 requests in flight and 10 per second per host, for every crawler of the fleet.
+/// let per_host = SharedKeyLimits::new(&store, "per-host")
+///     .limit_per_key(2)
+///     .rate_per_key(Rate::per_second(10));
+///
+/// let urls = vec![("example.com", "/a"), ("example.org", "/b")];
+/// let pages = map_async(urls, 64, |(host, path)| async move {
+///     Ok::<_, SharedError>(format!("{host}{path}"))
+/// })
+/// .per_key(|(host, _)| host.to_string(), 2)
+/// .shared_limits(per_host)
+/// .await;
+/// assert_eq!(pages.len(), 2);
+/// # Ok::<(), SharedError>(())
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct SharedKeyLimits {
+    store: Arc<Inner>,
+    name: Arc<str>,
+    limit: Option<u32>,
+    rate: Option<Rate>,
+}
+
+impl SharedKeyLimits {
+    /// Limits named `name` in `store`, with neither a cap nor a rate yet: add them with
+    /// [`limit_per_key`](Self::limit_per_key) and [`rate_per_key`](Self::rate_per_key).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate_redis::{RedisLimits, SharedKeyLimits};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyLimits::new(&store, "per-host").limit_per_key(4);
+    /// assert_eq!(per_host.limit(), Some(4));
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    pub fn new(store: &RedisLimits, name: impl Into<String>) -> Self {
+        Self {
+            store: Arc::clone(&store.inner),
+            name: Arc::from(name.into()),
+            limit: None,
+            rate: None,
+        }
+    }
+
+    /// At most `limit` items of a key in flight across the fleet (a lease each).
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is 0.
+    #[track_caller]
+    pub fn limit_per_key(mut self, limit: u32) -> Self {
+        assert!(
+            limit > 0,
+            "tollgate-redis: a per-key limit must be at least 1"
+        );
+        self.limit = Some(limit);
+        self
+    }
+
+    /// At most `rate` starts per key across the fleet (GCRA on Redis's clock).
+    pub fn rate_per_key(mut self, rate: Rate) -> Self {
+        self.rate = Some(rate);
+        self
+    }
+
+    /// The name the limits share their state under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The cap per key, if any.
+    pub fn limit(&self) -> Option<u32> {
+        self.limit
+    }
+
+    /// The rate per key, if any.
+    pub fn rate(&self) -> Option<Rate> {
+        self.rate
+    }
+
+    /// Pauses `key` for every process for `duration` from now on Redis's clock (a
+    /// server's `Retry-After`): no ask of the key is granted until then. A pause that
+    /// already lasts longer is kept.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tollgate::Rate;
+    /// # use tollgate_redis::{RedisLimits, SharedKeyLimits};
+    /// # futures_lite::future::block_on(async {
+    /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyLimits::new(&store, "per-host").rate_per_key(Rate::per_second(10));
+    /// per_host.pause_key("example.com", Duration::from_secs(30)).await?;
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
+    /// store's wait: the pause was then perhaps not set.
+    pub async fn pause_key(&self, key: &str, duration: Duration) -> Result<(), SharedError> {
+        pause(&self.store, &self.name, key, duration).await
+    }
+
+    /// One ask: a lease (and a rate start, decided together), or a rate start alone.
+    async fn ask_once(&self, key: &str) -> Answer<Option<SharedPermit>, SharedError> {
+        let store = &self.store;
+        let rate = self
+            .rate
+            .map(|rate| rate_args(store, &self.name, key, rate));
+        let asked = match self.limit {
+            Some(limit) => {
+                let set = lease_set(store, &self.name, key);
+                let local = store.local(&set);
+                grant_once(store, set, local, limit, rate.as_ref())
+                    .await
+                    // `None`: granted too late to be renewed in time, and let go.
+                    .map(|permit| permit.map(Some))
+            }
+            None => match &rate {
+                Some(rate) => take_start(store, rate).await.map(|()| Some(None)),
+                None => Ok(Some(None)),
+            },
+        };
+        match asked {
+            Ok(Some(permit)) => Answer::Granted(permit),
+            Ok(None) => Answer::Later(Duration::ZERO),
+            // A full key may free up any moment (a release elsewhere): ask again after the
+            // poll interval, or at once on a release in this process.
+            Err(e) if e.is_full() => {
+                Answer::Later(e.retry_after().unwrap_or(store.poll).min(store.poll))
+            }
+            Err(e) => match e.retry_after() {
+                // Early for the rate, paused, warming up: the exact wait.
+                Some(after) => Answer::Later(after),
+                None => Answer::Failed(e),
+            },
+        }
+    }
+}
+
+impl fmt::Debug for SharedKeyLimits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedKeyLimits")
+            .field("name", &self.name)
+            .field("limit", &self.limit)
+            .field("rate", &self.rate)
+            .field("store", &self.store.address)
+            .finish()
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<K: AsRef<str>> SharedLimits<K> for SharedKeyLimits {
+    /// The lease, with a cap (`None` for a rate alone: nothing to give back).
+    type Permit = Option<SharedPermit>;
+    type Error = SharedError;
+    type Ask = BoxFuture<Answer<Option<SharedPermit>, SharedError>>;
+    type Wake = Released;
+    type Revoked = Revoked;
+
+    fn ask(&self, key: &K) -> Self::Ask {
+        let limits = self.clone();
+        let key = key.as_ref().to_owned();
+        Box::pin(async move { limits.ask_once(&key).await })
+    }
+
+    fn wake(&self, key: &K) -> Option<Released> {
+        self.limit?;
+        let local = self
+            .store
+            .local(&lease_set(&self.store, &self.name, key.as_ref()));
+        Some(Released::of(local))
+    }
+
+    fn revoked(&self, permit: &Option<SharedPermit>) -> Option<Revoked> {
+        let fenced = permit.as_ref()?.fenced();
+        Some(Revoked { fenced })
+    }
+}
+
+/// Completes with the [`is_fenced`](SharedError::is_fenced) error when a map's permit is
+/// fenced (see [`SharedKeyLimits`]).
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+#[derive(Debug)]
+pub struct Revoked {
+    fenced: Fenced,
+}
+
+impl Future for Revoked {
+    type Output = SharedError;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SharedError> {
+        Pin::new(&mut self.fenced)
+            .poll(cx)
+            .map(|()| SharedError::fenced())
+    }
+}

@@ -1,0 +1,304 @@
+//! tollgate's keyed maps asking a fleet's limits (`SharedKeyLimits`) in a real Redis: the
+//! cap and the rate hold across stores (processes), a key full in the fleet holds no slot,
+//! an unreachable Redis fails the items closed and a retry policy recovers, and a fenced
+//! permit cancels its attempt.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Redis, RedisServer, fresh_namespace, matrix, until};
+use futures_lite::future;
+use tollgate::{Answer, Rate, RetryPolicy, SharedLimits, map_async};
+use tollgate_redis::{RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead};
+
+async fn store(url: &str, namespace: &str, ttl: Duration, call_timeout: Duration) -> RedisLimits {
+    RedisLimits::options(url)
+        .namespace(namespace)
+        .lease_ttl(ttl)
+        .call_timeout(call_timeout)
+        .connect()
+        .await
+        .expect("connect to the test's redis")
+}
+
+/// In flight per key now and at most, and every start's time.
+#[derive(Default)]
+struct Seen {
+    now: Mutex<Vec<usize>>,
+    peak: Mutex<Vec<usize>>,
+    starts: Mutex<Vec<Vec<Instant>>>,
+}
+
+impl Seen {
+    fn new(keys: usize) -> Arc<Self> {
+        Arc::new(Self {
+            now: Mutex::new(vec![0; keys]),
+            peak: Mutex::new(vec![0; keys]),
+            starts: Mutex::new(vec![Vec::new(); keys]),
+        })
+    }
+
+    fn enter(&self, key: usize) {
+        let mut now = self.now.lock().unwrap();
+        now[key] += 1;
+        let mut peak = self.peak.lock().unwrap();
+        peak[key] = peak[key].max(now[key]);
+        self.starts.lock().unwrap()[key].push(Instant::now());
+    }
+
+    fn leave(&self, key: usize) {
+        self.now.lock().unwrap()[key] -= 1;
+    }
+}
+
+/// The most starts of one key in any window of `window`.
+fn most_in_window(starts: &[Instant], window: Duration) -> usize {
+    let mut starts = starts.to_vec();
+    starts.sort();
+    (0..starts.len())
+        .map(|i| {
+            starts[i..]
+                .iter()
+                .take_while(|t| **t < starts[i] + window)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+matrix! {
+    async fn two_stores_running_maps_keep_the_fleets_cap_and_rate() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("map-cap");
+        let ttl = Duration::from_secs(2);
+        let (a, b) = (
+            store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
+            store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
+        );
+        const KEYS: usize = 4;
+        let rate = Rate::per_second(40).burst(2);
+        let seen = Seen::new(KEYS);
+        let run = |store: &RedisLimits| {
+            let limits = SharedKeyLimits::new(store, "per-host")
+                .limit_per_key(2)
+                .rate_per_key(rate);
+            let seen = Arc::clone(&seen);
+            let items: Vec<usize> = (0..12 * KEYS).collect();
+            map_async(items, 16, move |i| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    let key = i % KEYS;
+                    seen.enter(key);
+                    tollgate::sleep(Duration::from_millis(15)).await;
+                    seen.leave(key);
+                    Ok::<_, SharedError>(i)
+                }
+            })
+            // The map's own cap per key is larger: the fleet's is what holds.
+            .per_key(|i| format!("host-{}", i % KEYS), 4)
+            .shared_limits(limits)
+        };
+        let (x, y) = future::zip(run(&a), run(&b)).await;
+        assert!(x.iter().chain(&y).all(Result::is_ok), "{x:?} {y:?}");
+        assert_eq!(x.len() + y.len(), 2 * 12 * KEYS);
+        let peak = seen.peak.lock().unwrap().clone();
+        assert!(peak.iter().all(|p| *p <= 2), "in flight per key {peak:?}, fleet cap 2");
+        assert!(peak.iter().any(|p| *p == 2), "the cap was reached: {peak:?}");
+        for starts in seen.starts.lock().unwrap().iter() {
+            for window in [100, 250, 500] {
+                let window = Duration::from_millis(window);
+                // burst + rate x W, and one more for the distance between Redis's clock
+                // (which decides) and ours (which records).
+                let allowed = 2 + (40.0 * window.as_secs_f64()).floor() as usize + 1;
+                let most = most_in_window(starts, window);
+                assert!(most <= allowed, "{most} starts of a key within {window:?}, allowed {allowed}");
+            }
+        }
+        let bulkhead = SharedKeyedBulkhead::new(&a, "per-host", 2);
+        for key in 0..KEYS {
+            let key = format!("host-{key}");
+            until(Duration::from_secs(10), "every lease released", || async {
+                bulkhead.in_use(&key).await.unwrap() == 0
+            })
+            .await;
+        }
+    }
+
+    async fn a_key_full_in_the_fleet_holds_no_slot() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("map-full");
+        let ttl = Duration::from_secs(2);
+        let (mine, theirs) = (
+            store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
+            store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
+        );
+        // Another process holds the busy host's only permit.
+        let held = SharedKeyedBulkhead::new(&theirs, "per-host", 1)
+            .acquire("busy")
+            .await
+            .unwrap();
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let free_done = Arc::new(AtomicUsize::new(0));
+        let input: Vec<&str> = ["busy"; 5].into_iter().chain(["free"; 10]).collect();
+        let limits = SharedKeyLimits::new(&mine, "per-host").limit_per_key(1);
+        let map = {
+            let (started, free_done) = (Arc::clone(&started), Arc::clone(&free_done));
+            map_async(input, 2, move |host: &str| {
+                started.lock().unwrap().push(host);
+                let free_done = Arc::clone(&free_done);
+                async move {
+                    tollgate::sleep(Duration::from_millis(2)).await;
+                    if host == "free" {
+                        free_done.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok::<_, SharedError>(host)
+                }
+            })
+            .per_key(|host| host.to_string(), 1)
+            .shared_limits(limits)
+        };
+        let release = async {
+            until(Duration::from_secs(30), "every free item done", || async {
+                free_done.load(Ordering::SeqCst) == 10
+            })
+            .await;
+            assert!(
+                !started.lock().unwrap().contains(&"busy"),
+                "no item of the full host started"
+            );
+            drop(held);
+        };
+        let (out, ()) = future::zip(map, release).await;
+        assert_eq!(out.len(), 15);
+        assert!(out.iter().all(Result::is_ok), "{out:?}");
+    }
+
+    async fn an_unreachable_redis_fails_items_closed_and_a_retry_recovers() {
+        let mut server = RedisServer::start();
+        let ns = fresh_namespace("map-down");
+        let ttl = Duration::from_millis(500);
+        let s = store(&server.url(), &ns, ttl, Duration::from_millis(200)).await;
+        let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
+        server.stop();
+        let calls = AtomicUsize::new(0);
+        let out = map_async(0..3, 4, |i| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, SharedError>(i) }
+        })
+        .per_key(|_| "host", 2)
+        .shared_limits(limits.clone())
+        .await;
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "nothing ran without a grant");
+        for result in &out {
+            let error = result.as_ref().unwrap_err();
+            assert!(error.is_unavailable(), "{error}");
+            assert_eq!(error.address(), Some(server.address().as_str()));
+        }
+
+        // With a retry policy, items wait out the outage.
+        let retried = Arc::new(AtomicUsize::new(0));
+        let policy = RetryPolicy::new()
+            .attempts(100)
+            .interval(Duration::from_millis(50))
+            .on_retry({
+                let retried = Arc::clone(&retried);
+                move |_| {
+                    retried.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        let map = map_async(0..3, 4, |i| async move { Ok::<_, SharedError>(i) })
+            .per_key(|_| "host", 2)
+            .shared_limits(limits)
+            .retry(policy);
+        let restart = async {
+            until(Duration::from_secs(30), "a retry after a failed ask", || async {
+                retried.load(Ordering::SeqCst) > 0
+            })
+            .await;
+            server.restart();
+        };
+        let (out, ()) = future::zip(map, restart).await;
+        assert_eq!(out, [Ok(0), Ok(1), Ok(2)]);
+    }
+
+    async fn a_fenced_permit_cancels_its_attempt() {
+        let server = RedisServer::start();
+        let ns = fresh_namespace("map-fence");
+        let ttl = Duration::from_millis(600);
+        let s = store(&server.url(), &ns, ttl, Duration::from_millis(200)).await;
+        let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
+        let started = AtomicUsize::new(0);
+        let map = map_async(0..2, 4, |_| {
+            started.fetch_add(1, Ordering::SeqCst);
+            async {
+                // Would never end: only the fence does.
+                future::pending::<()>().await;
+                Ok::<u32, SharedError>(0)
+            }
+        })
+        .per_key(|_| "host", 2)
+        .shared_limits(limits);
+        let freeze = async {
+            until(Duration::from_secs(30), "both items running", || async {
+                started.load(Ordering::SeqCst) == 2
+            })
+            .await;
+            // Nothing renews the leases now: they are fenced before they could lapse.
+            server.pause();
+        };
+        let (out, ()) = future::zip(map, freeze).await;
+        server.resume();
+        assert_eq!(out.len(), 2);
+        assert!(out.iter().all(|r| r.as_ref().unwrap_err().is_fenced()), "{out:?}");
+    }
+
+    async fn the_cap_and_the_rate_are_taken_together_or_not_at_all() {
+        let redis = Redis::shared();
+        let ns = fresh_namespace("map-together");
+        let ttl = Duration::from_secs(2);
+        let s = store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await;
+        // One start per second, one in flight.
+        let limits = SharedKeyLimits::new(&s, "per-host")
+            .limit_per_key(1)
+            .rate_per_key(Rate::per_second(1));
+        let ask = |limits: &SharedKeyLimits| SharedLimits::<&str>::ask(limits, &"k");
+        // The first ask of a fresh namespace meets the warm-up (and a rate that starts
+        // with it): wait them out.
+        let first = loop {
+            match ask(&limits).await {
+                Answer::Granted(permit) => break permit,
+                Answer::Later(after) => tollgate::sleep(after).await,
+                Answer::Failed(e) => panic!("{e}"),
+            }
+        };
+        // One interval later the rate allows a start, but the key is full: told to come
+        // back within the poll interval.
+        tollgate::sleep(Duration::from_millis(1100)).await;
+        match ask(&limits).await {
+            Answer::Later(after) => assert!(after <= tollgate_redis::DEFAULT_POLL_INTERVAL),
+            other => panic!("expected later, got {other:?}"),
+        }
+        let bulkhead = SharedKeyedBulkhead::new(&s, "per-host", 1);
+        let released = bulkhead.released("k");
+        drop(first);
+        released.await;
+        // The refused ask took no start of the rate: the next is granted at once.
+        match ask(&limits).await {
+            Answer::Granted(permit) => drop(permit),
+            other => panic!("expected a grant, got {other:?}"),
+        }
+        until(Duration::from_secs(10), "the lease released", || async {
+            bulkhead.in_use("k").await.unwrap() == 0
+        })
+        .await;
+        // Early for the rate now: told the rate's wait, and no lease taken.
+        match ask(&limits).await {
+            Answer::Later(after) => assert!(after > Duration::from_millis(100), "{after:?}"),
+            other => panic!("expected later, got {other:?}"),
+        }
+        assert_eq!(bulkhead.in_use("k").await.unwrap(), 0, "a refused start holds no lease");
+    }
+}
