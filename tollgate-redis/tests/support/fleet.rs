@@ -1,5 +1,6 @@
 //! A fleet of crawler processes for tests and the `fleet` example: the worker each process
-//! runs, the parent's handle on it, and the judge of what the target server saw.
+//! runs, the parent's handle on it, the judge of what the target server saw, and [`Crawl`],
+//! the crawl the proof test and the example both run.
 //!
 //! # How a fleet runs
 //!
