@@ -23,43 +23,24 @@
 //! once, the most in any one second, and the achieved rate against the allowed one
 //! (`min(rate, cap / latency)`). Without the shared limits, four processes would put up to 8
 //! requests in flight on a host and 40 a second.
+//!
+//! It is the crawl of the fleet proof test (`tests/fleet.rs`, which asserts what this
+//! prints), on 12 hosts rather than 50 and with leases of 2 s rather than 1 s.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::fleet::{self, Launch, Plan, Runtime, Worker};
-use support::http_server::TestServer;
-use support::redis_server::{REDIS_URL_VAR, TestRedis};
+use support::fleet::{self, Crawl, Launch};
+use support::redis_server::{REDIS_URL_VAR, TestRedis, unique_namespace};
 
-const WORKERS: usize = 4;
-const TASKS: usize = 64;
-const HOSTS: usize = 12;
-const CAP: usize = 2;
-const RATE: (u32, u32) = (10, 2);
-const LEASE_TTL: Duration = Duration::from_secs(2);
-/// How early a request may reach the server and still count as on time: loopback transit
-/// and process scheduling between the store's grant and the server's accept.
-const ALLOWANCE: Duration = Duration::from_millis(50);
-
-fn latency(host: usize) -> Duration {
-    if host < HOSTS / 2 {
-        Duration::from_millis(20)
-    } else {
-        Duration::from_millis(400)
-    }
-}
-
-/// What a host can take at most: `min(rate, cap / latency)`.
-fn allowed(host: usize) -> f64 {
-    f64::from(RATE.0).min(CAP as f64 / latency(host).as_secs_f64())
-}
-
-/// Requests per host: 4 seconds' worth at its allowed rate (a multiple of the workers).
-fn requests(host: usize) -> usize {
-    (allowed(host) * 4.0).round() as usize
-}
+/// The proof test's crawl, on 12 hosts and with 2 s leases.
+const CRAWL: Crawl = Crawl {
+    hosts: 12,
+    lease_ttl: Duration::from_secs(2),
+    workers: 4,
+};
 
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("worker") {
@@ -75,68 +56,25 @@ fn main() {
         TestRedis::Shared(url) => println!("Redis: {url} (from {REDIS_URL_VAR})"),
         TestRedis::Own(server) => println!("Redis: started redis-server at {}", server.url()),
     }
-    let mut builder = TestServer::builder();
-    let names: Vec<String> = (0..HOSTS).map(|host| format!("host{host:02}")).collect();
-    for (host, name) in names.iter().enumerate() {
-        builder = builder.host(name, latency(host));
-    }
-    let server = builder.start();
-    let hosts: Vec<_> = names
-        .iter()
-        .map(|name| (name.clone(), server.addr(name)))
-        .collect();
-    let namespace = fleet::unique_namespace("example");
-
-    let launch = Launch::current_exe(&["worker"]);
-    // Each worker's list in order of when its items can start, as a crawler's frontier.
-    let schedule: Vec<(f64, usize)> = (0..HOSTS)
-        .map(|host| (allowed(host), requests(host)))
-        .collect();
-    let total: usize = schedule.iter().map(|&(_, items)| items).sum();
-    let mut workers: Vec<Worker> = fleet::scheduled_items(&schedule, WORKERS)
-        .into_iter()
-        .enumerate()
-        .map(|(worker, items)| {
-            let plan = Plan {
-                worker,
-                redis_url: redis.url(),
-                namespace: namespace.clone(),
-                lease_ttl: LEASE_TTL,
-                hosts: hosts.clone(),
-                items,
-                tasks: TASKS,
-                cap: CAP,
-                rate: Some(RATE),
-                steps: 1,
-                runtime: Runtime::alternate(worker),
-            };
-            Worker::spawn(&launch, &plan)
-        })
-        .collect();
     println!(
-        "{WORKERS} worker processes x {TASKS} tasks, {HOSTS} hosts, {total} requests; crawling..."
+        "{} worker processes x {} tasks, {} hosts, {} requests; crawling...",
+        CRAWL.workers,
+        Crawl::TASKS,
+        CRAWL.hosts,
+        CRAWL.total()
     );
-    let started = Instant::now();
-    for worker in &mut workers {
-        worker.go();
-    }
-    for worker in workers {
-        let id = worker.id;
-        let summary = worker.finish(Duration::from_secs(300));
+    let run = CRAWL.run(
+        &Launch::current_exe(&["worker"]),
+        &redis.url(),
+        &unique_namespace("example"),
+        Duration::from_secs(300),
+    );
+    for (id, summary) in run.summaries.iter().enumerate() {
         println!(
             "  worker {id}: {} done, {} fenced, {} refused while Redis was unavailable",
             summary.done, summary.fenced, summary.unavailable
         );
     }
-    println!("done in {:.1?}\n", started.elapsed());
-
-    let reports: Vec<_> = names
-        .iter()
-        .enumerate()
-        .map(|(host, name)| {
-            let report = fleet::judge_host(&server, name, CAP, RATE, latency(host), ALLOWANCE);
-            (latency(host), report)
-        })
-        .collect();
-    fleet::print_hosts(&reports, CAP, RATE);
+    println!("done in {:.1?}\n", run.elapsed);
+    fleet::print_hosts(&CRAWL.reports(&run), Crawl::CAP, Crawl::RATE);
 }

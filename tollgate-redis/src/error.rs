@@ -81,6 +81,25 @@ impl SharedError {
 
     /// Redis did not answer within the store's bounded wait (or refused the call): nothing
     /// was granted. [`address`](Self::address) names the Redis it tried.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate_redis::RedisLimits;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // Nothing listens on port 1: the store gives up after its bounded wait.
+    /// let error = RedisLimits::options("redis://127.0.0.1:1")
+    ///     .call_timeout(Duration::from_millis(200))
+    ///     .connect()
+    ///     .await
+    ///     .unwrap_err();
+    /// assert!(error.is_unavailable());
+    /// assert_eq!(error.retry_after(), None);
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn is_unavailable(&self) -> bool {
         matches!(self.kind, Kind::Unavailable { .. })
     }
@@ -88,6 +107,25 @@ impl SharedError {
     /// The address of the Redis that was unreachable, for an [`is_unavailable`] error.
     ///
     /// [`is_unavailable`]: Self::is_unavailable
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+    /// match per_host.acquire("example.com").await {
+    ///     Ok(permit) => drop(permit),
+    ///     Err(e) if e.is_unavailable() => {
+    ///         assert_eq!(e.address(), Some("127.0.0.1:6379"));
+    ///     }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn address(&self) -> Option<&str> {
         match &self.kind {
             Kind::Unavailable { address, .. } => Some(address),
@@ -99,24 +137,102 @@ impl SharedError {
     /// lapse, so the work was cancelled (see [`SharedKeyedBulkhead::run`]).
     ///
     /// [`SharedKeyedBulkhead::run`]: crate::SharedKeyedBulkhead::run
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    ///
+    /// # async fn fetch(url: &str) -> String { String::new() }
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+    /// let page = loop {
+    ///     match per_host.run("example.com", fetch("https://example.com/")).await {
+    ///         Ok(page) => break page,
+    ///         // Cancelled before its lease could lapse: another process may hold the
+    ///         // permit now. Fetch again under a new one.
+    ///         Err(e) if e.is_fenced() => continue,
+    ///         Err(e) => return Err(e),
+    ///     }
+    /// };
+    /// # drop(page);
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn is_fenced(&self) -> bool {
         matches!(self.kind, Kind::Fenced)
     }
 
     /// The key already holds its limit of leases across the fleet (from
     /// [`try_acquire`](crate::SharedKeyedBulkhead::try_acquire)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 1);
+    /// let held = per_host.acquire("example.com").await?;
+    /// let busy = per_host.try_acquire("example.com").await.unwrap_err();
+    /// assert!(busy.is_full());
+    /// println!("look again in {:?}", busy.retry_after().unwrap());
+    /// # drop(held);
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn is_full(&self) -> bool {
         matches!(self.kind, Kind::Full { .. })
     }
 
     /// The key's rate allows no start yet (from
     /// [`check_key`](crate::SharedKeyedRateLimiter::check_key)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::Rate;
+    /// use tollgate_redis::{RedisLimits, SharedKeyedRateLimiter};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(1));
+    /// per_host.until_key_ready("example.com").await?;
+    /// let early = per_host.check_key("example.com").await.unwrap_err();
+    /// assert!(early.is_rate_limited());
+    /// assert!(early.retry_after().unwrap() <= Duration::from_secs(1));
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn is_rate_limited(&self) -> bool {
         matches!(self.kind, Kind::RateLimited { .. })
     }
 
     /// The key is paused for the whole fleet by
     /// [`pause_key`](crate::SharedKeyedRateLimiter::pause_key).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::Rate;
+    /// use tollgate_redis::{RedisLimits, SharedKeyedRateLimiter};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(10));
+    /// per_host.until_key_ready("example.com").await?; // the store is warm
+    /// // The server answered 429 with `Retry-After: 30`.
+    /// per_host.pause_key("example.com", Duration::from_secs(30)).await?;
+    /// let paused = per_host.check_key("example.com").await.unwrap_err();
+    /// assert!(paused.is_paused());
+    /// assert!(paused.retry_after().unwrap() <= Duration::from_secs(30));
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn is_paused(&self) -> bool {
         matches!(self.kind, Kind::Paused { .. })
     }
@@ -124,6 +240,25 @@ impl SharedError {
     /// The store is warming up: Redis has lost its data (a restart, a flush) or is new to
     /// this namespace, so nothing is granted until leases granted before can have lapsed
     /// (one lease TTL).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+    /// match per_host.try_acquire("example.com").await {
+    ///     Ok(permit) => drop(permit),
+    ///     Err(e) if e.is_warming_up() => {
+    ///         println!("no grants for another {:?}", e.retry_after().unwrap());
+    ///     }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn is_warming_up(&self) -> bool {
         matches!(self.kind, Kind::WarmingUp { .. })
     }
@@ -132,6 +267,29 @@ impl SharedError {
     /// Redis's clock); for a full key the time until its oldest lease would lapse if it were
     /// not renewed: neither a bound from above (renewals push it later) nor from below (a
     /// release frees room sooner), a hint for when to look again. `None` for the other kinds.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate::Rate;
+    /// use tollgate_redis::{RedisLimits, SharedKeyedRateLimiter};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(2));
+    /// // What `until_key_ready` does, by hand.
+    /// loop {
+    ///     match per_host.check_key("example.com").await {
+    ///         Ok(()) => break,
+    ///         Err(e) => match e.retry_after() {
+    ///             Some(after) => tollgate::sleep(after).await,
+    ///             None => return Err(e),
+    ///         },
+    ///     }
+    /// }
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         match self.kind {
             Kind::Full { retry_after }

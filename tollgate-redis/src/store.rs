@@ -223,26 +223,108 @@ impl RedisLimits {
     }
 
     /// The address of the Redis (`host:port`), as errors name it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::RedisLimits;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379/2").await?;
+    /// assert_eq!(store.address(), "127.0.0.1:6379");
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn address(&self) -> &str {
         &self.inner.address
     }
 
     /// The prefix of every Redis key of this store.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::RedisLimits;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// assert_eq!(store.namespace(), "tollgate");
+    /// let crawler = RedisLimits::options("redis://127.0.0.1:6379")
+    ///     .namespace("crawler")
+    ///     .connect()
+    ///     .await?;
+    /// assert_eq!(crawler.namespace(), "crawler");
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn namespace(&self) -> &str {
         &self.inner.namespace
     }
 
     /// How long a lease lives without renewal.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate_redis::{DEFAULT_LEASE_TTL, RedisLimits};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// assert_eq!(store.lease_ttl(), DEFAULT_LEASE_TTL);
+    /// let quick = RedisLimits::options("redis://127.0.0.1:6379")
+    ///     .lease_ttl(Duration::from_secs(3))
+    ///     .connect()
+    ///     .await?;
+    /// // A killed process's permits come back after this; its leases are renewed every second.
+    /// assert_eq!(quick.lease_ttl(), Duration::from_secs(3));
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn lease_ttl(&self) -> Duration {
         self.inner.ttl
     }
 
     /// How long one call may wait for Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate_redis::{DEFAULT_CALL_TIMEOUT, RedisLimits};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// assert_eq!(store.call_timeout(), DEFAULT_CALL_TIMEOUT);
+    /// let impatient = RedisLimits::options("redis://127.0.0.1:6379")
+    ///     .call_timeout(Duration::from_millis(500))
+    ///     .connect()
+    ///     .await?;
+    /// assert_eq!(impatient.call_timeout(), Duration::from_millis(500));
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn call_timeout(&self) -> Duration {
         self.inner.wait
     }
 
     /// This process's side of the store: leases held, renewal calls made, releases sent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+    /// let permit = per_host.acquire("example.com").await?;
+    /// // Every clone of the store is the same process-side store, with the same counts.
+    /// assert_eq!(store.clone().stats().leases_held(), 1);
+    /// drop(permit);
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn stats(&self) -> StoreStats {
         self.inner.keeper.stats.snapshot()
     }
@@ -288,23 +370,97 @@ pub struct StoreStats {
 
 impl StoreStats {
     /// Leases the keeper is renewing now (permits held and not fenced).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+    /// let a = per_host.acquire("example.com").await?;
+    /// let b = per_host.acquire("example.org").await?;
+    /// assert_eq!(store.stats().leases_held(), 2);
+    /// // A dropped permit leaves the count once the keeper thread has taken its release.
+    /// drop((a, b));
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn leases_held(&self) -> usize {
         self.leases_held
     }
 
     /// Renewal calls made so far: one per third of the lease TTL while any lease is held,
     /// whatever the number of leases. Failed attempts count too (a retry follows soon).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 100);
+    /// let mut permits = Vec::new();
+    /// for _ in 0..100 {
+    ///     permits.push(per_host.acquire("example.com").await?);
+    /// }
+    /// let before = store.stats().renewal_calls();
+    /// tollgate::sleep(store.lease_ttl()).await;
+    /// // About three calls for the TTL, each renewing all 100 leases.
+    /// println!("{} renewal calls", store.stats().renewal_calls() - before);
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn renewal_calls(&self) -> u64 {
         self.renewal_calls
     }
 
     /// Release calls made so far (each one pipelined round trip for every release queued
     /// since the previous).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 10);
+    /// let mut permits = Vec::new();
+    /// for _ in 0..10 {
+    ///     permits.push(per_host.acquire("example.com").await?);
+    /// }
+    /// let before = store.stats().release_calls();
+    /// drop(permits);
+    /// // The keeper thread sends the ten releases in the background, batched: often in one call.
+    /// tollgate::sleep(std::time::Duration::from_millis(100)).await;
+    /// println!("{} release calls", store.stats().release_calls() - before);
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn release_calls(&self) -> u64 {
         self.release_calls
     }
 
     /// Permits fenced so far.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::RedisLimits;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// // ... crawl ...
+    /// let fenced = store.stats().fenced();
+    /// if fenced > 0 {
+    ///     eprintln!("{fenced} permits fenced: their leases could not be renewed in time");
+    /// }
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn fenced(&self) -> u64 {
         self.fenced
     }
@@ -313,6 +469,18 @@ impl StoreStats {
     /// (a panic, reported by the panic hook); grants then fail with an
     /// [`is_unavailable`](SharedError::is_unavailable) error, and held permits are fenced
     /// at their fence point.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::RedisLimits;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// assert!(store.stats().keeper_running());
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
     pub fn keeper_running(&self) -> bool {
         self.keeper_running
     }

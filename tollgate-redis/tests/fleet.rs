@@ -5,9 +5,9 @@
 //! (2 in flight) and one shared per-host rate (10 requests per second, burst 2). Half the
 //! hosts answer in 20 ms (the rate is what limits them: 40 requests each), half in 400 ms
 //! (the cap is: two at a time make 5 per second; 20 requests each), so the crawl takes about
-//! 4 seconds for every host. Each worker's items are in order of when they can start (see
-//! `fleet::scheduled_items`). With the `tokio` feature, odd workers run on tokio and even
-//! ones on smol, sharing the same limits.
+//! 4 seconds for every host. Each worker's items are in order of when they can start. With
+//! the `tokio` feature, odd workers run on tokio and even ones on smol, sharing the same
+//! limits. The `fleet` example runs the same crawl (`fleet::Crawl`) on fewer hosts.
 //!
 //! What the server must see, per host:
 //! - never more than 2 requests in flight (its own gauge);
@@ -25,22 +25,16 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::fleet::{self, HostReport, Launch, Plan, Runtime, Worker};
-use support::http_server::TestServer;
-use support::redis_server::TestRedis;
+use support::fleet::{self, Crawl, Launch};
+use support::redis_server::{TestRedis, unique_namespace};
 
-const WORKERS: usize = 4;
-const TASKS: usize = 64;
-const HOSTS: usize = 50;
-const CAP: usize = 2;
-/// 10 requests per second per host, bursts of 2.
-const RATE: (u32, u32) = (10, 2);
-const FAST: Duration = Duration::from_millis(20);
-const SLOW: Duration = Duration::from_millis(400);
-const ALLOWANCE: Duration = Duration::from_millis(50);
-const LEASE_TTL: Duration = Duration::from_secs(1);
+const CRAWL: Crawl = Crawl {
+    hosts: 50,
+    lease_ttl: Duration::from_secs(1),
+    workers: 4,
+};
 
 /// Not a test: the entry point of a worker process. The fleet tests re-run this binary with
 /// only this entry selected and the worker's plan in the environment; run alone, it returns.
@@ -50,78 +44,23 @@ fn fleet_worker() {
     fleet::worker_main_from_env();
 }
 
-fn latency(host: usize) -> Duration {
-    if host < HOSTS / 2 { FAST } else { SLOW }
-}
-
-/// What a host can take at most: `min(rate, cap / latency)`.
-fn allowed(host: usize) -> f64 {
-    f64::from(RATE.0).min(CAP as f64 / latency(host).as_secs_f64())
-}
-
-/// Requests per host: 4 seconds' worth at its allowed rate (40 or 20), split evenly among
-/// the workers.
-fn requests(host: usize) -> usize {
-    (allowed(host) * 4.0).round() as usize
-}
-
 #[test]
 fn four_worker_processes_keep_every_host_within_its_shared_cap_and_rate() {
+    const CAP: usize = Crawl::CAP;
     let redis = TestRedis::get();
-    let mut builder = TestServer::builder()
-        .rate_limit(f64::from(RATE.0), RATE.1)
-        .rate_allowance(ALLOWANCE);
-    let names: Vec<String> = (0..HOSTS).map(|host| format!("host{host:02}")).collect();
-    for (host, name) in names.iter().enumerate() {
-        builder = builder.host(name, latency(host));
-    }
-    let server = builder.start();
-    let hosts: Vec<_> = names
-        .iter()
-        .map(|name| (name.clone(), server.addr(name)))
-        .collect();
-    let namespace = fleet::unique_namespace("proof");
-
-    let launch = Launch::test_entry("fleet_worker");
-    let schedule: Vec<(f64, usize)> = (0..HOSTS)
-        .map(|host| (allowed(host), requests(host)))
-        .collect();
-    let total: usize = schedule.iter().map(|&(_, items)| items).sum();
-    let mut workers: Vec<Worker> = fleet::scheduled_items(&schedule, WORKERS)
-        .into_iter()
-        .enumerate()
-        .map(|(worker, items)| {
-            let plan = Plan {
-                worker,
-                redis_url: redis.url(),
-                namespace: namespace.clone(),
-                lease_ttl: LEASE_TTL,
-                hosts: hosts.clone(),
-                items,
-                tasks: TASKS,
-                cap: CAP,
-                rate: Some(RATE),
-                steps: 1,
-                runtime: Runtime::alternate(worker),
-            };
-            Worker::spawn(&launch, &plan)
-        })
-        .collect();
-    let started = Instant::now();
-    for worker in &mut workers {
-        worker.go();
-    }
-    let summaries: Vec<_> = workers
-        .into_iter()
-        .map(|worker| worker.finish(Duration::from_secs(120)))
-        .collect();
-    let elapsed = started.elapsed();
+    let namespace = unique_namespace("proof");
+    let run = CRAWL.run(
+        &Launch::test_entry("fleet_worker"),
+        &redis.url(),
+        &namespace,
+        Duration::from_secs(120),
+    );
 
     // Every item was done once, every answer a 200: nothing was refused by the server's meter.
-    for (worker, summary) in summaries.iter().enumerate() {
+    for (worker, summary) in run.summaries.iter().enumerate() {
         assert_eq!(
             summary.done,
-            total / WORKERS,
+            CRAWL.total() / CRAWL.workers,
             "worker {worker}: {summary:?}"
         );
         assert_eq!(summary.ok(), summary.done, "worker {worker}: {summary:?}");
@@ -132,20 +71,19 @@ fn four_worker_processes_keep_every_host_within_its_shared_cap_and_rate() {
         );
     }
 
-    let reports: Vec<(Duration, HostReport)> = names
-        .iter()
-        .enumerate()
-        .map(|(host, name)| {
-            let report = fleet::judge_host(&server, name, CAP, RATE, latency(host), ALLOWANCE);
-            (latency(host), report)
-        })
-        .collect();
-    println!("{WORKERS} workers x {TASKS} tasks, {HOSTS} hosts, in {elapsed:.2?}");
-    fleet::print_table(&reports, CAP, RATE);
+    let reports = CRAWL.reports(&run);
+    println!(
+        "{} workers x {} tasks, {} hosts, in {:.2?}",
+        CRAWL.workers,
+        Crawl::TASKS,
+        CRAWL.hosts,
+        run.elapsed
+    );
+    fleet::print_table(&reports, CAP, Crawl::RATE);
 
     for (host, (_, report)) in reports.iter().enumerate() {
-        let stats = server.stats(&report.host);
-        assert_eq!(report.requests, requests(host), "{report:?}");
+        let stats = run.server.stats(&report.host);
+        assert_eq!(report.requests, CRAWL.requests(host), "{report:?}");
         assert!(report.peak <= CAP, "over the cap: {report:?}");
         assert_eq!(
             report.window_violation, None,

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use support::fleet::{self, Launch, Plan, Runtime, Summary, Worker};
 use support::http_server::TestServer;
-use support::redis_server::{RedisServer, TestRedis};
+use support::redis_server::{RedisServer, TestRedis, unique_namespace};
 
 const LEASE_TTL: Duration = Duration::from_secs(1);
 /// How often a process renews its leases.
@@ -99,8 +99,8 @@ impl Target {
     }
 }
 
-/// How early a request may arrive at a rate-limited host (see the proof test).
-const ALLOWANCE: Duration = Duration::from_millis(50);
+/// How early a request may arrive at a rate-limited host: the proof's allowance.
+const ALLOWANCE: Duration = fleet::Crawl::ALLOWANCE;
 
 fn plan(
     worker: usize,
@@ -155,7 +155,7 @@ fn first_reached(target: &Target, host: &str, worker: usize, count: usize) -> Op
 fn a_killed_workers_permits_come_back_within_ttl_and_one_renewal() {
     let _turn = one_at_a_time();
     let redis = TestRedis::get();
-    let namespace = fleet::unique_namespace("sigkill");
+    let namespace = unique_namespace("sigkill");
     // Slow answers, so the victim is surely still holding its permits when it dies.
     let target = Target::start(4, Duration::from_millis(800), None);
     let launch = Launch::test_entry("fleet_worker");
@@ -208,7 +208,7 @@ fn a_killed_workers_permits_come_back_within_ttl_and_one_renewal() {
 fn a_worker_paused_past_its_ttl_is_fenced_and_never_overlaps_when_it_resumes() {
     let _turn = one_at_a_time();
     let redis = TestRedis::get();
-    let namespace = fleet::unique_namespace("sigstop");
+    let namespace = unique_namespace("sigstop");
     let target = Target::start(2, Duration::from_millis(150), None);
     let launch = Launch::test_entry("fleet_worker");
     let url = redis.url();
@@ -268,7 +268,7 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
     let _turn = one_at_a_time();
     // A restart needs a server of our own, whatever TOLLGATE_REDIS_URL says.
     let mut redis = RedisServer::start();
-    let namespace = fleet::unique_namespace("restart");
+    let namespace = unique_namespace("restart");
     const HOSTS: usize = 10;
     const RATE: (u32, u32) = (10, 2);
     // Slow answers: both permits of every host are held when Redis comes back blank, so a
@@ -362,7 +362,7 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
 fn a_worker_whose_wall_clock_is_ten_seconds_off_changes_nothing() {
     let _turn = one_at_a_time();
     let redis = TestRedis::get();
-    let namespace = fleet::unique_namespace("skew");
+    let namespace = unique_namespace("skew");
     const HOSTS: usize = 10;
     const RATE: (u32, u32) = (10, 2);
     let latency = Duration::from_millis(20);

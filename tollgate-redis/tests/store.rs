@@ -3,13 +3,15 @@
 //! GCRA spacing on Redis time, and pauses.
 
 mod common;
+mod support;
 
 use std::future::pending;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Redis, RedisServer, fresh_namespace, matrix, until};
+use common::{matrix, until};
+use support::redis_server::{RedisServer, TestRedis, unique_namespace};
 use tollgate::Rate;
 use tollgate_redis::{RedisLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter};
 
@@ -83,8 +85,8 @@ fn orphan_lease(conn: &mut redis::Connection, set: &str, id: &str, ttl: Duration
 
 matrix! {
     async fn the_cap_holds_across_two_stores_and_many_tasks() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("cap");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("cap");
         // Long enough that no lease can lapse under a holder on a loaded machine: the
         // peak counts holders that ignore fencing.
         let ttl = Duration::from_secs(5);
@@ -121,8 +123,8 @@ matrix! {
     }
 
     async fn a_full_key_says_so_and_a_release_frees_it_for_the_other_store() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("full");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("full");
         let ttl = Duration::from_secs(3);
         let (a, b) = (store(&redis.url(), &ns, ttl).await, store(&redis.url(), &ns, ttl).await);
         warm_up(&a).await;
@@ -140,8 +142,8 @@ matrix! {
     }
 
     async fn released_wakes_a_scheduler_once_a_local_release_reached_redis() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("released");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("released");
         let s = store(&redis.url(), &ns, Duration::from_secs(3)).await;
         warm_up(&s).await;
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
@@ -155,8 +157,8 @@ matrix! {
     }
 
     async fn a_killed_workers_lease_comes_back_after_the_ttl() {
-        let Redis::Own(server) = Redis::Own(RedisServer::start()) else { unreachable!() };
-        let ns = fresh_namespace("killed");
+        let server = RedisServer::start();
+        let ns = unique_namespace("killed");
         // Long enough that a loaded machine's delays stay well inside it.
         let ttl = Duration::from_secs(2);
         let s = store(&server.url(), &ns, ttl).await;
@@ -175,8 +177,8 @@ matrix! {
     }
 
     async fn renewal_keeps_leases_past_the_ttl_with_one_call_per_third_of_it() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("renew");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("renew");
         let ttl = Duration::from_secs(2);
         let s = store(&redis.url(), &ns, ttl).await;
         warm_up(&s).await;
@@ -202,7 +204,7 @@ matrix! {
 
     async fn permits_are_fenced_and_run_cancelled_when_redis_stops_past_the_ttl() {
         let mut server = RedisServer::start();
-        let ns = fresh_namespace("fence");
+        let ns = unique_namespace("fence");
         let ttl = Duration::from_millis(600);
         let s = store(&server.url(), &ns, ttl).await;
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 2);
@@ -228,7 +230,7 @@ matrix! {
                     s.stats().leases_held() == 3
                 })
                 .await;
-                server.stop();
+                server.kill();
             },
         )
         .await;
@@ -248,7 +250,7 @@ matrix! {
 
     async fn a_lease_redis_lost_is_fenced_at_the_next_renewal() {
         let server = RedisServer::start();
-        let ns = fresh_namespace("lost");
+        let ns = unique_namespace("lost");
         let ttl = Duration::from_millis(1500);
         let s = store(&server.url(), &ns, ttl).await;
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 5);
@@ -264,7 +266,7 @@ matrix! {
 
     async fn a_frozen_redis_fences_for_good_and_grants_resume_when_it_thaws() {
         let server = RedisServer::start();
-        let ns = fresh_namespace("frozen");
+        let ns = unique_namespace("frozen");
         // Fenced at most 0.8 TTL after the freeze (the last renewal was at most TTL/3
         // before it): 2 s leaves 400 ms of slack to the bound.
         let ttl = Duration::from_secs(2);
@@ -290,13 +292,13 @@ matrix! {
 
     async fn an_unreachable_redis_fails_closed_naming_the_address_and_recovery_needs_no_restart() {
         let mut server = RedisServer::start();
-        let ns = fresh_namespace("closed");
+        let ns = unique_namespace("closed");
         let ttl = Duration::from_millis(300);
         let s = store(&server.url(), &ns, ttl).await;
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 2);
         let rate = SharedKeyedRateLimiter::new(&s, "fetch", Rate::per_second(100));
         drop(bulkhead.acquire("k").await.unwrap());
-        server.stop();
+        server.kill();
         let begin = Instant::now();
         let error = bulkhead.acquire("k").await.unwrap_err();
         let waited = begin.elapsed();
@@ -317,7 +319,7 @@ matrix! {
 
     async fn a_restarted_redis_grants_nothing_until_leases_from_before_have_lapsed() {
         let mut server = RedisServer::start();
-        let ns = fresh_namespace("epoch");
+        let ns = unique_namespace("epoch");
         let ttl = Duration::from_millis(500);
         let (a, b) = (store(&server.url(), &ns, ttl).await, store(&server.url(), &ns, ttl).await);
         let (on_a, on_b) = (SharedKeyedBulkhead::new(&a, "x", 1), SharedKeyedBulkhead::new(&b, "x", 1));
@@ -342,7 +344,7 @@ matrix! {
 
     async fn scripts_are_reloaded_when_redis_forgot_them() {
         let server = RedisServer::start();
-        let ns = fresh_namespace("noscript");
+        let ns = unique_namespace("noscript");
         let s = store(&server.url(), &ns, Duration::from_millis(300)).await;
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
         drop(bulkhead.acquire("k").await.unwrap());
@@ -352,8 +354,8 @@ matrix! {
     }
 
     async fn gcra_spaces_starts_on_redis_time_across_stores() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("gcra");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("gcra");
         let ttl = Duration::from_millis(300);
         let (a, b) = (store(&redis.url(), &ns, ttl).await, store(&redis.url(), &ns, ttl).await);
         warm_up(&a).await;
@@ -383,8 +385,8 @@ matrix! {
     }
 
     async fn a_burst_is_allowed_at_once_then_the_rate() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("burst");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("burst");
         let s = store(&redis.url(), &ns, Duration::from_millis(300)).await;
         warm_up(&s).await;
         let limiter = SharedKeyedRateLimiter::new(&s, "fetch", Rate::per_second(2).burst(3));
@@ -396,8 +398,8 @@ matrix! {
     }
 
     async fn pause_key_pauses_every_store_until_it_ends() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("block");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("block");
         let ttl = Duration::from_millis(300);
         let (a, b) = (store(&redis.url(), &ns, ttl).await, store(&redis.url(), &ns, ttl).await);
         warm_up(&a).await;
@@ -418,8 +420,8 @@ matrix! {
     }
 
     async fn a_cancelled_acquire_leaves_no_lease_behind() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("cancel");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("cancel");
         // A TTL no test run outlasts: a lease left behind shows as in use at the end.
         let s = store(&redis.url(), &ns, Duration::from_secs(30)).await;
         warm_up(&s).await;
@@ -488,8 +490,8 @@ fn futures_and_handles_are_send_and_sync() {
 #[cfg(feature = "tokio")]
 #[test]
 fn a_store_outlives_the_tokio_runtime_that_connected_it() {
-    let redis = Redis::shared();
-    let ns = fresh_namespace("runtimes");
+    let redis = TestRedis::get();
+    let ns = unique_namespace("runtimes");
     let runtime = || {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -558,7 +560,7 @@ fn grant_by_hand(
 fn a_resent_grant_of_the_same_lease_id_is_granted_not_counted_twice() {
     let server = RedisServer::start();
     smol::block_on(async {
-        let ns = fresh_namespace("resent");
+        let ns = unique_namespace("resent");
         let s = store(&server.url(), &ns, Duration::from_secs(30)).await;
         warm_up(&s).await;
         let mut conn = server.connection();
@@ -587,7 +589,7 @@ fn a_resent_grant_of_the_same_lease_id_is_granted_not_counted_twice() {
 matrix! {
     async fn a_rate_after_redis_lost_its_state_waits_a_whole_interval_not_just_the_warm_up() {
         let mut server = RedisServer::start();
-        let ns = fresh_namespace("rate-restart");
+        let ns = unique_namespace("rate-restart");
         // The interval is far longer than the TTL (the warm-up).
         let ttl = Duration::from_millis(400);
         let every = Duration::from_secs(3);
@@ -606,7 +608,7 @@ matrix! {
         // lease sets are back, but not the holders' renewals. Copied key by key here.
         let first = RedisServer::start();
         let second = RedisServer::start();
-        let ns = fresh_namespace("restored");
+        let ns = unique_namespace("restored");
         let ttl = Duration::from_secs(2);
         let a = store(&first.url(), &ns, ttl).await;
         warm_up(&a).await;
@@ -630,7 +632,7 @@ matrix! {
 matrix! {
     async fn a_fenced_permit_keeps_its_lease_until_its_holder_drops_it() {
         let server = RedisServer::start();
-        let ns = fresh_namespace("fence-keeps");
+        let ns = unique_namespace("fence-keeps");
         // Fenced at 4 s after the last renewal, lapses at 5 s: a second to look in between.
         let ttl = Duration::from_secs(5);
         let s = store(&server.url(), &ns, ttl).await;
@@ -653,8 +655,8 @@ matrix! {
     }
 
     async fn a_short_ttl_grant_does_not_cut_the_expiry_of_a_set_holding_a_long_lease() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("set-expiry");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("set-expiry");
         let long = store(&redis.url(), &ns, Duration::from_secs(60)).await;
         let short = store(&redis.url(), &ns, Duration::from_secs(1)).await;
         warm_up(&long).await;

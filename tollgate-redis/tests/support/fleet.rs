@@ -1,5 +1,6 @@
 //! A fleet of crawler processes for tests and the `fleet` example: the worker each process
-//! runs, the parent's handle on it, and the judge of what the target server saw.
+//! runs, the parent's handle on it, the judge of what the target server saw, and [`Crawl`],
+//! the crawl the proof test and the example both run.
 //!
 //! # How a fleet runs
 //!
@@ -38,7 +39,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use super::http_server::{self, TestServer};
 
@@ -520,13 +521,169 @@ pub fn scheduled_items(hosts: &[(f64, usize)], workers: usize) -> Vec<Vec<usize>
         .collect()
 }
 
-/// A namespace no other run shares: `tollgate-test:<label>:<pid>:<nanos>`.
-pub fn unique_namespace(label: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("a clock after 1970")
-        .as_nanos();
-    format!("tollgate-test:{label}:{}:{nanos}", std::process::id())
+/// The crawl of the proof test (`tests/fleet.rs`) and of the `fleet` example: `workers`
+/// worker processes of [`Crawl::TASKS`] tasks each crawl `hosts` hosts through one shared
+/// per-host cap ([`Crawl::CAP`] in flight) and one shared per-host rate ([`Crawl::RATE`]),
+/// their leases lasting `lease_ttl`. Half the hosts answer in [`Crawl::FAST`] (the rate is
+/// what limits them), half in [`Crawl::SLOW`] (the cap is: two at a time make 5 per second);
+/// each host gets 4 seconds' worth of requests at its allowed rate, so the crawl takes about
+/// 4 seconds for every host. Each worker's items are in order of when they can start
+/// ([`scheduled_items`]); with the `tokio` feature, odd workers run on tokio and even ones on
+/// smol ([`Runtime::alternate`]), sharing the same limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Crawl {
+    /// How many hosts (named `host00`, `host01`, ...).
+    pub hosts: usize,
+    /// How long a lease lasts without renewal.
+    pub lease_ttl: Duration,
+    /// How many worker processes; every host's request count must split evenly among them.
+    pub workers: usize,
+}
+
+/// What a [`Crawl::run`] leaves for its caller to judge.
+#[derive(Debug)]
+pub struct CrawlRun {
+    /// The target, with everything it saw.
+    pub server: TestServer,
+    /// Each worker's counts, by worker number.
+    pub summaries: Vec<Summary>,
+    /// From the start barrier until the last worker was done.
+    pub elapsed: Duration,
+}
+
+impl Crawl {
+    /// Tasks per worker process.
+    pub const TASKS: usize = 64;
+    /// The shared cap per host.
+    pub const CAP: usize = 2;
+    /// The shared rate per host: 10 requests per second, bursts of 2.
+    pub const RATE: (u32, u32) = (10, 2);
+    /// The latency of the first half of the hosts.
+    pub const FAST: Duration = Duration::from_millis(20);
+    /// The latency of the other half.
+    pub const SLOW: Duration = Duration::from_millis(400);
+    /// How early a request may reach the server and still count as on time: loopback transit
+    /// and process scheduling between the store's grant and the server's accept, on a busy
+    /// 2-core machine. The server's rate meter and [`judge_host`] both allow it.
+    pub const ALLOWANCE: Duration = Duration::from_millis(50);
+
+    /// Host `host`'s latency: [`FAST`](Self::FAST) for the first half, else
+    /// [`SLOW`](Self::SLOW).
+    pub fn latency(&self, host: usize) -> Duration {
+        if host < self.hosts / 2 {
+            Self::FAST
+        } else {
+            Self::SLOW
+        }
+    }
+
+    /// What host `host` can take at most: `min(rate, cap / latency)`.
+    pub fn allowed(&self, host: usize) -> f64 {
+        f64::from(Self::RATE.0).min(Self::CAP as f64 / self.latency(host).as_secs_f64())
+    }
+
+    /// Requests for host `host`: 4 seconds' worth at its allowed rate (40 or 20).
+    pub fn requests(&self, host: usize) -> usize {
+        (self.allowed(host) * 4.0).round() as usize
+    }
+
+    /// Requests for all hosts.
+    pub fn total(&self) -> usize {
+        (0..self.hosts).map(|host| self.requests(host)).sum()
+    }
+
+    /// The hosts' names, `host00`, `host01`, ..., in host order.
+    pub fn names(&self) -> Vec<String> {
+        (0..self.hosts)
+            .map(|host| format!("host{host:02}"))
+            .collect()
+    }
+
+    /// Runs the crawl: starts the target (its rate meter set to [`RATE`](Self::RATE) with
+    /// [`ALLOWANCE`](Self::ALLOWANCE)), spawns the workers with `launch` against the Redis
+    /// at `redis_url` under `namespace`, lets them all go once every one is connected, and
+    /// waits for each to be done, up to `finish` each.
+    ///
+    /// # Panics
+    ///
+    /// If a worker cannot start, fails, or is not done in time.
+    pub fn run(
+        &self,
+        launch: &Launch,
+        redis_url: &str,
+        namespace: &str,
+        finish: Duration,
+    ) -> CrawlRun {
+        let mut builder = TestServer::builder()
+            .rate_limit(f64::from(Self::RATE.0), Self::RATE.1)
+            .rate_allowance(Self::ALLOWANCE);
+        let names = self.names();
+        for (host, name) in names.iter().enumerate() {
+            builder = builder.host(name, self.latency(host));
+        }
+        let server = builder.start();
+        let hosts: Vec<_> = names
+            .iter()
+            .map(|name| (name.clone(), server.addr(name)))
+            .collect();
+        let schedule: Vec<(f64, usize)> = (0..self.hosts)
+            .map(|host| (self.allowed(host), self.requests(host)))
+            .collect();
+        let mut workers: Vec<Worker> = scheduled_items(&schedule, self.workers)
+            .into_iter()
+            .enumerate()
+            .map(|(worker, items)| {
+                let plan = Plan {
+                    worker,
+                    redis_url: redis_url.to_owned(),
+                    namespace: namespace.to_owned(),
+                    lease_ttl: self.lease_ttl,
+                    hosts: hosts.clone(),
+                    items,
+                    tasks: Self::TASKS,
+                    cap: Self::CAP,
+                    rate: Some(Self::RATE),
+                    steps: 1,
+                    runtime: Runtime::alternate(worker),
+                };
+                Worker::spawn(launch, &plan)
+            })
+            .collect();
+        let started = Instant::now();
+        for worker in &mut workers {
+            worker.go();
+        }
+        let summaries = workers
+            .into_iter()
+            .map(|worker| worker.finish(finish))
+            .collect();
+        CrawlRun {
+            server,
+            summaries,
+            elapsed: started.elapsed(),
+        }
+    }
+
+    /// Every host of `run` judged against the shared cap and rate ([`judge_host`]), in host
+    /// order, each with its latency.
+    pub fn reports(&self, run: &CrawlRun) -> Vec<(Duration, HostReport)> {
+        self.names()
+            .iter()
+            .enumerate()
+            .map(|(host, name)| {
+                let latency = self.latency(host);
+                let report = judge_host(
+                    &run.server,
+                    name,
+                    Self::CAP,
+                    Self::RATE,
+                    latency,
+                    Self::ALLOWANCE,
+                );
+                (latency, report)
+            })
+            .collect()
+    }
 }
 
 /// How many instants of `times` fall in `[from, until)`.

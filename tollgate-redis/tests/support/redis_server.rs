@@ -1,17 +1,26 @@
-//! A `redis-server` of a test's own, and a small synchronous probe to look inside any Redis.
+//! A `redis-server` of a test's own, and a small synchronous probe to look inside any Redis:
+//! the one launcher of the store tests, the fleet tests, the `fleet` example and the bench.
 //!
 //! - [`RedisServer`] starts `redis-server` on 127.0.0.1 on a free port, without persistence
-//!   (`--save '' --appendonly no`), and can be stopped and restarted on the same port: the
-//!   "Redis restarted mid-run" fault. Dropping it kills the process.
+//!   (`--save '' --appendonly no`), and can be killed and restarted on the same port (the
+//!   "Redis restarted mid-run" fault), paused and resumed (a Redis that is stuck, or cut off by
+//!   a partition that drops packets). Dropping it kills the process.
 //! - [`TestRedis::get`] is what most tests want: the instance named by the environment
 //!   variable `TOLLGATE_REDIS_URL` when it is set (CI starts one), else a server of their own.
-//!   A test that restarts Redis always starts its own ([`RedisServer::start`]).
+//!   A test that kills, restarts or pauses Redis always starts its own
+//!   ([`RedisServer::start`]).
+//! - [`unique_namespace`] gives each test its own keys, even in a shared instance.
 //! - [`Probe`] speaks just enough RESP over a blocking socket to read what the store left
 //!   behind (`SCAN`, `ZCARD`, `TYPE`) and what Redis itself counts (`INFO commandstats`). It
 //!   is deliberately not the store's client: it is what the store is checked against.
+//!   [`RedisServer::connection`] is a redis-rs connection, for a test that writes into Redis
+//!   what the store would (the crate depends on redis-rs, so the example and the bench that
+//!   include this file by path have it too).
 //!
 //! `redis-server` must be on the `PATH`; `.ci/run` installs it. Without it these helpers
 //! panic with a message saying so, rather than letting a test pass having proved nothing.
+//!
+//! The file stands alone (no `super::`): the bench includes just this file.
 
 #![allow(dead_code)]
 
@@ -19,7 +28,8 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The environment variable naming a Redis the tests may share (`redis://127.0.0.1:6379`).
 pub const REDIS_URL_VAR: &str = "TOLLGATE_REDIS_URL";
@@ -73,10 +83,20 @@ impl RedisServer {
         SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
-    /// Kills the server at once (`SIGKILL`: no goodbye to clients, nothing saved) and waits
-    /// for it to be gone.
+    /// `127.0.0.1:<port>`: the address as the store's errors name it.
+    pub fn address(&self) -> String {
+        self.addr().to_string()
+    }
+
+    /// Kills the server at once (`SIGKILL`: no goodbye to clients, nothing saved, its data
+    /// gone as with a crash of a Redis without persistence) and waits for it to be gone.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
+            // A paused server must be thawed to die promptly on every platform.
+            let _ = Command::new("kill")
+                .arg("-CONT")
+                .arg(child.id().to_string())
+                .status();
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -106,12 +126,66 @@ impl RedisServer {
         }
     }
 
+    /// Freezes it (`SIGSTOP`): connections stay open but nothing answers, as with a Redis
+    /// stuck or cut off by a partition that drops packets.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running or the signal cannot be sent.
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// Thaws a [`pause`](Self::pause)d server (`SIGCONT`); its data is intact.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running or the signal cannot be sent.
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self
+            .child
+            .as_ref()
+            .expect("the test's redis-server is not running")
+            .id();
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} {pid} failed");
+    }
+
+    /// A redis-rs connection for the test's own commands.
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot be reached.
+    pub fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|client| client.get_connection())
+            .expect("a redis-rs connection to the test's redis-server")
+    }
+
+    /// A probe connected to it.
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot be reached.
+    pub fn probe(&self) -> Probe {
+        Probe::connect_addr(self.addr()).expect("connect a probe to the test's redis-server")
+    }
+
     fn launch(&mut self) -> io::Result<()> {
         let mut child = Command::new("redis-server")
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
             .args(["--appendonly", "no"])
+            .args(["--protected-mode", "no"])
             .args(["--dir", &self.dir.to_string_lossy()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -119,7 +193,10 @@ impl RedisServer {
             .map_err(|error| {
                 io::Error::new(
                     error.kind(),
-                    format!("cannot run redis-server (is it installed and on PATH?): {error}"),
+                    format!(
+                        "cannot run redis-server (is it installed and on PATH? \
+                         apt-get install redis-server): {error}"
+                    ),
                 )
             })?;
         let deadline = Instant::now() + START_DEADLINE;
@@ -192,6 +269,21 @@ impl TestRedis {
     pub fn probe(&self) -> Probe {
         Probe::connect(&self.url()).expect("connect a probe to Redis")
     }
+}
+
+/// A namespace no other test, run or process shares (even in a shared Redis):
+/// `tollgate-test:<label>:<pid>:<nanos>:<n>`, `n` counting this process's calls.
+pub fn unique_namespace(label: &str) -> String {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_nanos();
+    format!(
+        "tollgate-test:{label}:{}:{nanos}:{}",
+        std::process::id(),
+        CALLS.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// A port that was free a moment ago on 127.0.0.1.
