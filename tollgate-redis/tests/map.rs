@@ -4,13 +4,15 @@
 //! permit cancels its attempt.
 
 mod common;
+mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Redis, RedisServer, fresh_namespace, matrix, until};
+use common::{matrix, until};
 use futures_lite::future;
+use support::redis_server::{RedisServer, TestRedis, unique_namespace};
 use tollgate::{Answer, Rate, RetryPolicy, SharedLimits, map_async};
 use tollgate_redis::{RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead};
 
@@ -71,8 +73,8 @@ fn most_in_window(starts: &[Instant], window: Duration) -> usize {
 
 matrix! {
     async fn two_stores_running_maps_keep_the_fleets_cap_and_rate() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("map-cap");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("map-cap");
         let ttl = Duration::from_secs(2);
         let (a, b) = (
             store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
@@ -106,7 +108,7 @@ matrix! {
         assert_eq!(x.len() + y.len(), 2 * 12 * KEYS);
         let peak = seen.peak.lock().unwrap().clone();
         assert!(peak.iter().all(|p| *p <= 2), "in flight per key {peak:?}, fleet cap 2");
-        assert!(peak.iter().any(|p| *p == 2), "the cap was reached: {peak:?}");
+        assert!(peak.contains(&2), "the cap was reached: {peak:?}");
         for starts in seen.starts.lock().unwrap().iter() {
             for window in [100, 250, 500] {
                 let window = Duration::from_millis(window);
@@ -128,8 +130,8 @@ matrix! {
     }
 
     async fn a_key_full_in_the_fleet_holds_no_slot() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("map-full");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("map-full");
         let ttl = Duration::from_secs(2);
         let (mine, theirs) = (
             store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
@@ -178,11 +180,11 @@ matrix! {
 
     async fn an_unreachable_redis_fails_items_closed_and_a_retry_recovers() {
         let mut server = RedisServer::start();
-        let ns = fresh_namespace("map-down");
+        let ns = unique_namespace("map-down");
         let ttl = Duration::from_millis(500);
         let s = store(&server.url(), &ns, ttl, Duration::from_millis(200)).await;
         let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
-        server.stop();
+        server.kill();
         let calls = AtomicUsize::new(0);
         let out = map_async(0..3, 4, |i| {
             calls.fetch_add(1, Ordering::SeqCst);
@@ -226,7 +228,7 @@ matrix! {
 
     async fn a_fenced_permit_cancels_its_attempt() {
         let server = RedisServer::start();
-        let ns = fresh_namespace("map-fence");
+        let ns = unique_namespace("map-fence");
         let ttl = Duration::from_millis(600);
         let s = store(&server.url(), &ns, ttl, Duration::from_millis(200)).await;
         let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
@@ -256,8 +258,8 @@ matrix! {
     }
 
     async fn the_cap_and_the_rate_are_taken_together_or_not_at_all() {
-        let redis = Redis::shared();
-        let ns = fresh_namespace("map-together");
+        let redis = TestRedis::get();
+        let ns = unique_namespace("map-together");
         let ttl = Duration::from_secs(2);
         let s = store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await;
         // One start per second, one in flight.
