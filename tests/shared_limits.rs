@@ -299,10 +299,12 @@ matrix! {
         assert_eq!(caps.total_in_use(), 0);
     }
 
-    async fn a_revoked_permit_cancels_its_attempt() {
+    async fn a_revoked_permit_cancels_its_attempt_before_its_next_step() {
         let caps = Caps::new(2, Duration::from_millis(1));
         let started = Arc::new(AtomicUsize::new(0));
         let dropped = Arc::new(AtomicUsize::new(0));
+        let stepped_after = Arc::new(AtomicUsize::new(0));
+        let go_on = Arc::new(Event::new());
         struct CountDrop(Arc<AtomicUsize>);
         impl Drop for CountDrop {
             fn drop(&mut self) {
@@ -311,13 +313,18 @@ matrix! {
         }
         let map = {
             let (started, dropped) = (Arc::clone(&started), Arc::clone(&dropped));
+            let (stepped_after, go_on) = (Arc::clone(&stepped_after), Arc::clone(&go_on));
             map_async([(7, 0), (7, 1), (8, 2)], 4, move |(key, index)| {
                 started.fetch_add(1, Ordering::SeqCst);
                 let guard = CountDrop(Arc::clone(&dropped));
+                let (stepped_after, go_on) = (Arc::clone(&stepped_after), Arc::clone(&go_on));
                 async move {
                     let _guard = guard;
                     if key == 7 {
-                        // Would run forever: only the revocation ends it.
+                        // Its next step is woken in the same instant as the revocation:
+                        // the revocation must win.
+                        go_on.listen().await;
+                        stepped_after.fetch_add(1, Ordering::SeqCst);
                         future::pending::<()>().await;
                     }
                     Ok::<_, FetchError>(index)
@@ -329,6 +336,7 @@ matrix! {
         let revoke = async {
             until(|| started.load(Ordering::SeqCst) == 3).await;
             caps.revoke(7);
+            go_on.notify(usize::MAX);
         };
         let (out, ()) = future::zip(map, revoke).await;
         assert_eq!(
@@ -339,6 +347,7 @@ matrix! {
                 Ok(2)
             ]
         );
+        assert_eq!(stepped_after.load(Ordering::SeqCst), 0, "no step after the revocation");
         assert_eq!(dropped.load(Ordering::SeqCst), 3, "the cancelled attempts were dropped");
         assert_eq!(caps.total_in_use(), 0, "their permits went back");
     }

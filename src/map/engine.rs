@@ -106,6 +106,23 @@ pub(crate) trait Admission<T, O>: DefaultWindow {
         false
     }
 
+    /// Ends the attempts whose permits were revoked before the pool polls its futures
+    /// again (a map with shared limits only): work takes no step once its permit is
+    /// revoked. A break from `results` stops the map.
+    #[inline(always)]
+    fn revoke<Fut, R>(
+        _engine: &mut Engine<Fut, Self>,
+        _results: &mut R,
+        _cx: &mut Context<'_>,
+    ) -> ControlFlow<()>
+    where
+        Self: Sized,
+        Fut: Future<Output = O>,
+        R: Results<O>,
+    {
+        ControlFlow::Continue(())
+    }
+
     /// Pulls and starts items while the admission allows and the budget lasts. Outputs
     /// of futures ready at once go to `results`; a break from it stops the map.
     fn fill<S, F, W, R>(
@@ -695,6 +712,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
         if self.steering.shared.is_some() {
             self.steer(results);
         }
+        A::revoke(self, results, cx)?;
         if self.pool.has_woken() {
             let admission = &mut self.admission;
             let polled = self.pool.poll_woken(|seq, index, output| {

@@ -14,7 +14,7 @@ mod support;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use support::fleet::{self, Launch, Plan, Runtime, Summary, Worker};
+use support::fleet::{self, Launch, Plan, Runtime, Scheduler, Summary, Worker};
 use support::http_server::TestServer;
 use support::redis_server::{RedisServer, TestRedis, unique_namespace};
 
@@ -122,6 +122,13 @@ fn plan(
         rate: None,
         steps: 1,
         runtime: Runtime::alternate(worker),
+        // The victims (worker 0) wait in the map's scheduler, the others in their tasks:
+        // every fault meets both.
+        scheduler: if worker % 2 == 0 {
+            Scheduler::Map
+        } else {
+            Scheduler::Tasks
+        },
     }
 }
 
@@ -215,13 +222,16 @@ fn a_worker_paused_past_its_ttl_is_fenced_and_never_overlaps_when_it_resumes() {
     // The victim holds each permit for a session of 10 requests in a row (1.5 s): paused in
     // the middle, it would send the rest of the session on resuming, over permits that
     // meanwhile went to the other worker, unless its fenced work is cancelled first.
+    // A session is work inside one task (a map sends one request per item), and the map's
+    // own "no step after a fence" is proven in tests/map.rs; here the map is the other side,
+    // taking the lapsed leases.
     let mut victim_plan = plan(0, &url, &namespace, &target, items(2, 2), 4);
     victim_plan.steps = 10;
+    victim_plan.scheduler = Scheduler::Tasks;
     let mut victim = Worker::spawn(&launch, &victim_plan);
-    let mut other = Worker::spawn(
-        &launch,
-        &plan(1, &url, &namespace, &target, items(2, 16), 8),
-    );
+    let mut other_plan = plan(1, &url, &namespace, &target, items(2, 16), 8);
+    other_plan.scheduler = Scheduler::Map;
+    let mut other = Worker::spawn(&launch, &other_plan);
 
     victim.go();
     target.wait_until_all_active(CAP, Duration::from_secs(20));

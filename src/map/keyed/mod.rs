@@ -513,6 +513,36 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
         (running, seq, item)
     }
 
+    /// Cancels the attempts whose permits were revoked; each ends with the error. `true`
+    /// if there were any.
+    fn end_revoked<Fut, O, R>(
+        engine: &mut Engine<Fut, Self>,
+        results: &mut R,
+    ) -> ControlFlow<(), bool>
+    where
+        Fut: Future<Output = O>,
+        P: Attempts<T, O>,
+        G: GateOutput<K, O>,
+        R: Results<O>,
+    {
+        let mut any = false;
+        let admission = &mut engine.admission;
+        while let Some((slot, error)) = admission.gate.take_revoked() {
+            any = true;
+            let Some(seq) = engine.pool.cancel(slot) else {
+                continue;
+            };
+            admission.gate.release(slot);
+            let running = admission.running[slot]
+                .take()
+                .expect("a running slot has a key");
+            if let Some(output) = admission.attempt_done(running, seq, G::output(error)) {
+                results.accept(seq, output)?;
+            }
+        }
+        ControlFlow::Continue(any)
+    }
+
     /// The shared limits' part of a fill round: attempts of asks that failed and of
     /// permits revoked end with the error; keys that may ask do, while a free slot is
     /// left for each answer. `Break` when something happened (the round made progress);
@@ -542,19 +572,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
                 results.accept(seq, output)?;
             }
         }
-        while let Some((slot, error)) = admission.gate.take_revoked() {
-            progressed = true;
-            let Some(seq) = engine.pool.cancel(slot) else {
-                continue;
-            };
-            admission.gate.release(slot);
-            let running = admission.running[slot]
-                .take()
-                .expect("a running slot has a key");
-            if let Some(output) = admission.attempt_done(running, seq, G::output(error)) {
-                results.accept(seq, output)?;
-            }
-        }
+        progressed |= Self::end_revoked(engine, results)?;
         let limit = engine.pool.limit();
         let draining = engine.drain_asked();
         let admission = &mut engine.admission;
@@ -731,6 +749,21 @@ where
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
         let heard = G::ACTIVE && self.poll_gate(cx);
         heard | self.poll_wake_at(cx)
+    }
+
+    fn revoke<Fut, R>(
+        engine: &mut Engine<Fut, Self>,
+        results: &mut R,
+        cx: &mut Context<'_>,
+    ) -> ControlFlow<()>
+    where
+        Fut: Future<Output = O>,
+        R: Results<O>,
+    {
+        if G::ACTIVE && engine.admission.gate.poll_revoked(cx) {
+            Self::end_revoked(engine, results)?;
+        }
+        ControlFlow::Continue(())
     }
 
     fn fill<S, F, W, R>(

@@ -165,6 +165,9 @@ pub(crate) trait Gate<K> {
     /// Polls the asks, the wake-ups of keys told "later" and the watched permits, handing
     /// what it hears to `heard`. `true` if it heard anything.
     fn poll(&mut self, cx: &mut Context<'_>, heard: impl FnMut(Heard<K>)) -> bool;
+    /// Polls only the watched permits (before the pool polls their attempts); `true` if
+    /// one was revoked.
+    fn poll_revoked(&mut self, cx: &mut Context<'_>) -> bool;
     /// Takes one of `key`'s granted permits, for a start (`None` without shared limits).
     fn take(&mut self, key: &K) -> Option<Self::Permit>;
     /// Takes an ask that could not be answered: its key and the error.
@@ -207,6 +210,10 @@ impl<K> Gate<K> for NoSharedLimits {
     fn release(&mut self, _slot: usize) {}
     #[inline(always)]
     fn poll(&mut self, _cx: &mut Context<'_>, _heard: impl FnMut(Heard<K>)) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn poll_revoked(&mut self, _cx: &mut Context<'_>) -> bool {
         false
     }
     #[inline(always)]
@@ -350,6 +357,11 @@ impl<K: Hash + Eq + Clone, L: SharedLimits<K>> Gate<K> for WithSharedLimits<K, L
                 true
             }
         });
+        self.poll_revoked(cx) | any
+    }
+
+    fn poll_revoked(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut any = false;
         for (slot, held) in self.held.iter_mut().enumerate() {
             let Some(Held {
                 revoked: Some(revoked),

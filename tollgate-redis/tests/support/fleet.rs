@@ -22,6 +22,11 @@
 //!
 //! # What a worker does per item
 //!
+//! Its [`Scheduler`] says where items wait for the fleet's limits. In the map's scheduler
+//! (`Scheduler::Map`), `map_async(..).per_key(host, cap).shared_limits(SharedKeyLimits)`:
+//! the map asks Redis for a lease and a rate start together before each item starts, items
+//! waiting for their host hold none of the worker's slots, and a fenced or refused attempt
+//! is tried again by the map's `RetryPolicy`. In the worker's tasks (`Scheduler::Tasks`),
 //! `bulkhead.run(host, work)`: take one of the host's shared permits (a lease in Redis), then
 //! for each of the plan's `steps`, wait for the host's shared rate and send one `GET`. Taking
 //! the permit before the rate is deliberate: a start the rate allows is then never delayed by
@@ -85,6 +90,44 @@ impl Runtime {
     }
 }
 
+/// Where a worker's items wait for the fleet's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduler {
+    /// In the worker's tasks: `bulkhead.run(host, ..)` and `until_key_ready`, each waiting
+    /// item holding one of the worker's `tasks` slots.
+    Tasks,
+    /// In the map's scheduler: `per_key(host, cap).shared_limits(SharedKeyLimits)`, waiting
+    /// items holding none.
+    Map,
+}
+
+impl Scheduler {
+    /// Tasks for workers 0 and 1, the map for 2 and 3 (and so on): with
+    /// [`Runtime::alternate`], a fleet of four runs every pair once, sharing the limits.
+    pub fn alternate(worker: usize) -> Self {
+        if worker / 2 % 2 == 0 {
+            Self::Tasks
+        } else {
+            Self::Map
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Tasks => "tasks",
+            Self::Map => "map",
+        }
+    }
+
+    fn parse(name: &str) -> Self {
+        match name {
+            "tasks" => Self::Tasks,
+            "map" => Self::Map,
+            other => panic!("unknown scheduler {other:?}"),
+        }
+    }
+}
+
 /// Everything one worker process needs, passed to it in [`PLAN_VAR`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
@@ -110,6 +153,8 @@ pub struct Plan {
     pub steps: usize,
     /// The runtime.
     pub runtime: Runtime,
+    /// Where items wait for the limits.
+    pub scheduler: Scheduler,
 }
 
 impl Plan {
@@ -137,6 +182,7 @@ impl Plan {
             format!("rate={rate}"),
             format!("steps={}", self.steps),
             format!("runtime={}", self.runtime.name()),
+            format!("scheduler={}", self.scheduler.name()),
         ]
         .join("\n")
     }
@@ -186,6 +232,7 @@ impl Plan {
             },
             steps: number("steps"),
             runtime: Runtime::parse(field("runtime")),
+            scheduler: Scheduler::parse(field("scheduler")),
         }
     }
 }
@@ -645,6 +692,7 @@ impl Crawl {
                     rate: Some(Self::RATE),
                     steps: 1,
                     runtime: Runtime::alternate(worker),
+                    scheduler: Scheduler::alternate(worker),
                 };
                 Worker::spawn(launch, &plan)
             })
@@ -923,10 +971,14 @@ mod worker {
     use std::cell::RefCell;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-    use tollgate::Rate;
-    use tollgate_redis::{RedisLimits, SharedError, SharedKeyedBulkhead, SharedKeyedRateLimiter};
+    use std::sync::{Arc, Mutex};
 
-    use super::{LINE_PREFIX, Plan, Summary, get, wait_for_go};
+    use tollgate::{Rate, RetryPolicy};
+    use tollgate_redis::{
+        RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter,
+    };
+
+    use super::{LINE_PREFIX, Plan, Scheduler, Summary, get, wait_for_go};
 
     /// How long an item waits before it is tried again after the store refused it.
     const RETRY_PAUSE: Duration = Duration::from_millis(50);
@@ -938,11 +990,6 @@ mod worker {
             .connect()
             .await
             .unwrap_or_else(|error| panic!("worker {} cannot reach Redis: {error}", plan.worker));
-        let cap = u32::try_from(plan.cap).expect("a cap that fits u32");
-        let bulkhead = SharedKeyedBulkhead::new(&store, "hosts", cap);
-        let limiter = plan.rate.map(|(per_second, burst)| {
-            SharedKeyedRateLimiter::new(&store, "hosts", Rate::per_second(per_second).burst(burst))
-        });
         let wall_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .expect("a clock after 1970")
@@ -953,7 +1000,19 @@ mod worker {
             std::process::id()
         );
         wait_for_go();
+        match plan.scheduler {
+            Scheduler::Tasks => in_tasks(plan, &store).await,
+            Scheduler::Map => in_the_map(plan, &store).await,
+        }
+    }
 
+    /// Each item takes a permit, then the rate, inside its task.
+    async fn in_tasks(plan: &Plan, store: &RedisLimits) -> Summary {
+        let cap = u32::try_from(plan.cap).expect("a cap that fits u32");
+        let bulkhead = SharedKeyedBulkhead::new(store, "hosts", cap);
+        let limiter = plan.rate.map(|(per_second, burst)| {
+            SharedKeyedRateLimiter::new(store, "hosts", Rate::per_second(per_second).burst(burst))
+        });
         let summary = RefCell::new(Summary::default());
         let items = plan.items.iter().copied().enumerate();
         tollgate::map_async(items, plan.tasks, |(item, host)| {
@@ -1002,5 +1061,63 @@ mod worker {
         })
         .await;
         summary.into_inner()
+    }
+
+    /// The map asks the fleet's limits before each start (one request per item): an item
+    /// waiting for its host holds no slot, and a fenced or refused attempt is retried by
+    /// the map's policy.
+    async fn in_the_map(plan: &Plan, store: &RedisLimits) -> Summary {
+        assert_eq!(plan.steps, 1, "the map sends one request per item");
+        let cap = u32::try_from(plan.cap).expect("a cap that fits u32");
+        let mut limits = SharedKeyLimits::new(store, "hosts").limit_per_key(cap);
+        if let Some((per_second, burst)) = plan.rate {
+            limits = limits.rate_per_key(Rate::per_second(per_second).burst(burst));
+        }
+        let summary = Arc::new(Mutex::new(Summary::default()));
+        let policy = RetryPolicy::new()
+            .attempts(u32::MAX)
+            .interval(RETRY_PAUSE)
+            .when(|error: &SharedError| error.is_fenced() || error.is_unavailable())
+            .on_retry({
+                let summary = Arc::clone(&summary);
+                move |event| {
+                    let mut summary = summary.lock().unwrap();
+                    if event.error().is_fenced() {
+                        summary.fenced += 1;
+                    } else {
+                        summary.unavailable += 1;
+                    }
+                }
+            });
+        let items: Vec<(usize, usize)> = plan.items.iter().copied().enumerate().collect();
+        let outputs = tollgate::map_async(items, plan.tasks, |(item, host)| {
+            let addr = plan.hosts[host].1;
+            let summary = Arc::clone(&summary);
+            async move {
+                let path = format!("/w{}/i{item}/s0", plan.worker);
+                let status = get(addr, &path).await;
+                let mut summary = summary.lock().unwrap();
+                match status {
+                    Ok(status) => *summary.statuses.entry(status).or_default() += 1,
+                    Err(error) => summary.errors.push(error.to_string()),
+                }
+                Ok::<(), SharedError>(())
+            }
+        })
+        .per_key(|&(_, host)| plan.hosts[host].0.clone(), plan.cap)
+        .shared_limits(limits)
+        .retry(policy)
+        .await;
+        let mut summary = summary.lock().unwrap().clone();
+        for output in outputs {
+            match output {
+                Ok(()) => summary.done += 1,
+                Err(error) => {
+                    eprintln!("worker {}: {error}", plan.worker);
+                    summary.errors.push(error.to_string());
+                }
+            }
+        }
+        summary
     }
 }
