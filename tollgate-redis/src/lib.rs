@@ -12,6 +12,9 @@
 //! - [`SharedKeyedRateLimiter`]: a GCRA rate per key on Redis's clock, and a per-key pause
 //!   for the whole fleet ([`pause_key`](SharedKeyedRateLimiter::pause_key), for a
 //!   `Retry-After`).
+//! - [`SharedKeyLimits`]: both, for tollgate's keyed maps (`.shared_limits(limits)` after
+//!   `.per_key`): the map asks Redis before each start, one script deciding the key's lease,
+//!   rate and pause together, and an item waiting for its key holds no slot in the map.
 //! - [`rendezvous_slot`]: the alternative with no shared state: give each key to one worker.
 //!
 //! # Example
