@@ -6,12 +6,14 @@
 //!
 //! Criterion measures acquire+release pairs of a `SharedKeyedBulkhead`, one task at a time
 //! and 64 tasks at once over one store (redis-rs pipelines the concurrent calls on its one
-//! multiplexed connection, as it would for a crawler's tasks), and a rate check. Then the
-//! bench prints what criterion does not measure:
+//! multiplexed connection, as it would for a crawler's tasks), a rate check, and items of a
+//! keyed map under `SharedKeyLimits` (a cap and a rate, one ask per item) beside the same map
+//! with its own per-key limit only. Then the bench prints what criterion does not measure:
 //!
-//! - **added latency per request**: p50 and p99 of one acquire+release, and of one
+//! - **added latency per request**: p50 and p99 of one acquire+release, of one
 //!   acquire + rate check + release (what a request under both limits waits when the key is
-//!   free), one at a time;
+//!   free), and of one item of a map under `SharedKeyLimits` (cap and rate in one script),
+//!   one at a time;
 //! - **Redis server time per call**: `usec_per_call` from `INFO commandstats` after 10,000
 //!   pairs at 64 tasks (`evalsha` is the grant script, `zrem` the pipelined releases);
 //! - **renewal traffic per process**: the calls Redis counts while a process holds 10 and
@@ -29,7 +31,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use tollgate::Rate;
-use tollgate_redis::{RedisLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter};
+use tollgate_redis::{
+    RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter,
+};
 
 use redis_server::{CommandStat, Probe, RedisServer};
 
@@ -63,6 +67,28 @@ async fn pairs(bulkhead: &SharedKeyedBulkhead, keys: &[String], count: u64, task
         drop(permit);
     })
     .await;
+}
+
+/// `count` items of a keyed map over `keys`, `tasks` at once, each asking `limits` (or,
+/// with `None`, under the map's own per-key limit only).
+async fn map_items(limits: Option<&SharedKeyLimits>, keys: &[String], count: u64, tasks: usize) {
+    let items = 0..count;
+    let work = |i: u64| async move { Ok::<u64, SharedError>(i) };
+    let key = |i: &u64| keys[*i as usize % keys.len()].clone();
+    let done = match limits {
+        Some(limits) => {
+            tollgate::map_async(items, tasks, work)
+                .per_key(key, tasks)
+                .shared_limits(limits.clone())
+                .await
+        }
+        None => {
+            tollgate::map_async(items, tasks, work)
+                .per_key(key, tasks)
+                .await
+        }
+    };
+    assert!(done.iter().all(Result::is_ok), "every item granted");
 }
 
 fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
@@ -130,8 +156,31 @@ fn shared(c: &mut Criterion) {
         })
     });
     group.finish();
+    let limits = SharedKeyLimits::new(&store, "map")
+        .limit_per_key(ROOMY)
+        .rate_per_key(Rate::per_second(1_000_000).burst(1_000));
+    smol::block_on(map_items(Some(&limits), &keys, 1, 1)); // past the namespace's warm-up
+    let mut group = c.benchmark_group("map_item");
+    group.throughput(Throughput::Elements(1));
+    for (name, limits) in [("shared_limits", Some(&limits)), ("local_per_key", None)] {
+        group.bench_function(BenchmarkId::new(name, CONCURRENT), |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                smol::block_on(map_items(limits, &keys, iters, CONCURRENT));
+                start.elapsed()
+            })
+        });
+    }
+    group.finish();
 
     report(&server, &store, &bulkhead, &limiter, &keys);
+    let (p50, p99) = latencies(
+        |i| smol::block_on(map_items(Some(&limits), &keys[i % KEYS..=i % KEYS], 1, 1)),
+        5_000,
+    );
+    println!(
+        "added latency, one map item under SharedKeyLimits (cap and rate): p50 {p50:.2?}, p99 {p99:.2?}"
+    );
 }
 
 fn report(
