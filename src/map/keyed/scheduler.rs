@@ -78,14 +78,33 @@ struct KeyState<T> {
     /// ratio per first attempt (never below what a fresh key could hold).
     spent: f64,
     place: Place,
-    /// Permits its shared limits granted, not yet taken by a start (a map with shared
-    /// limits only; the map holds the permits).
+}
+
+/// Where a key of a map with shared limits stands with them. Kept beside the key states,
+/// not in them: a map without shared limits carries none of it.
+#[derive(Debug, Default, Clone, Copy)]
+struct Asked {
+    /// Permits granted, not yet taken by a start (the map holds the permits).
     granted: usize,
-    /// Whether an ask of its shared limits is in flight.
+    /// Whether an ask is in flight.
     asking: bool,
-    /// No ask before this time (the shared limits said "later").
+    /// No ask before this time (the limits said "later").
     later_until: u64,
 }
+
+impl Asked {
+    /// Whether the entry says nothing a fresh one would not.
+    fn is_empty(&self) -> bool {
+        self.granted == 0 && !self.asking && self.later_until == 0
+    }
+}
+
+/// A key the shared limits know nothing of.
+const NOT_ASKED: Asked = Asked {
+    granted: 0,
+    asking: false,
+    later_until: 0,
+};
 
 impl<T> KeyState<T> {
     fn new() -> Self {
@@ -97,9 +116,6 @@ impl<T> KeyState<T> {
             paused_until: 0,
             spent: 0.0,
             place: Place::Out,
-            granted: 0,
-            asking: false,
-            later_until: 0,
         }
     }
 
@@ -111,27 +127,30 @@ impl<T> KeyState<T> {
         self.fresh.len() + self.delayed.len()
     }
 
-    /// When the key may start its next item: `None` without an item or without room (or,
-    /// `gated`, without a permit of its shared limits in hand).
-    fn ready_at(&self, per_key: usize, rate: Option<&Gcra>, gated: bool) -> Option<u64> {
-        if gated && self.granted == 0 {
-            return None;
+    /// In a map with shared limits, where the key goes next and from when: with a permit
+    /// in hand, to its turn when its own limits let it start; while it asks, nowhere; else
+    /// to ask, when its own limits would let it start and its "later" has passed.
+    fn gated_ready_at(
+        &self,
+        per_key: usize,
+        rate: Option<&Gcra>,
+        asked: &Asked,
+    ) -> (Option<u64>, Place) {
+        if asked.granted > 0 {
+            (self.ready_at(per_key, rate), Place::Turn)
+        } else if asked.asking {
+            (None, Place::Out)
+        } else {
+            let at = self
+                .ready_at(per_key, rate)
+                .map(|at| at.max(asked.later_until));
+            (at, Place::Ask)
         }
-        self.time_at(per_key, rate)
     }
 
-    /// When the key may ask its shared limits for a permit: `None` while it asks, holds
-    /// a permit already, or has no item or no room for one more.
-    fn ask_at(&self, per_key: usize, rate: Option<&Gcra>) -> Option<u64> {
-        if self.asking || self.granted > 0 {
-            return None;
-        }
-        Some(self.time_at(per_key, rate)?.max(self.later_until))
-    }
-
-    /// When the key's own limits let it start an item: its room, its rate, its pause and
-    /// the time of its earliest item.
-    fn time_at(&self, per_key: usize, rate: Option<&Gcra>) -> Option<u64> {
+    /// When the key may start its next item (by its own limits): `None` without an item
+    /// or without room.
+    fn ready_at(&self, per_key: usize, rate: Option<&Gcra>) -> Option<u64> {
         if self.running >= per_key {
             return None;
         }
@@ -149,9 +168,6 @@ impl<T> KeyState<T> {
     fn is_idle(&self, now: u64) -> bool {
         self.running == 0
             && !self.has_items()
-            && !self.asking
-            && self.granted == 0
-            && self.later_until <= now
             && Gcra::is_idle(self.tat, now)
             && self.paused_until <= now
             && self.spent <= 0.0
@@ -215,6 +231,9 @@ pub(crate) struct KeyScheduler<K, T> {
     turns: VecDeque<K>,
     /// Keys that may ask their shared limits now, in the order they get to.
     askers: VecDeque<K>,
+    /// Where keys stand with the shared limits (a map with them only); an entry goes with
+    /// its key.
+    asked: HashMap<K, Asked>,
     /// Permits in hand over all keys.
     granted: usize,
     /// Keys waiting only for time, earliest first. An entry whose key has moved since
@@ -247,6 +266,7 @@ impl<K, T> KeyScheduler<K, T> {
         self.keys.clear();
         self.turns.clear();
         self.askers.clear();
+        self.asked.clear();
         self.granted = 0;
         self.sleepers.clear();
         self.waiting = 0;
@@ -271,6 +291,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             swept_at: 0,
             turns: VecDeque::new(),
             askers: VecDeque::new(),
+            asked: HashMap::new(),
             granted: 0,
             sleepers: BinaryHeap::new(),
             order: 0,
@@ -323,6 +344,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         if !self.keys.contains_key(&key) && self.keys.len() >= 2 * self.swept_at.max(32) {
             self.keys.retain(|_, state| !state.is_idle(now));
             self.swept_at = self.keys.len();
+            let keys = &self.keys;
+            self.asked.retain(|key, _| keys.contains_key(key));
         }
         match self.keys.entry(key) {
             Entry::Occupied(occupied) => (occupied.key().clone(), occupied.into_mut()),
@@ -337,19 +360,19 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     fn place(&mut self, key: K, now: u64) {
         let state = self.keys.get_mut(&key).expect("a placed key has state");
         let rate = self.per_key_rate.as_ref();
-        let (ready, line) = match state.ready_at(self.per_key, rate, self.gated) {
-            Some(at) => (Some(at), Place::Turn),
-            None if self.gated => (state.ask_at(self.per_key, rate), Place::Ask),
-            None => (None, Place::Out),
+        let (ready, line) = if self.gated {
+            let asked = self.asked.get(&key).unwrap_or(&NOT_ASKED);
+            state.gated_ready_at(self.per_key, rate, asked)
+        } else {
+            (state.ready_at(self.per_key, rate), Place::Turn)
         };
         match ready {
             None => state.place = Place::Out,
             Some(at) if at <= now => {
                 state.place = line;
-                if line == Place::Turn {
-                    self.turns.push_back(key);
-                } else {
-                    self.askers.push_back(key);
+                match line {
+                    Place::Ask => self.askers.push_back(key),
+                    _ => self.turns.push_back(key),
                 }
             }
             Some(at) => {
@@ -364,7 +387,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         }
     }
 
-    /// Places `key` again if it is out of both lines, or asleep until later than it needs.
+    /// Places `key` again if it is out of the lines, or asleep until later than it needs.
+    #[inline]
     fn replace(&mut self, key: &K, now: u64) {
         let Some(state) = self.keys.get(key) else {
             return;
@@ -375,10 +399,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             Place::Turn | Place::Ask => false,
             Place::Asleep(at) => {
                 let rate = self.per_key_rate.as_ref();
-                let ready = state.ready_at(self.per_key, rate, self.gated);
-                let ready = match ready {
-                    None if self.gated => state.ask_at(self.per_key, rate),
-                    ready => ready,
+                let ready = if self.gated {
+                    let asked = self.asked.get(key).unwrap_or(&NOT_ASKED);
+                    state.gated_ready_at(self.per_key, rate, asked).0
+                } else {
+                    state.ready_at(self.per_key, rate)
                 };
                 ready.is_none_or(|ready| ready < at)
             }
@@ -460,7 +485,16 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 .get_mut(&key)
                 .expect("a key with a turn has state");
             state.place = Place::Out;
-            match state.ready_at(self.per_key, self.per_key_rate.as_ref(), self.gated) {
+            let ready = if self.gated {
+                let asked = self.asked.get(&key).unwrap_or(&NOT_ASKED);
+                match state.gated_ready_at(self.per_key, self.per_key_rate.as_ref(), asked) {
+                    (at, Place::Turn) => at,
+                    _ => None,
+                }
+            } else {
+                state.ready_at(self.per_key, self.per_key_rate.as_ref())
+            };
+            match ready {
                 Some(at) if at <= now => {}
                 // Paused or full since it got its turn: back where it belongs.
                 _ => {
@@ -484,7 +518,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             };
             state.running += 1;
             if self.gated {
-                state.granted -= 1;
+                let asked = self.asked.get_mut(&key).expect("a permit in hand");
+                asked.granted -= 1;
+                if asked.is_empty() {
+                    self.asked.remove(&key);
+                }
                 self.granted -= 1;
             }
             if let Some(rate) = &self.per_key_rate {
@@ -572,10 +610,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// many each key no longer needs. The map drops that many of the key's permits.
     pub(crate) fn take_surplus(&mut self) -> Vec<(K, usize)> {
         let mut surplus = Vec::new();
-        for (key, state) in &mut self.keys {
-            let extra = state.granted.saturating_sub(state.items());
+        for (key, asked) in &mut self.asked {
+            let items = self.keys.get(key).map_or(0, KeyState::items);
+            let extra = asked.granted.saturating_sub(items);
             if extra > 0 {
-                state.granted -= extra;
+                asked.granted -= extra;
                 self.granted -= extra;
                 surplus.push((key.clone(), extra));
             }
@@ -620,9 +659,12 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         while let Some(key) = self.askers.pop_front() {
             let state = self.keys.get_mut(&key).expect("an asker has state");
             state.place = Place::Out;
-            match state.ask_at(self.per_key, self.per_key_rate.as_ref()) {
-                Some(at) if at <= now => {
-                    state.asking = true;
+            let asked = self.asked.get(&key).unwrap_or(&NOT_ASKED);
+            match state.gated_ready_at(self.per_key, self.per_key_rate.as_ref(), asked) {
+                (Some(at), Place::Ask) if at <= now => {
+                    let asked = self.asked.entry(key.clone()).or_default();
+                    asked.asking = true;
+                    asked.later_until = 0;
                     return Some(key);
                 }
                 _ => self.place(key, now),
@@ -634,38 +676,43 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// The shared limits granted `key` a permit: its next item may start. `false` when the
     /// key no longer needs it (a drain took its items): the map drops the permit.
     pub(crate) fn grant(&mut self, key: &K, now: u64) -> bool {
-        let Some(state) = self.keys.get_mut(key) else {
+        let items = self.keys.get(key).map_or(0, KeyState::items);
+        let Some(asked) = self.asked.get_mut(key) else {
             return false;
         };
-        state.asking = false;
-        if state.items() <= state.granted {
-            self.replace(key, now);
-            return false;
+        asked.asking = false;
+        let needed = items > asked.granted;
+        if needed {
+            asked.granted += 1;
+            asked.later_until = 0;
+            self.granted += 1;
+        } else if asked.is_empty() {
+            self.asked.remove(key);
         }
-        state.granted += 1;
-        self.granted += 1;
-        state.later_until = 0;
         self.replace(key, now);
-        true
+        needed
     }
 
     /// The shared limits told `key` to ask again at `until` (or when woken earlier).
     pub(crate) fn later(&mut self, key: &K, until: u64, now: u64) {
-        let Some(state) = self.keys.get_mut(key) else {
+        let Some(asked) = self.asked.get_mut(key) else {
             return;
         };
-        state.asking = false;
-        state.later_until = until;
+        asked.asking = false;
+        asked.later_until = until;
         self.replace(key, now);
     }
 
     /// `key`'s room in its shared limits may be back: it may ask again at once.
     pub(crate) fn wake_asker(&mut self, key: &K, now: u64) {
-        let Some(state) = self.keys.get_mut(key) else {
+        let Some(asked) = self.asked.get_mut(key) else {
             return;
         };
-        if state.later_until > now {
-            state.later_until = 0;
+        if asked.later_until > now {
+            asked.later_until = 0;
+            if asked.is_empty() {
+                self.asked.remove(key);
+            }
             self.replace(key, now);
         }
     }
@@ -674,8 +721,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// counted as running (its attempt ends at once with the error, through
     /// [`finish`](Self::finish) or [`retry`](Self::retry)). `None` if it has no item left.
     pub(crate) fn ask_failed(&mut self, key: &K, now: u64) -> Option<T> {
+        if let Some(asked) = self.asked.get_mut(key) {
+            asked.asking = false;
+            if asked.is_empty() {
+                self.asked.remove(key);
+            }
+        }
         let state = self.keys.get_mut(key)?;
-        state.asking = false;
         let item = match state.delayed.peek() {
             Some(Reverse(delayed)) if delayed.not_before <= now => {
                 state.delayed.pop().expect("peeked").0.item
@@ -697,6 +749,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         state.running -= 1;
         if state.running == 0 && !state.has_items() && state.is_idle(now) {
             self.keys.remove(key);
+            if self.gated {
+                // Nothing in flight or in hand for a key without items; a "later" is
+                // forgotten with the key (its next item asks afresh).
+                self.asked.remove(key);
+            }
         } else {
             self.replace(key, now);
         }
