@@ -8,9 +8,18 @@
 //! It uses the Redis named by `TOLLGATE_REDIS_URL` (`redis://127.0.0.1:6379`), or starts a
 //! `redis-server` of its own on a free loopback port (it must be on the `PATH`). It starts a
 //! loopback HTTP target with 12 hosts (half answer in 20 ms, half in 400 ms), then four worker
-//! processes (this program again, run with the argument `worker`), each with 64 tasks, all
+//! processes (this program again, run with the argument `worker`), each with 64 slots, all
 //! sharing a cap of 2 requests in flight and a rate of 10 requests per second (burst 2) per
-//! host. Each worker does, per URL, what a crawler would:
+//! host. Workers 2 and 3 give the fleet's limits to their map, which asks Redis before each
+//! start (an item whose host is busy holds no slot):
+//!
+//! ```ignore
+//! let per_host = SharedKeyLimits::new(&store, "hosts").limit_per_key(2).rate_per_key(rate);
+//! map_async(urls, 64, get).per_key(host, 2).shared_limits(per_host).retry(policy).await
+//! ```
+//!
+//! Workers 0 and 1 do it by hand in each task, as code outside a map would (the same limits,
+//! shared by name):
 //!
 //! ```ignore
 //! per_host.run(host, async {
@@ -18,6 +27,9 @@
 //!     get(url).await
 //! })
 //! ```
+//!
+//! Odd workers run on tokio when the example is built with `--features tokio`, even ones on
+//! smol.
 //!
 //! At the end it prints, per host, what the *server* saw: the most requests in flight at
 //! once, the most in any one second, and the achieved rate against the allowed one
@@ -32,7 +44,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::fleet::{self, Crawl, Launch};
+use support::fleet::{self, Crawl, Launch, Runtime, Scheduler};
 use support::redis_server::{REDIS_URL_VAR, TestRedis, unique_namespace};
 
 /// The proof test's crawl, on 12 hosts and with 2 s leases.
@@ -70,9 +82,16 @@ fn main() {
         Duration::from_secs(300),
     );
     for (id, summary) in run.summaries.iter().enumerate() {
+        let waits = match Scheduler::alternate(id) {
+            Scheduler::Map => "in its map",
+            Scheduler::Tasks => "in its tasks",
+        };
         println!(
-            "  worker {id}: {} done, {} fenced, {} refused while Redis was unavailable",
-            summary.done, summary.fenced, summary.unavailable
+            "  worker {id} ({:?}, waits {waits}): {} done, {} fenced, {} refused while Redis was unavailable",
+            Runtime::alternate(id),
+            summary.done,
+            summary.fenced,
+            summary.unavailable
         );
     }
     println!("done in {:.1?}\n", run.elapsed);
