@@ -6,6 +6,7 @@
 mod common;
 mod support;
 
+use std::future::IntoFuture;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -303,4 +304,20 @@ matrix! {
         }
         assert_eq!(bulkhead.in_use("k").await.unwrap(), 0, "a refused start holds no lease");
     }
+}
+
+/// A map under the fleet's limits can be spawned on a multi-thread runtime (checked when
+/// this compiles; the future is never polled).
+#[test]
+fn a_map_with_shared_limits_is_send() {
+    fn assert_send<T: Send>(_: &T) {}
+    fn check(limits: SharedKeyLimits) {
+        let map = map_async(vec![1u32, 2], 2, |n| async move { Ok::<_, SharedError>(n) })
+            .per_key(|n| n.to_string(), 1)
+            .shared_limits(limits)
+            .retry(RetryPolicy::new())
+            .into_future();
+        assert_send(&map);
+    }
+    let _ = check;
 }
