@@ -6,7 +6,9 @@
 //!   feature) `tokio` it looks up the runtime's own semaphore on every acquire.
 //!   `tokio-task` is the same inside a spawned tokio task, where most tokio code runs.
 //! - `contended/<runtime>`: 64 tasks over a limit of 8, each acquiring, yielding once while
-//!   holding the permit, and releasing, 100 times; the time is per acquire.
+//!   holding the permit, and releasing, 100 times; the time is per acquire. Executors: smol's
+//!   local executor, futures' `LocalPool`, `run_sync` (the 64 futures joined in one), and
+//!   tokio's current-thread and multi-thread (2 workers) runtimes.
 //!
 //! Run: `cargo bench --bench bulkhead --features tokio` (without the feature, tokio code
 //! sees the process-wide key, which is the `smol` case).
@@ -168,6 +170,56 @@ fn contended(c: &mut Criterion) {
             });
         };
     }
+    // futures' single-threaded executor, tasks spawned on its pool.
+    macro_rules! on_futures {
+        ($name:expr, $shared:expr, $acquire:expr) => {
+            group.bench_function(BenchmarkId::new($name, "futures"), |b| {
+                b.iter_custom(|iters| {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let mut pool = futures::executor::LocalPool::new();
+                        let spawner = pool.spawner();
+                        for _ in 0..TASKS {
+                            let shared = $shared.clone();
+                            futures::task::LocalSpawnExt::spawn_local(&spawner, async move {
+                                #[allow(clippy::redundant_closure_call)]
+                                task_body(|| ($acquire)(&shared)).await
+                            })
+                            .unwrap();
+                        }
+                        pool.run();
+                    }
+                    start.elapsed() / acquires as u32
+                })
+            });
+        };
+    }
+    // run_sync runs one future: the tasks are joined inside it (`join_all` polls only
+    // the woken ones).
+    macro_rules! on_run_sync {
+        ($name:expr, $shared:expr, $acquire:expr) => {
+            group.bench_function(BenchmarkId::new($name, "run_sync"), |b| {
+                b.iter_custom(|iters| {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        tollgate::run_sync(async {
+                            let tasks: Vec<_> = (0..TASKS)
+                                .map(|_| {
+                                    let shared = $shared.clone();
+                                    async move {
+                                        #[allow(clippy::redundant_closure_call)]
+                                        task_body(|| ($acquire)(&shared)).await
+                                    }
+                                })
+                                .collect();
+                            futures::future::join_all(tasks).await;
+                        });
+                    }
+                    start.elapsed() / acquires as u32
+                })
+            });
+        };
+    }
     macro_rules! on_tokio {
         ($name:expr, $flavor:expr, $runtime:expr, $shared:expr, $acquire:expr) => {
             group.bench_function(BenchmarkId::new($name, $flavor), |b| {
@@ -205,6 +257,36 @@ fn contended(c: &mut Criterion) {
         async_lock::Semaphore,
     >| s.acquire_arc());
     on_smol!("tokio-semaphore", tokio_semaphore, |s: &Arc<
+        tokio::sync::Semaphore,
+    >| s
+        .clone()
+        .acquire_owned());
+
+    on_futures!("tollgate-bulkhead", bulkhead, |b: &Arc<
+        tollgate::Bulkhead,
+    >| b.acquire_arc());
+    on_futures!("tollgate-semaphore", semaphore, |s: &Arc<
+        tollgate::Semaphore,
+    >| s.acquire_arc());
+    on_futures!("async-lock", async_lock, |s: &Arc<
+        async_lock::Semaphore,
+    >| s.acquire_arc());
+    on_futures!("tokio-semaphore", tokio_semaphore, |s: &Arc<
+        tokio::sync::Semaphore,
+    >| s
+        .clone()
+        .acquire_owned());
+
+    on_run_sync!("tollgate-bulkhead", bulkhead, |b: &Arc<
+        tollgate::Bulkhead,
+    >| b.acquire_arc());
+    on_run_sync!("tollgate-semaphore", semaphore, |s: &Arc<
+        tollgate::Semaphore,
+    >| s.acquire_arc());
+    on_run_sync!("async-lock", async_lock, |s: &Arc<
+        async_lock::Semaphore,
+    >| s.acquire_arc());
+    on_run_sync!("tokio-semaphore", tokio_semaphore, |s: &Arc<
         tokio::sync::Semaphore,
     >| s
         .clone()

@@ -54,7 +54,8 @@ impl<H: Holder> Acquire<H> {
             panic!("{what} polled after completion");
         };
         // The fast path inline, so that an uncontended acquire stays small enough to be
-        // inlined into its caller; the rest out of line.
+        // inlined into its caller; the rest out of line (without trying the fast path
+        // again: a contended acquire is refused it anyway).
         let result = if self.waiter.is_idle() && holder.limiter().try_take(1) {
             Ok(())
         } else {
@@ -75,7 +76,7 @@ impl<H: Holder> Acquire<H> {
     fn poll_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
         let holder = self.holder.as_ref().expect("checked by poll");
         let (limiter, options) = (holder.limiter(), holder.options());
-        match limiter.poll_acquire(&mut self.waiter, cx, 1, options.queue_bound()) {
+        match limiter.poll_wait(&mut self.waiter, cx, 1, options.queue_bound()) {
             Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
             Poll::Pending if options.acquire_timeout.is_none() => Poll::Pending,
             Poll::Pending => self.poll_slow(None, cx),

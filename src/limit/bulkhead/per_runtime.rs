@@ -63,6 +63,7 @@ impl Cache {
         }
     }
 
+    #[inline]
     fn get(&self, bulkhead: u64, runtime: RuntimeKey) -> Option<Arc<Limiter>> {
         self.entries
             .iter()
@@ -125,23 +126,38 @@ impl PerRuntime {
         }
     }
 
-    /// The semaphore of a runtime other than the process-wide one.
+    /// The semaphore of a runtime other than the process-wide one. Inline: every acquire
+    /// outside the process-wide runtime comes here, and a cache hit is a few instructions.
+    #[inline]
     fn for_runtime(&self, runtime: RuntimeKey) -> Arc<Limiter> {
         let id = self.id();
         if let Ok(Some(limiter)) = CACHE.try_with(|cache| cache.borrow().get(id, runtime)) {
             return limiter;
         }
+        self.find_and_cache(id, runtime)
+    }
+
+    /// A miss in the thread's cache: the shared list, then the cache.
+    #[cold]
+    #[inline(never)]
+    fn find_and_cache(&self, id: u64, runtime: RuntimeKey) -> Arc<Limiter> {
         let limiter = self.insert(runtime);
         // `try_with` fails only while the thread is being torn down: skip the cache then.
         let _ = CACHE.try_with(|cache| cache.borrow_mut().put(id, runtime, &limiter));
         limiter
     }
 
+    #[inline]
     fn id(&self) -> u64 {
         let id = self.id.load(Ordering::Relaxed);
         if id != 0 {
             return id;
         }
+        self.new_id()
+    }
+
+    #[cold]
+    fn new_id(&self) -> u64 {
         let fresh = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         match self
             .id

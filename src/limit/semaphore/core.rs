@@ -449,8 +449,23 @@ impl<C: Count> Core<C> {
         n: u32,
         max_waiting: usize,
     ) -> Poll<Result<(), Refusal>> {
+        if waiter.place.is_none() && self.try_take(n) {
+            return Poll::Ready(Ok(()));
+        }
+        self.poll_wait(waiter, cx, n, max_waiting)
+    }
+
+    /// [`poll_acquire`](Self::poll_acquire) for a caller that already tried the fast path
+    /// (if its waiter was idle): the fast path is not tried twice.
+    #[inline]
+    pub(crate) fn poll_wait(
+        &self,
+        waiter: &mut Waiter,
+        cx: &mut Context<'_>,
+        n: u32,
+        max_waiting: usize,
+    ) -> Poll<Result<(), Refusal>> {
         match waiter.place {
-            None if self.try_take(n) => Poll::Ready(Ok(())),
             None => self.enqueue(waiter, cx, n, max_waiting),
             Some(place) if self.surely_granted(place) => {
                 waiter.place = None;

@@ -31,7 +31,8 @@ const CHUNK: usize = 1 << CHUNK_BITS;
 const KEEP_WHEN_EMPTY: usize = 64;
 
 struct Node {
-    /// Queue links while queued, free-list links while vacant.
+    /// Queue links while queued, free-list links while vacant (the free list's first
+    /// node has a stale `prev`: it is known as `Queue::free`).
     prev: usize,
     next: usize,
     /// The waker of the future that owns the node while it is queued; `None`: vacant.
@@ -209,18 +210,17 @@ impl Queue {
     /// Queues a waiter asking for `want` permits at the back; returns its node's index and
     /// its ticket.
     pub(super) fn push_back(&mut self, waker: Waker, want: u32) -> (usize, u64) {
-        let index = self.allocate();
         self.tickets += 1;
         let ticket = self.tickets;
         let tail = self.tail;
-        *self.node_mut(index) = Node {
+        let index = self.allocate(Node {
             prev: tail,
             next: NIL,
             waker: Some(waker),
             ticket,
             want,
             refused: None,
-        };
+        });
         if tail == NIL {
             self.head = index;
             self.head_want = want;
@@ -285,39 +285,34 @@ impl Queue {
         self.len -= 1;
     }
 
-    /// A vacant node: from the free list, else a new slot of the growing chunk.
-    fn allocate(&mut self) -> usize {
-        let index = if self.free != NIL {
+    /// Stores `node` in a vacant slot: from the free list, else a new slot of the growing
+    /// chunk; returns its index.
+    fn allocate(&mut self, node: Node) -> usize {
+        if self.free != NIL {
+            // One look-up of the chunk for the count, the free-list link and the store.
+            // The free list's new first node keeps a stale `prev`: the first node is told
+            // by `self.free`, never by its `prev`.
             let index = self.free;
-            self.free = self.node(index).next;
-            if self.free != NIL {
-                self.node_mut(self.free).prev = NIL;
-            }
-            index
-        } else {
-            if self.growing == NIL {
-                self.growing = self.new_chunk();
-            }
-            let growing = self.growing;
-            let chunk = self.chunks[growing]
-                .as_deref_mut()
-                .expect("the growing chunk is live");
-            chunk.nodes.push(Node {
-                prev: NIL,
-                next: NIL,
-                waker: None,
-                ticket: 0,
-                want: 0,
-                refused: None,
-            });
-            let offset = chunk.nodes.len() - 1;
-            if chunk.nodes.len() == CHUNK {
-                self.growing = NIL;
-            }
-            (growing << CHUNK_BITS) | offset
-        };
-        self.chunk_mut(index).used += 1;
-        index
+            let chunk = self.chunk_mut(index);
+            chunk.used += 1;
+            let vacant = mem::replace(&mut chunk.nodes[index & (CHUNK - 1)], node);
+            self.free = vacant.next;
+            return index;
+        }
+        if self.growing == NIL {
+            self.growing = self.new_chunk();
+        }
+        let growing = self.growing;
+        let chunk = self.chunks[growing]
+            .as_deref_mut()
+            .expect("the growing chunk is live");
+        chunk.nodes.push(node);
+        chunk.used += 1;
+        let offset = chunk.nodes.len() - 1;
+        if chunk.nodes.len() == CHUNK {
+            self.growing = NIL;
+        }
+        (growing << CHUNK_BITS) | offset
     }
 
     /// Allocates an empty chunk in a hole of the directory or at its end.
@@ -341,16 +336,17 @@ impl Queue {
     /// memory back when that empties its chunk or the whole queue.
     fn release(&mut self, index: usize) {
         let free = self.free;
-        let node = self.node_mut(index);
-        node.prev = NIL;
-        node.next = free;
+        // One look-up of the chunk for the link and the count. (The free list's first node
+        // needs no `prev`: it is told by `self.free`.)
+        let chunk = self.chunk_mut(index);
+        chunk.nodes[index & (CHUNK - 1)].next = free;
+        chunk.used -= 1;
+        let emptied = chunk.used == 0;
         if free != NIL {
             self.node_mut(free).prev = index;
         }
         self.free = index;
-        let chunk = self.chunk_mut(index);
-        chunk.used -= 1;
-        if chunk.used != 0 {
+        if !emptied {
             return;
         }
         if self.len == 0 && self.refused == 0 {
@@ -379,8 +375,7 @@ impl Queue {
         for offset in 0..len {
             let index = (id << CHUNK_BITS) | offset;
             let Node { prev, next, .. } = *self.node(index);
-            if prev == NIL {
-                debug_assert_eq!(self.free, index);
+            if self.free == index {
                 self.free = next;
             } else {
                 self.node_mut(prev).next = next;
