@@ -196,6 +196,36 @@ impl SharedLimits<u32> for Caps {
     }
 }
 
+/// The same caps, but an ask for key 8 takes one more poll (its answer comes in a later
+/// round than the others').
+struct SlowFor8(Caps);
+
+impl SharedLimits<u32> for SlowFor8 {
+    type Permit = CapPermit;
+    type Error = CapsError;
+    type Ask = BoxFuture<Answer<CapPermit, CapsError>>;
+    type Wake = BoxFuture<()>;
+    type Revoked = BoxFuture<CapsError>;
+
+    fn ask(&self, key: &u32) -> Self::Ask {
+        let (caps, key) = (self.0.clone(), *key);
+        Box::pin(async move {
+            if key == 8 {
+                future::yield_now().await;
+            }
+            caps.ask(&key).into_inner_answer()
+        })
+    }
+
+    fn wake(&self, key: &u32) -> Option<Self::Wake> {
+        self.0.wake(key)
+    }
+
+    fn revoked(&self, permit: &CapPermit) -> Option<Self::Revoked> {
+        self.0.revoked(permit)
+    }
+}
+
 /// Items `(key, index)`: `keys` keys, `per_key` items each, keys interleaved.
 fn items(keys: u32, per_key: u32) -> Vec<(u32, u32)> {
     (0..per_key)
@@ -373,5 +403,54 @@ matrix! {
         // One ask per key at a time: at most a grant and a "later" per item, and a
         // retry per wake-up.
         assert!(caps.asks() <= 3 * 20, "{} asks for 20 items", caps.asks());
+    }
+
+    async fn the_maps_rate_wakes_keys_waiting_to_ask() {
+        let caps = Caps::new(4, Duration::from_millis(1));
+        let map = map_async(items(4, 2), 1, |(_, index)| async move { Ok::<_, FetchError>(index) })
+            .per_key(|&(key, _)| key, 1)
+            .rate(tollgate::Rate::per_second(100))
+            .shared_limits(caps.clone());
+        let out = tollgate::timeout(Duration::from_secs(20), map)
+            .await
+            .expect("a key waiting to ask for the map's rate was woken");
+        assert_eq!(out.len(), 8);
+        assert!(out.iter().all(Result::is_ok));
+    }
+
+    async fn a_revocation_never_reaches_the_slots_next_attempt() {
+        for slow in [false, true] {
+            let caps = Caps::new(4, Duration::from_millis(1));
+            let stepped_after = Arc::new(AtomicUsize::new(0));
+            let map = {
+                let (caps, stepped_after) = (caps.clone(), Arc::clone(&stepped_after));
+                map_async([(7u32, 0u32), (8, 1)], if slow { 2 } else { 1 }, move |(key, index)| {
+                    let (caps, stepped_after) = (caps.clone(), Arc::clone(&stepped_after));
+                    async move {
+                        if key == 7 {
+                            // Revoked while it runs, then it would take another step.
+                            caps.revoke(7);
+                            future::yield_now().await;
+                            stepped_after.fetch_add(1, Ordering::SeqCst);
+                        } else {
+                            future::yield_now().await;
+                        }
+                        Ok::<_, FetchError>(index)
+                    }
+                })
+                .per_key(|&(key, _)| key, 1)
+            };
+            let out = if slow {
+                map.shared_limits(SlowFor8(caps.clone())).await
+            } else {
+                map.shared_limits(caps.clone()).await
+            };
+            assert_eq!(
+                out,
+                [Err(FetchError::Caps(CapsError::Revoked(7))), Ok(1)],
+                "key 8's attempt ran on its own (slow ask: {slow})"
+            );
+            assert_eq!(stepped_after.load(Ordering::SeqCst), 0, "no step after the revocation");
+        }
     }
 }

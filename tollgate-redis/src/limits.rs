@@ -22,7 +22,8 @@ use crate::store::{Inner, RedisLimits};
 /// (a lease, as in [`SharedKeyedBulkhead`](crate::SharedKeyedBulkhead)), its rate and its
 /// pause (as in [`SharedKeyedRateLimiter`](crate::SharedKeyedRateLimiter)) together, on
 /// Redis's clock: a start is taken only when all of them allow it, so a refused ask
-/// consumes nothing. A key that is full, early for its rate or paused is told to come
+/// consumes nothing (one exception: a grant whose answer arrives too late to be renewed in
+/// time is let go, and the rate start it took is lost). A key that is full, early for its rate or paused is told to come
 /// back later (the rate's and pause's exact wait; a full key after the store's
 /// [poll interval](crate::RedisLimitsOptions::poll_interval), or as soon as one of its
 /// permits is released in this process) and sleeps in the map holding no slot. A permit
@@ -177,7 +178,10 @@ impl SharedKeyLimits {
         };
         match asked {
             Ok(Some(permit)) => Answer::Granted(permit),
-            Ok(None) => Answer::Later(Duration::ZERO),
+            // Granted, but the answer came after the lease's fence point, so the lease was
+            // let go (and the rate start it took with it is lost: under-use, never over-use).
+            // Redis is slow: give it a poll interval.
+            Ok(None) => Answer::Later(store.poll),
             // A full key may free up any moment (a release elsewhere): ask again after the
             // poll interval, or at once on a release in this process.
             Err(e) if e.is_full() => {

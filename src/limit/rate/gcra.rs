@@ -231,6 +231,16 @@ impl Gcra {
         tat.saturating_sub(self.tolerance)
     }
 
+    /// How many starts in a row state `tat` allows at `now` (0 when the next must wait).
+    #[inline]
+    pub(crate) fn starts_allowed(&self, tat: u64, now: u64) -> u64 {
+        let tat = tat.max(now);
+        match now.saturating_add(self.tolerance).checked_sub(tat) {
+            Some(room) => room / self.interval.max(1) + 1,
+            None => 0,
+        }
+    }
+
     /// Whether state `tat` decides like a fresh limiter at `now` (so it can be forgotten).
     #[inline]
     pub(crate) fn is_idle(tat: u64, now: u64) -> bool {
@@ -243,6 +253,17 @@ mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
+
+    #[test]
+    fn starts_allowed_counts_the_burst_left() {
+        let gcra = Gcra::new(Rate::per_second(10).burst(3));
+        assert_eq!(gcra.starts_allowed(0, 0), 3);
+        let tat = gcra.decide(0, 0).unwrap();
+        assert_eq!(gcra.starts_allowed(tat, 0), 2);
+        let tat = gcra.decide(gcra.decide(tat, 0).unwrap(), 0).unwrap();
+        assert_eq!(gcra.starts_allowed(tat, 0), 0);
+        assert_eq!(gcra.starts_allowed(tat, 100 * MS), 1);
+    }
 
     #[test]
     fn a_burst_of_one_spaces_starts_by_the_interval() {

@@ -760,7 +760,10 @@ where
         Fut: Future<Output = O>,
         R: Results<O>,
     {
-        if G::ACTIVE && engine.admission.gate.poll_revoked(cx) {
+        if G::ACTIVE {
+            // Revocations heard here, and those heard while the map parked: every one ends
+            // before the pool polls its attempt again.
+            engine.admission.gate.poll_revoked(cx);
             Self::end_revoked(engine, results)?;
         }
         ControlFlow::Continue(())

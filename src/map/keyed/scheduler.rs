@@ -99,6 +99,9 @@ impl Asked {
     }
 }
 
+/// The shortest "later" a key sleeps for (1 ms), whatever its shared limits said.
+const MIN_LATER: u64 = 1_000_000;
+
 /// A key the shared limits know nothing of.
 const NOT_ASKED: Asked = Asked {
     granted: 0,
@@ -234,8 +237,9 @@ pub(crate) struct KeyScheduler<K, T> {
     /// Where keys stand with the shared limits (a map with them only); an entry goes with
     /// its key.
     asked: HashMap<K, Asked>,
-    /// Permits in hand over all keys.
+    /// Permits in hand over all keys, and asks in flight.
     granted: usize,
+    asking: usize,
     /// Keys waiting only for time, earliest first. An entry whose key has moved since
     /// (its `place` says another time) is stale and skipped.
     sleepers: BinaryHeap<Reverse<Sleeper<K>>>,
@@ -268,6 +272,7 @@ impl<K, T> KeyScheduler<K, T> {
         self.askers.clear();
         self.asked.clear();
         self.granted = 0;
+        self.asking = 0;
         self.sleepers.clear();
         self.waiting = 0;
         self.swept_at = 0;
@@ -293,6 +298,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             askers: VecDeque::new(),
             asked: HashMap::new(),
             granted: 0,
+            asking: 0,
             sleepers: BinaryHeap::new(),
             order: 0,
             waiting: 0,
@@ -344,8 +350,14 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         if !self.keys.contains_key(&key) && self.keys.len() >= 2 * self.swept_at.max(32) {
             self.keys.retain(|_, state| !state.is_idle(now));
             self.swept_at = self.keys.len();
-            let keys = &self.keys;
-            self.asked.retain(|key, _| keys.contains_key(key));
+            let (keys, asking) = (&self.keys, &mut self.asking);
+            self.asked.retain(|key, asked| {
+                let keep = keys.contains_key(key);
+                if !keep {
+                    *asking -= usize::from(asked.asking);
+                }
+                keep
+            });
         }
         match self.keys.entry(key) {
             Entry::Occupied(occupied) => (occupied.key().clone(), occupied.into_mut()),
@@ -472,7 +484,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn next(&mut self, now: u64) -> Next<K, T> {
         self.wake(now);
         if let Some((rate, tat)) = &self.rate {
-            if !self.turns.is_empty() {
+            // Keys waiting to ask wait for the map's rate too (asking for a permit that
+            // could not start would hold it idle).
+            if !self.turns.is_empty() || !self.askers.is_empty() {
                 let at = rate.allowed_at(*tat);
                 if at > now {
                     return Next::NotBefore(at);
@@ -480,10 +494,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             }
         }
         while let Some(key) = self.turns.pop_front() {
-            let state = self
-                .keys
-                .get_mut(&key)
-                .expect("a key with a turn has state");
+            // A key forgotten since it got its turn (a drain took its items, then its
+            // last item finished): nothing to start.
+            let Some(state) = self.keys.get_mut(&key) else {
+                continue;
+            };
             state.place = Place::Out;
             let ready = if self.gated {
                 let asked = self.asked.get(&key).unwrap_or(&NOT_ASKED);
@@ -652,12 +667,19 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// asking (it leaves the lines until the answer); `None` when no key may.
     pub(crate) fn next_ask(&mut self, now: u64) -> Option<K> {
         self.wake(now);
-        if self.rate_blocks(now) {
-            // The map's rate comes first: a permit would wait for it in hand.
-            return None;
+        if let Some((rate, tat)) = &self.rate {
+            // The map's rate comes first: ask only for starts it allows now, counting the
+            // permits in hand and those asked for (a permit would wait for it in hand).
+            let pending = (self.granted + self.asking) as u64;
+            if rate.starts_allowed(*tat, now) <= pending {
+                return None;
+            }
         }
         while let Some(key) = self.askers.pop_front() {
-            let state = self.keys.get_mut(&key).expect("an asker has state");
+            // A key forgotten since it got in line (see `next`): nothing to ask for.
+            let Some(state) = self.keys.get_mut(&key) else {
+                continue;
+            };
             state.place = Place::Out;
             let asked = self.asked.get(&key).unwrap_or(&NOT_ASKED);
             match state.gated_ready_at(self.per_key, self.per_key_rate.as_ref(), asked) {
@@ -665,6 +687,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                     let asked = self.asked.entry(key.clone()).or_default();
                     asked.asking = true;
                     asked.later_until = 0;
+                    self.asking += 1;
                     return Some(key);
                 }
                 _ => self.place(key, now),
@@ -680,6 +703,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let Some(asked) = self.asked.get_mut(key) else {
             return false;
         };
+        self.asking -= usize::from(asked.asking);
         asked.asking = false;
         let needed = items > asked.granted;
         if needed {
@@ -698,8 +722,10 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let Some(asked) = self.asked.get_mut(key) else {
             return;
         };
+        self.asking -= usize::from(asked.asking);
         asked.asking = false;
-        asked.later_until = until;
+        // Never at once: an answer of "now" would have the key ask in a loop.
+        asked.later_until = until.max(now.saturating_add(MIN_LATER));
         self.replace(key, now);
     }
 
@@ -722,6 +748,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// [`finish`](Self::finish) or [`retry`](Self::retry)). `None` if it has no item left.
     pub(crate) fn ask_failed(&mut self, key: &K, now: u64) -> Option<T> {
         if let Some(asked) = self.asked.get_mut(key) {
+            self.asking -= usize::from(asked.asking);
             asked.asking = false;
             if asked.is_empty() {
                 self.asked.remove(key);
@@ -750,9 +777,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         if state.running == 0 && !state.has_items() && state.is_idle(now) {
             self.keys.remove(key);
             if self.gated {
-                // Nothing in flight or in hand for a key without items; a "later" is
-                // forgotten with the key (its next item asks afresh).
-                self.asked.remove(key);
+                // An ask in flight is forgotten with the key (its answer finds no key and
+                // a permit is dropped); so is a "later" (its next item asks afresh).
+                if let Some(asked) = self.asked.remove(key) {
+                    self.asking -= usize::from(asked.asking);
+                }
             }
         } else {
             self.replace(key, now);
@@ -1106,5 +1135,53 @@ mod tests {
         assert_eq!(scheduler.next_ask(0), Some("b"));
         assert_eq!(scheduler.take_fresh().len(), 1);
         assert!(!scheduler.grant(&"b", 0));
+    }
+
+    #[test]
+    fn a_key_forgotten_while_in_line_is_skipped() {
+        // Gated: in line to ask, drained, its last item finished.
+        let mut scheduler = KeyScheduler::new(2);
+        scheduler.set_gated();
+        scheduler.push("k", 1, 0);
+        assert_eq!(scheduler.next_ask(0), Some("k"));
+        assert!(scheduler.grant(&"k", 0));
+        assert_eq!(drain(&mut scheduler), [("k", 1)]);
+        scheduler.push("k", 2, 0);
+        assert_eq!(scheduler.take_fresh().len(), 1);
+        assert!(scheduler.take_surplus().is_empty());
+        scheduler.finish(&"k", 0);
+        assert_eq!(scheduler.next_ask(0), None);
+        // Not gated: the same in line for a turn.
+        let mut scheduler = KeyScheduler::new(2);
+        scheduler.push("k", 1, 0);
+        assert_eq!(scheduler.next(0), Next::Start("k", 1));
+        scheduler.push("k", 2, 0);
+        assert_eq!(scheduler.take_fresh().len(), 1);
+        scheduler.finish(&"k", 0);
+        assert_eq!(scheduler.next(0), Next::Nothing);
+    }
+
+    #[test]
+    fn keys_ask_only_for_the_starts_the_maps_rate_allows() {
+        let mut scheduler = KeyScheduler::new(1);
+        scheduler.set_gated();
+        scheduler.set_rate(Gcra::new(Rate::per_second(10).burst(2)));
+        for key in ["a", "b", "c"] {
+            scheduler.push(key, (), 0);
+        }
+        assert_eq!(scheduler.next_ask(0), Some("a"));
+        assert_eq!(scheduler.next_ask(0), Some("b"));
+        assert_eq!(scheduler.next_ask(0), None, "the burst is asked for");
+        assert!(scheduler.grant(&"a", 0));
+        scheduler.later(&"b", 0, 0);
+        assert_eq!(drain(&mut scheduler), [("a", ())]);
+        // One start of the burst left: one ask.
+        let asker = scheduler.next_ask(2 * MS).expect("one more start allowed");
+        assert_eq!(scheduler.next_ask(2 * MS), None);
+        assert!(scheduler.grant(&asker, 2 * MS));
+        assert_eq!(drain_at(&mut scheduler, 2 * MS), [(asker, ())]);
+        // The burst is spent and a key waits to ask: the rate's time is the map's timer.
+        assert_eq!(scheduler.next(2 * MS), Next::NotBefore(100 * MS));
+        assert!(scheduler.next_ask(100 * MS).is_some());
     }
 }

@@ -126,8 +126,9 @@ pub trait SharedLimits<K> {
 pub enum Answer<P, E> {
     /// Room for one item: start it, holding the permit until its attempt ends.
     Granted(P),
-    /// No room now: ask again after this long (or when the key's
-    /// [`wake`](SharedLimits::wake) completes). The key holds nothing meanwhile.
+    /// No room now: ask again after this long (at least a millisecond: the map never asks
+    /// in a loop), or when the key's [`wake`](SharedLimits::wake) completes. The key holds
+    /// nothing meanwhile.
     Later(Duration),
     /// The limits could not answer (a store out of reach, after its own bounded wait):
     /// nothing was granted, and the key's next item ends with this error, as if its
@@ -322,6 +323,9 @@ impl<K: Hash + Eq + Clone, L: SharedLimits<K>> Gate<K> for WithSharedLimits<K, L
         if let Some(held) = self.held.get_mut(slot) {
             *held = None;
         }
+        // A revocation heard for the attempt that just ended must not reach the slot's
+        // next attempt.
+        self.revoked.retain(|(revoked, _)| *revoked != slot);
     }
 
     fn poll(&mut self, cx: &mut Context<'_>, mut heard: impl FnMut(Heard<K>)) -> bool {
