@@ -51,8 +51,11 @@ struct Inner {
     /// What a full key is told.
     later: Duration,
     state: Mutex<State>,
-    released: Event,
+    /// Notified when a permit of the key is released.
+    released: Mutex<HashMap<u32, Arc<Event>>>,
     revoke: Event,
+    /// Polls of the wake-ups the limits handed out.
+    wake_polls: Arc<AtomicUsize>,
 }
 
 #[derive(Default)]
@@ -75,7 +78,7 @@ impl Drop for CapPermit {
         let mut state = self.caps.0.state.lock().unwrap();
         *state.in_use.get_mut(&self.key).unwrap() -= 1;
         drop(state);
-        self.caps.0.released.notify(usize::MAX);
+        self.caps.released(self.key).notify(usize::MAX);
     }
 }
 
@@ -91,9 +94,14 @@ impl Caps {
             cap,
             later,
             state: Mutex::default(),
-            released: Event::new(),
+            released: Mutex::default(),
             revoke: Event::new(),
+            wake_polls: Arc::default(),
         }))
+    }
+
+    fn released(&self, key: u32) -> Arc<Event> {
+        Arc::clone(self.0.released.lock().unwrap().entry(key).or_default())
     }
 
     fn in_use(&self, key: u32) -> usize {
@@ -176,9 +184,13 @@ impl SharedLimits<u32> for Caps {
         }))
     }
 
-    fn wake(&self, _key: &u32) -> Option<Self::Wake> {
-        let listener = self.0.released.listen();
-        Some(Box::pin(listener))
+    fn wake(&self, key: &u32) -> Option<Self::Wake> {
+        let mut listener = self.released(*key).listen();
+        let polls = Arc::clone(&self.0.wake_polls);
+        Some(Box::pin(future::poll_fn(move |cx| {
+            polls.fetch_add(1, Ordering::Relaxed);
+            Pin::new(&mut listener).poll(cx)
+        })))
     }
 
     fn revoked(&self, permit: &CapPermit) -> Option<Self::Revoked> {
@@ -452,5 +464,36 @@ matrix! {
             );
             assert_eq!(stepped_after.load(Ordering::SeqCst), 0, "no step after the revocation");
         }
+    }
+
+    async fn keys_told_later_are_not_polled_every_round() {
+        // 100 keys full elsewhere, told to come back in a minute, each with an item
+        // waiting; meanwhile 400 items of a free key run through many rounds of the map.
+        let caps = Caps::new(1, Duration::from_secs(60));
+        let held: Vec<CapPermit> = (0..100).map(|key| caps.hold(key)).collect();
+        let input: Vec<(u32, u32)> = (0..100).map(|key| (key, 0)).chain((0..400).map(|i| (1_000, i))).collect();
+        let done = Arc::new(AtomicUsize::new(0));
+        let map = {
+            let done = Arc::clone(&done);
+            map_async(input, 4, move |(_, index)| {
+                let done = Arc::clone(&done);
+                async move {
+                    future::yield_now().await;
+                    done.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, FetchError>(index)
+                }
+            })
+            .per_key(|&(key, _)| key, 4)
+            .shared_limits(caps.clone())
+        };
+        let release = async {
+            until(|| done.load(Ordering::SeqCst) == 400).await;
+            let polls = caps.0.wake_polls.load(Ordering::SeqCst);
+            // A poll each when told "later" and a few spurious ones, not 100 per round.
+            assert!(polls < 2_000, "{polls} polls of 100 sleeping keys' wake-ups");
+            drop(held);
+        };
+        let (out, ()) = future::zip(map, release).await;
+        assert_eq!(out.len(), 500);
     }
 }

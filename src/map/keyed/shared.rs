@@ -15,7 +15,13 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+use atomic_waker::AtomicWaker;
+
+use crate::sync::lock;
 use std::time::Duration;
 
 /// Per-key caps or rates kept outside a map, which a keyed map asks before an item of a
@@ -241,17 +247,35 @@ impl<K, O> GateOutput<K, O> for NoSharedLimits {
 
 /// The shared limits `L` of a keyed map, with the asks in flight, the keys told "later"
 /// that may be woken earlier, and the watched permits of running attempts.
+///
+/// Only what woke is polled: asks share one flag (they are few: at most one per free
+/// slot), while each sleeping key's wake-up and each running attempt's revocation has a
+/// waker that names it, so a map with thousands of keys told "later" does not poll them
+/// all whenever one of them, or an ask, wakes.
 pub struct WithSharedLimits<K, L: SharedLimits<K>> {
     limits: L,
+    signal: Arc<Signal>,
+    /// The waker every ask gets.
+    ask_waker: Waker,
     asks: Vec<Asking<K, L>>,
-    sleeping: HashMap<K, Pin<Box<L::Wake>>>,
+    /// Whether an ask was added since the asks were last polled.
+    new_asks: bool,
+    /// Keys told "later" with a wake-up, in a slab; `sleeper_of` finds a key's entry.
+    sleepers: Vec<Option<Sleeper<K, L>>>,
+    sleeper_wakers: Vec<Waker>,
+    free_sleepers: Vec<usize>,
+    sleeper_of: HashMap<K, usize>,
     /// Permits granted and not yet taken by a start, by key.
     granted: HashMap<K, Vec<L::Permit>>,
     /// By pool slot: the running attempt's permit and its revocation, if it can be revoked.
     held: Vec<Option<Held<K, L>>>,
+    held_wakers: Vec<Waker>,
     failed: Vec<(K, L::Error)>,
     revoked: Vec<(usize, L::Error)>,
 }
+
+/// A key told "later", and the wake-up that may call it back sooner.
+type Sleeper<K, L> = (K, Pin<Box<<L as SharedLimits<K>>::Wake>>);
 
 /// The permit of a running attempt.
 struct Held<K, L: SharedLimits<K>> {
@@ -267,25 +291,88 @@ struct Asking<K, L: SharedLimits<K>> {
     wake: Option<Pin<Box<L::Wake>>>,
 }
 
+/// What of the gate woke, and the map's task to wake for it. New futures are listed here
+/// too, to be polled once (a future is woken only after its first poll).
+#[derive(Default)]
+struct Signal {
+    asks: AtomicBool,
+    sleepers: Mutex<Vec<usize>>,
+    held: Mutex<Vec<usize>>,
+    task: AtomicWaker,
+}
+
+/// The waker of one of the gate's futures: it says which, then wakes the map.
+struct Woke {
+    signal: Arc<Signal>,
+    what: What,
+}
+
+#[derive(Clone, Copy)]
+enum What {
+    Ask,
+    Sleeper(usize),
+    Held(usize),
+}
+
+impl Signal {
+    fn note(&self, what: What) {
+        match what {
+            What::Ask => self.asks.store(true, Ordering::Release),
+            What::Sleeper(index) => lock(&self.sleepers).push(index),
+            What::Held(slot) => lock(&self.held).push(slot),
+        }
+    }
+
+    fn take(list: &Mutex<Vec<usize>>) -> Vec<usize> {
+        std::mem::take(&mut *lock(list))
+    }
+}
+
+impl Wake for Woke {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.signal.note(self.what);
+        self.signal.task.wake();
+    }
+}
+
 impl<K, L: SharedLimits<K>> WithSharedLimits<K, L> {
     pub(crate) fn new(limits: L) -> Self {
+        let signal = Arc::new(Signal::default());
         Self {
             limits,
+            ask_waker: waker(&signal, What::Ask),
+            signal,
             asks: Vec::new(),
-            sleeping: HashMap::new(),
+            new_asks: false,
+            sleepers: Vec::new(),
+            sleeper_wakers: Vec::new(),
+            free_sleepers: Vec::new(),
+            sleeper_of: HashMap::new(),
             granted: HashMap::new(),
             held: Vec::new(),
+            held_wakers: Vec::new(),
             failed: Vec::new(),
             revoked: Vec::new(),
         }
     }
 }
 
+fn waker(signal: &Arc<Signal>, what: What) -> Waker {
+    Waker::from(Arc::new(Woke {
+        signal: Arc::clone(signal),
+        what,
+    }))
+}
+
 impl<K, L: SharedLimits<K>> fmt::Debug for WithSharedLimits<K, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared")
+        f.debug_struct("WithSharedLimits")
             .field("asking", &self.asks.len())
-            .field("told_later", &self.sleeping.len())
+            .field("told_later", &self.sleeper_of.len())
             .finish_non_exhaustive()
     }
 }
@@ -296,12 +383,13 @@ impl<K: Hash + Eq + Clone, L: SharedLimits<K>> Gate<K> for WithSharedLimits<K, L
     type Error = L::Error;
 
     fn ask(&mut self, key: K) {
-        // The wake-up first: a release between the ask and its answer still wakes the key.
-        // It replaces the key's earlier one.
-        self.sleeping.remove(&key);
+        // A new ask makes its own wake-up, which replaces the key's earlier one. The wake-up
+        // first: a release between the ask and its answer still wakes the key.
+        self.forget_sleeper(&key);
         let wake = self.limits.wake(&key).map(Box::pin);
         let ask = Box::pin(self.limits.ask(&key));
         self.asks.push(Asking { key, ask, wake });
+        self.new_asks = true;
     }
 
     fn asking(&self) -> usize {
@@ -312,6 +400,13 @@ impl<K: Hash + Eq + Clone, L: SharedLimits<K>> Gate<K> for WithSharedLimits<K, L
         let revoked = self.limits.revoked(&permit).map(Box::pin);
         if slot >= self.held.len() {
             self.held.resize_with(slot + 1, || None);
+        }
+        if revoked.is_some() {
+            while self.held_wakers.len() <= slot {
+                let next = self.held_wakers.len();
+                self.held_wakers.push(waker(&self.signal, What::Held(next)));
+            }
+            self.signal.note(What::Held(slot));
         }
         self.held[slot] = Some(Held {
             _permit: permit,
@@ -329,59 +424,52 @@ impl<K: Hash + Eq + Clone, L: SharedLimits<K>> Gate<K> for WithSharedLimits<K, L
     }
 
     fn poll(&mut self, cx: &mut Context<'_>, mut heard: impl FnMut(Heard<K>)) -> bool {
+        self.signal.task.register(cx.waker());
         let mut any = false;
-        let mut index = 0;
-        while index < self.asks.len() {
-            let Poll::Ready(answer) = self.asks[index].ask.as_mut().poll(cx) else {
-                index += 1;
-                continue;
-            };
-            any = true;
-            let Asking { key, wake, .. } = self.asks.swap_remove(index);
-            match answer {
-                Answer::Granted(permit) => {
-                    self.granted.entry(key.clone()).or_default().push(permit);
-                    heard(Heard::Granted(key));
-                }
-                Answer::Failed(error) => self.failed.push((key, error)),
-                Answer::Later(after) => {
-                    if let Some(wake) = wake {
-                        self.sleeping.insert(key.clone(), wake);
+        if std::mem::take(&mut self.new_asks) | self.signal.asks.swap(false, Ordering::AcqRel) {
+            let mut index = 0;
+            while index < self.asks.len() {
+                let mut cx = Context::from_waker(&self.ask_waker);
+                let Poll::Ready(answer) = self.asks[index].ask.as_mut().poll(&mut cx) else {
+                    index += 1;
+                    continue;
+                };
+                any = true;
+                let Asking { key, wake, .. } = self.asks.swap_remove(index);
+                match answer {
+                    Answer::Granted(permit) => {
+                        self.granted.entry(key.clone()).or_default().push(permit);
+                        heard(Heard::Granted(key));
                     }
-                    heard(Heard::Later(key, after));
+                    Answer::Failed(error) => self.failed.push((key, error)),
+                    Answer::Later(after) => {
+                        if let Some(wake) = wake {
+                            self.add_sleeper(key.clone(), wake);
+                        }
+                        heard(Heard::Later(key, after));
+                    }
                 }
             }
         }
-        self.sleeping.retain(|key, wake| {
-            if wake.as_mut().poll(cx).is_ready() {
+        for index in Signal::take(&self.signal.sleepers) {
+            let Some(Some((_, wake))) = self.sleepers.get_mut(index) else {
+                continue; // gone since it woke
+            };
+            let mut cx = Context::from_waker(&self.sleeper_wakers[index]);
+            if wake.as_mut().poll(&mut cx).is_ready() {
                 any = true;
-                heard(Heard::Woken(key.clone()));
-                false
-            } else {
-                true
+                let (key, _) = self.sleepers[index].take().expect("polled above");
+                self.sleeper_of.remove(&key);
+                self.free_sleepers.push(index);
+                heard(Heard::Woken(key));
             }
-        });
-        self.poll_revoked(cx) | any
+        }
+        self.poll_held() | any
     }
 
     fn poll_revoked(&mut self, cx: &mut Context<'_>) -> bool {
-        let mut any = false;
-        for (slot, held) in self.held.iter_mut().enumerate() {
-            let Some(Held {
-                revoked: Some(revoked),
-                ..
-            }) = held
-            else {
-                continue;
-            };
-            if let Poll::Ready(error) = revoked.as_mut().poll(cx) {
-                any = true;
-                // The permit stays until the map cancels the attempt and releases it.
-                held.as_mut().expect("matched").revoked = None;
-                self.revoked.push((slot, error));
-            }
-        }
-        any
+        self.signal.task.register(cx.waker());
+        self.poll_held()
     }
 
     fn take(&mut self, key: &K) -> Option<L::Permit> {
@@ -405,9 +493,64 @@ impl<K: Hash + Eq + Clone, L: SharedLimits<K>> Gate<K> for WithSharedLimits<K, L
         self.failed.clear();
         self.revoked.clear();
         self.asks.clear();
-        self.sleeping.clear();
+        self.sleepers.clear();
+        self.free_sleepers.clear();
+        self.sleeper_of.clear();
         self.granted.clear();
         self.held.clear();
+    }
+}
+
+impl<K: Hash + Eq + Clone, L: SharedLimits<K>> WithSharedLimits<K, L> {
+    /// Keeps `key`'s wake-up while it sleeps, to be polled once now (its first poll) and
+    /// then whenever it wakes.
+    fn add_sleeper(&mut self, key: K, wake: Pin<Box<L::Wake>>) {
+        let index = match self.free_sleepers.pop() {
+            Some(index) => index,
+            None => {
+                let index = self.sleepers.len();
+                self.sleepers.push(None);
+                self.sleeper_wakers
+                    .push(waker(&self.signal, What::Sleeper(index)));
+                index
+            }
+        };
+        self.sleepers[index] = Some((key.clone(), wake));
+        self.sleeper_of.insert(key, index);
+        self.signal.note(What::Sleeper(index));
+    }
+
+    /// Drops `key`'s wake-up, if it sleeps with one.
+    fn forget_sleeper(&mut self, key: &K) {
+        if let Some(index) = self.sleeper_of.remove(key) {
+            self.sleepers[index] = None;
+            self.free_sleepers.push(index);
+        }
+    }
+
+    /// Polls the revocations of the running attempts that woke (or are new); queues the
+    /// revoked ones.
+    fn poll_held(&mut self) -> bool {
+        let mut any = false;
+        for slot in Signal::take(&self.signal.held) {
+            let Some(Some(Held {
+                revoked: Some(revoked),
+                ..
+            })) = self.held.get_mut(slot)
+            else {
+                continue; // ended since it woke
+            };
+            let mut cx = Context::from_waker(&self.held_wakers[slot]);
+            if let Poll::Ready(error) = revoked.as_mut().poll(&mut cx) {
+                any = true;
+                // The permit stays until the map cancels the attempt and releases it.
+                if let Some(held) = self.held[slot].as_mut() {
+                    held.revoked = None;
+                }
+                self.revoked.push((slot, error));
+            }
+        }
+        any
     }
 }
 
