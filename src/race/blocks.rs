@@ -6,9 +6,11 @@
 //! small), then blocks of [`MORE`], and never move: one allocation per block instead of
 //! one per contestant.
 
+use std::future::Future;
+use std::ops::ControlFlow;
 use std::pin::Pin;
 
-use super::store::Slot;
+use super::store::{Slot, VisitEach};
 
 /// Places in the first block.
 const FIRST: usize = 4;
@@ -47,6 +49,28 @@ macro_rules! block {
                     $($index => this.$place,)+
                     _ => unreachable!("no place {index} in a block"),
                 }
+            }
+
+            /// Visits the first `len` places in order, numbered from `base`.
+            #[inline]
+            fn for_each<T, V>(
+                self: Pin<&mut Self>,
+                base: usize,
+                len: usize,
+                visit: &mut V,
+            ) -> ControlFlow<V::Break>
+            where
+                F: Future<Output = Result<T, E>>,
+                V: VisitEach<T, E>,
+            {
+                let this = self.project();
+                $(
+                    if $index == len {
+                        return ControlFlow::Continue(());
+                    }
+                    visit.visit(base + $index, this.$place)?;
+                )+
+                ControlFlow::Continue(())
             }
         }
     };
@@ -130,6 +154,26 @@ impl<F, E> Blocks<F, E> {
                 .expect("a contestant's index is below the count");
             block.as_mut().place(index % MORE)
         }
+    }
+
+    /// Visits every contestant in order, until `visit` breaks.
+    #[inline]
+    pub(super) fn for_each<T, V>(self: Pin<&mut Self>, visit: &mut V) -> ControlFlow<V::Break>
+    where
+        F: Future<Output = Result<T, E>>,
+        V: VisitEach<T, E>,
+    {
+        let this = self.project();
+        let len = *this.len;
+        if let Some(first) = this.first.as_mut() {
+            first.as_mut().for_each(0, len.min(FIRST), visit)?;
+        }
+        let mut base = FIRST;
+        for block in this.more.iter_mut() {
+            block.as_mut().for_each(base, (len - base).min(MORE), visit)?;
+            base += MORE;
+        }
+        ControlFlow::Continue(())
     }
 
     /// Drops every contestant and error.

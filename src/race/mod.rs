@@ -47,7 +47,7 @@ use std::time::Duration;
 use crate::runtime::RtSleep;
 use crate::time::{Sleep, sleep};
 use crate::wake::{Lender, Lent, WakeSet};
-use store::{Contestants, Slot, SlotOwn, SlotProj, Visit};
+use store::{Contestants, Slot, SlotOwn, SlotProj, Visit, VisitEach};
 
 /// At least this many polls of woken contestants in one poll of a race (more in a larger
 /// race: as many as it has contestants), then it lets the executor run others.
@@ -202,14 +202,26 @@ enum Polled<T> {
     Won(T),
 }
 
-/// Polls contestant `index` (starting it if it never was) and records a failure.
-struct PollOne<'a, 'b, 'c> {
-    core: &'a mut Core,
-    index: usize,
-    waking: Waking<'b, 'c>,
+/// Records that the contestant in `slot` failed with `error`.
+#[inline]
+fn record_failure<F, E>(core: &mut Core, mut slot: Pin<&mut Slot<F, E>>, error: E) {
+    slot.set(Slot::Failed {
+        error,
+        order: core.failed,
+    });
+    core.failed += 1;
+    core.running -= 1;
 }
 
-impl<T, E> Visit<T, E> for PollOne<'_, '_, '_> {
+/// Polls a contestant with the race's own waker (starting it if it never was) and
+/// records a failure: no wake set, so nothing to lend or take back. Kept apart from
+/// [`PollLent`] so that a select loop's poll is this and nothing more.
+struct PollParent<'a, 'b, 'c> {
+    core: &'a mut Core,
+    cx: &'b mut Context<'c>,
+}
+
+impl<T, E> Visit<T, E> for PollParent<'_, '_, '_> {
     type Output = Polled<T>;
 
     #[inline]
@@ -217,50 +229,63 @@ impl<T, E> Visit<T, E> for PollOne<'_, '_, '_> {
     where
         F: Future<Output = Result<T, E>>,
     {
-        let Self {
-            core,
-            index,
-            mut waking,
-        } = self;
+        let SlotProj::Running { future } = slot.as_mut().project() else {
+            return Polled::Pending;
+        };
+        match future.poll(self.cx) {
+            Poll::Pending => Polled::Pending,
+            Poll::Ready(Ok(value)) => Polled::Won(value),
+            Poll::Ready(Err(error)) => {
+                record_failure(self.core, slot, error);
+                Polled::Failed
+            }
+        }
+    }
+}
+
+/// Polls contestant `index` with a waker lent from the set (starting it if it never was)
+/// and records a failure.
+struct PollLent<'a, 'b> {
+    core: &'a mut Core,
+    index: usize,
+    wake: &'b WakeSet,
+}
+
+impl<T, E> Visit<T, E> for PollLent<'_, '_> {
+    type Output = Polled<T>;
+
+    #[inline]
+    fn visit<F>(self, mut slot: Pin<&mut Slot<F, E>>) -> Polled<T>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        let Self { core, index, wake } = self;
         // A contestant that already failed may still be woken by a stale waker: skip it.
         let SlotProj::Running { future } = slot.as_mut().project() else {
             return Polled::Pending;
         };
-        let poll = match &mut waking {
-            Waking::Parent(cx) => future.poll(cx),
-            &mut Waking::Lent(wake) => {
-                let lender = core.lender.get_or_insert_with(|| Lender::new(wake));
-                let waker = match &core.lent[index] {
-                    Some(kept) => kept.waker(),
-                    None => lender.lend(wake, index),
-                };
-                future.poll(&mut Context::from_waker(waker))
-            }
+        let lender = core.lender.get_or_insert_with(|| Lender::new(wake));
+        let kept = &mut core.lent[index];
+        let waker = match kept {
+            Some(kept) => kept.waker(),
+            None => lender.lend(wake, index),
         };
-        let result = match poll {
+        match future.poll(&mut Context::from_waker(waker)) {
             Poll::Pending => {
                 // A contestant that kept a clone of the lent waker keeps the waker.
-                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut core.lender) {
-                    let lent = &mut core.lent[index];
-                    if lent.is_none() {
-                        *lent = lender.kept(wake);
-                    }
+                if kept.is_none() {
+                    *kept = lender.kept(wake);
                 }
-                return Polled::Pending;
+                Polled::Pending
             }
-            Poll::Ready(result) => result,
-        };
-        match result {
-            Ok(value) => Polled::Won(value),
-            Err(error) => {
-                slot.set(Slot::Failed {
-                    error,
-                    order: core.failed,
-                });
-                core.failed += 1;
-                core.running -= 1;
-                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut core.lender) {
-                    lender.finished(wake, core.lent[index].take());
+            Poll::Ready(Ok(value)) => Polled::Won(value),
+            Poll::Ready(Err(error)) => {
+                let kept = kept.take();
+                // Dropped first: a contestant that kept a clone drops it with itself, and
+                // then the waker can be reused.
+                record_failure(core, slot, error);
+                if let Some(lender) = &mut core.lender {
+                    lender.finished(wake, kept);
                 }
                 Polled::Failed
             }
@@ -296,15 +321,10 @@ fn poll_one<C>(
 where
     C: ?Sized + Contestants,
 {
-    C::visit(
-        store,
-        index,
-        PollOne {
-            core,
-            index,
-            waking,
-        },
-    )
+    match waking {
+        Waking::Parent(cx) => C::visit(store, index, PollParent { core, cx }),
+        Waking::Lent(wake) => C::visit(store, index, PollLent { core, index, wake }),
+    }
 }
 
 /// One poll of a select loop: polls every running contestant with the race's own waker,
@@ -322,18 +342,53 @@ where
     C: ?Sized + Contestants,
 {
     loop {
-        let mut pended = false;
-        let mut again = false;
-        for index in 0..core.len {
-            match poll_one::<C>(store.as_mut(), core, index, Waking::Parent(cx)) {
-                Polled::Won(value) => return Some(value),
-                Polled::Pending => pended = true,
-                Polled::Failed => again |= pended,
-            }
+        let mut round = SelectRound {
+            core: &mut *core,
+            cx: &mut *cx,
+            pended: false,
+            again: false,
+        };
+        if let ControlFlow::Break(value) = C::for_each(store.as_mut(), &mut round) {
+            return Some(value);
         }
-        if !again {
+        if !round.again {
             return None;
         }
+    }
+}
+
+/// One round of a select loop: polls every running contestant with the race's own waker.
+struct SelectRound<'a, 'b, 'c> {
+    core: &'a mut Core,
+    cx: &'b mut Context<'c>,
+    /// A contestant pended in this round.
+    pended: bool,
+    /// A contestant failed after one pended in this round.
+    again: bool,
+}
+
+impl<T, E> VisitEach<T, E> for SelectRound<'_, '_, '_> {
+    type Break = T;
+
+    #[inline]
+    fn visit<F>(&mut self, _: usize, mut slot: Pin<&mut Slot<F, E>>) -> ControlFlow<T>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        // A contestant that failed in an earlier round is skipped, and does not count as
+        // pending.
+        let SlotProj::Running { future } = slot.as_mut().project() else {
+            return ControlFlow::Continue(());
+        };
+        match future.poll(self.cx) {
+            Poll::Pending => self.pended = true,
+            Poll::Ready(Ok(value)) => return ControlFlow::Break(value),
+            Poll::Ready(Err(error)) => {
+                record_failure(self.core, slot, error);
+                self.again |= self.pended;
+            }
+        }
+        ControlFlow::Continue(())
     }
 }
 
