@@ -581,11 +581,11 @@ fn wakers_stay_with_their_contestant_whatever_the_others_do() {
 
 /// Before, a race allocated a box per contestant, the wake set and the list of errors: 6
 /// allocations for 3 contestants that finish on their first poll, 258 for 256. Then a block
-/// for the first 4 contestants, one per 32 after them (and their list), the wake set once a
-/// contestant pends, however few they were. Now a race of up to 4 is a select loop: its one
-/// allocation is the block, whatever its contestants do.
+/// for the first 4 contestants, one per 32 after them (and their list): 3 allocations for
+/// 5 contestants, 10 for 256. Now the first block is as large as the iterator says it needs
+/// (up to 32), so a race of up to 32 allocates one block, whatever its contestants do.
 #[test]
-fn an_iterable_race_allocates_a_block_per_32_contestants_after_the_first_4() {
+fn an_iterable_race_allocates_one_block_up_to_32_then_one_per_32() {
     let mut cx = Context::from_waker(Waker::noop());
     let mut ready_race = |n: usize| {
         allocations(|| {
@@ -594,16 +594,25 @@ fn an_iterable_race_allocates_a_block_per_32_contestants_after_the_first_4() {
             assert_eq!(Pin::new(&mut race).poll(&mut cx), Poll::Ready(Ok(n - 1)));
         })
     };
-    assert_eq!(ready_race(3), 1);
-    assert_eq!(ready_race(4), 1);
-    assert_eq!(
-        ready_race(5),
-        3,
-        "the first block, a block of 32 and their list"
-    );
-    assert_eq!(ready_race(36), 3);
-    // 8 blocks of 32 after the first 4, and their list, sized once from the iterator.
-    assert_eq!(ready_race(256), 1 + 8 + 1);
+    for n in [1, 2, 3, 4, 5, 16, 17, 32] {
+        assert_eq!(ready_race(n), 1, "{n} contestants: one block");
+    }
+    assert_eq!(ready_race(33), 3, "the first block, a block of 32 and their list");
+    // 7 blocks of 32 after the first 32, and their list, sized once from the iterator.
+    assert_eq!(ready_race(256), 1 + 7 + 1);
+
+    // An iterator that does not know its length: a first block of 4, then blocks of 32.
+    let mut unknown_race = |n: usize| {
+        allocations(|| {
+            let contestants = (0..n)
+                .filter(|_| true)
+                .map(|me| ready(if me + 1 == n { Ok(me) } else { Err(me) }));
+            let mut race = race(contestants);
+            assert_eq!(Pin::new(&mut race).poll(&mut cx), Poll::Ready(Ok(n - 1)));
+        })
+    };
+    assert_eq!(unknown_race(4), 1);
+    assert!(unknown_race(5) >= 3, "the first block, a block of 32 and their list");
 
     // Failing, the race allocates the list of errors too, and nothing else.
     let made = allocations(|| {
@@ -617,8 +626,7 @@ fn an_iterable_race_allocates_a_block_per_32_contestants_after_the_first_4() {
     assert_eq!(made, 1 + 1 + 1, "the block, the errors, the expected list");
 
     // Pending contestants that keep no waker: a select loop of 3 allocates its block only;
-    // a race of 5 its two blocks, their list, the wake set and the table of kept wakers,
-    // and no waker.
+    // a race of 5 its block, the wake set and the table of kept wakers, and no waker.
     let made = allocations(|| {
         let mut race = race([pending::<Result<(), ()>>(), pending(), pending()]);
         assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
@@ -630,7 +638,7 @@ fn an_iterable_race_allocates_a_block_per_32_contestants_after_the_first_4() {
         assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
         assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
     });
-    assert_eq!(made, 5);
+    assert_eq!(made, 3);
 }
 
 /// Before, a tuple's contestants were stored as nested `Either`s in the iterable's blocks:
@@ -1310,5 +1318,49 @@ mod paused_clock {
             "{:?}",
             wall.elapsed()
         );
+    }
+}
+
+/// An iterator whose length hint is wrong: it says 2 and yields many more.
+struct Understated(std::ops::Range<usize>);
+
+impl Iterator for Understated {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        self.0.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (1, Some(1))
+    }
+}
+
+/// The first block is sized from the iterator's length hint; a race must still hold (and
+/// number) every contestant when the hint is missing or wrong, across block boundaries.
+#[test]
+fn contestants_are_numbered_in_order_whatever_the_iterators_length_hint() {
+    let mut cx = Context::from_waker(Waker::noop());
+    let expected = |n: usize| (0..n).map(|me| (me, me)).collect::<Vec<_>>();
+    for n in [1, 2, 3, 5, 33, 70] {
+        // No exact hint: a filter.
+        let mut filtered = race((0..n).filter(|_| true).map(|me| ready(Err::<(), _>(me))));
+        let Poll::Ready(Err(failed)) = Pin::new(&mut filtered).poll(&mut cx) else {
+            panic!("every contestant failed");
+        };
+        assert_eq!(failed.errors(), expected(n));
+        // A wrong hint, and contestants that pend once (polled again through the wake set).
+        let mut understated = race(Understated(0..n).map(|me| async move {
+            yield_now().await;
+            Err::<(), _>(me)
+        }));
+        let failed = loop {
+            if let Poll::Ready(result) = Pin::new(&mut understated).poll(&mut cx) {
+                break result.unwrap_err();
+            }
+        };
+        let mut errors = failed.errors().to_vec();
+        errors.sort_unstable();
+        assert_eq!(errors, expected(n));
     }
 }

@@ -16,14 +16,15 @@
 //! an iterable's in boxed blocks ([`blocks`]).
 //!
 //! What a race allocates: a tuple race, nothing (its timeout or hedge: one box for both,
-//! and the timer). An iterable race: a block for its first 4 contestants and one per 32
-//! after them (with their list), where a crate free to use `unsafe` pins them all in one
-//! slice; from 5 contestants on, once one pends, the wake set and a table of the wakers
+//! and the timer). An iterable race: one block for its first contestants, as many as the
+//! iterator says it has (2, 4, 8, 16 or 32 places), and one per 32 after them (with their
+//! list), where a crate free to use `unsafe` pins them all in one slice; from 5
+//! contestants on, once one pends, the wake set and a table of the wakers
 //! kept, and a waker of its own for each contestant that keeps a clone of its waker while
 //! another one holds the lent one (a `Waker` made safely is an `Arc`). Any race: the list
 //! of errors, only when it fails. Safe Rust could also keep an iterable's first block
-//! inside the race; measured, that costs more than the allocation (the race grows by 4
-//! contestants, and every move of it copies them).
+//! inside the race; measured, that costs more than the allocation (the race grows by
+//! that block, and every move of it copies it).
 //!
 //! A hedged race keeps one timer, for the next start, moved forward at each start; the
 //! plain race pays one branch per poll for it.
