@@ -173,7 +173,11 @@ impl<F, E> Blocks<F, E> {
             }
             _ => {
                 let (block, taken) = Block32::fill(head, &mut futures);
-                (First::ThirtyTwo(Box::pin(block)), Block32::<F, E>::LEN, taken)
+                (
+                    First::ThirtyTwo(Box::pin(block)),
+                    Block32::<F, E>::LEN,
+                    taken,
+                )
             }
         };
         let mut more = Vec::new();
@@ -238,7 +242,9 @@ impl<F, E> Blocks<F, E> {
             None => {});
         let mut base = *this.first_len;
         for block in this.more.iter_mut() {
-            block.as_mut().for_each(base, (len - base).min(MORE), visit)?;
+            block
+                .as_mut()
+                .for_each(base, (len - base).min(MORE), visit)?;
             base += MORE;
         }
         ControlFlow::Continue(())
