@@ -377,6 +377,40 @@ impl<T, E> VisitEach<T, E> for SelectRound<'_, '_, '_> {
     }
 }
 
+/// The round that turns a select loop to its wake set: polls every running contestant
+/// with a waker lent from the set.
+struct LentRound<'a, 'b> {
+    core: &'a mut Core,
+    wake: &'b WakeSet,
+    /// A contestant woke itself.
+    yielded: bool,
+}
+
+impl<T, E> VisitEach<T, E> for LentRound<'_, '_> {
+    type Break = T;
+
+    #[inline]
+    fn visit<F>(&mut self, index: usize, slot: Pin<&mut Slot<F, E>>) -> ControlFlow<T>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        if !matches!(slot.as_ref().get_ref(), Slot::Running { .. }) {
+            return ControlFlow::Continue(());
+        }
+        let poll = PollLent {
+            core: &mut *self.core,
+            index,
+            wake: self.wake,
+        };
+        match poll.visit(slot) {
+            Polled::Won(value) => return ControlFlow::Break(value),
+            Polled::Pending => self.yielded |= self.wake.is_marked(index),
+            Polled::Failed => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 impl Core {
     /// Starts the next contestant: its first poll.
     fn start_next<C>(&mut self, store: Pin<&mut C::Store>, wake: &WakeSet) -> Polled<C::Ok>
@@ -784,9 +818,10 @@ where
             State::Done => panic!("`Race` polled after it completed"),
             State::Polling => panic!("`Race` polled after a contestant panicked"),
         };
-        // Every contestant is polled once more after a switch to the wake set: on top of
-        // the budget below.
-        let mut switched = false;
+        let mut winner = None;
+        // A contestant woke itself (it yielded): the executor gets its turn before the
+        // contestants woken now are polled.
+        let mut yielded = false;
         if state == State::Select || (state == State::Fresh && this.wake.is_none()) {
             this.core.started = this.core.len;
             let lasting = C::select_loop(&this.store);
@@ -798,19 +833,24 @@ where
                 }
                 Selected::ToWakeSet => {
                     // Every contestant still running may hold the race's own waker, which
-                    // does not tell which one to poll: each is polled once more below,
-                    // with a waker of its own from now on.
+                    // does not tell which one to poll: each is polled once more now, with a
+                    // waker of its own from then on.
                     let wake = this.wake.insert(WakeSet::new(this.core.len));
                     wake.enter();
                     this.core.lent = (0..this.core.len).map(|_| None).collect();
-                    for index in 0..this.core.len {
-                        wake.mark(index);
+                    let mut round = LentRound {
+                        core: &mut *this.core,
+                        wake,
+                        yielded: false,
+                    };
+                    if let ControlFlow::Break(value) = C::for_each(this.store.as_mut(), &mut round)
+                    {
+                        winner = Some(value);
                     }
-                    switched = true;
+                    yielded = round.yielded;
                 }
             }
         }
-        let mut winner = None;
         // Wake-ups during this poll only mark their contestants: we look before we return.
         let Some(wake) = &*this.wake else {
             unreachable!("a race past its select loop has a wake set");
@@ -818,12 +858,6 @@ where
         wake.enter();
         // Polls left in this poll of the race for contestants woken during it.
         let mut budget = this.core.len.max(MIN_BUDGET);
-        if switched {
-            budget += this.core.len;
-        }
-        // A contestant woke itself (it yielded): the executor gets its turn before the
-        // contestants woken now are polled.
-        let mut yielded = false;
         // Poll the woken contestants, again while polling them wakes others (one finishing
         // wakes the next, say): within the budget, until one yields.
         {
