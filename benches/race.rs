@@ -18,7 +18,8 @@
 //!
 //! `select_ok` needs `Unpin` futures, so its contestants are boxed; tollgate and `race_ok`
 //! take the futures as they are (tollgate keeps a tuple's inside the race, and an
-//! iterable's in boxed blocks of 4 then 32, as it forbids `unsafe`).
+//! iterable's in boxed blocks, a first one sized to the iterator then blocks of 32, as it
+//! forbids `unsafe`).
 //!
 //! Run: `cargo bench --bench race`. Instruction counts per race (repeatable where wall clock
 //! is not): see `probe` below.

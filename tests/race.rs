@@ -422,7 +422,8 @@ impl Wake for CountWakes {
 
 #[test]
 fn only_the_woken_contestant_is_polled_again() {
-    // Six contestants: a race of up to 4 is a select loop, which polls them all each time.
+    // Six contestants: a race of up to 4 is a select loop for good, which polls them all
+    // each time; a larger one only until polling them all is wasted.
     let wakers: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None; 6]));
     let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..6).map(|_| AtomicUsize::new(0)).collect());
     let finish = Arc::new(AtomicBool::new(false));
@@ -446,13 +447,15 @@ fn only_the_woken_contestant_is_polled_again() {
     assert!(race.as_mut().poll(&mut cx).is_pending());
     assert_eq!(counts(), [1, 1, 1, 1, 1, 1]);
 
-    // Contestant 0 pended first, polled with the parent's own waker, which does not tell
-    // which contestant it woke: the next poll polls 0 once more, with a waker of its own.
-    // After that, a spurious poll of the parent polls nobody.
+    // The first poll was a select loop: every contestant pended with the parent's own
+    // waker, which does not tell which contestant it woke. The next poll is a select loop's
+    // round too, and when contestants pend again (the wake-up was for another one, or
+    // spurious) the race turns to its wake set: each is polled once more, with a waker of
+    // its own. After that, a spurious poll of the parent polls nobody.
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [2, 1, 1, 1, 1, 1]);
+    assert_eq!(counts(), [3, 3, 3, 3, 3, 3]);
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [2, 1, 1, 1, 1, 1]);
+    assert_eq!(counts(), [3, 3, 3, 3, 3, 3]);
 
     // Waking contestant 2 wakes the parent once, and only 2 is polled.
     let taken = wakers.lock().unwrap()[2].take().unwrap();
@@ -460,13 +463,13 @@ fn only_the_woken_contestant_is_polled_again() {
     taken.wake();
     assert_eq!(parent.0.load(Ordering::SeqCst), 1);
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [2, 1, 2, 1, 1, 1]);
+    assert_eq!(counts(), [3, 3, 4, 3, 3, 3]);
 
     finish.store(true, Ordering::SeqCst);
     let taken = wakers.lock().unwrap()[1].take().unwrap();
     taken.wake();
     assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(1)));
-    assert_eq!(counts(), [2, 2, 2, 1, 1, 1]);
+    assert_eq!(counts(), [3, 4, 4, 3, 3, 3]);
     // The losers are gone: their stored wakers now point at a finished race and waking
     // them is harmless.
     for waker in wakers.lock().unwrap().iter_mut().filter_map(Option::take) {
@@ -561,31 +564,33 @@ fn wakers_stay_with_their_contestant_whatever_the_others_do() {
     assert!(race.as_mut().poll(&mut cx).is_pending());
     assert_eq!(counts(), [1, 1, 1, 1, 1, 1]);
     assert_eq!(parent.0.load(Ordering::SeqCst), 1, "1 woke itself");
+    // A select loop's round, where the others pend again: the race turns to its wake set
+    // and polls each running contestant once more, with a waker of its own.
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [1, 2, 1, 1, 1, 1]);
+    assert_eq!(counts(), [1, 3, 3, 3, 3, 3]);
 
     // 0 has failed: its waker wakes the race but polls nobody.
     wake(0);
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [1, 2, 1, 1, 1, 1]);
+    assert_eq!(counts(), [1, 3, 3, 3, 3, 3]);
 
     wake(1);
     assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(counts(), [1, 3, 1, 1, 1, 1]);
+    assert_eq!(counts(), [1, 4, 3, 3, 3, 3]);
 
     finish.store(true, Ordering::SeqCst);
     wake(3);
     assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
-    assert_eq!(counts(), [1, 3, 1, 2, 1, 1]);
+    assert_eq!(counts(), [1, 4, 3, 4, 3, 3]);
 }
 
 /// Before, a race allocated a box per contestant, the wake set and the list of errors: 6
 /// allocations for 3 contestants that finish on their first poll, 258 for 256. Then a block
-/// for the first 4 contestants, one per 32 after them (and their list), the wake set once a
-/// contestant pends, however few they were. Now a race of up to 4 is a select loop: its one
-/// allocation is the block, whatever its contestants do.
+/// for the first 4 contestants, one per 32 after them (and their list): 3 allocations for
+/// 5 contestants, 10 for 256. Now the first block is as large as the iterator says it needs
+/// (up to 32), so a race of up to 32 allocates one block, whatever its contestants do.
 #[test]
-fn an_iterable_race_allocates_a_block_per_32_contestants_after_the_first_4() {
+fn an_iterable_race_allocates_one_block_up_to_32_then_one_per_32() {
     let mut cx = Context::from_waker(Waker::noop());
     let mut ready_race = |n: usize| {
         allocations(|| {
@@ -594,16 +599,32 @@ fn an_iterable_race_allocates_a_block_per_32_contestants_after_the_first_4() {
             assert_eq!(Pin::new(&mut race).poll(&mut cx), Poll::Ready(Ok(n - 1)));
         })
     };
-    assert_eq!(ready_race(3), 1);
-    assert_eq!(ready_race(4), 1);
+    for n in [1, 2, 3, 4, 5, 16, 17, 32] {
+        assert_eq!(ready_race(n), 1, "{n} contestants: one block");
+    }
     assert_eq!(
-        ready_race(5),
+        ready_race(33),
         3,
         "the first block, a block of 32 and their list"
     );
-    assert_eq!(ready_race(36), 3);
-    // 8 blocks of 32 after the first 4, and their list, sized once from the iterator.
-    assert_eq!(ready_race(256), 1 + 8 + 1);
+    // 7 blocks of 32 after the first 32, and their list, sized once from the iterator.
+    assert_eq!(ready_race(256), 1 + 7 + 1);
+
+    // An iterator that does not know its length: a first block of 4, then blocks of 32.
+    let mut unknown_race = |n: usize| {
+        allocations(|| {
+            let contestants = (0..n)
+                .filter(|_| true)
+                .map(|me| ready(if me + 1 == n { Ok(me) } else { Err(me) }));
+            let mut race = race(contestants);
+            assert_eq!(Pin::new(&mut race).poll(&mut cx), Poll::Ready(Ok(n - 1)));
+        })
+    };
+    assert_eq!(unknown_race(4), 1);
+    assert!(
+        unknown_race(5) >= 3,
+        "the first block, a block of 32 and their list"
+    );
 
     // Failing, the race allocates the list of errors too, and nothing else.
     let made = allocations(|| {
@@ -617,8 +638,7 @@ fn an_iterable_race_allocates_a_block_per_32_contestants_after_the_first_4() {
     assert_eq!(made, 1 + 1 + 1, "the block, the errors, the expected list");
 
     // Pending contestants that keep no waker: a select loop of 3 allocates its block only;
-    // a race of 5 its two blocks, their list, the wake set and the table of kept wakers,
-    // and no waker.
+    // a race of 5 its block, the wake set and the table of kept wakers, and no waker.
     let made = allocations(|| {
         let mut race = race([pending::<Result<(), ()>>(), pending(), pending()]);
         assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
@@ -630,7 +650,7 @@ fn an_iterable_race_allocates_a_block_per_32_contestants_after_the_first_4() {
         assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
         assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
     });
-    assert_eq!(made, 5);
+    assert_eq!(made, 3);
 }
 
 /// Before, a tuple's contestants were stored as nested `Either`s in the iterable's blocks:
@@ -704,6 +724,52 @@ fn contestants_woken_by_others_are_polled_in_the_same_poll() {
     let mut cx = Context::from_waker(&waker);
     let mut race = pin!(race((0..4).map(|me| baton.contestant(me, Some(0)))));
     assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(0)));
+}
+
+/// A larger race starts as a select loop too; when one contestant's end wakes another
+/// (a failure after pends in the same round) it turns to its wake set and still finishes
+/// the whole chain in one poll, polling each contestant a bounded number of times rather
+/// than every pending one per link of the chain.
+#[test]
+fn a_large_race_turns_to_its_wake_set_when_contestants_wake_each_other() {
+    let n = 40;
+    let baton = Baton::new(n, (0..n).rev().collect());
+    let parent = Arc::new(CountWakes::default());
+    let waker = Waker::from(parent.clone());
+    let mut cx = Context::from_waker(&waker);
+    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..n).map(|_| AtomicUsize::new(0)).collect());
+    let mut race = pin!(race((0..n).map(|me| {
+        let (polls, inner) = (polls.clone(), baton.contestant(me, Some(0)));
+        let mut inner = Box::pin(inner);
+        poll_fn(move |cx| {
+            polls[me].fetch_add(1, Ordering::SeqCst);
+            inner.as_mut().poll(cx)
+        })
+    })));
+    assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(0)));
+    // A select loop would poll contestant 0 once per link: 40 times.
+    let most = polls
+        .iter()
+        .map(|p| p.load(Ordering::SeqCst))
+        .max()
+        .unwrap();
+    assert!(most <= 3, "a contestant polled {most} times");
+}
+
+/// A race of more than 4 whose contestants pend only to yield, then finish, never needs
+/// to tell them apart: it stays a select loop and allocates its block only.
+#[test]
+fn a_large_race_of_contestants_that_yield_once_allocates_its_block_only() {
+    let mut cx = Context::from_waker(Waker::noop());
+    let made = allocations(|| {
+        let mut race = pin!(race((0..16).map(|me| async move {
+            yield_now().await;
+            if me == 15 { Ok(me) } else { Err(me) }
+        })));
+        assert!(race.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(15)));
+    });
+    assert_eq!(made, 1);
 }
 
 /// A contestant that yields is polled again on the next poll of the race only, so the
@@ -1310,5 +1376,49 @@ mod paused_clock {
             "{:?}",
             wall.elapsed()
         );
+    }
+}
+
+/// An iterator whose length hint is wrong: it says 2 and yields many more.
+struct Understated(std::ops::Range<usize>);
+
+impl Iterator for Understated {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        self.0.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (1, Some(1))
+    }
+}
+
+/// The first block is sized from the iterator's length hint; a race must still hold (and
+/// number) every contestant when the hint is missing or wrong, across block boundaries.
+#[test]
+fn contestants_are_numbered_in_order_whatever_the_iterators_length_hint() {
+    let mut cx = Context::from_waker(Waker::noop());
+    let expected = |n: usize| (0..n).map(|me| (me, me)).collect::<Vec<_>>();
+    for n in [1, 2, 3, 5, 33, 70] {
+        // No exact hint: a filter.
+        let mut filtered = race((0..n).filter(|_| true).map(|me| ready(Err::<(), _>(me))));
+        let Poll::Ready(Err(failed)) = Pin::new(&mut filtered).poll(&mut cx) else {
+            panic!("every contestant failed");
+        };
+        assert_eq!(failed.errors(), expected(n));
+        // A wrong hint, and contestants that pend once (polled again through the wake set).
+        let mut understated = race(Understated(0..n).map(|me| async move {
+            yield_now().await;
+            Err::<(), _>(me)
+        }));
+        let failed = loop {
+            if let Poll::Ready(result) = Pin::new(&mut understated).poll(&mut cx) {
+                break result.unwrap_err();
+            }
+        };
+        let mut errors = failed.errors().to_vec();
+        errors.sort_unstable();
+        assert_eq!(errors, expected(n));
     }
 }

@@ -3,27 +3,33 @@
 //! hedged race: the contestants start one after another instead of all at once.
 //!
 //! The race polls its contestants itself (no spawning). A race of up to 4 contestants,
-//! and a tuple race, is a select loop: every poll polls every running contestant with the
-//! race's own waker (for so few, telling the woken ones apart costs more than it saves).
-//! A larger race polls with its own waker until a contestant pends; from then on each
-//! contestant gets a waker lent from the wake layer ([`crate::wake`]), so a wake-up polls
-//! that contestant only: racing 10,000 futures costs O(10,000) polls in total, not
-//! O(10,000) per wake-up. Contestants woken during a poll of the race (one finishing wakes
-//! the next) are polled again within it, up to a budget, unless one woke itself (it
-//! yielded): then the executor gets its turn first.
+//! and a tuple race, is a select loop for good: every poll polls every running contestant
+//! with the race's own waker (for so few, telling the woken ones apart costs more than it
+//! saves, and a tuple race allocates nothing). A larger race starts as a select loop too,
+//! and turns to its wake set as soon as a round of it would be wasted on contestants that
+//! pend again: when one fails after others pended in the same round (its end may have
+//! woken one of them), or when a contestant pends on a poll after the first (the race was
+//! woken for another one). Then each running contestant is polled once more, with a waker
+//! lent from the wake layer ([`crate::wake`]), and from then on a wake-up polls that
+//! contestant only: racing 10,000 futures costs O(10,000) polls in total, not O(10,000)
+//! per wake-up. Races whose contestants finish at once, or pend once to yield and then
+//! finish, never make the wake set. Contestants woken during a poll of the race (one
+//! finishing wakes the next) are polled again within it, up to a budget, unless one woke
+//! itself (it yielded): then the executor gets its turn first.
 //!
 //! Where the contestants live ([`store`]): a tuple's inline in the race, a field each;
 //! an iterable's in boxed blocks ([`blocks`]).
 //!
 //! What a race allocates: a tuple race, nothing (its timeout or hedge: one box for both,
-//! and the timer). An iterable race: a block for its first 4 contestants and one per 32
-//! after them (with their list), where a crate free to use `unsafe` pins them all in one
-//! slice; from 5 contestants on, once one pends, the wake set and a table of the wakers
+//! and the timer). An iterable race: one block for its first contestants, as many as the
+//! iterator says it has (2, 4, 8, 16 or 32 places), and one per 32 after them (with their
+//! list), where a crate free to use `unsafe` pins them all in one slice; from 5
+//! contestants on, once the race turns to it, the wake set and a table of the wakers
 //! kept, and a waker of its own for each contestant that keeps a clone of its waker while
 //! another one holds the lent one (a `Waker` made safely is an `Arc`). Any race: the list
 //! of errors, only when it fails. Safe Rust could also keep an iterable's first block
-//! inside the race; measured, that costs more than the allocation (the race grows by 4
-//! contestants, and every move of it copies them).
+//! inside the race; measured, that costs more than the allocation (the race grows by
+//! that block, and every move of it copies it).
 //!
 //! A hedged race keeps one timer, for the next start, moved forward at each start; the
 //! plain race pays one branch per poll for it.
@@ -47,7 +53,7 @@ use std::time::Duration;
 use crate::runtime::RtSleep;
 use crate::time::{Sleep, sleep};
 use crate::wake::{Lender, Lent, WakeSet};
-use store::{Contestants, Slot, SlotOwn, SlotProj, Visit};
+use store::{Contestants, Slot, SlotOwn, SlotProj, Visit, VisitEach};
 
 /// At least this many polls of woken contestants in one poll of a race (more in a larger
 /// race: as many as it has contestants), then it lets the executor run others.
@@ -65,8 +71,9 @@ const MIN_BUDGET: usize = 32;
 /// all resolving to `Result<T, E>` with the same `T` and `E`.
 ///
 /// The race polls the contestants itself, on the task that awaits it: it spawns nothing.
-/// Only the contestants whose wakers fired are polled again, so a race of 10,000 futures
-/// costs O(10,000) polls in total.
+/// A small race polls every contestant on each of its polls; a larger one, once that
+/// would be wasted, polls again only the contestants whose wakers fired, so a race of
+/// 10,000 futures costs O(10,000) polls in total.
 ///
 /// **`race` is for idempotent work.** The losers are dropped mid-flight and may already
 /// have done part of their job: racing mirrors for a download is fine, racing two payments
@@ -143,7 +150,6 @@ where
             lent: Vec::new(),
         },
         wake: None,
-        holder: None,
         extra: None,
         state: State::Fresh,
     }
@@ -185,15 +191,6 @@ struct Core {
     failed: usize,
 }
 
-/// Which waker polls a contestant.
-enum Waking<'a, 'b> {
-    /// The race's own: in a select loop, and until a contestant pends otherwise (a race
-    /// whose contestants all finish at once needs no [`WakeSet`]).
-    Parent(&'a mut Context<'b>),
-    /// A waker lent from the set, for this contestant only.
-    Lent(&'a WakeSet),
-}
-
 /// What polling one contestant gave.
 enum Polled<T> {
     Pending,
@@ -202,14 +199,26 @@ enum Polled<T> {
     Won(T),
 }
 
-/// Polls contestant `index` (starting it if it never was) and records a failure.
-struct PollOne<'a, 'b, 'c> {
-    core: &'a mut Core,
-    index: usize,
-    waking: Waking<'b, 'c>,
+/// Records that the contestant in `slot` failed with `error`.
+#[inline]
+fn record_failure<F, E>(core: &mut Core, mut slot: Pin<&mut Slot<F, E>>, error: E) {
+    slot.set(Slot::Failed {
+        error,
+        order: core.failed,
+    });
+    core.failed += 1;
+    core.running -= 1;
 }
 
-impl<T, E> Visit<T, E> for PollOne<'_, '_, '_> {
+/// Polls contestant `index` with a waker lent from the set (starting it if it never was)
+/// and records a failure.
+struct PollLent<'a, 'b> {
+    core: &'a mut Core,
+    index: usize,
+    wake: &'b WakeSet,
+}
+
+impl<T, E> Visit<T, E> for PollLent<'_, '_> {
     type Output = Polled<T>;
 
     #[inline]
@@ -217,50 +226,33 @@ impl<T, E> Visit<T, E> for PollOne<'_, '_, '_> {
     where
         F: Future<Output = Result<T, E>>,
     {
-        let Self {
-            core,
-            index,
-            mut waking,
-        } = self;
+        let Self { core, index, wake } = self;
         // A contestant that already failed may still be woken by a stale waker: skip it.
         let SlotProj::Running { future } = slot.as_mut().project() else {
             return Polled::Pending;
         };
-        let poll = match &mut waking {
-            Waking::Parent(cx) => future.poll(cx),
-            &mut Waking::Lent(wake) => {
-                let lender = core.lender.get_or_insert_with(|| Lender::new(wake));
-                let waker = match &core.lent[index] {
-                    Some(kept) => kept.waker(),
-                    None => lender.lend(wake, index),
-                };
-                future.poll(&mut Context::from_waker(waker))
-            }
+        let lender = core.lender.get_or_insert_with(|| Lender::new(wake));
+        let kept = &mut core.lent[index];
+        let waker = match kept {
+            Some(kept) => kept.waker(),
+            None => lender.lend(wake, index),
         };
-        let result = match poll {
+        match future.poll(&mut Context::from_waker(waker)) {
             Poll::Pending => {
                 // A contestant that kept a clone of the lent waker keeps the waker.
-                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut core.lender) {
-                    let lent = &mut core.lent[index];
-                    if lent.is_none() {
-                        *lent = lender.kept(wake);
-                    }
+                if kept.is_none() {
+                    *kept = lender.kept(wake);
                 }
-                return Polled::Pending;
+                Polled::Pending
             }
-            Poll::Ready(result) => result,
-        };
-        match result {
-            Ok(value) => Polled::Won(value),
-            Err(error) => {
-                slot.set(Slot::Failed {
-                    error,
-                    order: core.failed,
-                });
-                core.failed += 1;
-                core.running -= 1;
-                if let (Waking::Lent(wake), Some(lender)) = (waking, &mut core.lender) {
-                    lender.finished(wake, core.lent[index].take());
+            Poll::Ready(Ok(value)) => Polled::Won(value),
+            Poll::Ready(Err(error)) => {
+                let kept = kept.take();
+                // Dropped first: a contestant that kept a clone drops it with itself, and
+                // then the waker can be reused.
+                record_failure(core, slot, error);
+                if let Some(lender) = &mut core.lender {
+                    lender.finished(wake, kept);
                 }
                 Polled::Failed
             }
@@ -285,26 +277,28 @@ impl<T, E> Visit<T, E> for TakeError {
     }
 }
 
-/// Polls contestant `index` of `store`.
+/// Polls contestant `index` of `store` with a waker lent from `wake`.
 #[inline]
 fn poll_one<C>(
     store: Pin<&mut C::Store>,
     core: &mut Core,
     index: usize,
-    waking: Waking<'_, '_>,
+    wake: &WakeSet,
 ) -> Polled<C::Ok>
 where
     C: ?Sized + Contestants,
 {
-    C::visit(
-        store,
-        index,
-        PollOne {
-            core,
-            index,
-            waking,
-        },
-    )
+    C::visit(store, index, PollLent { core, index, wake })
+}
+
+/// What one poll of a select loop gave.
+enum Selected<T> {
+    Won(T),
+    /// No winner; wait for the next poll.
+    Pending,
+    /// No winner, and the contestants would be better polled through a wake set: the
+    /// poll ended on a round that may have woken contestants polled earlier in it.
+    ToWakeSet,
 }
 
 /// One poll of a select loop: polls every running contestant with the race's own waker,
@@ -312,66 +306,112 @@ where
 /// have woken them, as one mirror's answer can unblock another's), rather than after a
 /// round trip through the executor. Each extra round needs a new failure: at most as
 /// many rounds as contestants.
+///
+/// Unless `lasting`, a round that would be wasted on contestants that pend again ends the
+/// select loop instead: a failure after a pend in the same round (the next round would
+/// poll every pending contestant to find the one it woke), or, on a poll after the first
+/// (`first` false), a contestant that pends again (the race was woken for another one).
 #[inline]
 fn poll_select<C>(
     mut store: Pin<&mut C::Store>,
     core: &mut Core,
     cx: &mut Context<'_>,
-) -> Option<C::Ok>
+    lasting: bool,
+    first: bool,
+) -> Selected<C::Ok>
 where
     C: ?Sized + Contestants,
 {
     loop {
-        let mut pended = false;
-        let mut again = false;
-        for index in 0..core.len {
-            match poll_one::<C>(store.as_mut(), core, index, Waking::Parent(cx)) {
-                Polled::Won(value) => return Some(value),
-                Polled::Pending => pended = true,
-                Polled::Failed => again |= pended,
-            }
+        let mut round = SelectRound {
+            core: &mut *core,
+            cx: &mut *cx,
+            pended: false,
+            again: false,
+        };
+        if let ControlFlow::Break(value) = C::for_each(store.as_mut(), &mut round) {
+            return Selected::Won(value);
+        }
+        let (pended, again) = (round.pended, round.again);
+        if !lasting && (again || (pended && !first)) {
+            return Selected::ToWakeSet;
         }
         if !again {
-            return None;
+            return Selected::Pending;
         }
     }
 }
 
-impl Core {
-    /// Polls contestant `index` with the parent's waker while there is no wake set yet,
-    /// and makes the set when a contestant pends: that one becomes the `holder`, which the
-    /// next poll of the race polls with a waker of its own. Returns what the poll gave, and
-    /// whether the contestant woke itself (then it waits for the next poll of the race).
-    #[inline]
-    fn poll_first<C>(
-        &mut self,
-        store: Pin<&mut C::Store>,
-        wake: &mut Option<WakeSet>,
-        holder: &mut Option<usize>,
-        index: usize,
-        cx: &mut Context<'_>,
-    ) -> (Polled<C::Ok>, bool)
-    where
-        C: ?Sized + Contestants,
-    {
-        if let Some(set) = wake {
-            let polled = poll_one::<C>(store, self, index, Waking::Lent(set));
-            let woke_itself = matches!(polled, Polled::Pending) && set.is_marked(index);
-            return (polled, woke_itself);
-        }
-        let polled = poll_one::<C>(store, self, index, Waking::Parent(cx));
-        if let Polled::Pending = polled {
-            // It may keep the parent's waker, which does not tell which contestant to
-            // poll: every other contestant gets a waker of its own from now on.
-            let set = wake.insert(WakeSet::new(self.len));
-            set.enter();
-            self.lent = (0..self.len).map(|_| None).collect();
-            *holder = Some(index);
-        }
-        // A wake-up of its own went to the executor: it is polled on the next poll anyway.
-        (polled, false)
-    }
+/// One round of a select loop: polls every running contestant with the race's own waker.
+struct SelectRound<'a, 'b, 'c> {
+    core: &'a mut Core,
+    cx: &'b mut Context<'c>,
+    /// A contestant pended in this round.
+    pended: bool,
+    /// A contestant failed after one pended in this round.
+    again: bool,
+}
 
+impl<T, E> VisitEach<T, E> for SelectRound<'_, '_, '_> {
+    type Break = T;
+
+    #[inline]
+    fn visit<F>(&mut self, _: usize, mut slot: Pin<&mut Slot<F, E>>) -> ControlFlow<T>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        // A contestant that failed in an earlier round is skipped, and does not count as
+        // pending.
+        let SlotProj::Running { future } = slot.as_mut().project() else {
+            return ControlFlow::Continue(());
+        };
+        match future.poll(self.cx) {
+            Poll::Pending => self.pended = true,
+            Poll::Ready(Ok(value)) => return ControlFlow::Break(value),
+            Poll::Ready(Err(error)) => {
+                record_failure(self.core, slot, error);
+                self.again |= self.pended;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The round that turns a select loop to its wake set: polls every running contestant
+/// with a waker lent from the set.
+struct LentRound<'a, 'b> {
+    core: &'a mut Core,
+    wake: &'b WakeSet,
+    /// A contestant woke itself.
+    yielded: bool,
+}
+
+impl<T, E> VisitEach<T, E> for LentRound<'_, '_> {
+    type Break = T;
+
+    #[inline]
+    fn visit<F>(&mut self, index: usize, slot: Pin<&mut Slot<F, E>>) -> ControlFlow<T>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        if !matches!(slot.as_ref().get_ref(), Slot::Running { .. }) {
+            return ControlFlow::Continue(());
+        }
+        let poll = PollLent {
+            core: &mut *self.core,
+            index,
+            wake: self.wake,
+        };
+        match poll.visit(slot) {
+            Polled::Won(value) => return ControlFlow::Break(value),
+            Polled::Pending => self.yielded |= self.wake.is_marked(index),
+            Polled::Failed => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Core {
     /// Starts the next contestant: its first poll.
     fn start_next<C>(&mut self, store: Pin<&mut C::Store>, wake: &WakeSet) -> Polled<C::Ok>
     where
@@ -380,7 +420,7 @@ impl Core {
         let index = self.started;
         self.started += 1;
         self.running += 1;
-        poll_one::<C>(store, self, index, Waking::Lent(wake))
+        poll_one::<C>(store, self, index, wake)
     }
 }
 
@@ -452,9 +492,6 @@ pin_project_lite::pin_project! {
         // Which contestants were woken; made when the first contestant pends (a hedged
         // race: on the first poll), never in a select loop.
         wake: Option<WakeSet>,
-        // The contestant that pended while polled with the race's own waker: the next
-        // poll polls it, with a waker of its own.
-        holder: Option<usize>,
         // A timeout or a hedge: one pointer for a plain race to check.
         extra: Option<Pin<Box<Extra>>>,
         state: State,
@@ -757,110 +794,80 @@ where
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.as_mut().project();
         let state = mem::replace(this.state, State::Polling);
-        match state {
-            State::Select => {
-                let winner = poll_select::<C>(this.store, this.core, cx);
-                *this.state = State::Select;
-                return match winner {
-                    Some(value) => self.win(value),
-                    None => self.pend(cx),
-                };
+        let first = match state {
+            State::Select => false,
+            State::Fresh => {
+                let mut hedged = false;
+                if let Some(extra) = this.extra.as_mut() {
+                    let mut extra = extra.as_mut().project();
+                    if let Some(duration) = *extra.timeout {
+                        extra.timer.set(Some(sleep(duration)));
+                    }
+                    hedged = extra.hedge.is_some();
+                }
+                if hedged {
+                    // Nobody runs yet: the first contestant starts below, as each next
+                    // one, each with a waker of its own (a hedged race waits anyway).
+                    this.core.running = 0;
+                    this.core.lent = (0..this.core.len).map(|_| None).collect();
+                    *this.wake = Some(WakeSet::new(this.core.len));
+                }
+                !hedged
             }
+            State::Running => false,
             State::Done => panic!("`Race` polled after it completed"),
             State::Polling => panic!("`Race` polled after a contestant panicked"),
-            State::Fresh | State::Running => {}
-        }
-        let mut hedged = false;
-        if state == State::Fresh {
-            if let Some(extra) = this.extra.as_mut() {
-                let mut extra = extra.as_mut().project();
-                if let Some(duration) = *extra.timeout {
-                    extra.timer.set(Some(sleep(duration)));
-                }
-                hedged = extra.hedge.is_some();
-            }
-            if !hedged && C::select_loop(&this.store) {
-                this.core.started = this.core.len;
-                let winner = poll_select::<C>(this.store, this.core, cx);
-                *this.state = State::Select;
-                return match winner {
-                    Some(value) => self.win(value),
-                    None => self.pend(cx),
-                };
-            }
-        }
+        };
         let mut winner = None;
-        // Wake-ups during this poll only mark their contestants: we look before we return.
-        if let Some(wake) = &this.wake {
-            wake.enter();
-        }
-        // Polls left in this poll of the race for contestants woken during it.
-        let mut budget = this.core.len.max(MIN_BUDGET);
         // A contestant woke itself (it yielded): the executor gets its turn before the
         // contestants woken now are polled.
         let mut yielded = false;
-        if state == State::Running {
-            // Poll the holder, if any, with a waker of its own from now on.
-            if let (Some(index), Some(wake)) = (this.holder.take(), &*this.wake) {
-                match poll_one::<C>(this.store.as_mut(), this.core, index, Waking::Lent(wake)) {
-                    Polled::Won(value) => winner = Some(value),
-                    Polled::Pending => yielded |= wake.is_marked(index),
-                    Polled::Failed => {}
-                }
-            }
-        } else if !hedged {
+        if state == State::Select || (state == State::Fresh && this.wake.is_none()) {
             this.core.started = this.core.len;
-            // A contestant finished after the holder pended: it may have woken the
-            // holder (one mirror's answer unblocking another's), through the parent's
-            // waker, so nothing says whether it did.
-            let mut finished_after_holder = false;
-            for index in 0..this.core.len {
-                let (polled, woke_itself) = this.core.poll_first::<C>(
-                    this.store.as_mut(),
-                    this.wake,
-                    this.holder,
-                    index,
-                    cx,
-                );
-                yielded |= woke_itself;
-                match polled {
-                    Polled::Won(value) => {
+            let lasting = C::select_loop(&this.store);
+            match poll_select::<C>(this.store.as_mut(), this.core, cx, lasting, first) {
+                Selected::Won(value) => return self.win(value),
+                Selected::Pending => {
+                    *this.state = State::Select;
+                    return self.pend(cx);
+                }
+                Selected::ToWakeSet => {
+                    // Every contestant still running may hold the race's own waker, which
+                    // does not tell which one to poll: each is polled once more now, with a
+                    // waker of its own from then on.
+                    let wake = this.wake.insert(WakeSet::new(this.core.len));
+                    wake.enter();
+                    this.core.lent = (0..this.core.len).map(|_| None).collect();
+                    let mut round = LentRound {
+                        core: &mut *this.core,
+                        wake,
+                        yielded: false,
+                    };
+                    if let ControlFlow::Break(value) = C::for_each(this.store.as_mut(), &mut round)
+                    {
                         winner = Some(value);
-                        break;
                     }
-                    Polled::Failed => finished_after_holder |= this.holder.is_some(),
-                    Polled::Pending => {}
+                    yielded = round.yielded;
                 }
             }
-            // Then poll the holder again now, as a select loop would, rather than after a
-            // round trip through the executor.
-            if finished_after_holder && winner.is_none() {
-                if let (Some(index), Some(wake)) = (this.holder.take(), &*this.wake) {
-                    match poll_one::<C>(this.store.as_mut(), this.core, index, Waking::Lent(wake)) {
-                        Polled::Won(value) => winner = Some(value),
-                        Polled::Pending => yielded |= wake.is_marked(index),
-                        Polled::Failed => {}
-                    }
-                }
-            }
-        } else {
-            // Nobody runs yet: the first contestant starts below, as each next one, each
-            // with a waker of its own (a hedged race waits anyway).
-            this.core.running = 0;
-            let wake = this.wake.insert(WakeSet::new(this.core.len));
-            wake.enter();
-            this.core.lent = (0..this.core.len).map(|_| None).collect();
         }
+        // Wake-ups during this poll only mark their contestants: we look before we return.
+        let Some(wake) = &*this.wake else {
+            unreachable!("a race past its select loop has a wake set");
+        };
+        wake.enter();
+        // Polls left in this poll of the race for contestants woken during it.
+        let mut budget = this.core.len.max(MIN_BUDGET);
         // Poll the woken contestants, again while polling them wakes others (one finishing
         // wakes the next, say): within the budget, until one yields.
-        if let Some(wake) = &*this.wake {
+        {
             while winner.is_none() && !yielded && budget > 0 && wake.any() {
                 let _ = wake.drain(|index| {
                     if budget == 0 {
                         return ControlFlow::Break(());
                     }
                     budget -= 1;
-                    match poll_one::<C>(this.store.as_mut(), this.core, index, Waking::Lent(wake)) {
+                    match poll_one::<C>(this.store.as_mut(), this.core, index, wake) {
                         Polled::Won(value) => {
                             winner = Some(value);
                             ControlFlow::Break(())

@@ -7,6 +7,7 @@
 //! since a tuple's contestants have a type each.
 
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::pin::Pin;
 
 use super::blocks::Blocks;
@@ -46,6 +47,17 @@ pub trait Visit<T, E> {
         F: Future<Output = Result<T, E>>;
 }
 
+/// Something to do with every contestant's place in turn, in order, until it breaks.
+pub trait VisitEach<T, E> {
+    /// What a break carries.
+    type Break;
+
+    /// Does it to `slot`, the place of contestant `index`.
+    fn visit<F>(&mut self, index: usize, slot: Pin<&mut Slot<F, E>>) -> ControlFlow<Self::Break>
+    where
+        F: Future<Output = Result<T, E>>;
+}
+
 /// The contestants of a race, as its type parameter names them: `[F]` for any number of
 /// one future type `F`, `(F0, F1, ..)` for a tuple of up to 12 types. Implemented here
 /// only (the module is private), so it can change.
@@ -69,6 +81,12 @@ pub trait Contestants {
     fn visit<V>(store: Pin<&mut Self::Store>, index: usize, visit: V) -> V::Output
     where
         V: Visit<Self::Ok, Self::Error>;
+
+    /// Does `visit` to every contestant in order, until it breaks: a select loop's
+    /// round, without finding each place from its index.
+    fn for_each<V>(store: Pin<&mut Self::Store>, visit: &mut V) -> ControlFlow<V::Break>
+    where
+        V: VisitEach<Self::Ok, Self::Error>;
 
     /// Drops every contestant and every error.
     fn clear(store: Pin<&mut Self::Store>);
@@ -102,6 +120,14 @@ where
         V: Visit<T, E>,
     {
         visit.visit(store.place(index))
+    }
+
+    #[inline]
+    fn for_each<V>(store: Pin<&mut Self::Store>, visit: &mut V) -> ControlFlow<V::Break>
+    where
+        V: VisitEach<T, E>,
+    {
+        store.for_each(visit)
     }
 
     fn clear(store: Pin<&mut Self::Store>) {
@@ -157,6 +183,16 @@ macro_rules! tuple_store {
                     $($index => visit.visit(store.$place),)+
                     _ => unreachable!("no contestant {index} in a tuple of {}", $len),
                 }
+            }
+
+            #[inline]
+            fn for_each<V>(store: Pin<&mut Self::Store>, visit: &mut V) -> ControlFlow<V::Break>
+            where
+                V: VisitEach<T, E>,
+            {
+                let store = store.project();
+                $(visit.visit($index, store.$place)?;)+
+                ControlFlow::Continue(())
             }
 
             fn clear(store: Pin<&mut Self::Store>) {

@@ -82,6 +82,7 @@ impl Lent {
     }
 
     /// The waker to poll the child with.
+    #[inline]
     pub(crate) fn waker(&self) -> &Waker {
         &self.waker
     }
@@ -90,6 +91,7 @@ impl Lent {
     /// owners, the lender (`shared` or `own`) and `waker`. Then nobody else can wake it (a
     /// wake-up during the last poll has already set its bit) and nobody can clone it, so
     /// it may be renumbered.
+    #[inline]
     fn unshared(&self, shared: &Arc<Shared>) -> bool {
         let owners = match &self.own {
             Some(slot) => Arc::strong_count(slot),
@@ -106,6 +108,7 @@ impl Lent {
     }
 
     /// Makes the waker stand for slot `index`. Only while [`Self::unshared`].
+    #[inline]
     fn renumber(&self, shared: &Shared, index: usize) {
         let number = match &self.own {
             Some(slot) => &slot.index,
