@@ -111,11 +111,14 @@ matrix! {
         assert!(peak.iter().all(|p| *p <= 2), "in flight per key {peak:?}, fleet cap 2");
         assert!(peak.contains(&2), "the cap was reached: {peak:?}");
         for starts in seen.starts.lock().unwrap().iter() {
-            for window in [100, 250, 500] {
+            for window in [250, 500, 1_000] {
                 let window = Duration::from_millis(window);
-                // burst + rate x W, and one more for the distance between Redis's clock
-                // (which decides) and ours (which records).
-                let allowed = 2 + (40.0 * window.as_secs_f64()).floor() as usize + 1;
+                // burst + rate x W, W widened by 100 ms: Redis's clock decides a start,
+                // ours records it when the map first polls the item, and on a busy
+                // machine that can come late and bunch two starts. Without the fleet's
+                // rate a key would start about 130 times a second here.
+                let widened = window.as_secs_f64() + 0.1;
+                let allowed = 2 + (40.0 * widened).floor() as usize;
                 let most = most_in_window(starts, window);
                 assert!(most <= allowed, "{most} starts of a key within {window:?}, allowed {allowed}");
             }
