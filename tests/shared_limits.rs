@@ -139,20 +139,10 @@ impl Caps {
 
     /// Takes a permit outside any map (another process, say).
     fn hold(&self, key: u32) -> CapPermit {
-        match self.ask(&key).into_inner_answer() {
+        match self.ask(&key).into_inner() {
             Answer::Granted(permit) => permit,
             other => panic!("expected a permit, got {other:?}"),
         }
-    }
-}
-
-trait IntoInner<T> {
-    fn into_inner_answer(self) -> T;
-}
-
-impl<T> IntoInner<T> for Ready<T> {
-    fn into_inner_answer(self) -> T {
-        self.into_inner()
     }
 }
 
@@ -225,7 +215,7 @@ impl SharedLimits<u32> for SlowFor8 {
             if key == 8 {
                 future::yield_now().await;
             }
-            caps.ask(&key).into_inner_answer()
+            caps.ask(&key).into_inner()
         })
     }
 

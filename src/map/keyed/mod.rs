@@ -264,25 +264,8 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
         if let Some((ratio, floor)) = policy.budget() {
             self.scheduler.set_budget(ratio, floor);
         }
-        PerKey {
-            key_fn: self.key_fn,
-            scheduler: self.scheduler,
-            running: self.running,
-            policy,
-            timed: true,
-            timer: self.timer,
-            wake_at: self.wake_at,
-            timer_at: self.timer_at,
-            fired_at: self.fired_at,
-            grown: self.grown,
-            max_window: self.max_window,
-            keys_at_growth: self.keys_at_growth,
-            fruitless: self.fruitless,
-            keyed: self.keyed,
-            counts: self.counts,
-            board: self.board,
-            gate: self.gate,
-        }
+        self.timed = true;
+        self.with_parts(|_| policy, |gate| gate)
     }
 
     /// The same admission asking `limits` before every start (made from a map without
@@ -292,13 +275,24 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
         limits: L,
     ) -> PerKey<T, K, KF, P, WithSharedLimits<K, L>> {
         self.scheduler.set_gated();
+        // A key told "later" sleeps on the map's clock.
+        self.timed = true;
+        self.with_parts(|policy| policy, |_| WithSharedLimits::new(limits))
+    }
+
+    /// The same admission with its retry policy and shared limits replaced (before the map
+    /// starts); everything else carries over.
+    fn with_parts<Q, H>(
+        self,
+        policy: impl FnOnce(P) -> Q,
+        gate: impl FnOnce(G) -> H,
+    ) -> PerKey<T, K, KF, Q, H> {
         PerKey {
             key_fn: self.key_fn,
             scheduler: self.scheduler,
             running: self.running,
-            policy: self.policy,
-            // A key told "later" sleeps on the map's clock.
-            timed: true,
+            policy: policy(self.policy),
+            timed: self.timed,
             timer: self.timer,
             wake_at: self.wake_at,
             timer_at: self.timer_at,
@@ -310,7 +304,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
             keyed: self.keyed,
             counts: self.counts,
             board: self.board,
-            gate: WithSharedLimits::new(limits),
+            gate: gate(self.gate),
         }
     }
 
