@@ -11,49 +11,24 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{matrix, until};
+use common::{InFlight, connect, matrix, until};
 use futures_lite::future;
 use support::redis_server::{RedisServer, TestRedis, unique_namespace};
 use tollgate::{Answer, Rate, RetryPolicy, SharedLimits, map_async};
 use tollgate_redis::{RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead};
 
-async fn store(url: &str, namespace: &str, ttl: Duration, call_timeout: Duration) -> RedisLimits {
-    RedisLimits::options(url)
-        .namespace(namespace)
-        .lease_ttl(ttl)
-        .call_timeout(call_timeout)
-        .connect()
-        .await
-        .expect("connect to the test's redis")
-}
-
-/// In flight per key now and at most, and every start's time.
-#[derive(Default)]
+/// In flight per key, and every start's time.
 struct Seen {
-    now: Mutex<Vec<usize>>,
-    peak: Mutex<Vec<usize>>,
+    in_flight: Vec<InFlight>,
     starts: Mutex<Vec<Vec<Instant>>>,
 }
 
 impl Seen {
     fn new(keys: usize) -> Arc<Self> {
         Arc::new(Self {
-            now: Mutex::new(vec![0; keys]),
-            peak: Mutex::new(vec![0; keys]),
+            in_flight: (0..keys).map(|_| InFlight::default()).collect(),
             starts: Mutex::new(vec![Vec::new(); keys]),
         })
-    }
-
-    fn enter(&self, key: usize) {
-        let mut now = self.now.lock().unwrap();
-        now[key] += 1;
-        let mut peak = self.peak.lock().unwrap();
-        peak[key] = peak[key].max(now[key]);
-        self.starts.lock().unwrap()[key].push(Instant::now());
-    }
-
-    fn leave(&self, key: usize) {
-        self.now.lock().unwrap()[key] -= 1;
     }
 }
 
@@ -78,8 +53,8 @@ matrix! {
         let ns = unique_namespace("map-cap");
         let ttl = Duration::from_secs(2);
         let (a, b) = (
-            store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
-            store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
+            connect(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
+            connect(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
         );
         const KEYS: usize = 4;
         let rate = Rate::per_second(40).burst(2);
@@ -94,9 +69,10 @@ matrix! {
                 let seen = Arc::clone(&seen);
                 async move {
                     let key = i % KEYS;
-                    seen.enter(key);
+                    let in_flight = seen.in_flight[key].enter();
+                    seen.starts.lock().unwrap()[key].push(Instant::now());
                     tollgate::sleep(Duration::from_millis(15)).await;
-                    seen.leave(key);
+                    drop(in_flight);
                     Ok::<_, SharedError>(i)
                 }
             })
@@ -107,7 +83,7 @@ matrix! {
         let (x, y) = future::zip(run(&a), run(&b)).await;
         assert!(x.iter().chain(&y).all(Result::is_ok), "{x:?} {y:?}");
         assert_eq!(x.len() + y.len(), 2 * 12 * KEYS);
-        let peak = seen.peak.lock().unwrap().clone();
+        let peak: Vec<usize> = seen.in_flight.iter().map(InFlight::peak).collect();
         assert!(peak.iter().all(|p| *p <= 2), "in flight per key {peak:?}, fleet cap 2");
         assert!(peak.contains(&2), "the cap was reached: {peak:?}");
         for starts in seen.starts.lock().unwrap().iter() {
@@ -138,8 +114,8 @@ matrix! {
         let ns = unique_namespace("map-full");
         let ttl = Duration::from_secs(2);
         let (mine, theirs) = (
-            store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
-            store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
+            connect(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
+            connect(&redis.url(), &ns, ttl, Duration::from_secs(2)).await,
         );
         // Another process holds the busy host's only permit.
         let held = SharedKeyedBulkhead::new(&theirs, "per-host", 1)
@@ -186,7 +162,7 @@ matrix! {
         let mut server = RedisServer::start();
         let ns = unique_namespace("map-down");
         let ttl = Duration::from_millis(500);
-        let s = store(&server.url(), &ns, ttl, Duration::from_millis(200)).await;
+        let s = connect(&server.url(), &ns, ttl, Duration::from_millis(200)).await;
         let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
         server.kill();
         let calls = AtomicUsize::new(0);
@@ -234,7 +210,7 @@ matrix! {
         let server = RedisServer::start();
         let ns = unique_namespace("map-fence");
         let ttl = Duration::from_millis(600);
-        let s = store(&server.url(), &ns, ttl, Duration::from_millis(200)).await;
+        let s = connect(&server.url(), &ns, ttl, Duration::from_millis(200)).await;
         let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
         let started = AtomicUsize::new(0);
         let map = map_async(0..2, 4, |_| {
@@ -265,7 +241,7 @@ matrix! {
         let redis = TestRedis::get();
         let ns = unique_namespace("map-together");
         let ttl = Duration::from_secs(2);
-        let s = store(&redis.url(), &ns, ttl, Duration::from_secs(2)).await;
+        let s = connect(&redis.url(), &ns, ttl, Duration::from_secs(2)).await;
         // One start per second, one in flight.
         let limits = SharedKeyLimits::new(&s, "per-host")
             .limit_per_key(1)

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{matrix, until};
+use common::{InFlight, connect, matrix, until};
 use support::redis_server::{RedisServer, TestRedis, unique_namespace};
 use tollgate::Rate;
 use tollgate_redis::{RedisLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter};
@@ -18,13 +18,7 @@ use tollgate_redis::{RedisLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter};
 const WAIT: Duration = Duration::from_millis(300);
 
 async fn store(url: &str, namespace: &str, ttl: Duration) -> RedisLimits {
-    RedisLimits::options(url)
-        .namespace(namespace)
-        .lease_ttl(ttl)
-        .call_timeout(WAIT)
-        .connect()
-        .await
-        .expect("connect to the test's redis")
+    connect(url, namespace, ttl, WAIT).await
 }
 
 /// Marks the namespace as already warm (its epoch set by this Redis, in the past), for tests about
@@ -53,23 +47,6 @@ async fn warm_up(store: &RedisLimits) {
         .unwrap();
 }
 
-/// In-flight holders of one key as the protected resource sees them.
-#[derive(Default)]
-struct Peak {
-    now: AtomicUsize,
-    max: AtomicUsize,
-}
-
-impl Peak {
-    fn enter(&self) {
-        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.max.fetch_max(now, Ordering::SeqCst);
-    }
-    fn leave(&self) {
-        self.now.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// A lease written straight into Redis, as a worker killed after its grant leaves it:
 /// expiring `ttl` from now on Redis's clock, never renewed, never released.
 fn orphan_lease(conn: &mut redis::Connection, set: &str, id: &str, ttl: Duration) {
@@ -95,23 +72,24 @@ matrix! {
         let on_a = SharedKeyedBulkhead::new(&a, "fetch", 3);
         let on_b = SharedKeyedBulkhead::new(&b, "fetch", 3);
         let keys = ["a.example", "b.example"];
-        let peaks: Vec<Arc<Peak>> = keys.iter().map(|_| Arc::default()).collect();
+        // In-flight holders of each key as the protected resource sees them.
+        let peaks: Vec<InFlight> = keys.iter().map(|_| InFlight::default()).collect();
         let done = tollgate::map_async(0..64usize, 64, |i| {
             let bulkhead = if i % 2 == 0 { &on_a } else { &on_b };
             let k = (i / 2) % keys.len();
-            let peak = Arc::clone(&peaks[k]);
+            let peak = &peaks[k];
             async move {
                 let permit = bulkhead.acquire(keys[k]).await.unwrap();
-                peak.enter();
+                let held = peak.enter();
                 tollgate::sleep(Duration::from_millis(2)).await;
-                peak.leave();
+                drop(held);
                 drop(permit);
             }
         })
         .await;
         assert_eq!(done.len(), 64);
         for (key, peak) in keys.iter().zip(&peaks) {
-            let max = peak.max.load(Ordering::SeqCst);
+            let max = peak.peak();
             assert!(max <= 3, "{key}: {max} holders at once with a shared cap of 3");
             assert!(max >= 2, "{key}: the cap was never used beyond 1");
             until(Duration::from_secs(5), "every lease released in redis", || async {

@@ -11,7 +11,7 @@ mod core_common;
 
 // `matrix!` names `$crate::common::{TEST_DEADLINE, tokio_current, tokio_multi}`: the
 // runtimes are the core's, the deadline is this crate's own (below).
-pub(crate) use core_common::{matrix, tokio_current, tokio_multi};
+pub(crate) use core_common::{InFlight, matrix, tokio_current, tokio_multi};
 
 /// How long one matrix test body may run before it counts as hung: shorter than the core's,
 /// since no store test needs more than a few lease TTLs, and a hang in the store (a lost
@@ -33,4 +33,21 @@ where
         );
         tollgate::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// A store on the Redis at `url` under `namespace`, with leases of `ttl` and calls bounded
+/// by `call_timeout`.
+pub async fn connect(
+    url: &str,
+    namespace: &str,
+    ttl: Duration,
+    call_timeout: Duration,
+) -> tollgate_redis::RedisLimits {
+    tollgate_redis::RedisLimits::options(url)
+        .namespace(namespace)
+        .lease_ttl(ttl)
+        .call_timeout(call_timeout)
+        .connect()
+        .await
+        .expect("connect to the test's redis")
 }
