@@ -263,16 +263,31 @@ fn races(c: &mut Criterion) {
     group.finish();
 }
 
-/// One implementation of a race, for the probe.
-async fn run_one(implementation: &str, workload: Workload, n: usize) -> usize {
+/// Runs one race of `implementation` on `runtime`, in its own `block_on` as the bench
+/// does: each implementation's future is awaited alone, so its size is its own.
+fn run_one(implementation: &str, runtime: &Runtime, workload: Workload, n: usize) -> usize {
+    macro_rules! on {
+        ($race:expr) => {
+            match runtime {
+                Runtime::Smol => smol::block_on(async { black_box($race.await) }),
+                Runtime::Tokio(tokio) => tokio.block_on(async { black_box($race.await) }),
+            }
+        };
+    }
     match implementation {
-        "tollgate" => with_tollgate(workload, n).await,
-        "tollgate_tuple" => with_tollgate_tuple(workload, n).await,
-        "select_ok" => with_select_ok(workload, n).await,
-        "race_ok" => with_race_ok(workload, n).await,
-        "race_ok_tuple" => with_race_ok_tuple(workload, n).await,
+        "tollgate" => on!(with_tollgate(workload, n)),
+        "tollgate_tuple" => on!(with_tollgate_tuple(workload, n)),
+        "select_ok" => on!(with_select_ok(workload, n)),
+        "race_ok" => on!(with_race_ok(workload, n)),
+        "race_ok_tuple" => on!(with_race_ok_tuple(workload, n)),
         other => panic!("no implementation {other}"),
     }
+}
+
+/// The executor a probe runs on.
+enum Runtime {
+    Smol,
+    Tokio(tokio::runtime::Runtime),
 }
 
 /// `RACE_PROBE="<implementation> <smol|tokio> <workload> <n> <races>"` runs that many races,
@@ -293,18 +308,18 @@ fn probe(spec: &str) {
     };
     let n: usize = n.parse().expect("n is a number");
     let races: usize = races.parse().expect("races is a number");
-    let tokio = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = match runtime {
+        "smol" => Runtime::Smol,
+        "tokio" => Runtime::Tokio(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+        ),
+        other => panic!("no runtime {other}"),
+    };
     for _ in 0..races {
-        let race = run_one(implementation, workload, n);
-        let won = match runtime {
-            "smol" => smol::block_on(race),
-            "tokio" => tokio.block_on(race),
-            other => panic!("no runtime {other}"),
-        };
-        black_box(won);
+        black_box(run_one(implementation, &runtime, workload, n));
     }
 }
 

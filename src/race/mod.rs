@@ -24,12 +24,15 @@
 //! and the timer). An iterable race: one block for its first contestants, as many as the
 //! iterator says it has (2, 4, 8, 16 or 32 places), and one per 32 after them (with their
 //! list), where a crate free to use `unsafe` pins them all in one slice; from 5
-//! contestants on, once the race turns to it, the wake set and a table of the wakers
-//! kept, and a waker of its own for each contestant that keeps a clone of its waker while
-//! another one holds the lent one (a `Waker` made safely is an `Arc`). Any race: the list
-//! of errors, only when it fails. Safe Rust could also keep an iterable's first block
-//! inside the race; measured, that costs more than the allocation (the race grows by
-//! that block, and every move of it copies it).
+//! contestants on, once the race turns to it, the wake set, the box that holds it with
+//! the lent wakers, and a table of the wakers kept, and a waker of its own for each
+//! contestant that keeps a clone of its waker while another one holds the lent one (a
+//! `Waker` made safely is an `Arc`). Any race: the list of errors, only when it fails.
+//! Safe Rust could also keep an iterable's first block inside the race; measured, that
+//! costs more than the allocation (the race grows by that block, and every move of it
+//! copies it). For the same reason what only a race with a wake set needs is boxed: a
+//! race over an iterable is 104 bytes on a 64-bit target whatever its contestants,
+//! small enough to move without a call to `memcpy`.
 //!
 //! A hedged race keeps one timer, for the next start, moved forward at each start; the
 //! plain race pays one branch per poll for it.
@@ -142,12 +145,9 @@ where
     Race {
         store,
         core: Core {
-            len,
             running: len,
             started: 0,
             failed: 0,
-            lender: None,
-            lent: Vec::new(),
         },
         wake: None,
         extra: None,
@@ -171,17 +171,10 @@ enum State {
     Done,
 }
 
-/// What the race knows about its contestants, apart from where they are kept and the
-/// [`WakeSet`] that says which ones to poll (so those can be borrowed while a contestant
-/// is polled).
+/// What the race counts of its contestants, apart from where they are kept (the store
+/// knows how many there are) and the [`Woken`] parts (so each can be borrowed on its own
+/// while a contestant is polled).
 struct Core {
-    /// Contestants in the race.
-    len: usize,
-    /// Made with the [`WakeSet`], when the first contestant pends.
-    lender: Option<Lender>,
-    /// Made with the [`WakeSet`]: the waker each contestant kept, if it kept a clone of
-    /// the one lent to it.
-    lent: Vec<Option<Lent>>,
     /// Contestants started and neither failed nor dropped; before the first poll, every
     /// contestant (a hedged race sets it to 0 then).
     running: usize,
@@ -189,6 +182,38 @@ struct Core {
     started: usize,
     /// Contestants failed so far.
     failed: usize,
+}
+
+/// What a race that polls only its woken contestants keeps: made when it turns to its
+/// wake set (a hedged race: on its first poll). Boxed, so that a select loop, the common
+/// race, carries one empty pointer for it and moves as a small future.
+struct Woken {
+    /// Which contestants were woken.
+    set: WakeSet,
+    /// The wakers lent to them.
+    lending: Lending,
+}
+
+/// The wakers a race with a wake set lends to its contestants.
+struct Lending {
+    lender: Lender,
+    /// The waker each contestant kept, if it kept a clone of the one lent to it.
+    lent: Vec<Option<Lent>>,
+}
+
+impl Woken {
+    /// The wake set and wakers of a race of `len` contestants, none woken or lent yet.
+    fn new(len: usize) -> Box<Self> {
+        let set = WakeSet::new(len);
+        let lender = Lender::new(&set);
+        Box::new(Self {
+            set,
+            lending: Lending {
+                lender,
+                lent: (0..len).map(|_| None).collect(),
+            },
+        })
+    }
 }
 
 /// What polling one contestant gave.
@@ -215,7 +240,8 @@ fn record_failure<F, E>(core: &mut Core, mut slot: Pin<&mut Slot<F, E>>, error: 
 struct PollLent<'a, 'b> {
     core: &'a mut Core,
     index: usize,
-    wake: &'b WakeSet,
+    set: &'b WakeSet,
+    lending: &'a mut Lending,
 }
 
 impl<T, E> Visit<T, E> for PollLent<'_, '_> {
@@ -226,22 +252,26 @@ impl<T, E> Visit<T, E> for PollLent<'_, '_> {
     where
         F: Future<Output = Result<T, E>>,
     {
-        let Self { core, index, wake } = self;
+        let Self {
+            core,
+            index,
+            set,
+            lending: Lending { lender, lent },
+        } = self;
         // A contestant that already failed may still be woken by a stale waker: skip it.
         let SlotProj::Running { future } = slot.as_mut().project() else {
             return Polled::Pending;
         };
-        let lender = core.lender.get_or_insert_with(|| Lender::new(wake));
-        let kept = &mut core.lent[index];
+        let kept = &mut lent[index];
         let waker = match kept {
             Some(kept) => kept.waker(),
-            None => lender.lend(wake, index),
+            None => lender.lend(set, index),
         };
         match future.poll(&mut Context::from_waker(waker)) {
             Poll::Pending => {
                 // A contestant that kept a clone of the lent waker keeps the waker.
                 if kept.is_none() {
-                    *kept = lender.kept(wake);
+                    *kept = lender.kept(set);
                 }
                 Polled::Pending
             }
@@ -251,9 +281,7 @@ impl<T, E> Visit<T, E> for PollLent<'_, '_> {
                 // Dropped first: a contestant that kept a clone drops it with itself, and
                 // then the waker can be reused.
                 record_failure(core, slot, error);
-                if let Some(lender) = &mut core.lender {
-                    lender.finished(wake, kept);
-                }
+                lender.finished(set, kept);
                 Polled::Failed
             }
         }
@@ -277,18 +305,25 @@ impl<T, E> Visit<T, E> for TakeError {
     }
 }
 
-/// Polls contestant `index` of `store` with a waker lent from `wake`.
+/// Polls contestant `index` of `store` with a waker lent for `set`.
 #[inline]
 fn poll_one<C>(
     store: Pin<&mut C::Store>,
     core: &mut Core,
     index: usize,
-    wake: &WakeSet,
+    set: &WakeSet,
+    lending: &mut Lending,
 ) -> Polled<C::Ok>
 where
     C: ?Sized + Contestants,
 {
-    C::visit(store, index, PollLent { core, index, wake })
+    let poll = PollLent {
+        core,
+        index,
+        set,
+        lending,
+    };
+    C::visit(store, index, poll)
 }
 
 /// What one poll of a select loop gave.
@@ -381,7 +416,8 @@ impl<T, E> VisitEach<T, E> for SelectRound<'_, '_, '_> {
 /// with a waker lent from the set.
 struct LentRound<'a, 'b> {
     core: &'a mut Core,
-    wake: &'b WakeSet,
+    set: &'b WakeSet,
+    lending: &'a mut Lending,
     /// A contestant woke itself.
     yielded: bool,
 }
@@ -400,11 +436,12 @@ impl<T, E> VisitEach<T, E> for LentRound<'_, '_> {
         let poll = PollLent {
             core: &mut *self.core,
             index,
-            wake: self.wake,
+            set: self.set,
+            lending: &mut *self.lending,
         };
         match poll.visit(slot) {
             Polled::Won(value) => return ControlFlow::Break(value),
-            Polled::Pending => self.yielded |= self.wake.is_marked(index),
+            Polled::Pending => self.yielded |= self.set.is_marked(index),
             Polled::Failed => {}
         }
         ControlFlow::Continue(())
@@ -413,14 +450,19 @@ impl<T, E> VisitEach<T, E> for LentRound<'_, '_> {
 
 impl Core {
     /// Starts the next contestant: its first poll.
-    fn start_next<C>(&mut self, store: Pin<&mut C::Store>, wake: &WakeSet) -> Polled<C::Ok>
+    fn start_next<C>(
+        &mut self,
+        store: Pin<&mut C::Store>,
+        set: &WakeSet,
+        lending: &mut Lending,
+    ) -> Polled<C::Ok>
     where
         C: ?Sized + Contestants,
     {
         let index = self.started;
         self.started += 1;
         self.running += 1;
-        poll_one::<C>(store, self, index, wake)
+        poll_one::<C>(store, self, index, set, lending)
     }
 }
 
@@ -430,14 +472,13 @@ where
     C: ?Sized + Contestants,
 {
     let mut errors = Vec::with_capacity(core.failed);
-    for index in 0..core.len {
+    for index in 0..C::len(&store) {
         if let Some((order, error)) = C::visit(store.as_mut(), index, TakeError) {
             errors.push((order, index, error));
         }
     }
     C::clear(store);
     core.running = 0;
-    core.lent = Vec::new();
     errors.sort_unstable_by_key(|&(order, _, _)| order);
     // Collected in place: the same allocation, each entry one word shorter.
     errors
@@ -489,9 +530,9 @@ pin_project_lite::pin_project! {
         #[pin]
         store: C::Store,
         core: Core,
-        // Which contestants were woken; made when the first contestant pends (a hedged
-        // race: on the first poll), never in a select loop.
-        wake: Option<WakeSet>,
+        // Which contestants were woken, and the wakers lent to them: made when a select
+        // loop turns to its wake set (a hedged race: on the first poll).
+        wake: Option<Box<Woken>>,
         // A timeout or a hedge: one pointer for a plain race to check.
         extra: Option<Pin<Box<Extra>>>,
         state: State,
@@ -674,6 +715,7 @@ where
         *this.extra = None;
         *this.state = State::Done;
         let errors = take_errors::<C>(this.store, this.core);
+        *this.wake = None;
         RaceError::new(errors, timed_out, this.core.started)
     }
 
@@ -682,9 +724,7 @@ where
         let this = self.project();
         C::clear(this.store);
         this.core.running = 0;
-        if !this.core.lent.is_empty() {
-            this.core.lent = Vec::new();
-        }
+        *this.wake = None;
         *this.extra = None;
         *this.state = State::Done;
         Poll::Ready(Ok(value))
@@ -703,9 +743,9 @@ where
         // Register, then look: a contestant woken during this poll and not polled yet (it
         // yielded, or the budget ran out) gets its next poll in the next poll of the race,
         // after the executor has had its turn.
-        if let Some(wake) = this.wake {
-            wake.register(cx);
-            if wake.any() {
+        if let Some(woken) = this.wake {
+            woken.set.register(cx);
+            if woken.set.any() {
                 cx.waker().wake_by_ref();
             }
         }
@@ -735,7 +775,7 @@ impl Extra {
         self: Pin<&mut Self>,
         mut store: Pin<&mut C::Store>,
         core: &mut Core,
-        wake: &WakeSet,
+        woken: &mut Woken,
         cx: &mut Context<'_>,
     ) -> Option<C::Ok>
     where
@@ -744,7 +784,8 @@ impl Extra {
         let this = self.project();
         let delay = (*this.hedge)?;
         let mut next_start = this.next_start;
-        while core.started < core.len {
+        let len = C::len(&store);
+        while core.started < len {
             if core.running > 0 {
                 // The timer was set at the latest start: that start left `running > 0`.
                 let timer = next_start.as_mut().as_pin_mut()?;
@@ -755,12 +796,13 @@ impl Extra {
             if core.started > 0 {
                 crate::events::hedge(core.started, core.running == 0);
             }
-            if let Polled::Won(value) = core.start_next::<C>(store.as_mut(), wake) {
+            let Woken { set, lending } = &mut *woken;
+            if let Polled::Won(value) = core.start_next::<C>(store.as_mut(), set, lending) {
                 return Some(value);
             }
             // Set the timer only when the race will wait on it: a contestant that failed
             // at once, with nobody else running, lets the next one start right away.
-            if core.running > 0 && core.started < core.len {
+            if core.running > 0 && core.started < len {
                 next_start.set(Some(RtSleep::after(delay)));
             }
         }
@@ -775,7 +817,7 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let extra = self.extra.as_deref();
         f.debug_struct("Race")
-            .field("contestants", &self.core.len)
+            .field("contestants", &C::len(&self.store))
             .field("running", &self.core.running)
             .field("started", &self.core.started)
             .field("failed", &self.core.failed)
@@ -794,6 +836,7 @@ where
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.as_mut().project();
         let state = mem::replace(this.state, State::Polling);
+        let len = C::len(&this.store);
         let first = match state {
             State::Select => false,
             State::Fresh => {
@@ -809,8 +852,7 @@ where
                     // Nobody runs yet: the first contestant starts below, as each next
                     // one, each with a waker of its own (a hedged race waits anyway).
                     this.core.running = 0;
-                    this.core.lent = (0..this.core.len).map(|_| None).collect();
-                    *this.wake = Some(WakeSet::new(this.core.len));
+                    *this.wake = Some(Woken::new(len));
                 }
                 !hedged
             }
@@ -823,7 +865,7 @@ where
         // contestants woken now are polled.
         let mut yielded = false;
         if state == State::Select || (state == State::Fresh && this.wake.is_none()) {
-            this.core.started = this.core.len;
+            this.core.started = len;
             let lasting = C::select_loop(&this.store);
             match poll_select::<C>(this.store.as_mut(), this.core, cx, lasting, first) {
                 Selected::Won(value) => return self.win(value),
@@ -835,12 +877,12 @@ where
                     // Every contestant still running may hold the race's own waker, which
                     // does not tell which one to poll: each is polled once more now, with a
                     // waker of its own from then on.
-                    let wake = this.wake.insert(WakeSet::new(this.core.len));
-                    wake.enter();
-                    this.core.lent = (0..this.core.len).map(|_| None).collect();
+                    let Woken { set, lending } = &mut **this.wake.insert(Woken::new(len));
+                    set.enter();
                     let mut round = LentRound {
                         core: &mut *this.core,
-                        wake,
+                        set,
+                        lending,
                         yielded: false,
                     };
                     if let ControlFlow::Break(value) = C::for_each(this.store.as_mut(), &mut round)
@@ -852,28 +894,29 @@ where
             }
         }
         // Wake-ups during this poll only mark their contestants: we look before we return.
-        let Some(wake) = &*this.wake else {
+        let Some(woken) = this.wake.as_deref_mut() else {
             unreachable!("a race past its select loop has a wake set");
         };
-        wake.enter();
+        woken.set.enter();
         // Polls left in this poll of the race for contestants woken during it.
-        let mut budget = this.core.len.max(MIN_BUDGET);
+        let mut budget = len.max(MIN_BUDGET);
         // Poll the woken contestants, again while polling them wakes others (one finishing
         // wakes the next, say): within the budget, until one yields.
         {
-            while winner.is_none() && !yielded && budget > 0 && wake.any() {
-                let _ = wake.drain(|index| {
+            let Woken { set, lending } = woken;
+            while winner.is_none() && !yielded && budget > 0 && set.any() {
+                let _ = set.drain(|index| {
                     if budget == 0 {
                         return ControlFlow::Break(());
                     }
                     budget -= 1;
-                    match poll_one::<C>(this.store.as_mut(), this.core, index, wake) {
+                    match poll_one::<C>(this.store.as_mut(), this.core, index, set, lending) {
                         Polled::Won(value) => {
                             winner = Some(value);
                             ControlFlow::Break(())
                         }
                         Polled::Pending => {
-                            yielded |= wake.is_marked(index);
+                            yielded |= set.is_marked(index);
                             ControlFlow::Continue(())
                         }
                         Polled::Failed => ControlFlow::Continue(()),
@@ -884,7 +927,7 @@ where
             if let (None, Some(extra)) = (&winner, this.extra.as_mut()) {
                 winner = extra
                     .as_mut()
-                    .start_due::<C>(this.store.as_mut(), this.core, wake, cx);
+                    .start_due::<C>(this.store.as_mut(), this.core, woken, cx);
             }
         }
         *this.state = State::Running;
