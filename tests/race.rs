@@ -477,6 +477,69 @@ fn only_the_woken_contestant_is_polled_again() {
     }
 }
 
+/// A race of more than 32 turns to its wake set at its first pending contestant, in its
+/// first poll: that one is polled again with a waker of its own, every later one is started
+/// with one, and from then on a wake-up polls the woken contestant only.
+#[test]
+fn a_race_of_more_than_32_turns_to_its_wake_set_at_its_first_pending_contestant() {
+    const N: usize = 40;
+    let wakers: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None; N]));
+    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+    let parent = Arc::new(CountWakes::default());
+    let waker = Waker::from(parent.clone());
+    let own_waker = Arc::new(AtomicUsize::new(0));
+    let contestant = |me: usize| {
+        let (wakers, polls, waker, own_waker) = (
+            wakers.clone(),
+            polls.clone(),
+            waker.clone(),
+            own_waker.clone(),
+        );
+        poll_fn(move |cx| {
+            let n = polls[me].fetch_add(1, Ordering::SeqCst) + 1;
+            if !cx.waker().will_wake(&waker) {
+                own_waker.fetch_add(1, Ordering::SeqCst);
+            }
+            // Contestants 0..3 fail at once; 21 wins on its third poll.
+            match (me, n) {
+                (0..3, _) => return Poll::Ready(Err::<usize, usize>(me)),
+                (21, 3) => return Poll::Ready(Ok(me)),
+                _ => {}
+            }
+            wakers.lock().unwrap()[me] = Some(cx.waker().clone());
+            Poll::Pending
+        })
+    };
+    let mut race = pin!(race((0..N).map(contestant)));
+    let mut cx = Context::from_waker(&waker);
+    let counts = || -> Vec<usize> { polls.iter().map(|p| p.load(Ordering::SeqCst)).collect() };
+
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    // Contestant 3, the first to pend, was polled with the race's waker and then with its
+    // own; every later one once, with its own.
+    let mut expected = vec![1; N];
+    expected[3] = 2;
+    assert_eq!(counts(), expected);
+    assert_eq!(own_waker.load(Ordering::SeqCst), N - 3);
+
+    // A spurious poll polls nobody; a wake-up polls its contestant only.
+    assert!(race.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(counts(), expected);
+    for me in [21, 3] {
+        let taken = wakers.lock().unwrap()[me].take().unwrap();
+        taken.wake();
+        assert!(race.as_mut().poll(&mut cx).is_pending());
+        expected[me] += 1;
+        assert_eq!(counts(), expected);
+    }
+    wakers.lock().unwrap()[21].take().unwrap().wake();
+    assert_eq!(race.as_mut().poll(&mut cx), Poll::Ready(Ok(21)));
+    expected[21] += 1;
+    assert_eq!(counts(), expected);
+    // Each wake-up woke the race once.
+    assert_eq!(parent.0.load(Ordering::SeqCst), 3);
+}
+
 /// A race of up to 4 contestants, and a tuple race, is a select loop: no wake set, every
 /// running contestant polled with the race's own waker on every poll of the race.
 #[test]

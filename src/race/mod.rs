@@ -5,15 +5,18 @@
 //! The race polls its contestants itself (no spawning). A race of up to 4 contestants,
 //! and a tuple race, is a select loop for good: every poll polls every running contestant
 //! with the race's own waker (for so few, telling the woken ones apart costs more than it
-//! saves, and a tuple race allocates nothing). A larger race starts as a select loop too,
-//! and turns to its wake set as soon as a round of it would be wasted on contestants that
-//! pend again: when one fails after others pended in the same round (its end may have
-//! woken one of them), or when a contestant pends on a poll after the first (the race was
-//! woken for another one). Then each running contestant is polled once more, with a waker
-//! lent from the wake layer ([`crate::wake`]), and from then on a wake-up polls that
+//! saves, and a tuple race allocates nothing). A race of 5 to 32 starts as a select loop
+//! too, and turns to its wake set as soon as a round of it would be wasted on contestants
+//! that pend again: when one fails after others pended in the same round (its end may
+//! have woken one of them), or when a contestant pends on a poll after the first (the race
+//! was woken for another one). Then each running contestant is polled once more, with a
+//! waker lent from the wake layer ([`crate::wake`]), and from then on a wake-up polls that
 //! contestant only: racing 10,000 futures costs O(10,000) polls in total, not O(10,000)
-//! per wake-up. Races whose contestants finish at once, or pend once to yield and then
-//! finish, never make the wake set. Contestants woken during a poll of the race (one
+//! per wake-up. Such races whose contestants finish at once, or pend once to yield and
+//! then finish, never make the wake set. A race of more than 32 turns to its wake set at
+//! its first pending contestant: a select round over hundreds of contestants that keep
+//! their wakers (sockets, timers) is one wasted poll each, and measured, it costs more
+//! than lending each a waker from the start. Contestants woken during a poll of the race (one
 //! finishing wakes the next) are polled again within it, up to a budget, unless one woke
 //! itself (it yielded): then the executor gets its turn first.
 //!
@@ -61,6 +64,11 @@ use store::{Contestants, Slot, SlotOwn, SlotProj, Visit, VisitEach};
 /// At least this many polls of woken contestants in one poll of a race (more in a larger
 /// race: as many as it has contestants), then it lets the executor run others.
 const MIN_BUDGET: usize = 32;
+
+/// A race of more contestants than this (and than a select loop for good holds) turns to
+/// its wake set at its first pending contestant, in its first poll, rather than after a
+/// wasted round: see the module docs.
+const SELECT_FIRST_MAX: usize = 32;
 
 /// Runs every contestant at once; the first to return `Ok` wins and the others are dropped.
 ///
@@ -346,6 +354,7 @@ enum Selected<T> {
 /// select loop instead: a failure after a pend in the same round (the next round would
 /// poll every pending contestant to find the one it woke), or, on a poll after the first
 /// (`first` false), a contestant that pends again (the race was woken for another one).
+/// A race of more than [`SELECT_FIRST_MAX`] ends it at its first pending contestant.
 #[inline]
 fn poll_select<C>(
     mut store: Pin<&mut C::Store>,
@@ -357,15 +366,19 @@ fn poll_select<C>(
 where
     C: ?Sized + Contestants,
 {
+    let stop_at_pend = !lasting && C::len(&store) > SELECT_FIRST_MAX;
     loop {
         let mut round = SelectRound {
             core: &mut *core,
             cx: &mut *cx,
             pended: false,
             again: false,
+            stop_at_pend,
         };
-        if let ControlFlow::Break(value) = C::for_each(store.as_mut(), &mut round) {
-            return Selected::Won(value);
+        match C::for_each(store.as_mut(), &mut round) {
+            ControlFlow::Break(Some(value)) => return Selected::Won(value),
+            ControlFlow::Break(None) => return Selected::ToWakeSet,
+            ControlFlow::Continue(()) => {}
         }
         let (pended, again) = (round.pended, round.again);
         if !lasting && (again || (pended && !first)) {
@@ -385,13 +398,16 @@ struct SelectRound<'a, 'b, 'c> {
     pended: bool,
     /// A contestant failed after one pended in this round.
     again: bool,
+    /// End the round, and the select loop, at the first contestant that pends.
+    stop_at_pend: bool,
 }
 
 impl<T, E> VisitEach<T, E> for SelectRound<'_, '_, '_> {
-    type Break = T;
+    /// The winner's value, or `None` for a round ended at a pending contestant.
+    type Break = Option<T>;
 
     #[inline]
-    fn visit<F>(&mut self, _: usize, mut slot: Pin<&mut Slot<F, E>>) -> ControlFlow<T>
+    fn visit<F>(&mut self, _: usize, mut slot: Pin<&mut Slot<F, E>>) -> ControlFlow<Option<T>>
     where
         F: Future<Output = Result<T, E>>,
     {
@@ -401,8 +417,9 @@ impl<T, E> VisitEach<T, E> for SelectRound<'_, '_, '_> {
             return ControlFlow::Continue(());
         };
         match future.poll(self.cx) {
+            Poll::Pending if self.stop_at_pend => return ControlFlow::Break(None),
             Poll::Pending => self.pended = true,
-            Poll::Ready(Ok(value)) => return ControlFlow::Break(value),
+            Poll::Ready(Ok(value)) => return ControlFlow::Break(Some(value)),
             Poll::Ready(Err(error)) => {
                 record_failure(self.core, slot, error);
                 self.again |= self.pended;
