@@ -280,6 +280,16 @@ fn run_one(implementation: &str, runtime: &Runtime, workload: Workload, n: usize
         "select_ok" => on!(with_select_ok(workload, n)),
         "race_ok" => on!(with_race_ok(workload, n)),
         "race_ok_tuple" => on!(with_race_ok_tuple(workload, n)),
+        // The `race_hedged` group's rows (the workload is ignored).
+        "plain_first_wins" => on!(async { tollgate::race(first_wins(n)).await.unwrap() }),
+        "hedged_first_wins" => on!(async {
+            let race = tollgate::race(first_wins(n)).hedge(Duration::from_secs(60));
+            race.await.unwrap()
+        }),
+        "hedged_ready" => on!(async {
+            let race = tollgate::race(Workload::Ready.contestants(n));
+            race.hedge(Duration::from_secs(60)).await.unwrap()
+        }),
         other => panic!("no implementation {other}"),
     }
 }

@@ -701,8 +701,8 @@ fn an_iterable_race_allocates_one_block_up_to_32_then_one_per_32() {
     assert_eq!(made, 1 + 1 + 1, "the block, the errors, the expected list");
 
     // Pending contestants that keep no waker: a select loop of 3 allocates its block only;
-    // a race of 5 its block, the wake set, the box holding it with the lent wakers, and
-    // the table of kept wakers, and no waker.
+    // a race of 5 its block, the wake set and the box holding it with the lent wakers: no
+    // table of kept wakers (nobody kept one) and no waker.
     let made = allocations(|| {
         let mut race = race([pending::<Result<(), ()>>(), pending(), pending()]);
         assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
@@ -714,7 +714,7 @@ fn an_iterable_race_allocates_one_block_up_to_32_then_one_per_32() {
         assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
         assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
     });
-    assert_eq!(made, 4);
+    assert_eq!(made, 3);
 }
 
 /// A race is moved at least once before it is pinned (into the future that awaits it),
@@ -1079,7 +1079,10 @@ matrix! {
         .timeout(Duration::from_secs(60))
         .await;
         assert_eq!(winner, Ok(2));
-        assert_eq!(tally.polls(), [1, 1, 1]);
+        // A race of 3 is a select loop: each start's timer polls the started ones again.
+        let polls = tally.polls();
+        assert_eq!(polls[2], 1);
+        assert!(polls[0] >= polls[1] && polls[1] >= 1, "{polls:?}");
         // Timers never fire early; the upper bound only catches a hang.
         assert!(tally.started_at(0) - start < AT_ONCE);
         assert!(tally.started_at(1) - tally.started_at(0) >= DELAY);
@@ -1219,7 +1222,8 @@ matrix! {
         assert_eq!(failed.errors(), [(0, 0)]);
         // 0 failed, so 1 started at once; 2 was never started, and has no entry.
         assert_eq!(failed.started(), 2);
-        assert_eq!(tally.polls(), [1, 1, 0]);
+        let polls = tally.polls();
+        assert!(polls[0] == 1 && polls[1] >= 1 && polls[2] == 0, "{polls:?}");
         assert_eq!(dropped, [true; 3]);
         assert_eq!(failed.to_string(), "race timed out after 50ms with 1 failure");
         assert!(start.elapsed() >= Duration::from_millis(50));
@@ -1244,7 +1248,9 @@ matrix! {
         assert!(failed.timed_out());
         assert_eq!(failed.errors(), [(0, 0)]);
         assert_eq!(failed.started(), 2);
-        assert_eq!(tally.polls(), [1, 1, 0]);
+        // 1 may be polled again when the timeout wakes the race (a select loop): 2 never.
+        let polls = tally.polls();
+        assert!(polls[0] == 1 && polls[1] >= 1 && polls[2] == 0, "{polls:?}");
     }
 
     async fn hedged_empty_race_fails_at_once() {
@@ -1273,58 +1279,76 @@ matrix! {
     }
 }
 
+/// A hedged race starts each contestant on its turn only. A race of up to 4 is a select
+/// loop like any small race (each poll polls every started contestant still running); a
+/// larger one polls only the woken ones.
 #[test]
 fn hedged_races_start_each_contestant_on_its_turn_only() {
-    // Every contestant keeps its waker; `fail[me]` makes it fail when next polled.
-    let wakers: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None; 3]));
-    let fail: Arc<Vec<AtomicBool>> = Arc::new((0..3).map(|_| AtomicBool::new(false)).collect());
-    let tally = Tally::new(3);
-    let contestant = |me: usize| {
-        let (wakers, fail) = (wakers.clone(), fail.clone());
-        tally.track(
-            me,
-            poll_fn(move |cx| {
-                if fail[me].load(Ordering::SeqCst) {
-                    return Poll::Ready(Err::<(), usize>(me));
-                }
-                wakers.lock().unwrap()[me] = Some(cx.waker().clone());
-                Poll::Pending
-            }),
-        )
-    };
-    let mut race = pin!(race((0..3).map(contestant)).hedge(Duration::from_secs(3600)));
-    let parent = Arc::new(CountWakes::default());
-    let waker = Waker::from(parent.clone());
-    let mut cx = Context::from_waker(&waker);
-    let wake = |me: usize| wakers.lock().unwrap()[me].take().unwrap().wake();
+    for n in [3, 6] {
+        // Every contestant keeps its waker; `fail[me]` makes it fail when next polled.
+        let wakers: Arc<Mutex<Vec<Option<Waker>>>> = Arc::new(Mutex::new(vec![None; n]));
+        let fail: Arc<Vec<AtomicBool>> = Arc::new((0..n).map(|_| AtomicBool::new(false)).collect());
+        let tally = Tally::new(n);
+        let contestant = |me: usize| {
+            let (wakers, fail) = (wakers.clone(), fail.clone());
+            tally.track(
+                me,
+                poll_fn(move |cx| {
+                    if fail[me].load(Ordering::SeqCst) {
+                        return Poll::Ready(Err::<(), usize>(me));
+                    }
+                    wakers.lock().unwrap()[me] = Some(cx.waker().clone());
+                    Poll::Pending
+                }),
+            )
+        };
+        let mut race = pin!(race((0..n).map(contestant)).hedge(Duration::from_secs(3600)));
+        let parent = Arc::new(CountWakes::default());
+        let waker = Waker::from(parent.clone());
+        let mut cx = Context::from_waker(&waker);
+        let wake = |me: usize| wakers.lock().unwrap()[me].take().unwrap().wake();
+        let select = n <= 4;
+        let mut expected = vec![0; n];
 
-    assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(tally.polls(), [1, 0, 0]);
-    // A spurious poll starts nobody: the delay has not passed.
-    assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(tally.polls(), [1, 0, 0]);
+        assert!(race.as_mut().poll(&mut cx).is_pending());
+        expected[0] = 1;
+        assert_eq!(tally.polls(), expected, "{n}");
+        // A spurious poll starts nobody: the delay has not passed.
+        assert!(race.as_mut().poll(&mut cx).is_pending());
+        expected[0] += usize::from(select);
+        assert_eq!(tally.polls(), expected, "{n}");
 
-    // Woken without failing: polled again, nobody new starts.
-    wake(0);
-    assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(tally.polls(), [2, 0, 0]);
+        // Woken without failing: polled again, nobody new starts.
+        wake(0);
+        assert!(race.as_mut().poll(&mut cx).is_pending());
+        expected[0] += 1;
+        assert_eq!(tally.polls(), expected, "{n}");
 
-    // 0 fails: 1 starts in the same poll.
-    fail[0].store(true, Ordering::SeqCst);
-    wake(0);
-    assert!(race.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(tally.polls(), [3, 1, 0]);
+        // 0 fails: 1 starts in the same poll.
+        fail[0].store(true, Ordering::SeqCst);
+        wake(0);
+        assert!(race.as_mut().poll(&mut cx).is_pending());
+        expected[0] += 1;
+        expected[1] = 1;
+        assert_eq!(tally.polls(), expected, "{n}");
 
-    // 1 fails: 2 starts; then 2 fails and the race is over.
-    fail[1].store(true, Ordering::SeqCst);
-    fail[2].store(true, Ordering::SeqCst);
-    wake(1);
-    let Poll::Ready(Err(failed)) = race.as_mut().poll(&mut cx) else {
-        panic!("every contestant failed");
-    };
-    assert_eq!(tally.polls(), [3, 2, 1]);
-    assert_eq!(failed.errors(), [(0, 0), (1, 1), (2, 2)]);
-    assert_eq!(failed.started(), 3);
+        // 1 fails: 2 starts, fails, and so on, and the race is over.
+        for flag in &fail[1..] {
+            flag.store(true, Ordering::SeqCst);
+        }
+        wake(1);
+        let Poll::Ready(Err(failed)) = race.as_mut().poll(&mut cx) else {
+            panic!("every contestant failed");
+        };
+        expected[1] += 1;
+        for polls in &mut expected[2..] {
+            *polls = 1;
+        }
+        assert_eq!(tally.polls(), expected, "{n}");
+        let errors: Vec<_> = (0..n).map(|me| (me, me)).collect();
+        assert_eq!(failed.errors(), errors);
+        assert_eq!(failed.started(), n);
+    }
 }
 
 #[test]

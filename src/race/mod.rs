@@ -38,7 +38,10 @@
 //! small enough to move without a call to `memcpy`.
 //!
 //! A hedged race keeps one timer, for the next start, moved forward at each start; the
-//! plain race pays one branch per poll for it.
+//! plain race pays one branch per poll for it. A hedged race of up to 4 contestants, or
+//! of a tuple, is a select loop like the plain one: each poll polls every contestant
+//! started and still running, and then starts those that are due; a larger one makes its
+//! wake set on its first poll.
 
 mod blocks;
 mod contestants;
@@ -193,7 +196,7 @@ struct Core {
 }
 
 /// What a race that polls only its woken contestants keeps: made when it turns to its
-/// wake set (a hedged race: on its first poll). Boxed, so that a select loop, the common
+/// wake set (a hedged race of more than 4: on its first poll). Boxed, so that a select loop, the common
 /// race, carries one empty pointer for it and moves as a small future.
 struct Woken {
     /// Which contestants were woken.
@@ -205,8 +208,28 @@ struct Woken {
 /// The wakers a race with a wake set lends to its contestants.
 struct Lending {
     lender: Lender,
-    /// The waker each contestant kept, if it kept a clone of the one lent to it.
+    /// The waker each contestant kept, if it kept a clone of the one lent to it: empty
+    /// until the first one does (contestants that only yield, or finish at once, never
+    /// do), then one entry per contestant.
     lent: Vec<Option<Lent>>,
+    /// Contestants in the race: the length of `lent` once it is made.
+    len: usize,
+}
+
+impl Lending {
+    /// The waker contestant `index` kept, if any.
+    #[inline]
+    fn kept_by(&mut self, index: usize) -> Option<&mut Lent> {
+        self.lent.get_mut(index).and_then(Option::as_mut)
+    }
+
+    /// Records that contestant `index` kept `waker`.
+    fn keep(&mut self, index: usize, waker: Lent) {
+        if self.lent.is_empty() {
+            self.lent.resize_with(self.len, || None);
+        }
+        self.lent[index] = Some(waker);
+    }
 }
 
 impl Woken {
@@ -218,7 +241,8 @@ impl Woken {
             set,
             lending: Lending {
                 lender,
-                lent: (0..len).map(|_| None).collect(),
+                lent: Vec::new(),
+                len,
             },
         })
     }
@@ -264,32 +288,33 @@ impl<T, E> Visit<T, E> for PollLent<'_, '_> {
             core,
             index,
             set,
-            lending: Lending { lender, lent },
+            lending,
         } = self;
         // A contestant that already failed may still be woken by a stale waker: skip it.
         let SlotProj::Running { future } = slot.as_mut().project() else {
             return Polled::Pending;
         };
-        let kept = &mut lent[index];
-        let waker = match kept {
-            Some(kept) => kept.waker(),
-            None => lender.lend(set, index),
+        let (waker, had_kept) = match lending.kept_by(index) {
+            Some(kept) => (kept.waker(), true),
+            None => (lending.lender.lend(set, index), false),
         };
         match future.poll(&mut Context::from_waker(waker)) {
             Poll::Pending => {
                 // A contestant that kept a clone of the lent waker keeps the waker.
-                if kept.is_none() {
-                    *kept = lender.kept(set);
+                if !had_kept {
+                    if let Some(kept) = lending.lender.kept(set) {
+                        lending.keep(index, kept);
+                    }
                 }
                 Polled::Pending
             }
             Poll::Ready(Ok(value)) => Polled::Won(value),
             Poll::Ready(Err(error)) => {
-                let kept = kept.take();
+                let kept = lending.lent.get_mut(index).and_then(Option::take);
                 // Dropped first: a contestant that kept a clone drops it with itself, and
                 // then the waker can be reused.
                 record_failure(core, slot, error);
-                lender.finished(set, kept);
+                lending.lender.finished(set, kept);
                 Polled::Failed
             }
         }
@@ -390,6 +415,56 @@ where
     }
 }
 
+/// Polls the contestant in `slot` (running) with the race's own waker, and records a
+/// failure.
+#[inline]
+fn poll_own<F, T, E>(
+    core: &mut Core,
+    mut slot: Pin<&mut Slot<F, E>>,
+    cx: &mut Context<'_>,
+) -> Polled<T>
+where
+    F: Future<Output = Result<T, E>>,
+{
+    let SlotProj::Running { future } = slot.as_mut().project() else {
+        unreachable!("only a running contestant is polled");
+    };
+    match future.poll(cx) {
+        Poll::Pending => Polled::Pending,
+        Poll::Ready(Ok(value)) => Polled::Won(value),
+        Poll::Ready(Err(error)) => {
+            record_failure(core, slot, error);
+            Polled::Failed
+        }
+    }
+}
+
+/// Polls one contestant with the race's own waker (a hedged select loop's start).
+struct PollOwn<'a, 'b, 'c> {
+    core: &'a mut Core,
+    cx: &'b mut Context<'c>,
+}
+
+impl<T, E> Visit<T, E> for PollOwn<'_, '_, '_> {
+    type Output = Polled<T>;
+
+    #[inline]
+    fn visit<F>(self, slot: Pin<&mut Slot<F, E>>) -> Polled<T>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        poll_own(self.core, slot, self.cx)
+    }
+}
+
+/// The waker a hedged race starts its next contestant with.
+enum Start<'a> {
+    /// The race's own: a select loop.
+    Own,
+    /// One lent from the race's wake set.
+    Lent(&'a WakeSet, &'a mut Lending),
+}
+
 /// One round of a select loop: polls every running contestant with the race's own waker.
 struct SelectRound<'a, 'b, 'c> {
     core: &'a mut Core,
@@ -407,23 +482,24 @@ impl<T, E> VisitEach<T, E> for SelectRound<'_, '_, '_> {
     type Break = Option<T>;
 
     #[inline]
-    fn visit<F>(&mut self, _: usize, mut slot: Pin<&mut Slot<F, E>>) -> ControlFlow<Option<T>>
+    fn visit<F>(&mut self, index: usize, slot: Pin<&mut Slot<F, E>>) -> ControlFlow<Option<T>>
     where
         F: Future<Output = Result<T, E>>,
     {
+        // A hedged race's contestants not started yet wait for their start.
+        if index >= self.core.started {
+            return ControlFlow::Continue(());
+        }
         // A contestant that failed in an earlier round is skipped, and does not count as
         // pending.
-        let SlotProj::Running { future } = slot.as_mut().project() else {
+        if !matches!(slot.as_ref().get_ref(), Slot::Running { .. }) {
             return ControlFlow::Continue(());
-        };
-        match future.poll(self.cx) {
-            Poll::Pending if self.stop_at_pend => return ControlFlow::Break(None),
-            Poll::Pending => self.pended = true,
-            Poll::Ready(Ok(value)) => return ControlFlow::Break(Some(value)),
-            Poll::Ready(Err(error)) => {
-                record_failure(self.core, slot, error);
-                self.again |= self.pended;
-            }
+        }
+        match poll_own(self.core, slot, self.cx) {
+            Polled::Pending if self.stop_at_pend => return ControlFlow::Break(None),
+            Polled::Pending => self.pended = true,
+            Polled::Won(value) => return ControlFlow::Break(Some(value)),
+            Polled::Failed => self.again |= self.pended,
         }
         ControlFlow::Continue(())
     }
@@ -470,8 +546,8 @@ impl Core {
     fn start_next<C>(
         &mut self,
         store: Pin<&mut C::Store>,
-        set: &WakeSet,
-        lending: &mut Lending,
+        start: &mut Start<'_>,
+        cx: &mut Context<'_>,
     ) -> Polled<C::Ok>
     where
         C: ?Sized + Contestants,
@@ -479,7 +555,10 @@ impl Core {
         let index = self.started;
         self.started += 1;
         self.running += 1;
-        poll_one::<C>(store, self, index, set, lending)
+        match start {
+            Start::Own => C::visit(store, index, PollOwn { core: self, cx }),
+            Start::Lent(set, lending) => poll_one::<C>(store, self, index, set, lending),
+        }
     }
 }
 
@@ -548,7 +627,7 @@ pin_project_lite::pin_project! {
         store: C::Store,
         core: Core,
         // Which contestants were woken, and the wakers lent to them: made when a select
-        // loop turns to its wake set (a hedged race: on the first poll).
+        // loop turns to its wake set (a hedged race of more than 4: on the first poll).
         wake: Option<Box<Woken>>,
         // A timeout or a hedge: one pointer for a plain race to check.
         extra: Option<Pin<Box<Extra>>>,
@@ -792,7 +871,7 @@ impl Extra {
         self: Pin<&mut Self>,
         mut store: Pin<&mut C::Store>,
         core: &mut Core,
-        woken: &mut Woken,
+        mut start: Start<'_>,
         cx: &mut Context<'_>,
     ) -> Option<C::Ok>
     where
@@ -813,8 +892,7 @@ impl Extra {
             if core.started > 0 {
                 crate::events::hedge(core.started, core.running == 0);
             }
-            let Woken { set, lending } = &mut *woken;
-            if let Polled::Won(value) = core.start_next::<C>(store.as_mut(), set, lending) {
+            if let Polled::Won(value) = core.start_next::<C>(store.as_mut(), &mut start, cx) {
                 return Some(value);
             }
             // Set the timer only when the race will wait on it: a contestant that failed
@@ -865,11 +943,16 @@ where
                     }
                     hedged = extra.hedge.is_some();
                 }
-                if hedged {
+                if !hedged {
+                    this.core.started = len;
+                } else {
                     // Nobody runs yet: the first contestant starts below, as each next
-                    // one, each with a waker of its own (a hedged race waits anyway).
+                    // one; a race that is not a select loop for good starts them with a
+                    // waker of its own each (a hedged race waits anyway).
                     this.core.running = 0;
-                    *this.wake = Some(Woken::new(len));
+                    if !C::select_loop(&this.store) {
+                        *this.wake = Some(Woken::new(len));
+                    }
                 }
                 !hedged
             }
@@ -882,11 +965,20 @@ where
         // contestants woken now are polled.
         let mut yielded = false;
         if state == State::Select || (state == State::Fresh && this.wake.is_none()) {
-            this.core.started = len;
             let lasting = C::select_loop(&this.store);
             match poll_select::<C>(this.store.as_mut(), this.core, cx, lasting, first) {
                 Selected::Won(value) => return self.win(value),
                 Selected::Pending => {
+                    // The one branch a select loop without extras pays for hedging.
+                    if let Some(extra) = this.extra.as_mut() {
+                        let store = this.store.as_mut();
+                        let due = extra
+                            .as_mut()
+                            .start_due::<C>(store, this.core, Start::Own, cx);
+                        if let Some(value) = due {
+                            return self.win(value);
+                        }
+                    }
                     *this.state = State::Select;
                     return self.pend(cx);
                 }
@@ -942,9 +1034,10 @@ where
             }
             // The one branch a race without extras pays for hedging.
             if let (None, Some(extra)) = (&winner, this.extra.as_mut()) {
+                let start = Start::Lent(set, lending);
                 winner = extra
                     .as_mut()
-                    .start_due::<C>(this.store.as_mut(), this.core, woken, cx);
+                    .start_due::<C>(this.store.as_mut(), this.core, start, cx);
             }
         }
         *this.state = State::Running;
