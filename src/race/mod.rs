@@ -379,7 +379,8 @@ enum Selected<T> {
 /// select loop instead: a failure after a pend in the same round (the next round would
 /// poll every pending contestant to find the one it woke), or, on a poll after the first
 /// (`first` false), a contestant that pends again (the race was woken for another one).
-/// A race of more than [`SELECT_FIRST_MAX`] ends it at its first pending contestant.
+/// With `stop_at_pend` (a race of more than [`SELECT_FIRST_MAX`]), the first pending
+/// contestant ends it.
 #[inline]
 fn poll_select<C>(
     mut store: Pin<&mut C::Store>,
@@ -387,13 +388,14 @@ fn poll_select<C>(
     cx: &mut Context<'_>,
     lasting: bool,
     first: bool,
+    stop_at_pend: bool,
 ) -> Selected<C::Ok>
 where
     C: ?Sized + Contestants,
 {
-    let stop_at_pend = !lasting && C::len(&store) > SELECT_FIRST_MAX;
     loop {
         let mut round = SelectRound {
+            started: core.started,
             core: &mut *core,
             cx: &mut *cx,
             pended: false,
@@ -475,6 +477,8 @@ struct SelectRound<'a, 'b, 'c> {
     again: bool,
     /// End the round, and the select loop, at the first contestant that pends.
     stop_at_pend: bool,
+    /// Contestants started: a hedged race's later ones wait for their start.
+    started: usize,
 }
 
 impl<T, E> VisitEach<T, E> for SelectRound<'_, '_, '_> {
@@ -482,24 +486,26 @@ impl<T, E> VisitEach<T, E> for SelectRound<'_, '_, '_> {
     type Break = Option<T>;
 
     #[inline]
-    fn visit<F>(&mut self, index: usize, slot: Pin<&mut Slot<F, E>>) -> ControlFlow<Option<T>>
+    fn visit<F>(&mut self, index: usize, mut slot: Pin<&mut Slot<F, E>>) -> ControlFlow<Option<T>>
     where
         F: Future<Output = Result<T, E>>,
     {
-        // A hedged race's contestants not started yet wait for their start.
-        if index >= self.core.started {
+        if index >= self.started {
             return ControlFlow::Continue(());
         }
         // A contestant that failed in an earlier round is skipped, and does not count as
         // pending.
-        if !matches!(slot.as_ref().get_ref(), Slot::Running { .. }) {
+        let SlotProj::Running { future } = slot.as_mut().project() else {
             return ControlFlow::Continue(());
-        }
-        match poll_own(self.core, slot, self.cx) {
-            Polled::Pending if self.stop_at_pend => return ControlFlow::Break(None),
-            Polled::Pending => self.pended = true,
-            Polled::Won(value) => return ControlFlow::Break(Some(value)),
-            Polled::Failed => self.again |= self.pended,
+        };
+        match future.poll(self.cx) {
+            Poll::Pending if self.stop_at_pend => return ControlFlow::Break(None),
+            Poll::Pending => self.pended = true,
+            Poll::Ready(Ok(value)) => return ControlFlow::Break(Some(value)),
+            Poll::Ready(Err(error)) => {
+                record_failure(self.core, slot, error);
+                self.again |= self.pended;
+            }
         }
         ControlFlow::Continue(())
     }
@@ -966,7 +972,9 @@ where
         let mut yielded = false;
         if state == State::Select || (state == State::Fresh && this.wake.is_none()) {
             let lasting = C::select_loop(&this.store);
-            match poll_select::<C>(this.store.as_mut(), this.core, cx, lasting, first) {
+            let stop_at_pend = !lasting && len > SELECT_FIRST_MAX;
+            let store = this.store.as_mut();
+            match poll_select::<C>(store, this.core, cx, lasting, first, stop_at_pend) {
                 Selected::Won(value) => return self.win(value),
                 Selected::Pending => {
                     // The one branch a select loop without extras pays for hedging.
