@@ -224,11 +224,19 @@ impl Lending {
     }
 
     /// Records that contestant `index` kept `waker`.
+    #[inline]
     fn keep(&mut self, index: usize, waker: Lent) {
         if self.lent.is_empty() {
-            self.lent.resize_with(self.len, || None);
+            self.make_table();
         }
         self.lent[index] = Some(waker);
+    }
+
+    /// The table of kept wakers, when the first contestant keeps one.
+    #[cold]
+    #[inline(never)]
+    fn make_table(&mut self) {
+        self.lent.resize_with(self.len, || None);
     }
 }
 
