@@ -56,6 +56,7 @@ impl RuntimeKey {
     /// let inside = tollgate::run_sync(async { RuntimeKey::current() });
     /// assert_ne!(inside, RuntimeKey::process());
     /// ```
+    #[inline]
     pub fn current() -> Self {
         if let Some(id) = run_sync::current_id() {
             return Self(Repr::RunSync(id));

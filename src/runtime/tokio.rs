@@ -35,17 +35,29 @@ pub(super) fn now() -> Instant {
 
 // No cache by task id: a task may `Handle::enter` another runtime for a while, and
 // tokio offers no cheap way to tell that apart from the task's own runtime.
+#[inline]
 pub(super) fn current_id() -> Option<Id> {
-    let handle = Handle::try_current().ok()?;
-    let id = handle.id();
+    // The handle is dropped at once: only the id is kept, and the rare registration looks
+    // the handle up again (the thread's runtime context cannot change in between).
+    let id = Handle::try_current().ok()?.id();
     if REGISTERED.with(Cell::get) != Some(id) {
-        register(&handle, id);
-        REGISTERED.with(|cell| cell.set(Some(id)));
+        register(id);
     }
     Some(id)
 }
 
-fn register(handle: &Handle, id: Id) {
+/// Watches the runtime `id` (the current one) for its shutdown, once per runtime, and
+/// remembers on this thread that it is watched.
+#[cold]
+#[inline(never)]
+fn register(id: Id) {
+    if let Ok(handle) = Handle::try_current() {
+        watch(&handle, id);
+    }
+    REGISTERED.with(|cell| cell.set(Some(id)));
+}
+
+fn watch(handle: &Handle, id: Id) {
     let mut sentinels = lock(&SENTINELS);
     if sentinels.contains_key(&id) {
         return;

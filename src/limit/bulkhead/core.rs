@@ -53,35 +53,30 @@ impl<H: Holder> Acquire<H> {
         let Some(holder) = &self.holder else {
             panic!("{what} polled after completion");
         };
-        // The fast path inline, so that an uncontended acquire stays small enough to be
-        // inlined into its caller; the rest out of line (without trying the fast path
-        // again: a contended acquire is refused it anyway).
-        let result = if self.waiter.is_idle() && holder.limiter().try_take(1) {
+        // Inline, like the bare semaphore's: the fast path, and a queued waiter's check
+        // (queueing itself is out of line in the semaphore). Only refusals and the acquire
+        // timer leave this function.
+        let limiter = holder.limiter();
+        let result = if self.waiter.is_idle() && limiter.try_take(1) {
             Ok(())
         } else {
-            match self.poll_queue(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(result) => result,
+            let options = holder.options();
+            match limiter.poll_wait(&mut self.waiter, cx, 1, options.queue_bound()) {
+                Poll::Ready(Ok(())) => Ok(()),
+                Poll::Pending if options.acquire_timeout.is_none() => return Poll::Pending,
+                Poll::Pending => match self.poll_slow(None, cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(result) => result,
+                },
+                Poll::Ready(Err(refusal)) => match self.poll_slow(Some(refusal), cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(result) => result,
+                },
             }
         };
         // On error the holder drops here (a keyed bulkhead may forget the key).
         let holder = self.holder.take().expect("checked above");
         Poll::Ready(result.map(|()| Permit { holder }))
-    }
-
-    /// Queueing, a queued waiter's check, and (further out of line) refusals and the
-    /// acquire timer.
-    #[cold]
-    #[inline(never)]
-    fn poll_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
-        let holder = self.holder.as_ref().expect("checked by poll");
-        let (limiter, options) = (holder.limiter(), holder.options());
-        match limiter.poll_wait(&mut self.waiter, cx, 1, options.queue_bound()) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
-            Poll::Pending if options.acquire_timeout.is_none() => Poll::Pending,
-            Poll::Pending => self.poll_slow(None, cx),
-            Poll::Ready(Err(refusal)) => self.poll_slow(Some(refusal), cx),
-        }
     }
 
     /// The semaphore refused (`refusal`: the queue was full, or a zero timeout found no
