@@ -25,9 +25,15 @@ pub(crate) trait Holder {
 
 /// The body of every bulkhead acquire future.
 pub(crate) struct Acquire<H: Holder> {
-    /// `None` once the future has completed.
-    holder: Option<H>,
+    /// `None` once the future has completed: then dropping it is one check (no timer is
+    /// left to look at), as cheap as dropping the bare semaphore's.
+    pending: Option<Pending<H>>,
     waiter: Waiter,
+}
+
+/// What an unfinished acquire holds besides its place in the queue.
+struct Pending<H> {
+    holder: H,
     /// Started when the caller first has to queue; boxed because it is `!Unpin` and only
     /// the slow path needs it.
     timer: Option<Pin<Box<RtSleep>>>,
@@ -37,9 +43,11 @@ impl<H: Holder> Acquire<H> {
     #[inline]
     pub(crate) fn new(holder: H) -> Self {
         Self {
-            holder: Some(holder),
+            pending: Some(Pending {
+                holder,
+                timer: None,
+            }),
             waiter: Waiter::new(),
-            timer: None,
         }
     }
 
@@ -50,7 +58,7 @@ impl<H: Holder> Acquire<H> {
         cx: &mut Context<'_>,
         what: &str,
     ) -> Poll<Result<Permit<H>, BulkheadError>> {
-        let Some(holder) = &self.holder else {
+        let Some(Pending { holder, .. }) = &self.pending else {
             panic!("{what} polled after completion");
         };
         // Inline, like the bare semaphore's: the fast path, and a queued waiter's check
@@ -75,7 +83,10 @@ impl<H: Holder> Acquire<H> {
             }
         };
         // On error the holder drops here (a keyed bulkhead may forget the key).
-        let holder = self.holder.take().expect("checked above");
+        let Pending { holder, timer } = self.pending.take().expect("checked above");
+        if let Some(timer) = timer {
+            drop_timer(timer);
+        }
         Poll::Ready(result.map(|()| Permit { holder }))
     }
 
@@ -89,7 +100,9 @@ impl<H: Holder> Acquire<H> {
         refusal: Option<Refusal>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), BulkheadError>> {
-        let holder = self.holder.as_ref().expect("checked by poll");
+        let Some(Pending { holder, timer }) = &mut self.pending else {
+            unreachable!("checked by poll");
+        };
         let (limiter, options) = (holder.limiter(), holder.options());
         let refuse = |reason| {
             limiter.counts().note_rejected();
@@ -108,9 +121,7 @@ impl<H: Holder> Acquire<H> {
         let Some(timeout) = options.acquire_timeout else {
             return Poll::Pending;
         };
-        let timer = self
-            .timer
-            .get_or_insert_with(|| Box::pin(RtSleep::after(timeout)));
+        let timer = timer.get_or_insert_with(|| Box::pin(RtSleep::after(timeout)));
         if timer.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }
@@ -123,13 +134,32 @@ impl<H: Holder> Acquire<H> {
 }
 
 impl<H: Holder> Drop for Acquire<H> {
+    #[inline]
     fn drop(&mut self) {
-        if let Some(holder) = &self.holder {
-            // Leave the queue, passing on a permit granted but never handed out; the
-            // holder drops after.
-            holder.limiter().abandon(&mut self.waiter);
+        // A completed acquire (the common drop) costs one check.
+        if self.pending.is_some() {
+            self.abandon();
         }
     }
+}
+
+impl<H: Holder> Acquire<H> {
+    /// Dropped unfinished: leave the queue, passing on a permit granted but never handed
+    /// out; the holder drops after.
+    #[cold]
+    #[inline(never)]
+    fn abandon(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            pending.holder.limiter().abandon(&mut self.waiter);
+        }
+    }
+}
+
+/// Out of line: most acquires never start a timer.
+#[cold]
+#[inline(never)]
+fn drop_timer(timer: Pin<Box<RtSleep>>) {
+    drop(timer);
 }
 
 /// A permit of a cap, given back when dropped (then the holder drops).
