@@ -68,6 +68,32 @@ impl RuntimeKey {
         Self(Repr::Process)
     }
 
+    /// [`current`](Self::current) without making sure a tokio runtime is watched for its
+    /// shutdown, for callers that remember keys they have [`watch`](Self::watch)ed: until
+    /// it is watched, such a key reads as dead.
+    #[inline]
+    pub(crate) fn current_unwatched() -> Self {
+        if let Some(id) = run_sync::current_id() {
+            return Self(Repr::RunSync(id));
+        }
+        #[cfg(feature = "tokio")]
+        if let Some(id) = super::tokio::current_id_unwatched() {
+            return Self(Repr::Tokio(id));
+        }
+        Self(Repr::Process)
+    }
+
+    /// Makes sure [`is_alive`](Self::is_alive) tells the truth about a key from
+    /// [`current_unwatched`](Self::current_unwatched), called on the same thread while the
+    /// same runtime is current (what [`current`](Self::current) does for its own keys).
+    #[cold]
+    pub(crate) fn watch(self) {
+        #[cfg(feature = "tokio")]
+        if let Repr::Tokio(id) = self.0 {
+            super::tokio::watch_current(id);
+        }
+    }
+
     /// The process-wide key, shared by every caller that is not inside a
     /// [`run_sync`](crate::run_sync) call or (with the `tokio` feature) a tokio runtime.
     ///

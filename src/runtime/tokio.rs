@@ -37,13 +37,29 @@ pub(super) fn now() -> Instant {
 // tokio offers no cheap way to tell that apart from the task's own runtime.
 #[inline]
 pub(super) fn current_id() -> Option<Id> {
-    // The handle is dropped at once: only the id is kept, and the rare registration looks
-    // the handle up again (the thread's runtime context cannot change in between).
-    let id = Handle::try_current().ok()?.id();
+    let id = current_id_unwatched()?;
     if REGISTERED.with(Cell::get) != Some(id) {
         register(id);
     }
     Some(id)
+}
+
+/// The current runtime's id, without making sure the runtime is watched for its shutdown
+/// (see [`watch_current`]).
+#[inline]
+pub(super) fn current_id_unwatched() -> Option<Id> {
+    // The handle is dropped at once: only the id is kept, and the rare registration looks
+    // the handle up again (the thread's runtime context cannot change in between).
+    Some(Handle::try_current().ok()?.id())
+}
+
+/// Makes sure the current runtime, whose id is `id`, is watched for its shutdown.
+#[cold]
+#[inline(never)]
+pub(super) fn watch_current(id: Id) {
+    if REGISTERED.with(Cell::get) != Some(id) {
+        register(id);
+    }
 }
 
 /// Watches the runtime `id` (the current one) for its shutdown, once per runtime, and
@@ -53,8 +69,8 @@ pub(super) fn current_id() -> Option<Id> {
 fn register(id: Id) {
     if let Ok(handle) = Handle::try_current() {
         watch(&handle, id);
+        REGISTERED.with(|cell| cell.set(Some(id)));
     }
-    REGISTERED.with(|cell| cell.set(Some(id)));
 }
 
 fn watch(handle: &Handle, id: Id) {

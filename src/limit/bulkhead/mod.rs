@@ -239,7 +239,8 @@ impl Bulkhead {
     /// The cap of the calling runtime: `None` for the inline process-wide one.
     #[inline]
     fn current(&self) -> Option<Arc<Limiter>> {
-        self.caps.get(self.options.runtime())
+        // Unwatched: the caps watch a runtime before its first cap is cached.
+        self.caps.get(self.options.runtime_unwatched())
     }
 
     #[inline]

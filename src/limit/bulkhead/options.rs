@@ -70,6 +70,17 @@ impl Options {
         BulkheadError::new(self, limit, reason)
     }
 
+    /// [`runtime`](Self::runtime) for a caller that [`watch`](RuntimeKey::watch)es the key
+    /// before it remembers it.
+    #[inline]
+    pub(crate) fn runtime_unwatched(&self) -> RuntimeKey {
+        if self.global {
+            RuntimeKey::process()
+        } else {
+            RuntimeKey::current_unwatched()
+        }
+    }
+
     /// The runtime whose cap the calling code uses.
     #[inline]
     pub(crate) fn runtime(&self) -> RuntimeKey {

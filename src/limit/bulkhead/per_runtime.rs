@@ -116,7 +116,9 @@ impl PerRuntime {
         &self.process
     }
 
-    /// The semaphore of `runtime`: `None` for the inline process-wide one.
+    /// The semaphore of `runtime`: `None` for the inline process-wide one. `runtime` may
+    /// be [unwatched](RuntimeKey::current_unwatched): a key is watched before it is
+    /// cached, so a key found in a thread's cache has been.
     #[inline]
     pub(crate) fn get(&self, runtime: RuntimeKey) -> Option<Arc<Limiter>> {
         if runtime == RuntimeKey::process() {
@@ -141,6 +143,9 @@ impl PerRuntime {
     #[cold]
     #[inline(never)]
     fn find_and_cache(&self, id: u64, runtime: RuntimeKey) -> Arc<Limiter> {
+        // Before the key is seen by `insert` (which forgets the caps of dead runtimes) or
+        // put in the cache (whose hits skip this).
+        runtime.watch();
         let limiter = self.insert(runtime);
         // `try_with` fails only while the thread is being torn down: skip the cache then.
         let _ = CACHE.try_with(|cache| cache.borrow_mut().put(id, runtime, &limiter));
