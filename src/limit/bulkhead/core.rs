@@ -56,10 +56,10 @@ impl<H: Holder> Acquire<H> {
     pub(crate) fn poll(
         &mut self,
         cx: &mut Context<'_>,
-        what: &str,
+        what: &'static str,
     ) -> Poll<Result<Permit<H>, BulkheadError>> {
         let Some(Pending { holder, .. }) = &self.pending else {
-            panic!("{what} polled after completion");
+            polled_after_completion(what);
         };
         // Inline, like the bare semaphore's: the fast path, and a queued waiter's check
         // (queueing itself is out of line in the semaphore). Only refusals and the acquire
@@ -153,6 +153,14 @@ impl<H: Holder> Acquire<H> {
             pending.holder.limiter().abandon(&mut self.waiter);
         }
     }
+}
+
+/// Out of line, so that the name is only looked at when it is needed.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn polled_after_completion(what: &str) -> ! {
+    panic!("{what} polled after completion");
 }
 
 /// Out of line: most acquires never start a timer.
