@@ -5,6 +5,7 @@
 //! [`Holder`]): per runtime, or per key and runtime.
 
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -25,9 +26,10 @@ pub(crate) trait Holder {
 
 /// The body of every bulkhead acquire future.
 pub(crate) struct Acquire<H: Holder> {
-    /// `None` once the future has completed: then dropping it is one check (no timer is
-    /// left to look at), as cheap as dropping the bare semaphore's.
-    pending: Option<Pending<H>>,
+    /// `None` once the future has completed: then dropping it is one check, as cheap as
+    /// dropping the bare semaphore's. `ManuallyDrop` only so that the compiler adds no
+    /// drop of its own after ours: `Drop` below takes anything left and drops it.
+    pending: ManuallyDrop<Option<Pending<H>>>,
     waiter: Waiter,
 }
 
@@ -43,10 +45,10 @@ impl<H: Holder> Acquire<H> {
     #[inline]
     pub(crate) fn new(holder: H) -> Self {
         Self {
-            pending: Some(Pending {
+            pending: ManuallyDrop::new(Some(Pending {
                 holder,
                 timer: None,
-            }),
+            })),
             waiter: Waiter::new(),
         }
     }
@@ -58,7 +60,7 @@ impl<H: Holder> Acquire<H> {
         cx: &mut Context<'_>,
         what: &'static str,
     ) -> Poll<Result<Permit<H>, BulkheadError>> {
-        let Some(Pending { holder, .. }) = &self.pending else {
+        let Some(Pending { holder, .. }) = &*self.pending else {
             polled_after_completion(what);
         };
         // Inline, like the bare semaphore's: the fast path, and a queued waiter's check
@@ -100,7 +102,7 @@ impl<H: Holder> Acquire<H> {
         refusal: Option<Refusal>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), BulkheadError>> {
-        let Some(Pending { holder, timer }) = &mut self.pending else {
+        let Some(Pending { holder, timer }) = &mut *self.pending else {
             unreachable!("checked by poll");
         };
         let (limiter, options) = (holder.limiter(), holder.options());
