@@ -67,11 +67,14 @@ impl<H: Holder> Acquire<H> {
         // (queueing itself is out of line in the semaphore). Only refusals and the acquire
         // timer leave this function.
         let limiter = holder.limiter();
-        let result = if self.waiter.is_idle() && limiter.try_take(1) {
+        let idle = self.waiter.is_idle();
+        let result = if idle && limiter.try_take(1) {
             Ok(())
         } else {
             let options = holder.options();
-            match limiter.poll_wait(&mut self.waiter, cx, 1, options.queue_bound()) {
+            // Only a caller about to queue looks at the bound (a queued one never does).
+            let max_waiting = if idle { options.queue_bound() } else { usize::MAX };
+            match limiter.poll_wait(&mut self.waiter, cx, 1, max_waiting) {
                 Poll::Ready(Ok(())) => Ok(()),
                 Poll::Pending if options.acquire_timeout.is_none() => return Poll::Pending,
                 Poll::Pending => match self.poll_slow(None, cx) {
