@@ -45,10 +45,12 @@ thread_local! {
 const CACHE_SIZE: usize = 4;
 
 struct Cache {
-    entries: [Option<CacheEntry>; CACHE_SIZE],
+    entries: [CacheEntry; CACHE_SIZE],
     next: usize,
 }
 
+/// A slot of the cache; empty while `bulkhead` is 0 (no bulkhead's identity), so a
+/// lookup needs no separate "is it used?" check.
 struct CacheEntry {
     bulkhead: u64,
     runtime: RuntimeKey,
@@ -57,8 +59,13 @@ struct CacheEntry {
 
 impl Cache {
     const fn new() -> Self {
+        const EMPTY: CacheEntry = CacheEntry {
+            bulkhead: 0,
+            runtime: RuntimeKey::process(),
+            limiter: Weak::new(),
+        };
         Self {
-            entries: [const { None }; CACHE_SIZE],
+            entries: [EMPTY; CACHE_SIZE],
             next: 0,
         }
     }
@@ -67,7 +74,6 @@ impl Cache {
     fn get(&self, bulkhead: u64, runtime: RuntimeKey) -> Option<Arc<Limiter>> {
         self.entries
             .iter()
-            .flatten()
             .find(|entry| entry.bulkhead == bulkhead && entry.runtime == runtime)
             .and_then(|entry| entry.limiter.upgrade())
     }
@@ -78,17 +84,16 @@ impl Cache {
             runtime,
             limiter: Arc::downgrade(limiter),
         };
-        let slot = self.entries.iter().position(|entry| {
-            entry
-                .as_ref()
-                .is_some_and(|entry| entry.bulkhead == bulkhead && entry.runtime == runtime)
-        });
+        let slot = self
+            .entries
+            .iter()
+            .position(|entry| entry.bulkhead == bulkhead && entry.runtime == runtime);
         let slot = slot.unwrap_or_else(|| {
             let slot = self.next;
             self.next = (self.next + 1) % CACHE_SIZE;
             slot
         });
-        self.entries[slot] = Some(entry);
+        self.entries[slot] = entry;
     }
 }
 
