@@ -68,29 +68,30 @@ impl RuntimeKey {
         Self(Repr::Process)
     }
 
-    /// [`current`](Self::current) without making sure a tokio runtime is watched for its
-    /// shutdown, for callers that remember keys they have [`watch`](Self::watch)ed: until
-    /// it is watched, such a key reads as dead.
+    /// [`current`](Self::current) without registering a tokio runtime (parking the task
+    /// whose end tells [`is_alive`](Self::is_alive) that the runtime has shut down), for a
+    /// caller that remembers the keys it has [`register`](Self::register)ed: until then,
+    /// such a key reads as dead.
     #[inline]
-    pub(crate) fn current_unwatched() -> Self {
+    pub(crate) fn current_unregistered() -> Self {
         if let Some(id) = run_sync::current_id() {
             return Self(Repr::RunSync(id));
         }
         #[cfg(feature = "tokio")]
-        if let Some(id) = super::tokio::current_id_unwatched() {
+        if let Some(id) = super::tokio::current_id_unregistered() {
             return Self(Repr::Tokio(id));
         }
         Self(Repr::Process)
     }
 
-    /// Makes sure [`is_alive`](Self::is_alive) tells the truth about a key from
-    /// [`current_unwatched`](Self::current_unwatched), called on the same thread while the
-    /// same runtime is current (what [`current`](Self::current) does for its own keys).
+    /// Registers a key from [`current_unregistered`](Self::current_unregistered), as
+    /// [`current`](Self::current) does its own: call it on the same thread with the same
+    /// runtime current, before anything else sees the key.
     #[cold]
-    pub(crate) fn watch(self) {
+    pub(crate) fn register(self) {
         #[cfg(feature = "tokio")]
         if let Repr::Tokio(id) = self.0 {
-            super::tokio::watch_current(id);
+            super::tokio::register_current(id);
         }
     }
 

@@ -37,43 +37,44 @@ pub(super) fn now() -> Instant {
 // tokio offers no cheap way to tell that apart from the task's own runtime.
 #[inline]
 pub(super) fn current_id() -> Option<Id> {
-    let id = current_id_unwatched()?;
-    if REGISTERED.with(Cell::get) != Some(id) {
-        register(id);
-    }
+    let id = current_id_unregistered()?;
+    register_current(id);
     Some(id)
 }
 
-/// The current runtime's id, without making sure the runtime is watched for its shutdown
-/// (see [`watch_current`]).
+/// The current runtime's id, without making sure the runtime is registered (see
+/// [`register_current`]).
 #[inline]
-pub(super) fn current_id_unwatched() -> Option<Id> {
+pub(super) fn current_id_unregistered() -> Option<Id> {
     // The handle is dropped at once: only the id is kept, and the rare registration looks
-    // the handle up again (the thread's runtime context cannot change in between).
+    // the handle up again.
     Some(Handle::try_current().ok()?.id())
 }
 
-/// Makes sure the current runtime, whose id is `id`, is watched for its shutdown.
-#[cold]
-#[inline(never)]
-pub(super) fn watch_current(id: Id) {
+/// Makes sure the current runtime, whose id is `id`, has its sentinel, so that
+/// [`is_alive`] tells the truth about it.
+#[inline]
+pub(super) fn register_current(id: Id) {
     if REGISTERED.with(Cell::get) != Some(id) {
         register(id);
     }
 }
 
-/// Watches the runtime `id` (the current one) for its shutdown, once per runtime, and
-/// remembers on this thread that it is watched.
 #[cold]
 #[inline(never)]
 fn register(id: Id) {
-    if let Ok(handle) = Handle::try_current() {
-        watch(&handle, id);
+    let Ok(handle) = Handle::try_current() else {
+        return;
+    };
+    // The caller read `id` from this thread's context just before; checked anyway, so a
+    // sentinel is never parked on a runtime under another's id.
+    if handle.id() == id {
+        spawn_sentinel(&handle, id);
         REGISTERED.with(|cell| cell.set(Some(id)));
     }
 }
 
-fn watch(handle: &Handle, id: Id) {
+fn spawn_sentinel(handle: &Handle, id: Id) {
     let mut sentinels = lock(&SENTINELS);
     if sentinels.contains_key(&id) {
         return;

@@ -239,8 +239,8 @@ impl Bulkhead {
     /// The cap of the calling runtime: `None` for the inline process-wide one.
     #[inline]
     fn current(&self) -> Option<Arc<Limiter>> {
-        // Unwatched: the caps watch a runtime before its first cap is cached.
-        self.caps.get(self.options.runtime_unwatched())
+        // Unregistered: the caps register a runtime before its cap is first cached.
+        self.caps.get(self.options.runtime_unregistered())
     }
 
     #[inline]

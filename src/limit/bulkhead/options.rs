@@ -70,14 +70,14 @@ impl Options {
         BulkheadError::new(self, limit, reason)
     }
 
-    /// [`runtime`](Self::runtime) for a caller that [`watch`](RuntimeKey::watch)es the key
-    /// before it remembers it.
+    /// [`runtime`](Self::runtime) for a caller that [`register`](RuntimeKey::register)s
+    /// the key before it remembers it.
     #[inline]
-    pub(crate) fn runtime_unwatched(&self) -> RuntimeKey {
+    pub(crate) fn runtime_unregistered(&self) -> RuntimeKey {
         if self.global {
             RuntimeKey::process()
         } else {
-            RuntimeKey::current_unwatched()
+            RuntimeKey::current_unregistered()
         }
     }
 

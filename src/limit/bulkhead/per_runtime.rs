@@ -122,8 +122,8 @@ impl PerRuntime {
     }
 
     /// The semaphore of `runtime`: `None` for the inline process-wide one. `runtime` may
-    /// be [unwatched](RuntimeKey::current_unwatched): a key is watched before it is
-    /// cached, so a key found in a thread's cache has been.
+    /// be [unregistered](RuntimeKey::current_unregistered): a key is registered before it
+    /// is cached, so a key found in a thread's cache has been.
     #[inline]
     pub(crate) fn get(&self, runtime: RuntimeKey) -> Option<Arc<Limiter>> {
         if runtime == RuntimeKey::process() {
@@ -150,7 +150,7 @@ impl PerRuntime {
     fn find_and_cache(&self, id: u64, runtime: RuntimeKey) -> Arc<Limiter> {
         // Before the key is seen by `insert` (which forgets the caps of dead runtimes) or
         // put in the cache (whose hits skip this).
-        runtime.watch();
+        runtime.register();
         let limiter = self.insert(runtime);
         // `try_with` fails only while the thread is being torn down: skip the cache then.
         let _ = CACHE.try_with(|cache| cache.borrow_mut().put(id, runtime, &limiter));
