@@ -73,7 +73,11 @@ impl<H: Holder> Acquire<H> {
         } else {
             let options = holder.options();
             // Only a caller about to queue looks at the bound (a queued one never does).
-            let max_waiting = if idle { options.queue_bound() } else { usize::MAX };
+            let max_waiting = if idle {
+                options.queue_bound()
+            } else {
+                usize::MAX
+            };
             match limiter.poll_wait(&mut self.waiter, cx, 1, max_waiting) {
                 Poll::Ready(Ok(())) => Ok(()),
                 Poll::Pending if options.acquire_timeout.is_none() => return Poll::Pending,
