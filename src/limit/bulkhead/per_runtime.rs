@@ -5,7 +5,8 @@
 //!   feature) and `.global()` bulkheads use a semaphore stored inline, found for free.
 //! - Other runtimes have an `Arc` semaphore in a small mutex-protected list, and each
 //!   thread caches the last few (bulkhead, runtime) pairs it used as `Weak`s, so the
-//!   common acquire takes no lock.
+//!   common acquire takes no lock. A runtime is registered (see
+//!   [`RuntimeKey::is_alive`]) before its pair is first cached, so a hit skips that check.
 //! - Entries of runtimes that are gone and hold no permit are dropped whenever a new
 //!   runtime's entry is inserted, so the list stays as long as the set of live runtimes.
 //!   Their admissions and refusals are kept in a running total first, so the totals never
