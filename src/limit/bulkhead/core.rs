@@ -54,7 +54,7 @@ impl<H: Holder> Acquire<H> {
     }
 
     /// `what` names the public future in the panic message.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn poll(
         &mut self,
         cx: &mut Context<'_>,

@@ -541,7 +541,7 @@ impl fmt::Debug for BulkheadAcquire<'_> {
 impl<'a> Future for BulkheadAcquire<'a> {
     type Output = Result<BulkheadPermit<'a>, BulkheadError>;
 
-    #[inline]
+    #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
             .poll(cx, "BulkheadAcquire")
@@ -562,7 +562,7 @@ impl fmt::Debug for BulkheadAcquireArc {
 impl Future for BulkheadAcquireArc {
     type Output = Result<BulkheadPermitArc, BulkheadError>;
 
-    #[inline]
+    #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
             .poll(cx, "BulkheadAcquireArc")
