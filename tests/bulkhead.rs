@@ -595,6 +595,26 @@ mod with_tokio {
         );
     }
 
+    #[test]
+    fn a_tokio_runtime_seen_only_by_acquires_counts_as_live_until_it_shuts_down() {
+        // Nothing here asks for the runtime's key but the bulkhead's acquires (whose
+        // per-thread cache skips the runtime's registration once it has a cap), so this
+        // shows the first acquire registered it: the totals count it while it runs, not
+        // after.
+        static SEEN: Bulkhead = Bulkhead::new(2);
+        let runtime = common::tokio_current();
+        runtime.block_on(async {
+            for _ in 0..3 {
+                drop(SEEN.acquire().await.unwrap());
+            }
+        });
+        let running = SEEN.stats();
+        drop(runtime);
+        let ended = SEEN.stats();
+        assert_eq!((running.runtimes, running.admitted), (1, 3), "{running:?}");
+        assert_eq!((ended.runtimes, ended.admitted), (0, 3), "{ended:?}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_hour_long_acquire_timeout_takes_no_wall_time() {
         let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_secs(3600));

@@ -56,6 +56,7 @@ impl RuntimeKey {
     /// let inside = tollgate::run_sync(async { RuntimeKey::current() });
     /// assert_ne!(inside, RuntimeKey::process());
     /// ```
+    #[inline]
     pub fn current() -> Self {
         if let Some(id) = run_sync::current_id() {
             return Self(Repr::RunSync(id));
@@ -65,6 +66,33 @@ impl RuntimeKey {
             return Self(Repr::Tokio(id));
         }
         Self(Repr::Process)
+    }
+
+    /// [`current`](Self::current) without registering a tokio runtime (parking the task
+    /// whose end tells [`is_alive`](Self::is_alive) that the runtime has shut down), for a
+    /// caller that remembers the keys it has [`register`](Self::register)ed: until then,
+    /// such a key reads as dead.
+    #[inline]
+    pub(crate) fn current_unregistered() -> Self {
+        if let Some(id) = run_sync::current_id() {
+            return Self(Repr::RunSync(id));
+        }
+        #[cfg(feature = "tokio")]
+        if let Some(id) = super::tokio::current_id_unregistered() {
+            return Self(Repr::Tokio(id));
+        }
+        Self(Repr::Process)
+    }
+
+    /// Registers a key from [`current_unregistered`](Self::current_unregistered), as
+    /// [`current`](Self::current) does its own: call it on the same thread with the same
+    /// runtime current, before anything else sees the key.
+    #[cold]
+    pub(crate) fn register(self) {
+        #[cfg(feature = "tokio")]
+        if let Repr::Tokio(id) = self.0 {
+            super::tokio::register_current(id);
+        }
     }
 
     /// The process-wide key, shared by every caller that is not inside a

@@ -35,17 +35,46 @@ pub(super) fn now() -> Instant {
 
 // No cache by task id: a task may `Handle::enter` another runtime for a while, and
 // tokio offers no cheap way to tell that apart from the task's own runtime.
+#[inline]
 pub(super) fn current_id() -> Option<Id> {
-    let handle = Handle::try_current().ok()?;
-    let id = handle.id();
-    if REGISTERED.with(Cell::get) != Some(id) {
-        register(&handle, id);
-        REGISTERED.with(|cell| cell.set(Some(id)));
-    }
+    let id = current_id_unregistered()?;
+    register_current(id);
     Some(id)
 }
 
-fn register(handle: &Handle, id: Id) {
+/// The current runtime's id, without making sure the runtime is registered (see
+/// [`register_current`]).
+#[inline]
+pub(super) fn current_id_unregistered() -> Option<Id> {
+    // The handle is dropped at once: only the id is kept, and the rare registration looks
+    // the handle up again.
+    Some(Handle::try_current().ok()?.id())
+}
+
+/// Makes sure the current runtime, whose id is `id`, has its sentinel, so that
+/// [`is_alive`] tells the truth about it.
+#[inline]
+pub(super) fn register_current(id: Id) {
+    if REGISTERED.with(Cell::get) != Some(id) {
+        register(id);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn register(id: Id) {
+    let Ok(handle) = Handle::try_current() else {
+        return;
+    };
+    // The caller read `id` from this thread's context just before; checked anyway, so a
+    // sentinel is never parked on a runtime under another's id.
+    if handle.id() == id {
+        spawn_sentinel(&handle, id);
+        REGISTERED.with(|cell| cell.set(Some(id)));
+    }
+}
+
+fn spawn_sentinel(handle: &Handle, id: Id) {
     let mut sentinels = lock(&SENTINELS);
     if sentinels.contains_key(&id) {
         return;

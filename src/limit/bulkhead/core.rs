@@ -5,6 +5,7 @@
 //! [`Holder`]): per runtime, or per key and runtime.
 
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -25,9 +26,16 @@ pub(crate) trait Holder {
 
 /// The body of every bulkhead acquire future.
 pub(crate) struct Acquire<H: Holder> {
-    /// `None` once the future has completed.
-    holder: Option<H>,
+    /// `None` once the future has completed: then dropping it is one check, as cheap as
+    /// dropping the bare semaphore's. `ManuallyDrop` only so that the compiler adds no
+    /// drop of its own after ours: `Drop` below takes anything left and drops it.
+    pending: ManuallyDrop<Option<Pending<H>>>,
     waiter: Waiter,
+}
+
+/// What an unfinished acquire holds besides its place in the queue.
+struct Pending<H> {
+    holder: H,
     /// Started when the caller first has to queue; boxed because it is `!Unpin` and only
     /// the slow path needs it.
     timer: Option<Pin<Box<RtSleep>>>,
@@ -37,51 +45,58 @@ impl<H: Holder> Acquire<H> {
     #[inline]
     pub(crate) fn new(holder: H) -> Self {
         Self {
-            holder: Some(holder),
+            pending: ManuallyDrop::new(Some(Pending {
+                holder,
+                timer: None,
+            })),
             waiter: Waiter::new(),
-            timer: None,
         }
     }
 
     /// `what` names the public future in the panic message.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn poll(
         &mut self,
         cx: &mut Context<'_>,
-        what: &str,
+        what: &'static str,
     ) -> Poll<Result<Permit<H>, BulkheadError>> {
-        let Some(holder) = &self.holder else {
-            panic!("{what} polled after completion");
+        let Some(Pending { holder, .. }) = &*self.pending else {
+            polled_after_completion(what);
         };
-        // The fast path inline, so that an uncontended acquire stays small enough to be
-        // inlined into its caller; the rest out of line (without trying the fast path
-        // again: a contended acquire is refused it anyway).
-        let result = if self.waiter.is_idle() && holder.limiter().try_take(1) {
+        // Inline, like the bare semaphore's: the fast path, and a queued waiter's check
+        // (queueing itself is out of line in the semaphore). Only refusals and the acquire
+        // timer leave this function.
+        let limiter = holder.limiter();
+        let idle = self.waiter.is_idle();
+        let result = if idle && limiter.try_take(1) {
             Ok(())
         } else {
-            match self.poll_queue(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(result) => result,
+            let options = holder.options();
+            // Only a caller about to queue looks at the bound (a queued one never does).
+            let max_waiting = if idle {
+                options.queue_bound()
+            } else {
+                usize::MAX
+            };
+            match limiter.poll_wait(&mut self.waiter, cx, 1, max_waiting) {
+                Poll::Ready(Ok(())) => Ok(()),
+                Poll::Pending if options.acquire_timeout.is_none() => return Poll::Pending,
+                Poll::Pending => match self.poll_slow(None, cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(result) => result,
+                },
+                Poll::Ready(Err(refusal)) => match self.poll_slow(Some(refusal), cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(result) => result,
+                },
             }
         };
         // On error the holder drops here (a keyed bulkhead may forget the key).
-        let holder = self.holder.take().expect("checked above");
-        Poll::Ready(result.map(|()| Permit { holder }))
-    }
-
-    /// Queueing, a queued waiter's check, and (further out of line) refusals and the
-    /// acquire timer.
-    #[cold]
-    #[inline(never)]
-    fn poll_queue(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BulkheadError>> {
-        let holder = self.holder.as_ref().expect("checked by poll");
-        let (limiter, options) = (holder.limiter(), holder.options());
-        match limiter.poll_wait(&mut self.waiter, cx, 1, options.queue_bound()) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
-            Poll::Pending if options.acquire_timeout.is_none() => Poll::Pending,
-            Poll::Pending => self.poll_slow(None, cx),
-            Poll::Ready(Err(refusal)) => self.poll_slow(Some(refusal), cx),
+        let Pending { holder, timer } = self.pending.take().expect("checked above");
+        if let Some(timer) = timer {
+            drop_timer(timer);
         }
+        Poll::Ready(result.map(|()| Permit { holder }))
     }
 
     /// The semaphore refused (`refusal`: the queue was full, or a zero timeout found no
@@ -94,7 +109,9 @@ impl<H: Holder> Acquire<H> {
         refusal: Option<Refusal>,
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), BulkheadError>> {
-        let holder = self.holder.as_ref().expect("checked by poll");
+        let Some(Pending { holder, timer }) = &mut *self.pending else {
+            unreachable!("checked by poll");
+        };
         let (limiter, options) = (holder.limiter(), holder.options());
         let refuse = |reason| {
             limiter.counts().note_rejected();
@@ -113,9 +130,7 @@ impl<H: Holder> Acquire<H> {
         let Some(timeout) = options.acquire_timeout else {
             return Poll::Pending;
         };
-        let timer = self
-            .timer
-            .get_or_insert_with(|| Box::pin(RtSleep::after(timeout)));
+        let timer = timer.get_or_insert_with(|| Box::pin(RtSleep::after(timeout)));
         if timer.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }
@@ -128,13 +143,40 @@ impl<H: Holder> Acquire<H> {
 }
 
 impl<H: Holder> Drop for Acquire<H> {
+    #[inline]
     fn drop(&mut self) {
-        if let Some(holder) = &self.holder {
-            // Leave the queue, passing on a permit granted but never handed out; the
-            // holder drops after.
-            holder.limiter().abandon(&mut self.waiter);
+        // A completed acquire (the common drop) costs one check.
+        if self.pending.is_some() {
+            self.abandon();
         }
     }
+}
+
+impl<H: Holder> Acquire<H> {
+    /// Dropped unfinished: leave the queue, passing on a permit granted but never handed
+    /// out; the holder drops after.
+    #[cold]
+    #[inline(never)]
+    fn abandon(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            pending.holder.limiter().abandon(&mut self.waiter);
+        }
+    }
+}
+
+/// Out of line, so that the name is only looked at when it is needed.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn polled_after_completion(what: &str) -> ! {
+    panic!("{what} polled after completion");
+}
+
+/// Out of line: most acquires never start a timer.
+#[cold]
+#[inline(never)]
+fn drop_timer(timer: Pin<Box<RtSleep>>) {
+    drop(timer);
 }
 
 /// A permit of a cap, given back when dropped (then the holder drops).

@@ -239,7 +239,8 @@ impl Bulkhead {
     /// The cap of the calling runtime: `None` for the inline process-wide one.
     #[inline]
     fn current(&self) -> Option<Arc<Limiter>> {
-        self.caps.get(self.options.runtime())
+        // Unregistered: the caps register a runtime before its cap is first cached.
+        self.caps.get(self.options.runtime_unregistered())
     }
 
     #[inline]
@@ -540,7 +541,7 @@ impl fmt::Debug for BulkheadAcquire<'_> {
 impl<'a> Future for BulkheadAcquire<'a> {
     type Output = Result<BulkheadPermit<'a>, BulkheadError>;
 
-    #[inline]
+    #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
             .poll(cx, "BulkheadAcquire")
@@ -561,7 +562,7 @@ impl fmt::Debug for BulkheadAcquireArc {
 impl Future for BulkheadAcquireArc {
     type Output = Result<BulkheadPermitArc, BulkheadError>;
 
-    #[inline]
+    #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.0
             .poll(cx, "BulkheadAcquireArc")

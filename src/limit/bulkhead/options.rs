@@ -70,6 +70,17 @@ impl Options {
         BulkheadError::new(self, limit, reason)
     }
 
+    /// [`runtime`](Self::runtime) for a caller that [`register`](RuntimeKey::register)s
+    /// the key before it remembers it.
+    #[inline]
+    pub(crate) fn runtime_unregistered(&self) -> RuntimeKey {
+        if self.global {
+            RuntimeKey::process()
+        } else {
+            RuntimeKey::current_unregistered()
+        }
+    }
+
     /// The runtime whose cap the calling code uses.
     #[inline]
     pub(crate) fn runtime(&self) -> RuntimeKey {

@@ -5,7 +5,8 @@
 //!   feature) and `.global()` bulkheads use a semaphore stored inline, found for free.
 //! - Other runtimes have an `Arc` semaphore in a small mutex-protected list, and each
 //!   thread caches the last few (bulkhead, runtime) pairs it used as `Weak`s, so the
-//!   common acquire takes no lock.
+//!   common acquire takes no lock. A runtime is registered (see
+//!   [`RuntimeKey::is_alive`]) before its pair is first cached, so a hit skips that check.
 //! - Entries of runtimes that are gone and hold no permit are dropped whenever a new
 //!   runtime's entry is inserted, so the list stays as long as the set of live runtimes.
 //!   Their admissions and refusals are kept in a running total first, so the totals never
@@ -45,10 +46,12 @@ thread_local! {
 const CACHE_SIZE: usize = 4;
 
 struct Cache {
-    entries: [Option<CacheEntry>; CACHE_SIZE],
+    entries: [CacheEntry; CACHE_SIZE],
     next: usize,
 }
 
+/// A slot of the cache; empty while `bulkhead` is 0 (no bulkhead's identity), so a
+/// lookup needs no separate "is it used?" check.
 struct CacheEntry {
     bulkhead: u64,
     runtime: RuntimeKey,
@@ -57,8 +60,13 @@ struct CacheEntry {
 
 impl Cache {
     const fn new() -> Self {
+        const EMPTY: CacheEntry = CacheEntry {
+            bulkhead: 0,
+            runtime: RuntimeKey::process(),
+            limiter: Weak::new(),
+        };
         Self {
-            entries: [const { None }; CACHE_SIZE],
+            entries: [EMPTY; CACHE_SIZE],
             next: 0,
         }
     }
@@ -67,7 +75,6 @@ impl Cache {
     fn get(&self, bulkhead: u64, runtime: RuntimeKey) -> Option<Arc<Limiter>> {
         self.entries
             .iter()
-            .flatten()
             .find(|entry| entry.bulkhead == bulkhead && entry.runtime == runtime)
             .and_then(|entry| entry.limiter.upgrade())
     }
@@ -78,17 +85,16 @@ impl Cache {
             runtime,
             limiter: Arc::downgrade(limiter),
         };
-        let slot = self.entries.iter().position(|entry| {
-            entry
-                .as_ref()
-                .is_some_and(|entry| entry.bulkhead == bulkhead && entry.runtime == runtime)
-        });
+        let slot = self
+            .entries
+            .iter()
+            .position(|entry| entry.bulkhead == bulkhead && entry.runtime == runtime);
         let slot = slot.unwrap_or_else(|| {
             let slot = self.next;
             self.next = (self.next + 1) % CACHE_SIZE;
             slot
         });
-        self.entries[slot] = Some(entry);
+        self.entries[slot] = entry;
     }
 }
 
@@ -116,7 +122,9 @@ impl PerRuntime {
         &self.process
     }
 
-    /// The semaphore of `runtime`: `None` for the inline process-wide one.
+    /// The semaphore of `runtime`: `None` for the inline process-wide one. `runtime` may
+    /// be [unregistered](RuntimeKey::current_unregistered): a key is registered before it
+    /// is cached, so a key found in a thread's cache has been.
     #[inline]
     pub(crate) fn get(&self, runtime: RuntimeKey) -> Option<Arc<Limiter>> {
         if runtime == RuntimeKey::process() {
@@ -141,6 +149,9 @@ impl PerRuntime {
     #[cold]
     #[inline(never)]
     fn find_and_cache(&self, id: u64, runtime: RuntimeKey) -> Arc<Limiter> {
+        // Before the key is seen by `insert` (which forgets the caps of dead runtimes) or
+        // put in the cache (whose hits skip this).
+        runtime.register();
         let limiter = self.insert(runtime);
         // `try_with` fails only while the thread is being torn down: skip the cache then.
         let _ = CACHE.try_with(|cache| cache.borrow_mut().put(id, runtime, &limiter));
