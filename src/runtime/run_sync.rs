@@ -20,6 +20,7 @@ thread_local! {
 }
 
 /// The id of the `run_sync` call driving this thread, if any.
+#[inline]
 pub(super) fn current_id() -> Option<u64> {
     CURRENT.with(Cell::get)
 }
