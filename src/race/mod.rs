@@ -16,9 +16,9 @@
 //! then finish, never make the wake set. A race of more than 32 turns to its wake set at
 //! its first pending contestant: a select round over hundreds of contestants that keep
 //! their wakers (sockets, timers) is one wasted poll each, and measured, it costs more
-//! than lending each a waker from the start. Contestants woken during a poll of the race (one
-//! finishing wakes the next) are polled again within it, up to a budget, unless one woke
-//! itself (it yielded): then the executor gets its turn first.
+//! than lending each a waker from the start. Contestants woken during a poll of the race
+//! (one finishing wakes the next) are polled again within it, up to a budget, unless one
+//! woke itself (it yielded): then the executor gets its turn first.
 //!
 //! Where the contestants live ([`store`]): a tuple's inline in the race, a field each;
 //! an iterable's in boxed blocks ([`blocks`]).
@@ -196,8 +196,8 @@ struct Core {
 }
 
 /// What a race that polls only its woken contestants keeps: made when it turns to its
-/// wake set (a hedged race of more than 4: on its first poll). Boxed, so that a select loop, the common
-/// race, carries one empty pointer for it and moves as a small future.
+/// wake set (a hedged race of more than 4: on its first poll). Boxed, so that a select
+/// loop, the common race, carries one empty pointer for it and moves as a small future.
 struct Woken {
     /// Which contestants were woken.
     set: WakeSet,
