@@ -432,6 +432,35 @@ fn admissions_of_ended_runtimes_stay_in_the_totals() {
     assert_eq!((stats.in_flight, stats.runtimes), (0, 0));
 }
 
+/// A cap freed by an ended runtime is reused: its new owner's numbers start from zero,
+/// while the totals keep the old owner's.
+#[test]
+fn a_runtime_starts_from_zero_on_a_cap_an_ended_runtime_left() {
+    static REUSED: Bulkhead = Bulkhead::new(3);
+    run_sync(async {
+        let held = [
+            REUSED.acquire().await.unwrap(),
+            REUSED.acquire().await.unwrap(),
+            REUSED.acquire().await.unwrap(),
+        ];
+        assert_eq!(REUSED.runtime_stats().peak_in_flight, 3);
+        drop(held);
+    });
+    let mine = run_sync(async {
+        let permit = REUSED.acquire().await.unwrap();
+        let stats = REUSED.runtime_stats();
+        drop(permit);
+        stats
+    });
+    assert_eq!(
+        (mine.admitted, mine.peak_in_flight, mine.in_flight),
+        (1, 1, 1)
+    );
+    assert_eq!(REUSED.tracked_runtimes(), 1);
+    let totals = REUSED.stats();
+    assert_eq!((totals.admitted, totals.peak_in_flight), (4, 3));
+}
+
 #[test]
 fn a_global_bulkhead_is_one_cap_across_runtimes() {
     static SHARED: Bulkhead = Bulkhead::new(2).global();

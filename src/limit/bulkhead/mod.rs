@@ -236,17 +236,11 @@ impl Bulkhead {
         self.caps.process().is_closed()
     }
 
-    /// The cap of the calling runtime: `None` for the inline process-wide one.
-    #[inline]
-    fn current(&self) -> Option<Arc<Limiter>> {
-        // Unregistered: the caps register a runtime before its cap is first cached.
-        self.caps.get(self.options.runtime_unregistered())
-    }
-
     #[inline]
     fn slot<B: Deref<Target = Bulkhead>>(bulkhead: B) -> Slot<B> {
-        let shared = bulkhead.current();
-        Slot { bulkhead, shared }
+        // Unregistered: the caps register a runtime before its cap is first cached.
+        let cap = bulkhead.caps.index(bulkhead.options.runtime_unregistered());
+        Slot { bulkhead, cap }
     }
 
     /// How many runtimes the bulkhead keeps a semaphore for, besides the built-in
@@ -509,17 +503,14 @@ impl fmt::Debug for Bulkhead {
 /// Which cap of which bulkhead: `B` is `&Bulkhead` or `Arc<Bulkhead>`.
 struct Slot<B: Deref<Target = Bulkhead>> {
     bulkhead: B,
-    /// `None`: the bulkhead's inline process-wide cap.
-    shared: Option<Arc<Limiter>>,
+    /// The calling runtime's cap, found when the acquire starts.
+    cap: usize,
 }
 
 impl<B: Deref<Target = Bulkhead>> Holder for Slot<B> {
     #[inline]
     fn limiter(&self) -> &Limiter {
-        match &self.shared {
-            Some(limiter) => limiter,
-            None => self.bulkhead.caps.process(),
-        }
+        self.bulkhead.caps.cap(self.cap)
     }
 
     #[inline]

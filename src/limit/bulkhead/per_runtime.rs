@@ -2,44 +2,71 @@
 //! calling runtime on every acquire, and summed over every runtime for the stats.
 //!
 //! - The process-wide key (smol, async-std, plain threads, tokio without the `tokio`
-//!   feature) and `.global()` bulkheads use a semaphore stored inline, found for free.
-//! - Other runtimes have an `Arc` semaphore in a small mutex-protected list, and each
-//!   thread caches the last few (bulkhead, runtime) pairs it used as `Weak`s, so the
-//!   common acquire takes no lock. A runtime is registered (see
-//!   [`RuntimeKey::is_alive`]) before its pair is first cached, so a hit skips that check.
-//! - Entries of runtimes that are gone and hold no permit are dropped whenever a new
-//!   runtime's entry is inserted, so the list stays as long as the set of live runtimes.
-//!   Their admissions and refusals are kept in a running total first, so the totals never
-//!   go down.
+//!   feature) and `.global()` bulkheads use cap 0, stored inline.
+//! - Other runtimes get a cap in a table that only grows, in chunks that never move and
+//!   are never freed while the bulkhead lives. A permit or an acquire names its cap by
+//!   index and borrows it from the bulkhead, so an acquire touches no reference count (an
+//!   `Arc` per cap cost two atomic read-modify-writes per acquire, on a cache line that
+//!   every worker thread of a runtime writes).
+//! - Which runtime owns which cap is kept under a mutex, and each thread caches the last
+//!   few (bulkhead, runtime, cap) triples it used, so the common acquire takes no lock. A
+//!   runtime is registered (see [`RuntimeKey::is_alive`]) before its triple is first
+//!   cached, so a hit skips that check.
+//! - When a new runtime needs a cap, the caps of runtimes that are gone and hold no permit
+//!   and no waiter are freed for reuse first, so the table stays as long as the largest
+//!   set of live runtimes. Counters are never reset: a cap's admissions and refusals
+//!   count towards the totals whoever owned it, and an owner's own numbers are read
+//!   against what the cap had counted when it took it.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Mutex, OnceLock};
 
 use super::stats::{Limiter, Tally, limiter};
 use crate::runtime::RuntimeKey;
 use crate::sync::lock;
 
+/// The process-wide cap's index; the table's caps are 1 and up.
+pub(crate) const PROCESS: usize = 0;
+
+/// Caps in the first chunk of the table; each later chunk doubles.
+const FIRST_CHUNK: usize = 4;
+
+/// Chunks in the table: room for 4 * (2^20 - 1), about four million, runtimes alive at
+/// once (or gone but still holding permits).
+const CHUNKS: usize = 20;
+
 pub(crate) struct PerRuntime {
-    /// The process-wide key's semaphore, and the only one of a `global` bulkhead.
+    /// The process-wide key's cap, and the only one of a `global` bulkhead.
     process: Limiter,
-    runtimes: Mutex<Runtimes>,
+    /// The other runtimes' caps (`run_sync` calls, tokio runtimes). Chunk `k` holds
+    /// `FIRST_CHUNK << k` caps; it is made, under `owners`' lock, when the table grows
+    /// into it.
+    chunks: [OnceLock<Box<[Limiter]>>; CHUNKS],
+    owners: Mutex<Owners>,
     /// Identity in the per-thread caches; 0 until first needed.
     id: AtomicU64,
 }
 
-struct Runtimes {
-    /// Semaphores of the other runtimes (`run_sync` calls, tokio runtimes).
-    entries: Vec<(RuntimeKey, Arc<Limiter>)>,
-    /// What the forgotten entries counted.
-    retired: Tally,
+/// Who owns each cap of the table: entry `i` is cap `i + 1`.
+struct Owners {
+    caps: Vec<Option<Owner>>,
+    /// The highest peak of a cap before it changed owners (a new owner's peak starts
+    /// again; the bulkhead's must not go down).
+    retired_peak: usize,
+}
+
+struct Owner {
+    runtime: RuntimeKey,
+    /// What the cap had counted when this runtime took it.
+    since: Tally,
 }
 
 /// Source of identities for the per-thread caches (0 means "none yet").
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
-    /// The last few (bulkhead, runtime) semaphores this thread used.
+    /// The caps this thread used last.
     static CACHE: RefCell<Cache> = const { RefCell::new(Cache::new()) };
 }
 
@@ -52,10 +79,11 @@ struct Cache {
 
 /// A slot of the cache; empty while `bulkhead` is 0 (no bulkhead's identity), so a
 /// lookup needs no separate "is it used?" check.
+#[derive(Clone, Copy)]
 struct CacheEntry {
     bulkhead: u64,
     runtime: RuntimeKey,
-    limiter: Weak<Limiter>,
+    cap: usize,
 }
 
 impl Cache {
@@ -63,7 +91,7 @@ impl Cache {
         const EMPTY: CacheEntry = CacheEntry {
             bulkhead: 0,
             runtime: RuntimeKey::process(),
-            limiter: Weak::new(),
+            cap: PROCESS,
         };
         Self {
             entries: [EMPTY; CACHE_SIZE],
@@ -72,23 +100,18 @@ impl Cache {
     }
 
     #[inline]
-    fn get(&self, bulkhead: u64, runtime: RuntimeKey) -> Option<Arc<Limiter>> {
+    fn get(&self, bulkhead: u64, runtime: RuntimeKey) -> Option<usize> {
         self.entries
             .iter()
             .find(|entry| entry.bulkhead == bulkhead && entry.runtime == runtime)
-            .and_then(|entry| entry.limiter.upgrade())
+            .map(|entry| entry.cap)
     }
 
-    fn put(&mut self, bulkhead: u64, runtime: RuntimeKey, limiter: &Arc<Limiter>) {
-        let entry = CacheEntry {
-            bulkhead,
-            runtime,
-            limiter: Arc::downgrade(limiter),
-        };
+    fn put(&mut self, entry: CacheEntry) {
         let slot = self
             .entries
             .iter()
-            .position(|entry| entry.bulkhead == bulkhead && entry.runtime == runtime);
+            .position(|old| old.bulkhead == entry.bulkhead && old.runtime == entry.runtime);
         let slot = slot.unwrap_or_else(|| {
             let slot = self.next;
             self.next = (self.next + 1) % CACHE_SIZE;
@@ -98,20 +121,24 @@ impl Cache {
     }
 }
 
+/// The chunk and the position in it of table cap `cap` (1 and up).
+#[inline]
+fn locate(cap: usize) -> (usize, usize) {
+    let position = cap - 1;
+    // Chunk k starts at FIRST_CHUNK * (2^k - 1).
+    let chunk = (position / FIRST_CHUNK + 1).ilog2() as usize;
+    (chunk, position - FIRST_CHUNK * ((1 << chunk) - 1))
+}
+
 impl PerRuntime {
     crate::sync::const_unless_loom! {
         pub(crate) const fn new(limit: usize) -> Self {
             Self {
                 process: limiter(limit),
-                runtimes: Mutex::new(Runtimes {
-                    entries: Vec::new(),
-                    retired: Tally {
-                        in_flight: 0,
-                        waiting: 0,
-                        peak: 0,
-                        admitted: 0,
-                        rejected: 0,
-                    },
+                chunks: [const { OnceLock::new() }; CHUNKS],
+                owners: Mutex::new(Owners {
+                    caps: Vec::new(),
+                    retired_peak: 0,
                 }),
                 id: AtomicU64::new(0),
             }
@@ -122,40 +149,52 @@ impl PerRuntime {
         &self.process
     }
 
-    /// The semaphore of `runtime`: `None` for the inline process-wide one. `runtime` may
-    /// be [unregistered](RuntimeKey::current_unregistered): a key is registered before it
-    /// is cached, so a key found in a thread's cache has been.
+    /// The cap numbered `cap` ([`PROCESS`] or one [`index`](Self::index) gave).
     #[inline]
-    pub(crate) fn get(&self, runtime: RuntimeKey) -> Option<Arc<Limiter>> {
-        if runtime == RuntimeKey::process() {
-            None
-        } else {
-            Some(self.for_runtime(runtime))
+    pub(crate) fn cap(&self, cap: usize) -> &Limiter {
+        if cap == PROCESS {
+            return &self.process;
         }
+        let (chunk, position) = locate(cap);
+        &self.chunks[chunk]
+            .get()
+            .expect("a cap's chunk is made before its index is handed out")[position]
     }
 
-    /// The semaphore of a runtime other than the process-wide one. Inline: every acquire
-    /// outside the process-wide runtime comes here, and a cache hit is a few instructions.
+    /// The index of `runtime`'s cap. `runtime` may be
+    /// [unregistered](RuntimeKey::current_unregistered): a key is registered before it is
+    /// cached, so a key found in a thread's cache has been.
     #[inline]
-    fn for_runtime(&self, runtime: RuntimeKey) -> Arc<Limiter> {
+    pub(crate) fn index(&self, runtime: RuntimeKey) -> usize {
+        if runtime == RuntimeKey::process() {
+            return PROCESS;
+        }
+        // Inline: every acquire outside the process-wide runtime comes here, and a cache
+        // hit is a few instructions.
         let id = self.id();
-        if let Ok(Some(limiter)) = CACHE.try_with(|cache| cache.borrow().get(id, runtime)) {
-            return limiter;
+        if let Ok(Some(cap)) = CACHE.try_with(|cache| cache.borrow().get(id, runtime)) {
+            return cap;
         }
         self.find_and_cache(id, runtime)
     }
 
-    /// A miss in the thread's cache: the shared list, then the cache.
+    /// A miss in the thread's cache: the owners, then the cache.
     #[cold]
     #[inline(never)]
-    fn find_and_cache(&self, id: u64, runtime: RuntimeKey) -> Arc<Limiter> {
-        // Before the key is seen by `insert` (which forgets the caps of dead runtimes) or
+    fn find_and_cache(&self, id: u64, runtime: RuntimeKey) -> usize {
+        // Before the key is seen by `assign` (which frees the caps of dead runtimes) or
         // put in the cache (whose hits skip this).
         runtime.register();
-        let limiter = self.insert(runtime);
+        let cap = self.assign(runtime);
         // `try_with` fails only while the thread is being torn down: skip the cache then.
-        let _ = CACHE.try_with(|cache| cache.borrow_mut().put(id, runtime, &limiter));
-        limiter
+        let _ = CACHE.try_with(|cache| {
+            cache.borrow_mut().put(CacheEntry {
+                bulkhead: id,
+                runtime,
+                cap,
+            });
+        });
+        cap
     }
 
     #[inline]
@@ -179,71 +218,122 @@ impl PerRuntime {
         }
     }
 
-    /// Finds `runtime`'s semaphore, creating it (and forgetting dead runtimes) if needed.
-    fn insert(&self, runtime: RuntimeKey) -> Arc<Limiter> {
-        let mut runtimes = lock(&self.runtimes);
-        if let Some((_, limiter)) = runtimes.entries.iter().find(|(key, _)| *key == runtime) {
-            return limiter.clone();
+    /// Finds `runtime`'s cap, or gives it one: a cap freed by a runtime that is gone, or
+    /// a new one.
+    fn assign(&self, runtime: RuntimeKey) -> usize {
+        let mut owners = lock(&self.owners);
+        let caps = &mut owners.caps;
+        if let Some(at) = caps
+            .iter()
+            .position(|owner| owner.as_ref().is_some_and(|o| o.runtime == runtime))
+        {
+            return at + 1;
         }
-        // Forget dead runtimes' semaphores that nobody uses. Only permits and acquire
-        // futures hold strong references (the caches hold `Weak`s); `try_unwrap` succeeds
-        // only for the last one, atomically, so no cache can upgrade the entry after it
-        // is judged unused (a separate count-then-drop would let one slip in between).
-        let Runtimes { entries, retired } = &mut *runtimes;
-        for (key, limiter) in std::mem::take(entries) {
-            if key.is_alive() {
-                entries.push((key, limiter));
-            } else {
-                match Arc::try_unwrap(limiter) {
-                    Ok(unused) => retired.add(Tally::of(&unused)),
-                    Err(in_use) => entries.push((key, in_use)),
+        // Free the caps of dead runtimes that hold no permit and no waiter. Nothing can
+        // take one of their permits afterwards: only code running under a runtime asks
+        // for its cap, and a dead runtime runs none. (A cache entry for the dead key
+        // stays behind, harmlessly: that key is never current again.)
+        for (at, owner) in caps.iter_mut().enumerate() {
+            if owner.as_ref().is_some_and(|o| !o.runtime.is_alive()) {
+                let cap = self.cap(at + 1);
+                if cap.in_flight() == 0 && cap.waiting() == 0 {
+                    *owner = None;
                 }
             }
         }
-        // The process-wide cap always exists and carries the limit in force and the
-        // closed state; both change only under this lock, so a new cap starts in step.
-        let limiter = Arc::new(limiter(self.process.limit()));
-        if self.process.is_closed() {
-            limiter.close();
-        }
-        entries.push((runtime, limiter.clone()));
-        limiter
+        let at = match caps.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                let at = caps.len();
+                let (chunk, position) = locate(at + 1);
+                if position == 0 {
+                    self.make_chunk(chunk);
+                }
+                caps.push(None);
+                at
+            }
+        };
+        let cap = self.cap(at + 1);
+        // Idle, so no acquire is counting: the peak starts again for the new owner.
+        owners.retired_peak = owners.retired_peak.max(Tally::of(cap).peak);
+        cap.counts().restart_peak(cap.available() as u64);
+        owners.caps[at] = Some(Owner {
+            runtime,
+            since: Tally::of(cap),
+        });
+        at + 1
     }
 
-    /// Sets the limit of every cap, and of caps created later.
+    /// Under the owners' lock: makes chunk `chunk` with the limit in force and the closed
+    /// state (both change only under that lock, so the new caps start in step).
+    #[cold]
+    fn make_chunk(&self, chunk: usize) {
+        let limit = self.process.limit();
+        let closed = self.process.is_closed();
+        let made = self.chunks[chunk].set(
+            (0..FIRST_CHUNK << chunk)
+                .map(|_| {
+                    let cap = limiter(limit);
+                    if closed {
+                        cap.close();
+                    }
+                    cap
+                })
+                .collect(),
+        );
+        assert!(made.is_ok(), "a chunk is made once, under the owners' lock");
+    }
+
+    /// The table's caps made so far, with their owners (under the owners' lock).
+    fn table<'a>(
+        &'a self,
+        owners: &'a Owners,
+    ) -> impl Iterator<Item = (&'a Limiter, Option<&'a Owner>)> {
+        owners
+            .caps
+            .iter()
+            .enumerate()
+            .map(|(at, owner)| (self.cap(at + 1), owner.as_ref()))
+    }
+
+    /// Every cap made so far: the process-wide one, then the table's.
+    fn all_caps<'a>(&'a self, owners: &'a Owners) -> impl Iterator<Item = &'a Limiter> {
+        std::iter::once(&self.process).chain(self.table(owners).map(|(cap, _)| cap))
+    }
+
+    /// Sets the limit of every cap, free ones too, and of caps made later.
     pub(crate) fn set_limit(&self, limit: usize) {
-        let runtimes = lock(&self.runtimes);
-        for cap in
-            std::iter::once(&self.process).chain(runtimes.entries.iter().map(|(_, cap)| &**cap))
-        {
+        let owners = lock(&self.owners);
+        for cap in self.all_caps(&owners) {
             cap.set_limit(|_| Some(limit as u64));
         }
     }
 
-    /// Closes every cap, and caps created later.
+    /// Closes every cap, and caps made later.
     pub(crate) fn close(&self) {
-        let runtimes = lock(&self.runtimes);
-        self.process.close();
-        for (_, cap) in &runtimes.entries {
+        let owners = lock(&self.owners);
+        for cap in self.all_caps(&owners) {
             cap.close();
         }
     }
 
-    /// How many runtimes have an entry besides the process-wide one.
+    /// How many runtimes own a cap besides the process-wide one.
     pub(crate) fn tracked(&self) -> usize {
-        lock(&self.runtimes).entries.len()
+        lock(&self.owners).caps.iter().flatten().count()
     }
 
-    /// The numbers of `runtime`'s cap (zeros if it has none yet).
+    /// The numbers of `runtime`'s cap since it took it (zeros if it has none).
     pub(crate) fn tally(&self, runtime: RuntimeKey) -> Tally {
         if runtime == RuntimeKey::process() {
             return Tally::of(&self.process);
         }
-        lock(&self.runtimes)
-            .entries
-            .iter()
-            .find(|(key, _)| *key == runtime)
-            .map_or_else(Tally::default, |(_, limiter)| Tally::of(limiter))
+        let owners = lock(&self.owners);
+        self.table(&owners)
+            .find_map(|(cap, owner)| {
+                let owner = owner.filter(|owner| owner.runtime == runtime)?;
+                Some(Tally::of(cap).since(owner.since))
+            })
+            .unwrap_or_default()
     }
 
     /// The sum over every cap, and how many live runtimes have used one.
@@ -251,17 +341,68 @@ impl PerRuntime {
         let process = Tally::of(&self.process);
         let mut runtimes = usize::from(process.used());
         let mut total = process;
-        let list = lock(&self.runtimes);
-        total.add(list.retired);
-        for (key, limiter) in &list.entries {
-            let tally = Tally::of(limiter);
+        let owners = lock(&self.owners);
+        total.peak = total.peak.max(owners.retired_peak);
+        for (cap, owner) in self.table(&owners) {
+            let tally = Tally::of(cap);
             // An ended runtime's escaped permits still count as in flight, but it is no
             // longer a runtime that can take more.
-            if tally.used() && key.is_alive() {
-                runtimes += 1;
+            if let Some(owner) = owner {
+                if tally.since(owner.since).used() && owner.runtime.is_alive() {
+                    runtimes += 1;
+                }
             }
             total.add(tally);
         }
         (runtimes, total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_are_located_chunk_by_chunk() {
+        assert_eq!(locate(1), (0, 0));
+        assert_eq!(locate(4), (0, 3));
+        assert_eq!(locate(5), (1, 0));
+        assert_eq!(locate(12), (1, 7));
+        assert_eq!(locate(13), (2, 0));
+        let mut expected = Vec::new();
+        for chunk in 0..6 {
+            for position in 0..FIRST_CHUNK << chunk {
+                expected.push((chunk, position));
+            }
+        }
+        let found: Vec<_> = (1..=expected.len()).map(locate).collect();
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn the_caps_of_ended_runtimes_are_reused() {
+        let caps = PerRuntime::new(2);
+        let escaped = crate::run_sync(async {
+            let cap = caps.index(RuntimeKey::current());
+            assert!(caps.cap(cap).try_take(1));
+            cap
+        });
+        for _ in 0..100 {
+            crate::run_sync(async {
+                let cap = caps.index(RuntimeKey::current());
+                assert_ne!(cap, escaped, "that cap still has a permit out");
+                assert!(caps.cap(cap).try_take(1));
+                caps.cap(cap).release(1);
+            });
+        }
+        assert_eq!(lock(&caps.owners).caps.len(), 2);
+        caps.cap(escaped).release(1);
+        for _ in 0..100 {
+            crate::run_sync(async {
+                caps.index(RuntimeKey::current());
+            });
+        }
+        assert_eq!(lock(&caps.owners).caps.len(), 2);
+        assert_eq!(caps.tracked(), 1);
     }
 }

@@ -72,6 +72,13 @@ impl Counters {
         }
     }
 
+    /// Forgets the peak so far, with `available` permits free now: for a cap that
+    /// changes owners, idle.
+    pub(crate) fn restart_peak(&self, available: u64) {
+        self.peak.store(0, Ordering::Relaxed);
+        self.low.store(available, Ordering::Relaxed);
+    }
+
     #[cold]
     pub(crate) fn note_rejected(&self) {
         self.rejected.fetch_add(1, Ordering::Relaxed);
@@ -128,6 +135,16 @@ impl Tally {
         self.peak = self.peak.max(other.peak);
         self.admitted = self.admitted.wrapping_add(other.admitted);
         self.rejected = self.rejected.wrapping_add(other.rejected);
+    }
+
+    /// The numbers counted since `before`, a snapshot of the same cap (the permits in
+    /// use, the waiters and the peak are as of now).
+    pub(crate) fn since(self, before: Tally) -> Self {
+        Self {
+            admitted: self.admitted.wrapping_sub(before.admitted),
+            rejected: self.rejected.wrapping_sub(before.rejected),
+            ..self
+        }
     }
 
     /// Whether the cap was ever used (a cap nobody used is not counted as a runtime).
