@@ -15,7 +15,6 @@ pub(crate) mod stats;
 
 use std::fmt;
 use std::future::Future;
-use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -236,11 +235,27 @@ impl Bulkhead {
         self.caps.process().is_closed()
     }
 
+    /// The index of the calling runtime's cap.
     #[inline]
-    fn slot<B: Deref<Target = Bulkhead>>(bulkhead: B) -> Slot<B> {
+    fn cap_index(&self) -> usize {
         // Unregistered: the caps register a runtime before its cap is first cached.
-        let cap = bulkhead.caps.index(bulkhead.options.runtime_unregistered());
-        Slot { bulkhead, cap }
+        self.caps.index(self.options.runtime_unregistered())
+    }
+
+    #[inline]
+    fn slot(&self) -> Slot<'_> {
+        Slot {
+            cap: self.caps.cap(self.cap_index()),
+            options: &self.options,
+        }
+    }
+
+    #[inline]
+    fn arc_slot(self: &Arc<Self>) -> ArcSlot {
+        ArcSlot {
+            cap: self.cap_index(),
+            bulkhead: self.clone(),
+        }
     }
 
     /// How many runtimes the bulkhead keeps a semaphore for, besides the built-in
@@ -280,7 +295,7 @@ impl Bulkhead {
     /// ```
     #[inline]
     pub fn try_acquire(&self) -> Option<BulkheadPermit<'_>> {
-        Permit::try_new(Self::slot(self)).map(|inner| BulkheadPermit { inner })
+        Permit::try_new(self.slot()).map(|inner| BulkheadPermit { inner })
     }
 
     /// Like [`try_acquire`](Self::try_acquire), with a permit that owns an `Arc` of the
@@ -297,7 +312,7 @@ impl Bulkhead {
     /// assert!(bulkhead.try_acquire().is_some());
     /// ```
     pub fn try_acquire_arc(self: &Arc<Self>) -> Option<BulkheadPermitArc> {
-        Permit::try_new(Self::slot(self.clone())).map(|inner| BulkheadPermitArc { inner })
+        Permit::try_new(self.arc_slot()).map(|inner| BulkheadPermitArc { inner })
     }
 
     /// Waits for a permit in the calling runtime's cap, behind everyone already waiting.
@@ -326,7 +341,7 @@ impl Bulkhead {
     /// handed to it, that permit goes on to the next waiter: nothing leaks.
     #[inline]
     pub fn acquire(&self) -> BulkheadAcquire<'_> {
-        BulkheadAcquire(Acquire::new(Self::slot(self)))
+        BulkheadAcquire(Acquire::new(self.slot()))
     }
 
     /// Like [`acquire`](Self::acquire), with a future and a permit that own an `Arc` of the
@@ -357,7 +372,7 @@ impl Bulkhead {
     /// As [`acquire`](Self::acquire).
     #[inline]
     pub fn acquire_arc(self: &Arc<Self>) -> BulkheadAcquireArc {
-        BulkheadAcquireArc(Acquire::new(Self::slot(self.clone())))
+        BulkheadAcquireArc(Acquire::new(self.arc_slot()))
     }
 
     /// Blocks the calling thread until a permit is free, in the same queue as async callers.
@@ -385,7 +400,7 @@ impl Bulkhead {
     ///
     /// As [`acquire`](Self::acquire).
     pub fn acquire_blocking(&self) -> Result<BulkheadPermit<'_>, BulkheadError> {
-        Permit::blocking(Self::slot(self)).map(|inner| BulkheadPermit { inner })
+        Permit::blocking(self.slot()).map(|inner| BulkheadPermit { inner })
     }
 
     /// Runs `work` holding a permit: waits for the permit, then awaits `work`, then releases
@@ -500,14 +515,33 @@ impl fmt::Debug for Bulkhead {
     }
 }
 
-/// Which cap of which bulkhead: `B` is `&Bulkhead` or `Arc<Bulkhead>`.
-struct Slot<B: Deref<Target = Bulkhead>> {
-    bulkhead: B,
-    /// The calling runtime's cap, found when the acquire starts.
+/// The calling runtime's cap of a borrowed bulkhead, found when the acquire starts: two
+/// references, so using it costs nothing more.
+struct Slot<'a> {
+    cap: &'a Limiter,
+    options: &'a Options,
+}
+
+impl Holder for Slot<'_> {
+    #[inline]
+    fn limiter(&self) -> &Limiter {
+        self.cap
+    }
+
+    #[inline]
+    fn options(&self) -> &Options {
+        self.options
+    }
+}
+
+/// The calling runtime's cap of a shared bulkhead, found when the acquire starts; named by
+/// index, since a reference into the `Arc` could not be kept beside it.
+struct ArcSlot {
+    bulkhead: Arc<Bulkhead>,
     cap: usize,
 }
 
-impl<B: Deref<Target = Bulkhead>> Holder for Slot<B> {
+impl Holder for ArcSlot {
     #[inline]
     fn limiter(&self) -> &Limiter {
         self.bulkhead.caps.cap(self.cap)
@@ -521,7 +555,7 @@ impl<B: Deref<Target = Bulkhead>> Holder for Slot<B> {
 
 /// Future returned by [`Bulkhead::acquire`].
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct BulkheadAcquire<'a>(Acquire<Slot<&'a Bulkhead>>);
+pub struct BulkheadAcquire<'a>(Acquire<Slot<'a>>);
 
 impl fmt::Debug for BulkheadAcquire<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -542,7 +576,7 @@ impl<'a> Future for BulkheadAcquire<'a> {
 
 /// Future returned by [`Bulkhead::acquire_arc`].
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct BulkheadAcquireArc(Acquire<Slot<Arc<Bulkhead>>>);
+pub struct BulkheadAcquireArc(Acquire<ArcSlot>);
 
 impl fmt::Debug for BulkheadAcquireArc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -565,7 +599,7 @@ impl Future for BulkheadAcquireArc {
 #[clippy::has_significant_drop]
 #[must_use = "the permit is released as soon as it is dropped"]
 pub struct BulkheadPermit<'a> {
-    inner: Permit<Slot<&'a Bulkhead>>,
+    inner: Permit<Slot<'a>>,
 }
 
 impl fmt::Debug for BulkheadPermit<'_> {
@@ -579,7 +613,7 @@ impl fmt::Debug for BulkheadPermit<'_> {
 #[clippy::has_significant_drop]
 #[must_use = "the permit is released as soon as it is dropped"]
 pub struct BulkheadPermitArc {
-    inner: Permit<Slot<Arc<Bulkhead>>>,
+    inner: Permit<ArcSlot>,
 }
 
 impl fmt::Debug for BulkheadPermitArc {
