@@ -461,6 +461,106 @@ fn a_runtime_starts_from_zero_on_a_cap_an_ended_runtime_left() {
     assert_eq!((totals.admitted, totals.peak_in_flight), (4, 3));
 }
 
+/// Caps are made four or more at a time, before any runtime owns them: a limit set or a
+/// close must reach them too.
+#[test]
+fn set_limit_and_close_reach_caps_nobody_owned_yet() {
+    static API: Bulkhead = Bulkhead::new(1);
+    // The first runtime's permit keeps its cap, so each later runtime takes a fresh one.
+    let first = run_sync(async { API.acquire().await.unwrap() });
+    API.set_limit(2);
+    let (second, both) = run_sync(async {
+        let one = API.try_acquire().unwrap();
+        (one, API.try_acquire())
+    });
+    assert!(both.is_some(), "a fresh cap has the new limit");
+    API.close();
+    let refused = run_sync(async { API.acquire().await.unwrap_err() });
+    assert!(refused.closed(), "{refused}");
+    drop((first, second, both));
+}
+
+/// More runtimes alive at once than the first chunk of caps holds (4), each with its own
+/// cap, and each runtime's numbers its own.
+#[test]
+fn six_runtimes_at_once_have_six_caps() {
+    static WIDE: Bulkhead = Bulkhead::new(2).max_waiting(0);
+    const RUNTIMES: usize = 6;
+    let barrier = Arc::new(Barrier::new(RUNTIMES + 1));
+    let threads: Vec<_> = (0..RUNTIMES)
+        .map(|_| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                run_sync(async {
+                    let held = (WIDE.acquire().await.unwrap(), WIDE.acquire().await.unwrap());
+                    let refused = WIDE.try_acquire().is_none();
+                    let full = WIDE.acquire().await.unwrap_err().queue_full();
+                    barrier.wait();
+                    let stats = WIDE.runtime_stats();
+                    barrier.wait();
+                    drop(held);
+                    (refused, full, stats)
+                })
+            })
+        })
+        .collect();
+    barrier.wait();
+    let stats = WIDE.stats();
+    assert_eq!(WIDE.tracked_runtimes(), RUNTIMES);
+    barrier.wait();
+    for thread in threads {
+        let (refused, full, mine) = thread.join().unwrap();
+        assert!(refused && full);
+        assert_eq!((mine.in_flight, mine.admitted, mine.rejected), (2, 2, 1));
+    }
+    assert_eq!(
+        (stats.in_flight, stats.runtimes, stats.rejected),
+        (2 * RUNTIMES, RUNTIMES, RUNTIMES as u64)
+    );
+}
+
+/// An ended runtime's waiter, still queued on its cap, keeps the cap from a new owner.
+#[test]
+fn a_queued_waiter_of_an_ended_runtime_keeps_its_cap() {
+    static QUEUE: Bulkhead = Bulkhead::new(1);
+    let (held, mut waiter) = run_sync(async {
+        let held = QUEUE.acquire().await.unwrap();
+        let mut waiter = Box::pin(QUEUE.acquire());
+        assert!(
+            futures_lite::future::poll_once(waiter.as_mut())
+                .await
+                .is_none()
+        );
+        (held, waiter)
+    });
+    let fresh = run_sync(async { QUEUE.try_acquire().map(drop) });
+    assert!(fresh.is_some(), "a cap of its own, not the full one");
+    assert_eq!(QUEUE.tracked_runtimes(), 2);
+    drop(held);
+    let permit = futures_lite::future::block_on(waiter.as_mut()).unwrap();
+    drop(permit);
+}
+
+/// A runtime that takes over a cap counts its own refusals only.
+#[test]
+fn refusals_are_counted_per_owner_of_a_reused_cap() {
+    static STRICT: Bulkhead = Bulkhead::new(1).max_waiting(0);
+    run_sync(async {
+        let _held = STRICT.acquire().await.unwrap();
+        assert!(STRICT.acquire().await.is_err());
+        assert!(STRICT.acquire().await.is_err());
+    });
+    let mine = run_sync(async {
+        let _held = STRICT.acquire().await.unwrap();
+        assert!(STRICT.acquire().await.is_err());
+        STRICT.runtime_stats()
+    });
+    assert_eq!((mine.admitted, mine.rejected), (1, 1));
+    assert_eq!(STRICT.tracked_runtimes(), 1, "the cap was reused");
+    let totals = STRICT.stats();
+    assert_eq!((totals.admitted, totals.rejected), (2, 3));
+}
+
 #[test]
 fn a_global_bulkhead_is_one_cap_across_runtimes() {
     static SHARED: Bulkhead = Bulkhead::new(2).global();

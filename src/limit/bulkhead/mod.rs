@@ -51,7 +51,9 @@ pub(crate) fn check_limit(limit: usize, what: &str) {
 /// threads that each call `run_sync` lets up to 32 calls in at once, 8 per call, and a
 /// `static` bulkhead is safe across many `#[tokio::test]`s. [`stats`](Self::stats) shows
 /// the totals over every runtime from any thread, [`runtime_stats`](Self::runtime_stats)
-/// the calling runtime's own cap. Semaphores of runtimes that are gone are reclaimed.
+/// the calling runtime's own cap. The cap of a runtime that is gone is reused by the next
+/// new runtime once it holds no permit and no waiter, so a bulkhead keeps only as many caps
+/// as runtimes were alive at once.
 ///
 /// Permits go to waiters in arrival order (FIFO) and [`try_acquire`](Self::try_acquire)
 /// never jumps the queue.
@@ -235,17 +237,17 @@ impl Bulkhead {
         self.caps.process().is_closed()
     }
 
-    /// The index of the calling runtime's cap.
+    /// The calling runtime's cap, and its index.
     #[inline]
-    fn cap_index(&self) -> usize {
+    fn current_cap(&self) -> (usize, &Limiter) {
         // Unregistered: the caps register a runtime before its cap is first cached.
-        self.caps.index(self.options.runtime_unregistered())
+        self.caps.find(self.options.runtime_unregistered())
     }
 
     #[inline]
     fn slot(&self) -> Slot<'_> {
         Slot {
-            cap: self.caps.cap(self.cap_index()),
+            cap: self.current_cap().1,
             options: &self.options,
         }
     }
@@ -253,19 +255,18 @@ impl Bulkhead {
     #[inline]
     fn arc_slot(self: &Arc<Self>) -> ArcSlot {
         ArcSlot {
-            cap: self.cap_index(),
+            cap: self.current_cap().0,
             bulkhead: self.clone(),
         }
     }
 
-    /// How many runtimes the bulkhead keeps a semaphore for, besides the built-in
-    /// process-wide one.
+    /// How many runtimes own a cap of the bulkhead, besides the built-in process-wide one.
     ///
     /// Every [`run_sync`](crate::run_sync) call and (with the `tokio` feature) every tokio
-    /// runtime that used the bulkhead gets an entry. Entries of runtimes that have ended
-    /// and hold no permit are dropped the next time a new runtime's entry is added, so this
-    /// stays at the number of live runtimes plus at most a few ended ones. Always 0 for a
-    /// [`global`](Self::global) bulkhead.
+    /// runtime that used the bulkhead owns one. The caps of runtimes that have ended and
+    /// hold no permit and no waiter are freed the next time a new runtime needs a cap (and
+    /// reused), so this stays at the number of live runtimes plus at most a few ended ones.
+    /// Always 0 for a [`global`](Self::global) bulkhead.
     ///
     /// # Examples
     ///

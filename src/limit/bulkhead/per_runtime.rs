@@ -9,14 +9,20 @@
 //!   `Arc` per cap cost two atomic read-modify-writes per acquire, on a cache line that
 //!   every worker thread of a runtime writes).
 //! - Which runtime owns which cap is kept under a mutex, and each thread caches the last
-//!   few (bulkhead, runtime, cap) triples it used, so the common acquire takes no lock. A
-//!   runtime is registered (see [`RuntimeKey::is_alive`]) before its triple is first
-//!   cached, so a hit skips that check.
+//!   few caps it used, with the owner's turn on the cap (a number that changes whenever
+//!   the cap changes owners), so the common acquire takes no lock and no read-modify-write:
+//!   a hit reads the cap's turn once. A runtime is registered (see
+//!   [`RuntimeKey::is_alive`]) before its cap is first cached, so a hit skips that check.
 //! - When a new runtime needs a cap, the caps of runtimes that are gone and hold no permit
-//!   and no waiter are freed for reuse first, so the table stays as long as the largest
-//!   set of live runtimes. Counters are never reset: a cap's admissions and refusals
-//!   count towards the totals whoever owned it, and an owner's own numbers are read
-//!   against what the cap had counted when it took it.
+//!   and no waiter are freed for reuse first, so the table grows only to the most
+//!   runtimes alive (or gone but still holding permits) at once, rounded up to a chunk.
+//!   Counters are never reset: a cap's admissions and refusals count towards the totals
+//!   whoever owned it, and an owner's own numbers are read against what the cap had
+//!   counted when it took it.
+//! - A cap is chosen when an acquire is created. An acquire created under a runtime that
+//!   has ended since, and polled for the first time after its cap changed owners, takes
+//!   its permit from the new owner's cap: the cap is shared for as long as it holds it,
+//!   never over its limit.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,13 +42,21 @@ const FIRST_CHUNK: usize = 4;
 /// once (or gone but still holding permits).
 const CHUNKS: usize = 20;
 
+/// One cap of the table.
+struct Cap {
+    limiter: Limiter,
+    /// The owner's turn: changed, under the owners' lock, whenever the cap changes owners
+    /// (0: never owned), so a thread's cache can tell that its entry is out of date.
+    turn: AtomicU64,
+}
+
 pub(crate) struct PerRuntime {
     /// The process-wide key's cap, and the only one of a `global` bulkhead.
     process: Limiter,
     /// The other runtimes' caps (`run_sync` calls, tokio runtimes). Chunk `k` holds
     /// `FIRST_CHUNK << k` caps; it is made, under `owners`' lock, when the table grows
     /// into it.
-    chunks: [OnceLock<Box<[Limiter]>>; CHUNKS],
+    chunks: [OnceLock<Box<[Cap]>>; CHUNKS],
     owners: Mutex<Owners>,
     /// Identity in the per-thread caches; 0 until first needed.
     id: AtomicU64,
@@ -51,6 +65,8 @@ pub(crate) struct PerRuntime {
 /// Who owns each cap of the table: entry `i` is cap `i + 1`.
 struct Owners {
     caps: Vec<Option<Owner>>,
+    /// The last turn given to an owner.
+    turns: u64,
     /// The highest peak of a cap before it changed owners (a new owner's peak starts
     /// again; the bulkhead's must not go down).
     retired_peak: usize,
@@ -84,6 +100,8 @@ struct CacheEntry {
     bulkhead: u64,
     runtime: RuntimeKey,
     cap: usize,
+    /// The owner's turn on `cap` when it was cached.
+    turn: u64,
 }
 
 impl Cache {
@@ -92,6 +110,7 @@ impl Cache {
             bulkhead: 0,
             runtime: RuntimeKey::process(),
             cap: PROCESS,
+            turn: 0,
         };
         Self {
             entries: [EMPTY; CACHE_SIZE],
@@ -100,11 +119,11 @@ impl Cache {
     }
 
     #[inline]
-    fn get(&self, bulkhead: u64, runtime: RuntimeKey) -> Option<usize> {
+    fn get(&self, bulkhead: u64, runtime: RuntimeKey) -> Option<CacheEntry> {
         self.entries
             .iter()
             .find(|entry| entry.bulkhead == bulkhead && entry.runtime == runtime)
-            .map(|entry| entry.cap)
+            .copied()
     }
 
     fn put(&mut self, entry: CacheEntry) {
@@ -138,6 +157,7 @@ impl PerRuntime {
                 chunks: [const { OnceLock::new() }; CHUNKS],
                 owners: Mutex::new(Owners {
                     caps: Vec::new(),
+                    turns: 0,
                     retired_peak: 0,
                 }),
                 id: AtomicU64::new(0),
@@ -149,33 +169,45 @@ impl PerRuntime {
         &self.process
     }
 
-    /// The cap numbered `cap` ([`PROCESS`] or one [`index`](Self::index) gave).
+    /// The cap numbered `cap` ([`PROCESS`] or one [`find`](Self::find) gave).
     #[inline]
     pub(crate) fn cap(&self, cap: usize) -> &Limiter {
         if cap == PROCESS {
             return &self.process;
         }
+        &self.table_cap(cap).limiter
+    }
+
+    #[inline]
+    fn table_cap(&self, cap: usize) -> &Cap {
         let (chunk, position) = locate(cap);
         &self.chunks[chunk]
             .get()
             .expect("a cap's chunk is made before its index is handed out")[position]
     }
 
-    /// The index of `runtime`'s cap. `runtime` may be
+    /// `runtime`'s cap and its index. `runtime` may be
     /// [unregistered](RuntimeKey::current_unregistered): a key is registered before it is
     /// cached, so a key found in a thread's cache has been.
     #[inline]
-    pub(crate) fn index(&self, runtime: RuntimeKey) -> usize {
+    pub(crate) fn find(&self, runtime: RuntimeKey) -> (usize, &Limiter) {
         if runtime == RuntimeKey::process() {
-            return PROCESS;
+            return (PROCESS, &self.process);
         }
         // Inline: every acquire outside the process-wide runtime comes here, and a cache
         // hit is a few instructions.
         let id = self.id();
-        if let Ok(Some(cap)) = CACHE.try_with(|cache| cache.borrow().get(id, runtime)) {
-            return cap;
+        if let Ok(Some(entry)) = CACHE.try_with(|cache| cache.borrow().get(id, runtime)) {
+            let cap = self.table_cap(entry.cap);
+            // A runtime reads as dead while tokio waits for its blocking threads at
+            // shutdown, so its cap may have changed owners while they still run: they
+            // then get a cap of their own below.
+            if cap.turn.load(Ordering::Relaxed) == entry.turn {
+                return (entry.cap, &cap.limiter);
+            }
         }
-        self.find_and_cache(id, runtime)
+        let index = self.find_and_cache(id, runtime);
+        (index, self.cap(index))
     }
 
     /// A miss in the thread's cache: the owners, then the cache.
@@ -185,13 +217,14 @@ impl PerRuntime {
         // Before the key is seen by `assign` (which frees the caps of dead runtimes) or
         // put in the cache (whose hits skip this).
         runtime.register();
-        let cap = self.assign(runtime);
+        let (cap, turn) = self.assign(runtime);
         // `try_with` fails only while the thread is being torn down: skip the cache then.
         let _ = CACHE.try_with(|cache| {
             cache.borrow_mut().put(CacheEntry {
                 bulkhead: id,
                 runtime,
                 cap,
+                turn,
             });
         });
         cap
@@ -218,21 +251,22 @@ impl PerRuntime {
         }
     }
 
-    /// Finds `runtime`'s cap, or gives it one: a cap freed by a runtime that is gone, or
-    /// a new one.
-    fn assign(&self, runtime: RuntimeKey) -> usize {
+    /// Finds `runtime`'s cap and its turn on it, or gives it one: a cap freed by a
+    /// runtime that is gone, or a new one.
+    fn assign(&self, runtime: RuntimeKey) -> (usize, u64) {
         let mut owners = lock(&self.owners);
         let caps = &mut owners.caps;
         if let Some(at) = caps
             .iter()
             .position(|owner| owner.as_ref().is_some_and(|o| o.runtime == runtime))
         {
-            return at + 1;
+            let cap = at + 1;
+            return (cap, self.table_cap(cap).turn.load(Ordering::Relaxed));
         }
-        // Free the caps of dead runtimes that hold no permit and no waiter. Nothing can
-        // take one of their permits afterwards: only code running under a runtime asks
-        // for its cap, and a dead runtime runs none. (A cache entry for the dead key
-        // stays behind, harmlessly: that key is never current again.)
+        // Free the caps of dead runtimes that hold no permit and no waiter. Code still
+        // running under such a runtime (tokio's blocking threads during its shutdown)
+        // finds, by the turn, that its cached cap has changed owners; only an acquire
+        // created before and first polled after the change shares the new owner's cap.
         for (at, owner) in caps.iter_mut().enumerate() {
             if owner.as_ref().is_some_and(|o| !o.runtime.is_alive()) {
                 let cap = self.cap(at + 1);
@@ -246,6 +280,11 @@ impl PerRuntime {
             None => {
                 let at = caps.len();
                 let (chunk, position) = locate(at + 1);
+                assert!(
+                    chunk < CHUNKS,
+                    "a bulkhead's caps for about four million runtimes alive at once (or \
+                     ended with permits still out) are all taken"
+                );
                 if position == 0 {
                     self.make_chunk(chunk);
                 }
@@ -253,15 +292,17 @@ impl PerRuntime {
                 at
             }
         };
-        let cap = self.cap(at + 1);
-        // Idle, so no acquire is counting: the peak starts again for the new owner.
-        owners.retired_peak = owners.retired_peak.max(Tally::of(cap).peak);
-        cap.counts().restart_peak(cap.available() as u64);
+        let Cap { limiter, turn } = self.table_cap(at + 1);
+        // Idle, so nobody is counting: the peak starts again for the new owner.
+        owners.retired_peak = owners.retired_peak.max(Tally::of(limiter).peak);
+        limiter.counts().restart_peak(limiter.available() as u64);
+        owners.turns += 1;
+        turn.store(owners.turns, Ordering::Relaxed);
         owners.caps[at] = Some(Owner {
             runtime,
-            since: Tally::of(cap),
+            since: Tally::of(limiter),
         });
-        at + 1
+        (at + 1, owners.turns)
     }
 
     /// Under the owners' lock: makes chunk `chunk` with the limit in force and the closed
@@ -277,7 +318,10 @@ impl PerRuntime {
                     if closed {
                         cap.close();
                     }
-                    cap
+                    Cap {
+                        limiter: cap,
+                        turn: AtomicU64::new(0),
+                    }
                 })
                 .collect(),
         );
@@ -296,23 +340,26 @@ impl PerRuntime {
             .map(|(at, owner)| (self.cap(at + 1), owner.as_ref()))
     }
 
-    /// Every cap made so far: the process-wide one, then the table's.
-    fn all_caps<'a>(&'a self, owners: &'a Owners) -> impl Iterator<Item = &'a Limiter> {
-        std::iter::once(&self.process).chain(self.table(owners).map(|(cap, _)| cap))
+    /// Every cap made so far, owned or not (call under the owners' lock, so that no
+    /// chunk is made meanwhile): the process-wide one, then the table's.
+    fn all_caps(&self) -> impl Iterator<Item = &Limiter> {
+        let table = self.chunks.iter().map_while(OnceLock::get).flatten();
+        std::iter::once(&self.process).chain(table.map(|cap| &cap.limiter))
     }
 
-    /// Sets the limit of every cap, free ones too, and of caps made later.
+    /// Sets the limit of every cap, including those nobody owns yet, and of caps made
+    /// later.
     pub(crate) fn set_limit(&self, limit: usize) {
-        let owners = lock(&self.owners);
-        for cap in self.all_caps(&owners) {
+        let _owners = lock(&self.owners);
+        for cap in self.all_caps() {
             cap.set_limit(|_| Some(limit as u64));
         }
     }
 
     /// Closes every cap, and caps made later.
     pub(crate) fn close(&self) {
-        let owners = lock(&self.owners);
-        for cap in self.all_caps(&owners) {
+        let _owners = lock(&self.owners);
+        for cap in self.all_caps() {
             cap.close();
         }
     }
@@ -383,13 +430,13 @@ mod tests {
     fn the_caps_of_ended_runtimes_are_reused() {
         let caps = PerRuntime::new(2);
         let escaped = crate::run_sync(async {
-            let cap = caps.index(RuntimeKey::current());
+            let cap = caps.find(RuntimeKey::current()).0;
             assert!(caps.cap(cap).try_take(1));
             cap
         });
         for _ in 0..100 {
             crate::run_sync(async {
-                let cap = caps.index(RuntimeKey::current());
+                let cap = caps.find(RuntimeKey::current()).0;
                 assert_ne!(cap, escaped, "that cap still has a permit out");
                 assert!(caps.cap(cap).try_take(1));
                 caps.cap(cap).release(1);
@@ -399,10 +446,33 @@ mod tests {
         caps.cap(escaped).release(1);
         for _ in 0..100 {
             crate::run_sync(async {
-                caps.index(RuntimeKey::current());
+                caps.find(RuntimeKey::current());
             });
         }
         assert_eq!(lock(&caps.owners).caps.len(), 2);
         assert_eq!(caps.tracked(), 1);
+    }
+
+    /// Code still running under a runtime that reads as dead (tokio's blocking threads
+    /// while it shuts down) must not keep using a cap that has changed owners.
+    #[test]
+    fn a_cached_cap_that_changed_owners_is_looked_up_again() {
+        let caps = PerRuntime::new(2);
+        let (ended, first) = crate::run_sync(async {
+            let key = RuntimeKey::current();
+            (key, caps.find(key).0)
+        });
+        // The next runtime takes the ended one's idle cap, and keeps a permit of it out.
+        let (taken, escaped) = crate::run_sync(async {
+            let (index, cap) = caps.find(RuntimeKey::current());
+            assert!(cap.try_take(1));
+            (index, cap)
+        });
+        assert_eq!(taken, first);
+        // This thread's cache still maps the ended key to that cap.
+        let again = caps.find(ended).0;
+        assert_ne!(again, first, "the cache entry is out of date");
+        assert_eq!(caps.find(ended).0, again, "and the new one is cached");
+        escaped.release(1);
     }
 }
