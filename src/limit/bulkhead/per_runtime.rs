@@ -42,7 +42,10 @@ const FIRST_CHUNK: usize = 4;
 /// once (or gone but still holding permits).
 const CHUNKS: usize = 20;
 
-/// One cap of the table.
+/// One cap of the table. Aligned to 128 bytes (two cache lines, which the hardware
+/// fetches in pairs) so that neighbouring caps, written by different runtimes' threads, do
+/// not share a line.
+#[repr(align(128))]
 struct Cap {
     limiter: Limiter,
     /// The owner's turn: changed, under the owners' lock, whenever the cap changes owners
