@@ -4,10 +4,10 @@
 //! - The process-wide key (smol, async-std, plain threads, tokio without the `tokio`
 //!   feature) and `.global()` bulkheads use cap 0, stored inline.
 //! - Other runtimes get a cap in a table that only grows, in chunks that never move and
-//!   are never freed while the bulkhead lives. A permit or an acquire names its cap by
-//!   index and borrows it from the bulkhead, so an acquire touches no reference count (an
-//!   `Arc` per cap cost two atomic read-modify-writes per acquire, on a cache line that
-//!   every worker thread of a runtime writes).
+//!   are never freed while the bulkhead lives. A permit or an acquire borrows its cap from
+//!   the bulkhead (or, holding an `Arc` of it, names the cap by index), so an acquire
+//!   touches no reference count (an `Arc` per cap cost two atomic read-modify-writes per
+//!   acquire, on a cache line that every worker thread of a runtime writes).
 //! - Which runtime owns which cap is kept under a mutex, and each thread caches the last
 //!   few caps it used, with the owner's turn on the cap (a number that changes whenever
 //!   the cap changes owners), so the common acquire takes no lock and no read-modify-write:
@@ -33,7 +33,7 @@ use crate::runtime::RuntimeKey;
 use crate::sync::lock;
 
 /// The process-wide cap's index; the table's caps are 1 and up.
-pub(crate) const PROCESS: usize = 0;
+const PROCESS: usize = 0;
 
 /// Caps in the first chunk of the table; each later chunk doubles.
 const FIRST_CHUNK: usize = 4;
@@ -331,7 +331,8 @@ impl PerRuntime {
         assert!(made.is_ok(), "a chunk is made once, under the owners' lock");
     }
 
-    /// The table's caps made so far, with their owners (under the owners' lock).
+    /// The table's caps handed out so far, with their owners (`None`: free), under the
+    /// owners' lock.
     fn table<'a>(
         &'a self,
         owners: &'a Owners,
