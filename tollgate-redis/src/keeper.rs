@@ -14,9 +14,9 @@
 //! (Redis down) is kept until its lease would have lapsed anyway.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::Connection;
@@ -65,6 +65,11 @@ impl KeeperStats {
 /// The store's side of the keeper: the queue into its thread.
 pub(crate) struct Keeper {
     tx: Sender<Msg>,
+    /// Disconnected when the keeper thread has ended: its sender is dropped as it returns.
+    /// (In a mutex only because a `Receiver` is not `Sync`; only `drop` uses it.)
+    ended: Mutex<Receiver<()>>,
+    /// How long dropping the store waits for the last releases: a connect and one call.
+    flush_wait: Duration,
     pub(crate) stats: Arc<KeeperStats>,
     /// The TTL less the fencing margin: how long after a confirmed send a lease is trusted.
     pub(crate) life: Duration,
@@ -98,9 +103,11 @@ impl Keeper {
         };
         stats.running.store(true, Ordering::Release);
         let watch = Arc::clone(&stats);
+        let (ending, ended) = mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("tollgate-redis-keeper".to_owned())
             .spawn(move || {
+                let _ending = ending;
                 // A panic here (a bug) must not go unnoticed: grants check this flag and
                 // fail closed, since nothing would renew or release their leases.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| thread.run()));
@@ -109,6 +116,8 @@ impl Keeper {
             .expect("tollgate-redis: cannot start the keeper thread");
         Self {
             tx,
+            ended: Mutex::new(ended),
+            flush_wait: 2 * wait,
             stats,
             life: ttl - margin(ttl),
         }
@@ -131,6 +140,22 @@ impl Keeper {
         // The thread ends only when every sender is gone, so this cannot fail while the
         // store lives; if the thread died anyway, the lease lapses after its TTL.
         let _ = self.tx.send(msg);
+    }
+}
+
+impl Drop for Keeper {
+    /// The last handle of the store is gone, so every permit is too and their releases are
+    /// queued: the thread sends them and ends once it sees the queue closed. Waiting for
+    /// it (bounded by a connect and one call) is what lets a process that exits right after
+    /// its work leave no lease behind for the rest of the fleet to wait out.
+    fn drop(&mut self) {
+        let (closed, _) = mpsc::channel();
+        drop(std::mem::replace(&mut self.tx, closed));
+        let ended = self
+            .ended
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _ = ended.recv_timeout(self.flush_wait);
     }
 }
 

@@ -37,6 +37,11 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// keeper thread, one set of leases). Two `RedisLimits` connected separately behave like two
 /// processes of a fleet: they share only what is in Redis.
 ///
+/// Dropping the last clone (and with it every permit and limiter made from it) sends the
+/// releases still queued before it returns, waiting at most a connect and one call (twice
+/// the [call timeout](RedisLimitsOptions::call_timeout)): a process that ends right after
+/// its work leaves no lease for the rest of the fleet to wait out.
+///
 /// # Examples
 ///
 /// ```no_run

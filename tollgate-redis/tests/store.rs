@@ -397,6 +397,25 @@ matrix! {
         on_a.check_key("other").await.unwrap();
     }
 
+    async fn dropping_the_store_sends_the_last_releases_before_it_returns() {
+        let redis = TestRedis::get();
+        let mut conn = redis::Client::open(redis.url()).unwrap().get_connection().unwrap();
+        for round in 0..20 {
+            let ns = unique_namespace("exit");
+            let s = store(&redis.url(), &ns, Duration::from_secs(30)).await;
+            warm_up(&s).await;
+            let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 4);
+            let permits = [bulkhead.acquire("a").await.unwrap(), bulkhead.acquire("b").await.unwrap()];
+            drop((permits, bulkhead, s));
+            // As a process that exits now: what is not in Redis yet never gets there.
+            for key in ["a", "b"] {
+                let left: usize =
+                    redis::cmd("ZCARD").arg(format!("{ns}:lease:{{5:fetch:{key}}}")).query(&mut conn).unwrap();
+                assert_eq!(left, 0, "round {round}: the lease of {key} was left behind");
+            }
+        }
+    }
+
     async fn a_cancelled_acquire_leaves_no_lease_behind() {
         let redis = TestRedis::get();
         let ns = unique_namespace("cancel");
