@@ -223,6 +223,12 @@ impl Lending {
         self.lent.get_mut(index).and_then(Option::as_mut)
     }
 
+    /// Takes the waker contestant `index` kept, if any (it has finished).
+    #[inline]
+    fn take_kept(&mut self, index: usize) -> Option<Lent> {
+        self.lent.get_mut(index).and_then(Option::take)
+    }
+
     /// Records that contestant `index` kept `waker`.
     #[inline]
     fn keep(&mut self, index: usize, waker: Lent) {
@@ -318,7 +324,7 @@ impl<T, E> Visit<T, E> for PollLent<'_, '_> {
             }
             Poll::Ready(Ok(value)) => Polled::Won(value),
             Poll::Ready(Err(error)) => {
-                let kept = lending.lent.get_mut(index).and_then(Option::take);
+                let kept = lending.take_kept(index);
                 // Dropped first: a contestant that kept a clone drops it with itself, and
                 // then the waker can be reused.
                 record_failure(core, slot, error);
