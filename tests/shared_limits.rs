@@ -228,6 +228,30 @@ impl SharedLimits<u32> for SlowFor8 {
     }
 }
 
+/// Limits that always answer "later, in 0 ns" and whose wake-up is always ready: the
+/// worst a careless implementation can do. Counts its asks.
+#[derive(Clone, Default)]
+struct AlwaysLater(Arc<AtomicUsize>);
+
+impl SharedLimits<u32> for AlwaysLater {
+    type Permit = ();
+    type Error = CapsError;
+    type Ask = Ready<Answer<(), CapsError>>;
+    type Wake = Ready<()>;
+    type Revoked = std::future::Pending<CapsError>;
+
+    fn ask(&self, _key: &u32) -> Self::Ask {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        ready(Answer::Later(Duration::ZERO))
+    }
+    fn wake(&self, _key: &u32) -> Option<Self::Wake> {
+        Some(ready(()))
+    }
+    fn revoked(&self, _permit: &()) -> Option<Self::Revoked> {
+        None
+    }
+}
+
 /// Items `(key, index)`: `keys` keys, `per_key` items each, keys interleaved.
 fn items(keys: u32, per_key: u32) -> Vec<(u32, u32)> {
     (0..per_key)
@@ -485,5 +509,24 @@ matrix! {
         };
         let (out, ()) = future::zip(map, release).await;
         assert_eq!(out.len(), 500);
+    }
+
+    async fn a_wake_always_ready_still_waits_the_floor() {
+        // A wake-up that is always ready would have the key ask again at once after every
+        // "later": the floor of a millisecond between asks holds after a wake-up too.
+        let limits = AlwaysLater::default();
+        let map = map_async(items(1, 4), 4, |(_, index)| async move { Ok::<_, FetchError>(index) })
+            .per_key(|&(key, _)| key, 4)
+            .shared_limits(limits.clone());
+        let started = Instant::now();
+        let ended = tollgate::timeout(Duration::from_millis(300), map).await;
+        let elapsed = started.elapsed();
+        assert!(ended.is_err(), "nothing was ever granted: the map cannot end");
+        let asks = limits.0.load(Ordering::SeqCst);
+        // At most one ask a millisecond (with room for a late timer), not hundreds of
+        // thousands.
+        let bound = 2 * elapsed.as_millis() as usize + 10;
+        assert!(asks <= bound, "{asks} asks in {elapsed:?}: a loop");
+        assert!(asks >= 2, "the key asked again after its wake-up ({asks} asks)");
     }
 }

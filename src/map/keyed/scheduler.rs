@@ -90,6 +90,9 @@ struct Asked {
     asking: bool,
     /// No ask before this time (the limits said "later").
     later_until: u64,
+    /// No ask before this time even if the key is woken earlier: the floor after the last
+    /// "later", so a wake-up that is always ready cannot make the key ask in a loop.
+    floor_until: u64,
 }
 
 impl Asked {
@@ -107,6 +110,7 @@ const NOT_ASKED: Asked = Asked {
     granted: 0,
     asking: false,
     later_until: 0,
+    floor_until: 0,
 };
 
 impl<T> KeyState<T> {
@@ -725,17 +729,23 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.asking -= usize::from(asked.asking);
         asked.asking = false;
         // Never at once: an answer of "now" would have the key ask in a loop.
-        asked.later_until = until.max(now.saturating_add(MIN_LATER));
+        asked.floor_until = now.saturating_add(MIN_LATER);
+        asked.later_until = until.max(asked.floor_until);
         self.replace(key, now);
     }
 
-    /// `key`'s room in its shared limits may be back: it may ask again at once.
+    /// `key`'s room in its shared limits may be back: it may ask again at once, or at the
+    /// floor after its last "later" if that is still ahead.
     pub(crate) fn wake_asker(&mut self, key: &K, now: u64) {
         let Some(asked) = self.asked.get_mut(key) else {
             return;
         };
         if asked.later_until > now {
-            asked.later_until = 0;
+            asked.later_until = if asked.floor_until > now {
+                asked.floor_until
+            } else {
+                0
+            };
             if asked.is_empty() {
                 self.asked.remove(key);
             }

@@ -118,6 +118,9 @@ pub trait SharedLimits<K> {
     /// [`Later`](Answer::Later) said (a permit of the key released in this process), or
     /// `None` if the limits cannot tell. The map calls it just before each ask and keeps
     /// it while the key sleeps, so a release between the ask and its answer is not missed.
+    /// A wake-up never makes the map ask sooner than a millisecond after the key's last
+    /// [`Later`](Answer::Later): a wake-up that is always ready costs one ask a
+    /// millisecond, not a loop.
     fn wake(&self, key: &K) -> Option<Self::Wake>;
 
     /// A future that completes when `permit` stops covering its work (a lease its
@@ -132,9 +135,10 @@ pub trait SharedLimits<K> {
 pub enum Answer<P, E> {
     /// Room for one item: start it, holding the permit until its attempt ends.
     Granted(P),
-    /// No room now: ask again after this long (at least a millisecond: the map never asks
-    /// in a loop), or when the key's [`wake`](SharedLimits::wake) completes. The key holds
-    /// nothing meanwhile.
+    /// No room now: ask again after this long, or when the key's
+    /// [`wake`](SharedLimits::wake) completes, but never sooner than a millisecond after
+    /// this answer (the map never asks in a loop, whatever the duration or the wake-up
+    /// say). The key holds nothing meanwhile.
     Later(Duration),
     /// The limits could not answer (a store out of reach, after its own bounded wait):
     /// nothing was granted, and the key's next item ends with this error, as if its
