@@ -116,7 +116,7 @@ macro_rules! scheduling_methods {
                 $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>, $crate::RetryPolicy<$item, $err>>,
             >
             where
-                $item: Clone,
+                $item: $crate::map::keyed::RetryItem,
                 $($rbounds)*
             {
                 self.replace_admission(|_| $crate::map::PerKey::unkeyed().with_policy(policy))
@@ -355,7 +355,7 @@ macro_rules! scheduling_methods {
                 policy: $crate::RetryPolicy<$item, $err>,
             ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, $crate::RetryPolicy<$item, $err>, G>>
             where
-                $item: Clone,
+                $item: $crate::map::keyed::RetryItem,
                 $($rbounds)*
             {
                 self.replace_admission(|admission| admission.with_policy(policy))
