@@ -110,3 +110,18 @@ pub(crate) fn timed_out(what: &'static str, after: Duration) {
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
+
+/// A keyed map's shared limits said they grant nothing for `remaining` yet: a store
+/// warming up after it may have lost the permits it granted. Once a warm-up: when the map
+/// first hears of it, and not again before a grant.
+#[inline(always)]
+pub(crate) fn shared_limits_warming_up(remaining: Duration) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(
+        target: "tollgate",
+        remaining_ms = millis(remaining),
+        "shared limits warming up"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = remaining;
+}

@@ -13,7 +13,10 @@ use std::pin::Pin;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use tollgate::{Bulkhead, RetryPolicy, map_async, race, retry, sleep, timeout};
+use tollgate::{
+    Answer, Bulkhead, LaterReason, RetryPolicy, SharedLimits, map_async, race, retry, sleep,
+    timeout,
+};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
@@ -92,6 +95,32 @@ fn seen(message: &str) -> Vec<Seen> {
         .filter(|seen| seen.message() == message)
         .cloned()
         .collect()
+}
+
+/// Limits that grant nothing until `ready_at` (a store warming up), saying how long is left.
+struct WarmUntil(std::time::Instant);
+
+impl SharedLimits<u32> for WarmUntil {
+    type Permit = ();
+    type Error = std::convert::Infallible;
+    type Ask = std::future::Ready<Answer<(), Self::Error>>;
+    type Wake = std::future::Pending<()>;
+    type Revoked = std::future::Pending<Self::Error>;
+
+    fn ask(&self, _key: &u32) -> Self::Ask {
+        let left = self.0.saturating_duration_since(std::time::Instant::now());
+        std::future::ready(if left.is_zero() {
+            Answer::Granted(())
+        } else {
+            Answer::Later(left.min(Duration::from_millis(10)), LaterReason::WarmingUp)
+        })
+    }
+    fn wake(&self, _key: &u32) -> Option<Self::Wake> {
+        None
+    }
+    fn revoked(&self, _permit: &()) -> Option<Self::Revoked> {
+        None
+    }
 }
 
 type Contestant = Pin<Box<dyn Future<Output = Result<u32, &'static str>> + Send>>;
@@ -217,5 +246,21 @@ matrix! {
         assert!(timeout(Duration::from_millis(1), sleep(Duration::from_secs(3600))).await.is_err());
         let operations: Vec<_> = seen("timed out").iter().map(|seen| seen.field("operation").to_owned()).collect();
         assert_eq!(operations, ["race", "timeout"]);
+    }
+
+    async fn a_warm_up_of_the_shared_limits_is_reported_once() {
+        let _one = exclusive();
+        // Four keys, each told "later" several times during one warm-up of 100 ms.
+        let limits = WarmUntil(std::time::Instant::now() + Duration::from_millis(100));
+        let outputs = map_async(0..8u32, 8, |n| async move { Ok::<u32, std::convert::Infallible>(n) })
+            .per_key(|n| n % 4, 2)
+            .shared_limits(limits)
+            .await;
+        assert_eq!(outputs.len(), 8);
+        let warm_ups = seen("shared limits warming up");
+        assert_eq!(warm_ups.len(), 1, "{warm_ups:?}");
+        assert_eq!(warm_ups[0].level, Level::INFO);
+        let remaining: u64 = warm_ups[0].field("remaining_ms").parse().unwrap();
+        assert!(remaining <= 10, "told {remaining} ms");
     }
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::{InFlight, matrix};
 use event_listener::Event;
 use futures_lite::future;
-use tollgate::{Answer, RetryPolicy, SharedLimits, map_async};
+use tollgate::{Answer, LaterReason, RetryPolicy, SharedLimits, map_async};
 
 /// The limits' error: the store was down, or a permit was revoked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,7 +162,7 @@ impl SharedLimits<u32> for Caps {
         }
         let in_use = state.in_use.entry(*key).or_default();
         if *in_use >= self.0.cap {
-            return ready(Answer::Later(self.0.later));
+            return ready(Answer::Later(self.0.later, LaterReason::Full));
         }
         *in_use += 1;
         let now = *in_use;
@@ -242,10 +242,40 @@ impl SharedLimits<u32> for AlwaysLater {
 
     fn ask(&self, _key: &u32) -> Self::Ask {
         self.0.fetch_add(1, Ordering::SeqCst);
-        ready(Answer::Later(Duration::ZERO))
+        ready(Answer::Later(Duration::ZERO, LaterReason::Full))
     }
     fn wake(&self, _key: &u32) -> Option<Self::Wake> {
         Some(ready(()))
+    }
+    fn revoked(&self, _permit: &()) -> Option<Self::Revoked> {
+        None
+    }
+}
+
+/// Limits that grant nothing while `warming` is set (a store warming up), then grant
+/// everything.
+#[derive(Clone, Default)]
+struct WarmingUp(Arc<std::sync::atomic::AtomicBool>);
+
+impl SharedLimits<u32> for WarmingUp {
+    type Permit = ();
+    type Error = CapsError;
+    type Ask = Ready<Answer<(), CapsError>>;
+    type Wake = std::future::Pending<()>;
+    type Revoked = std::future::Pending<CapsError>;
+
+    fn ask(&self, _key: &u32) -> Self::Ask {
+        if self.0.load(Ordering::SeqCst) {
+            ready(Answer::Later(
+                Duration::from_millis(5),
+                LaterReason::WarmingUp,
+            ))
+        } else {
+            ready(Answer::Granted(()))
+        }
+    }
+    fn wake(&self, _key: &u32) -> Option<Self::Wake> {
+        None
     }
     fn revoked(&self, _permit: &()) -> Option<Self::Revoked> {
         None
@@ -528,5 +558,34 @@ matrix! {
         let bound = 2 * elapsed.as_millis() as usize + 10;
         assert!(asks <= bound, "{asks} asks in {elapsed:?}: a loop");
         assert!(asks >= 2, "the key asked again after its wake-up ({asks} asks)");
+    }
+
+    async fn a_warm_up_shows_in_progress() {
+        let limits = WarmingUp::default();
+        limits.0.store(true, Ordering::SeqCst);
+        let control = tollgate::MapControl::new();
+        let map = map_async(items(4, 2), 8, |(_, index)| async move { Ok::<_, FetchError>(index) })
+            .per_key(|&(key, _)| key, 2)
+            .shared_limits(limits.clone())
+            .control(&control);
+        let watch = async {
+            // Every key was told the limits are warming up: the progress says why nothing
+            // starts. The warm-up ends only once that was seen.
+            let seen = loop {
+                let progress = control.progress();
+                if progress.keys_warming_up() == 4 {
+                    break progress;
+                }
+                tollgate::sleep(Duration::from_millis(1)).await;
+            };
+            assert_eq!(seen.keys_told_later(), 4);
+            assert_eq!((seen.started(), seen.waiting()), (0, 8));
+            limits.0.store(false, Ordering::SeqCst);
+        };
+        let (out, ()) = future::zip(map, watch).await;
+        assert_eq!(out.len(), 8);
+        assert!(out.iter().all(Result::is_ok));
+        let progress = control.progress();
+        assert_eq!((progress.keys_told_later(), progress.keys_warming_up()), (0, 0));
     }
 }

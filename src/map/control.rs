@@ -72,6 +72,9 @@ pub(crate) struct Shared {
     retries: AtomicU64,
     not_started: AtomicU64,
     paused_keys: AtomicU64,
+    /// Keys the shared limits told "later", and of those the ones told of a warm-up.
+    keys_told_later: AtomicU64,
+    keys_warming_up: AtomicU64,
     ended: AtomicBool,
     /// Someone read a per-key figure: publish them at the end of the next poll.
     want_keys: AtomicBool,
@@ -143,6 +146,12 @@ impl Shared {
 
     pub(crate) fn publish_paused_keys(&self, paused: usize) {
         self.paused_keys.store(paused as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn publish_told_later(&self, later: usize, warming_up: usize) {
+        self.keys_told_later.store(later as u64, Ordering::Relaxed);
+        self.keys_warming_up
+            .store(warming_up as u64, Ordering::Relaxed);
     }
 
     /// Whether someone asked for per-key figures since they were last published; how many
@@ -325,11 +334,23 @@ impl<K> MapControl<K> {
 
     fn progress_quiet(&self) -> Progress {
         let figures = self.shared.read();
+        let ended = self.shared.ended.load(Ordering::Acquire);
+        // The key figures are published on request, while the map runs: an ended map has
+        // no key waiting for anything, whatever it published last.
+        let key_figure = |figure: &AtomicU64| {
+            if ended {
+                0
+            } else {
+                figure.load(Ordering::Relaxed)
+            }
+        };
         Progress {
             figures,
-            paused_keys: self.shared.paused_keys.load(Ordering::Relaxed),
+            paused_keys: key_figure(&self.shared.paused_keys),
+            keys_told_later: key_figure(&self.shared.keys_told_later),
+            keys_warming_up: key_figure(&self.shared.keys_warming_up),
             draining: self.shared.draining(),
-            ended: self.shared.ended.load(Ordering::Acquire),
+            ended,
         }
     }
 
@@ -652,6 +673,8 @@ impl<K: Clone> MapControl<K> {
 pub struct Progress {
     figures: Figures,
     paused_keys: u64,
+    keys_told_later: u64,
+    keys_warming_up: u64,
     draining: bool,
     ended: bool,
 }
@@ -724,10 +747,29 @@ impl Progress {
 
     /// Keys paused now by their server's word
     /// ([`RetryPolicy::pause_key`](crate::RetryPolicy::pause_key)), as of the map's
-    /// poll after the previous reading.
+    /// poll after the previous reading; 0 once the map ended.
     #[must_use]
     pub fn paused_keys(&self) -> u64 {
         self.paused_keys
+    }
+
+    /// Keys whose [shared limits](crate::SharedLimits) told them to come back
+    /// [later](crate::Answer::Later) and that wait for it now (a full key, a rate, a pause
+    /// kept by the store, a warm-up), as of the map's poll after the previous reading; 0
+    /// once the map ended, and for a map without shared limits.
+    #[must_use]
+    pub fn keys_told_later(&self) -> u64 {
+        self.keys_told_later
+    }
+
+    /// Of [`keys_told_later`](Self::keys_told_later), the keys told that the shared limits
+    /// grant nothing yet because they are warming up
+    /// ([`LaterReason::WarmingUp`](crate::LaterReason::WarmingUp)): a store that may have
+    /// lost its permits waits until they have all lapsed. Items waiting while this is
+    /// above 0 wait for the store, not for their host.
+    #[must_use]
+    pub fn keys_warming_up(&self) -> u64 {
+        self.keys_warming_up
     }
 
     /// Whether a drain was asked.

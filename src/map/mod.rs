@@ -37,7 +37,7 @@ pub use self::control::{ControlError, KeyProgress, MapControl, Progress};
 pub use self::engine::Window;
 pub(crate) use self::keyed::check_per_key_limit;
 pub use self::keyed::{
-    Answer, NoRetry, NoSharedLimits, PerKey, SharedLimits, Unkeyed, WithSharedLimits,
+    Answer, LaterReason, NoRetry, NoSharedLimits, PerKey, SharedLimits, Unkeyed, WithSharedLimits,
 };
 pub use self::stream::{MapBounded, MapUnordered};
 

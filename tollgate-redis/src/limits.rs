@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tollgate::{Answer, Rate, SharedLimits};
+use tollgate::{Answer, LaterReason, Rate, SharedLimits};
 
 use crate::SharedError;
 use crate::bulkhead::{Released, grant_once, lease_set};
@@ -181,18 +181,35 @@ impl SharedKeyLimits {
             // Granted, but the answer came after the lease's fence point, so the lease was
             // let go (and the rate start it took with it is lost: under-use, never over-use).
             // Redis is slow: give it a poll interval.
-            Ok(None) => Answer::Later(store.poll),
+            Ok(None) => Answer::Later(store.poll, LaterReason::Slow),
             // A full key may free up any moment (a release elsewhere): ask again after the
             // poll interval, or at once on a release in this process.
-            Err(e) if e.is_full() => {
-                Answer::Later(e.retry_after().unwrap_or(store.poll).min(store.poll))
-            }
-            Err(e) => match e.retry_after() {
+            Err(e) if e.is_full() => Answer::Later(
+                e.retry_after().unwrap_or(store.poll).min(store.poll),
+                LaterReason::Full,
+            ),
+            Err(e) => match (e.retry_after(), later_reason(&e)) {
                 // Early for the rate, paused, warming up: the exact wait.
-                Some(after) => Answer::Later(after),
-                None => Answer::Failed(e),
+                (Some(after), Some(reason)) => Answer::Later(after, reason),
+                _ => Answer::Failed(e),
             },
         }
+    }
+}
+
+/// Why a refusal that is not a failure tells the key to come back later; `None` for a
+/// failure (the store out of reach), which ends the item's attempt.
+fn later_reason(error: &SharedError) -> Option<LaterReason> {
+    if error.is_full() {
+        Some(LaterReason::Full)
+    } else if error.is_rate_limited() {
+        Some(LaterReason::RateLimited)
+    } else if error.is_paused() {
+        Some(LaterReason::Paused)
+    } else if error.is_warming_up() {
+        Some(LaterReason::WarmingUp)
+    } else {
+        None
     }
 }
 

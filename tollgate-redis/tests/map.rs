@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::{InFlight, connect, matrix, until};
 use futures_lite::future;
 use support::redis_server::{RedisServer, TestRedis, unique_namespace};
-use tollgate::{Answer, Rate, RetryPolicy, SharedLimits, map_async};
+use tollgate::{Answer, LaterReason, Rate, RetryPolicy, SharedLimits, map_async};
 use tollgate_redis::{RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead};
 
 /// In flight per key, and every start's time.
@@ -252,7 +252,7 @@ matrix! {
         let first = loop {
             match ask(&limits).await {
                 Answer::Granted(permit) => break permit,
-                Answer::Later(after) => tollgate::sleep(after).await,
+                Answer::Later(after, _) => tollgate::sleep(after).await,
                 Answer::Failed(e) => panic!("{e}"),
             }
         };
@@ -260,7 +260,9 @@ matrix! {
         // back within the poll interval.
         tollgate::sleep(Duration::from_millis(1100)).await;
         match ask(&limits).await {
-            Answer::Later(after) => assert!(after <= tollgate_redis::DEFAULT_POLL_INTERVAL),
+            Answer::Later(after, LaterReason::Full) => {
+                assert!(after <= tollgate_redis::DEFAULT_POLL_INTERVAL)
+            }
             other => panic!("expected later, got {other:?}"),
         }
         let bulkhead = SharedKeyedBulkhead::new(&s, "per-host", 1);
@@ -278,7 +280,9 @@ matrix! {
         .await;
         // Early for the rate now: told the rate's wait, and no lease taken.
         match ask(&limits).await {
-            Answer::Later(after) => assert!(after > Duration::from_millis(100), "{after:?}"),
+            Answer::Later(after, LaterReason::RateLimited) => {
+                assert!(after > Duration::from_millis(100), "{after:?}")
+            }
             other => panic!("expected later, got {other:?}"),
         }
         assert_eq!(bulkhead.in_use("k").await.unwrap(), 0, "a refused start holds no lease");

@@ -32,12 +32,13 @@ use std::time::Duration;
 use futures_lite::Stream;
 
 use self::scheduler::{KeyScheduler, Next};
-pub use self::shared::{Answer, NoSharedLimits, SharedLimits, WithSharedLimits};
+pub use self::shared::{Answer, LaterReason, NoSharedLimits, SharedLimits, WithSharedLimits};
 use self::shared::{Gate, GateOutput, Heard};
 use super::control::{CAN_PER_KEY, CAN_RATE, Figures, KeyProgress, Settings, Shared};
 use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
 use super::pool::Started;
 use super::results::Results;
+use crate::events;
 use crate::limit::rate::Rate;
 use crate::limit::rate::gcra::{Gcra, instant_at, nanos_since_origin};
 use crate::retry::{Plan, RetryPolicy};
@@ -538,8 +539,11 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
                     unneeded.push(key);
                 }
             }
-            Heard::Later(key, after) => {
-                scheduler.later(&key, now.saturating_add(nanos(after)), now);
+            Heard::Later(key, after, reason) => {
+                let until = now.saturating_add(nanos(after));
+                if scheduler.later(&key, until, reason, now) {
+                    events::shared_limits_warming_up(after);
+                }
             }
             Heard::Woken(key) => scheduler.wake_asker(&key, now),
         });
@@ -792,6 +796,10 @@ where
         let now = self.now();
         let (paused, busiest) = self.scheduler.busiest(now, n);
         shared.publish_paused_keys(paused);
+        if G::ACTIVE {
+            let (later, warming_up) = self.scheduler.told_later(now);
+            shared.publish_told_later(later, warming_up);
+        }
         if let Some(board) = &self.board {
             let busiest = busiest
                 .into_iter()

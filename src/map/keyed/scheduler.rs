@@ -23,6 +23,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::Hash;
 
+use super::shared::LaterReason;
 use crate::limit::rate::gcra::Gcra;
 
 /// An item back from a failed attempt, with the time before which it may not start.
@@ -82,7 +83,7 @@ struct KeyState<T> {
 
 /// Where a key of a map with shared limits stands with them. Kept beside the key states,
 /// not in them: a map without shared limits carries none of it.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct Asked {
     /// Permits granted, not yet taken by a start (the map holds the permits).
     granted: usize,
@@ -90,6 +91,8 @@ struct Asked {
     asking: bool,
     /// No ask before this time (the limits said "later").
     later_until: u64,
+    /// Why the limits said "later" (meaningful while `later_until` is ahead).
+    reason: LaterReason,
     /// No ask before this time even if the key is woken earlier: the floor after the last
     /// "later", so a wake-up that is always ready cannot make the key ask in a loop.
     floor_until: u64,
@@ -105,11 +108,18 @@ impl Asked {
 /// The shortest "later" a key sleeps for (1 ms), whatever its shared limits said.
 const MIN_LATER: u64 = 1_000_000;
 
+impl Default for Asked {
+    fn default() -> Self {
+        NOT_ASKED
+    }
+}
+
 /// A key the shared limits know nothing of.
 const NOT_ASKED: Asked = Asked {
     granted: 0,
     asking: false,
     later_until: 0,
+    reason: LaterReason::Full,
     floor_until: 0,
 };
 
@@ -244,6 +254,9 @@ pub(crate) struct KeyScheduler<K, T> {
     /// Permits in hand over all keys, and asks in flight.
     granted: usize,
     asking: usize,
+    /// Whether the shared limits' last word on a warm-up was that one is on (set by an
+    /// answer of "warming up", cleared by the next grant).
+    warming_up: bool,
     /// Keys waiting only for time, earliest first. An entry whose key has moved since
     /// (its `place` says another time) is stale and skipped.
     sleepers: BinaryHeap<Reverse<Sleeper<K>>>,
@@ -303,6 +316,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             asked: HashMap::new(),
             granted: 0,
             asking: 0,
+            warming_up: false,
             sleepers: BinaryHeap::new(),
             order: 0,
             waiting: 0,
@@ -667,6 +681,20 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         (paused, busiest)
     }
 
+    /// How many keys the shared limits told "later" that still wait at `now`, and how many
+    /// of those were told the limits are warming up.
+    pub(crate) fn told_later(&self, now: u64) -> (usize, usize) {
+        let mut later = 0;
+        let mut warming_up = 0;
+        for asked in self.asked.values() {
+            if asked.later_until > now {
+                later += 1;
+                warming_up += usize::from(asked.reason == LaterReason::WarmingUp);
+            }
+        }
+        (later, warming_up)
+    }
+
     /// The next key that may ask its shared limits for a permit at `now`, marked as
     /// asking (it leaves the lines until the answer); `None` when no key may.
     pub(crate) fn next_ask(&mut self, now: u64) -> Option<K> {
@@ -703,6 +731,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// The shared limits granted `key` a permit: its next item may start. `false` when the
     /// key no longer needs it (a drain took its items): the map drops the permit.
     pub(crate) fn grant(&mut self, key: &K, now: u64) -> bool {
+        self.warming_up = false;
         let items = self.keys.get(key).map_or(0, KeyState::items);
         let Some(asked) = self.asked.get_mut(key) else {
             return false;
@@ -721,17 +750,23 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         needed
     }
 
-    /// The shared limits told `key` to ask again at `until` (or when woken earlier).
-    pub(crate) fn later(&mut self, key: &K, until: u64, now: u64) {
+    /// The shared limits told `key` to ask again at `until` (or when woken earlier), for
+    /// `reason`. `true` when this answer starts a warm-up of the limits (the first one told
+    /// since the last grant), to be reported once, not once per ask.
+    pub(crate) fn later(&mut self, key: &K, until: u64, reason: LaterReason, now: u64) -> bool {
+        let warm_up_starts = reason == LaterReason::WarmingUp && !self.warming_up;
+        self.warming_up |= warm_up_starts;
         let Some(asked) = self.asked.get_mut(key) else {
-            return;
+            return warm_up_starts;
         };
         self.asking -= usize::from(asked.asking);
         asked.asking = false;
+        asked.reason = reason;
         // Never at once: an answer of "now" would have the key ask in a loop.
         asked.floor_until = now.saturating_add(MIN_LATER);
         asked.later_until = until.max(asked.floor_until);
         self.replace(key, now);
+        warm_up_starts
     }
 
     /// `key`'s room in its shared limits may be back: it may ask again at once, or at the
@@ -1101,12 +1136,12 @@ mod tests {
         scheduler.push("a", 1, 0);
         scheduler.push("b", 2, 0);
         assert_eq!(scheduler.next_ask(0), Some("a"));
-        scheduler.later(&"a", 50 * MS, 0);
+        scheduler.later(&"a", 50 * MS, LaterReason::Full, 0);
         assert_eq!(scheduler.next_ask(0), Some("b"), "other keys ask meanwhile");
         assert_eq!(scheduler.next_ask(10 * MS), None);
         assert_eq!(scheduler.next(10 * MS), Next::NotBefore(50 * MS));
         assert_eq!(scheduler.next_ask(50 * MS), Some("a"));
-        scheduler.later(&"a", 90 * MS, 50 * MS);
+        scheduler.later(&"a", 90 * MS, LaterReason::Full, 50 * MS);
         scheduler.wake_asker(&"a", 60 * MS);
         assert_eq!(
             scheduler.next_ask(60 * MS),
@@ -1183,7 +1218,7 @@ mod tests {
         assert_eq!(scheduler.next_ask(0), Some("b"));
         assert_eq!(scheduler.next_ask(0), None, "the burst is asked for");
         assert!(scheduler.grant(&"a", 0));
-        scheduler.later(&"b", 0, 0);
+        scheduler.later(&"b", 0, LaterReason::Full, 0);
         assert_eq!(drain(&mut scheduler), [("a", ())]);
         // One start of the burst left: one ask.
         let asker = scheduler.next_ask(2 * MS).expect("one more start allowed");

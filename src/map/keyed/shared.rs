@@ -50,7 +50,7 @@ use std::time::Duration;
 /// use std::future::{Pending, Ready, ready};
 /// use std::sync::{Arc, Mutex};
 /// use std::time::Duration;
-/// use tollgate::{Answer, SharedLimits, map_async};
+/// use tollgate::{Answer, LaterReason, SharedLimits, map_async};
 ///
 /// #[derive(Clone, Default)]
 /// struct Caps(Arc<Mutex<HashMap<u32, usize>>>);
@@ -76,7 +76,7 @@ use std::time::Duration;
 ///             *in_use += 1;
 ///             ready(Answer::Granted(Permit(self.clone(), *key)))
 ///         } else {
-///             ready(Answer::Later(Duration::from_millis(1)))
+///             ready(Answer::Later(Duration::from_millis(1), LaterReason::Full))
 ///         }
 ///     }
 ///     fn wake(&self, _key: &u32) -> Option<Self::Wake> {
@@ -135,15 +135,38 @@ pub trait SharedLimits<K> {
 pub enum Answer<P, E> {
     /// Room for one item: start it, holding the permit until its attempt ends.
     Granted(P),
-    /// No room now: ask again after this long, or when the key's
+    /// No room now, for this reason: ask again after this long, or when the key's
     /// [`wake`](SharedLimits::wake) completes, but never sooner than a millisecond after
     /// this answer (the map never asks in a loop, whatever the duration or the wake-up
-    /// say). The key holds nothing meanwhile.
-    Later(Duration),
+    /// say). The key holds nothing meanwhile. The map's progress counts the keys told
+    /// "later" ([`Progress::keys_told_later`](crate::Progress::keys_told_later)), and
+    /// those told the limits are warming up
+    /// ([`Progress::keys_warming_up`](crate::Progress::keys_warming_up)).
+    Later(Duration, LaterReason),
     /// The limits could not answer (a store out of reach, after its own bounded wait):
     /// nothing was granted, and the key's next item ends with this error, as if its
     /// attempt had failed (a retry policy may try it again).
     Failed(E),
+}
+
+/// Why shared limits told a key to ask again [`Later`](Answer::Later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LaterReason {
+    /// The key's cap is full: every permit of it is held (here or elsewhere in a fleet).
+    Full,
+    /// Too early for the key's rate.
+    RateLimited,
+    /// The key is paused (a server asked the whole key to back off).
+    Paused,
+    /// The limits grant nothing to any key yet: a store that may have lost the permits it
+    /// granted (a restart, a failover, a flush) waits until every permit it may have
+    /// forgotten has lapsed. With the `tracing` feature the map reports each warm-up once
+    /// (an `INFO` event, "shared limits warming up", with the time left as the limits
+    /// said), when it first hears of it.
+    WarmingUp,
+    /// The limits answered too late for a permit to be of use (a slow store): ask again.
+    Slow,
 }
 
 /// What a keyed map heard from its shared limits while it polled them. Failed asks and
@@ -151,8 +174,8 @@ pub enum Answer<P, E> {
 pub(crate) enum Heard<K> {
     /// An ask of this key was granted (the gate keeps the permit until a start takes it).
     Granted(K),
-    /// An ask of this key was told to come back after this long.
-    Later(K, Duration),
+    /// An ask of this key was told to come back after this long, and why.
+    Later(K, Duration, LaterReason),
     /// This key's room may be back before its "later".
     Woken(K),
 }
@@ -446,11 +469,11 @@ impl<K: Hash + Eq + Clone, L: SharedLimits<K>> Gate<K> for WithSharedLimits<K, L
                         heard(Heard::Granted(key));
                     }
                     Answer::Failed(error) => self.failed.push((key, error)),
-                    Answer::Later(after) => {
+                    Answer::Later(after, reason) => {
                         if let Some(wake) = wake {
                             self.add_sleeper(key.clone(), wake);
                         }
-                        heard(Heard::Later(key, after));
+                        heard(Heard::Later(key, after, reason));
                     }
                 }
             }
