@@ -8,7 +8,9 @@ use tollgate::Rate;
 
 use crate::SharedError;
 use crate::bulkhead::RateArgs;
-use crate::scripts::{FULL, GCRA, GRANTED, PAUSE, PAUSED, WARMING_UP};
+use crate::scripts::{
+    FULL, GCRA, GRANTED, PAUSE, PAUSE_CHECK, PAUSED, WARMING_UP, wait_from_reply,
+};
 use crate::store::{Call, Inner, RedisLimits, micros, micros_ceil, tag};
 
 /// A rate per key across every process that uses the same Redis, namespace and name: the
@@ -96,6 +98,7 @@ impl SharedKeyedRateLimiter {
     pub async fn check_key(&self, key: &str) -> Result<(), SharedError> {
         take_start(
             &self.store,
+            &paused_key(&self.store, &self.name, key),
             &rate_args(&self.store, &self.name, key, self.rate),
         )
         .await
@@ -150,6 +153,14 @@ impl SharedKeyedRateLimiter {
     /// Pauses `key` for every process for `duration` from now on Redis's clock, e.g. from a
     /// server's `Retry-After`. A pause that already lasts longer is kept.
     ///
+    /// The pause is shared by name, whatever limits ask: no start of the key is taken and
+    /// no lease of it granted until it ends, by this limiter, a
+    /// [`SharedKeyedBulkhead`](crate::SharedKeyedBulkhead) or a
+    /// [`SharedKeyLimits`](crate::SharedKeyLimits) of the same name (cap, rate, both or
+    /// neither). Waiters ([`until_key_ready`](Self::until_key_ready),
+    /// [`acquire`](crate::SharedKeyedBulkhead::acquire), a map) sleep until it ends,
+    /// holding nothing.
+    ///
     /// # Examples
     ///
     /// ```no_run
@@ -195,31 +206,40 @@ pub(crate) fn state_key(store: &Inner, name: &str, key: &str, what: &str) -> Str
     format!("{}:rate:{}:{what}", store.namespace, tag(name, key))
 }
 
+/// The name of `key`'s "paused until" in Redis: one per name and key, whatever limits use
+/// it (a rate limiter, a bulkhead, a map's limits).
+pub(crate) fn paused_key(store: &Inner, name: &str, key: &str) -> String {
+    state_key(store, name, key, "paused")
+}
+
 /// What the scripts need to decide a start of `rate` for `key`.
 pub(crate) fn rate_args(store: &Inner, name: &str, key: &str, rate: Rate) -> RateArgs {
     let interval = micros_ceil(rate.interval()).max(1);
     RateArgs {
         tat: state_key(store, name, key, "tat"),
-        paused: state_key(store, name, key, "paused"),
         interval,
         tolerance: interval.saturating_mul(u64::from(rate.burst_size() - 1)),
     }
 }
 
-/// Takes one start of a key's rate if its rate and pause allow it now (`gcra.lua`).
-pub(crate) async fn take_start(store: &Inner, rate: &RateArgs) -> Result<(), SharedError> {
+/// Takes one start of a key's rate if its pause and rate allow it now (`gcra.lua`).
+pub(crate) async fn take_start(
+    store: &Inner,
+    paused: &str,
+    rate: &RateArgs,
+) -> Result<(), SharedError> {
     let epoch = store.epoch_key();
     let mut invocation = GCRA.prepare_invoke();
     invocation
         .key(&rate.tat)
-        .key(&rate.paused)
+        .key(paused)
         .key(&epoch)
         .arg(rate.interval)
         .arg(rate.tolerance)
         .arg(store.ttl_micros())
         .arg(store.run_id());
     let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
-    let after = Duration::from_micros(after.max(0).unsigned_abs());
+    let after = wait_from_reply(after);
     match code {
         GRANTED => Ok(()),
         FULL => Err(SharedError::rate_limited(after)),
@@ -232,14 +252,30 @@ pub(crate) async fn take_start(store: &Inner, rate: &RateArgs) -> Result<(), Sha
     }
 }
 
-/// Pauses `key`'s starts for the fleet for `duration` (`pause.lua`).
+/// Whether a key is paused now (`pause_check.lua`), for limits with neither a cap nor a
+/// rate: `Ok` when it is not.
+pub(crate) async fn check_pause(store: &Inner, paused: &str) -> Result<(), SharedError> {
+    let mut invocation = PAUSE_CHECK.prepare_invoke();
+    invocation.key(paused);
+    let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
+    match code {
+        GRANTED => Ok(()),
+        PAUSED => Err(SharedError::paused(wait_from_reply(after))),
+        other => Err(SharedError::unavailable(
+            &store.address,
+            format_args!("unexpected reply {other} from the pause check script"),
+        )),
+    }
+}
+
+/// Pauses `key` for the fleet for `duration` (`pause.lua`).
 pub(crate) async fn pause(
     store: &Inner,
     name: &str,
     key: &str,
     duration: Duration,
 ) -> Result<(), SharedError> {
-    let paused = state_key(store, name, key, "paused");
+    let paused = paused_key(store, name, key);
     let mut invocation = PAUSE.prepare_invoke();
     invocation.key(&paused).arg(micros(duration));
     store

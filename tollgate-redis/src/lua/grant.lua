@@ -1,9 +1,10 @@
--- Grants one lease of a key if the key has room (and, with a rate, if the key's rate and pause
--- allow a start: both are decided and taken together), on Redis's clock.
+-- Grants one lease of a key if the key is not paused and has room (and, with a rate, if the
+-- key's rate allows a start: both are decided and taken together), on Redis's clock.
 -- KEYS[1]: the key's lease set (member = lease id, score = expiry in Redis TIME microseconds)
 -- KEYS[2]: the namespace's epoch (see epoch.lua)
 -- KEYS[3]: this lease id's tombstone (present when its caller gave up before the reply)
--- KEYS[4], KEYS[5]: the key's TAT and "paused until" (see rate.lua), with a rate only
+-- KEYS[4]: the key's "paused until" (see rate.lua): checked whatever limits the key has
+-- KEYS[5]: the key's TAT (see rate.lua), with a rate only
 -- ARGV[1]: the limit, ARGV[2]: the lease TTL in microseconds, ARGV[3]: the lease id,
 -- ARGV[4]: the run id of the Redis as the caller last read it (see epoch.lua),
 -- ARGV[5], ARGV[6]: the rate's interval and burst tolerance in microseconds (0: no rate)
@@ -43,14 +44,17 @@ if redis.call('ZSCORE', KEYS[1], ARGV[3]) then
   expire_after_last(KEYS[1])
   return {0, now + ttl}
 end
+-- A paused key is granted nothing, whatever limits it has.
+local paused = pause_left(KEYS[4], now)
+if paused then
+  return {2, paused}
+end
 local interval = tonumber(ARGV[5] or '0')
 local rate = nil
 if interval > 0 then
-  rate = rate_check(KEYS[4], KEYS[5], interval, tonumber(ARGV[6]), since, now)
-  if rate[1] == 1 then
+  rate = rate_check(KEYS[5], interval, tonumber(ARGV[6]), since, now)
+  if rate[1] ~= 0 then
     return {5, rate[2]}
-  elseif rate[1] ~= 0 then
-    return rate
   end
 end
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
@@ -58,7 +62,7 @@ if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
   return {1, tonumber(oldest[2]) - now}
 end
 if rate then
-  rate_take(KEYS[4], rate[2], now)
+  rate_take(KEYS[5], rate[2], now)
 end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[3])
 expire_after_last(KEYS[1])

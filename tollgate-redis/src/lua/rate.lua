@@ -1,14 +1,21 @@
--- Prepended to gcra.lua and grant.lua: a key's rate (GCRA) and its pause, on Redis's clock.
--- A key's state is its TAT (theoretical arrival time, Redis TIME microseconds) and its
--- "paused until"; `since` is the epoch's start (see epoch.lua).
--- rate_check answers {0, next TAT} when a start is allowed now (nothing is written: the
--- caller takes it with rate_take once everything else allows the start), {1, micros} when
--- the rate allows none yet, {2, micros} while the key is paused.
-local function rate_check(tat_key, paused_key, interval, tolerance, since, now)
+-- Prepended to gcra.lua, grant.lua and pause_check.lua: a key's pause and its rate (GCRA) on
+-- Redis's clock.
+-- A key's state is its "paused until" and its TAT (theoretical arrival time), both Redis TIME
+-- microseconds; `since` is the epoch's start (see epoch.lua).
+
+-- The time left of a key's pause in microseconds, or nil when it is not paused.
+local function pause_left(paused_key, now)
   local paused = tonumber(redis.call('GET', paused_key) or '0')
   if paused > now then
-    return {2, paused - now}
+    return paused - now
   end
+  return nil
+end
+
+-- rate_check answers {0, next TAT} when a start is allowed now (nothing is written: the
+-- caller takes it with rate_take once everything else allows the start), or {1, micros}
+-- when the rate allows none yet. The pause is the caller's to check first (pause_left).
+local function rate_check(tat_key, interval, tolerance, since, now)
   local tat = tonumber(redis.call('GET', tat_key) or '0')
   if tat == 0 then
     -- No state: an idle key, or one whose TAT Redis lost with its data before `since`. A
