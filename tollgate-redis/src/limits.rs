@@ -138,7 +138,9 @@ impl SharedKeyLimits {
     /// holding no slot. A pause that already lasts longer is kept.
     ///
     /// The pause is shared by name with a [`SharedKeyedRateLimiter`](crate::SharedKeyedRateLimiter)
-    /// and a [`SharedKeyedBulkhead`](crate::SharedKeyedBulkhead) of the same name.
+    /// and a [`SharedKeyedBulkhead`](crate::SharedKeyedBulkhead) of the same name. A
+    /// `duration` longer than [`MAX_PAUSE`](crate::MAX_PAUSE) (100 years) is set as
+    /// `MAX_PAUSE`: `Duration::MAX` reads as a very long pause, never as none.
     ///
     /// # Examples
     ///

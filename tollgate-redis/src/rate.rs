@@ -13,6 +13,35 @@ use crate::scripts::{
 };
 use crate::store::{Call, Inner, RedisLimits, micros, micros_ceil, tag};
 
+/// The longest pause [`pause_key`](SharedKeyedRateLimiter::pause_key) sets: 100 years of 365
+/// days. A longer one (`Duration::MAX` for "until further notice") is set as this, so it
+/// reads as a very long pause everywhere (a [`retry_after`](SharedError::retry_after) of up
+/// to 100 years, waiters sleeping through it), never as none.
+///
+/// Why this bound: a pause is kept in Redis as the Redis time it ends, in microseconds, and
+/// the scripts compute with Lua numbers, which hold whole numbers exactly only below 2^53
+/// (about 285 years after 1970); now plus 100 years stays below that until the year 2155.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::Rate;
+/// use tollgate_redis::{MAX_PAUSE, RedisLimits, SharedKeyedRateLimiter};
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+/// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(10));
+/// per_host.until_key_ready("example.com").await?; // the store is warm
+/// // The host asked never to be crawled again.
+/// per_host.pause_key("example.com", Duration::MAX).await?;
+/// let paused = per_host.check_key("example.com").await.unwrap_err();
+/// assert!(paused.retry_after().unwrap() > MAX_PAUSE - Duration::from_secs(60));
+/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # });
+/// ```
+pub const MAX_PAUSE: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
 /// A rate per key across every process that uses the same Redis, namespace and name: the
 /// shared counterpart of tollgate's [`KeyedRateLimiter`](tollgate::KeyedRateLimiter).
 ///
@@ -161,6 +190,9 @@ impl SharedKeyedRateLimiter {
     /// [`acquire`](crate::SharedKeyedBulkhead::acquire), a map) sleep until it ends,
     /// holding nothing.
     ///
+    /// A `duration` longer than [`MAX_PAUSE`] (100 years) is set as `MAX_PAUSE`:
+    /// `Duration::MAX` reads as a very long pause, never as none.
+    ///
     /// # Examples
     ///
     /// ```no_run
@@ -268,7 +300,7 @@ pub(crate) async fn check_pause(store: &Inner, paused: &str) -> Result<(), Share
     }
 }
 
-/// Pauses `key` for the fleet for `duration` (`pause.lua`).
+/// Pauses `key` for the fleet for `duration`, at most [`MAX_PAUSE`] (`pause.lua`).
 pub(crate) async fn pause(
     store: &Inner,
     name: &str,
@@ -277,7 +309,7 @@ pub(crate) async fn pause(
 ) -> Result<(), SharedError> {
     let paused = paused_key(store, name, key);
     let mut invocation = PAUSE.prepare_invoke();
-    invocation.key(&paused).arg(micros(duration));
+    invocation.key(&paused).arg(micros(duration.min(MAX_PAUSE)));
     store
         .query::<i64>(&Call::Script(&invocation))
         .await

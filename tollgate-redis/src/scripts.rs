@@ -52,7 +52,10 @@ pub(crate) const CANCELLED: i64 = 4;
 /// [`FULL`] for that).
 pub(crate) const RATE_LIMITED: i64 = 5;
 
-/// The wait a script answered, in microseconds; a negative reply reads as no wait.
+/// The wait a script answered, in microseconds. The scripts cap every wait they answer
+/// (`wait_reply` in `rate.lua`: at most 2^53 µs, about 285 years), so a reply is never
+/// wrapped by Redis's integer conversion, and a very long pause reads as a very long wait.
+/// A negative reply, which the scripts never send, reads as no wait.
 pub(crate) fn wait_from_reply(micros: i64) -> Duration {
     Duration::from_micros(u64::try_from(micros).unwrap_or(0))
 }

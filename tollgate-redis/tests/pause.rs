@@ -1,18 +1,25 @@
 //! A key paused for the fleet (`pause_key`) against a real redis-server: never granted
 //! whatever limits it has (a cap, a rate, both, neither), waited out by `acquire` holding
-//! nothing, reported by `try_acquire`.
+//! nothing, reported by `try_acquire`; and a pause longer than the store can represent reads
+//! as a very long pause, never as none, so its waiters sleep instead of asking in a loop.
 
 mod common;
 mod support;
 
+use std::future::IntoFuture;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{connect, matrix, until};
 use futures_lite::future;
-use support::redis_server::{TestRedis, unique_namespace};
-use tollgate::{Rate, map_async};
-use tollgate_redis::{RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead};
+use support::redis_server::{Probe, RedisServer, TestRedis, unique_namespace};
+use tollgate::{Answer, Rate, SharedLimits, map_async};
+use tollgate_redis::{
+    MAX_PAUSE, RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead,
+    SharedKeyedRateLimiter,
+};
+
+const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Marks the namespace as already warm (its epoch set by this Redis, in the past), so the
 /// answers these tests look at are about the pause, not the warm-up of a new namespace.
@@ -56,6 +63,17 @@ fn every_kind(store: &RedisLimits, name: &str) -> [(&'static str, SharedKeyLimit
         ),
         ("neither", SharedKeyLimits::new(store, name)),
     ]
+}
+
+/// Scripts Redis ran (`EVALSHA`, `EVAL`) since the last reset: one per call of the store.
+/// The commands inside a script are counted apart by Redis and not here.
+fn script_calls(probe: &mut Probe) -> u64 {
+    probe
+        .command_stats()
+        .iter()
+        .filter(|stat| stat.command.starts_with("eval"))
+        .map(|stat| stat.calls)
+        .sum()
 }
 
 matrix! {
@@ -167,5 +185,79 @@ matrix! {
             bulkhead.in_use("k").await.unwrap() == 0
         })
         .await;
+    }
+
+    async fn a_pause_of_duration_max_reads_as_very_long_and_waiters_do_not_ask_in_a_loop() {
+        // Its own server: `CONFIG RESETSTAT` and the command counts are global.
+        let server = RedisServer::start();
+        let ns = unique_namespace("pause-max");
+        let s = connect(&server.url(), &ns, Duration::from_secs(2), Duration::from_secs(2)).await;
+        warm_up(&s);
+        let rate = SharedKeyedRateLimiter::new(&s, "per-host", Rate::per_second(100));
+        rate.pause_key("k", Duration::MAX).await.unwrap();
+        // Asking again with the maximum keeps it (and must not fail).
+        rate.pause_key("k", MAX_PAUSE).await.unwrap();
+
+        // Every path that reads a pause reports a very long one.
+        let refused = rate.check_key("k").await.unwrap_err();
+        assert!(refused.is_paused(), "{refused}");
+        let after = refused.retry_after().unwrap();
+        assert!(after > DAY && after <= MAX_PAUSE, "{refused}");
+        let bulkhead = SharedKeyedBulkhead::new(&s, "per-host", 2);
+        let refused = bulkhead.try_acquire("k").await.unwrap_err();
+        assert!(refused.is_paused(), "{refused}");
+        assert!(refused.retry_after().unwrap() > DAY, "{refused}");
+        for (kind, limits) in every_kind(&s, "per-host") {
+            match SharedLimits::<&str>::ask(&limits, &"k").await {
+                Answer::Later(after) => assert!(after > DAY, "limits with {kind}: later {after:?}"),
+                other => panic!("limits with {kind}: expected later, got {other:?}"),
+            }
+        }
+        // A wait beyond what the store sets is answered capped, never wrapped: a pause
+        // written by hand far past `MAX_PAUSE` (the layout `<namespace>:rate:{<name's
+        // length>:<name>:<key>}:paused`, pinned here), and a rate of one start per
+        // `Duration::MAX`.
+        let _: () = redis::cmd("SET")
+            .arg(format!("{ns}:rate:{{8:per-host:far}}:paused"))
+            .arg("18446744073709551616")
+            .query(&mut server.connection())
+            .unwrap();
+        let refused = rate.check_key("far").await.unwrap_err();
+        assert!(refused.is_paused() && refused.retry_after().unwrap() > DAY, "{refused}");
+        let never = SharedKeyedRateLimiter::new(&s, "never", Rate::every(Duration::MAX));
+        let refused = never.check_key("k").await.unwrap_err();
+        assert!(refused.is_rate_limited() && refused.retry_after().unwrap() > DAY, "{refused}");
+
+        let mut probe = server.probe();
+        let window = Duration::from_millis(500);
+        // One waiter of each kind, each watched for 500 ms: it stays waiting, and asks
+        // Redis a handful of times at most (hundreds of times when the pause read as zero).
+        probe.reset_stats();
+        let waited = tollgate::timeout(window, rate.until_key_ready("k")).await;
+        assert!(waited.is_err(), "until_key_ready ended during the pause: {waited:?}");
+        let calls = script_calls(&mut probe);
+        assert!(calls <= 5, "until_key_ready asked redis {calls} times in {window:?}");
+
+        probe.reset_stats();
+        let waited = tollgate::timeout(window, bulkhead.acquire("k")).await;
+        assert!(waited.is_err(), "acquire ended during the pause: {waited:?}");
+        let calls = script_calls(&mut probe);
+        assert!(calls <= 5, "acquire asked redis {calls} times in {window:?}");
+
+        for (kind, limits) in every_kind(&s, "per-host") {
+            probe.reset_stats();
+            let started = AtomicUsize::new(0);
+            let map = map_async(["k"; 8], 4, |_| {
+                started.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<_, SharedError>(()) }
+            })
+            .per_key(|key| key.to_string(), 2)
+            .shared_limits(limits);
+            let waited = tollgate::timeout(window, map.into_future()).await;
+            assert!(waited.is_err(), "limits with {kind}: the map ended during the pause");
+            assert_eq!(started.load(Ordering::SeqCst), 0, "limits with {kind}");
+            let calls = script_calls(&mut probe);
+            assert!(calls <= 5, "limits with {kind}: a map asked redis {calls} times in {window:?}");
+        }
     }
 }

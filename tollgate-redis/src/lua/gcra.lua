@@ -12,11 +12,11 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ttl = tonumber(ARGV[3])
 local since = epoch_since(KEYS[3], ARGV[4], now)
 if now < since + ttl then
-  return {3, since + ttl - now}
+  return {3, wait_reply(since + ttl - now)}
 end
 local paused = pause_left(KEYS[2], now)
 if paused then
-  return {2, paused}
+  return {2, wait_reply(paused)}
 end
 local rate = rate_check(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), since, now)
 if rate[1] ~= 0 then

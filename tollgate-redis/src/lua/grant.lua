@@ -11,7 +11,7 @@
 -- Returns {0, expiry} when granted, {1, micros until the oldest lease lapses} when the key is
 -- full, {2, micros} while the key is paused, {3, micros left} while the store warms up after
 -- Redis lost its data, {4, 0} when the grant was cancelled before it ran, {5, micros} when
--- the rate allows no start yet.
+-- the rate allows no start yet. Waits are capped by wait_reply (see rate.lua).
 -- Times are microseconds since the Unix epoch as Lua numbers (doubles): exact below 2^53,
 -- that is until the year 2255. Numbers written back go through string.format('%.0f') or
 -- Redis's own %.17g conversion, both exact for these integers.
@@ -33,7 +33,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
 end
 local since = epoch_since(KEYS[2], ARGV[4], now)
 if now < since + ttl then
-  return {3, since + ttl - now}
+  return {3, wait_reply(since + ttl - now)}
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 -- The same id asked again (a call resent after its reply was lost, when the first send ran):
@@ -47,7 +47,7 @@ end
 -- A paused key is granted nothing, whatever limits it has.
 local paused = pause_left(KEYS[4], now)
 if paused then
-  return {2, paused}
+  return {2, wait_reply(paused)}
 end
 local interval = tonumber(ARGV[5] or '0')
 local rate = nil
@@ -59,7 +59,7 @@ if interval > 0 then
 end
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  return {1, tonumber(oldest[2]) - now}
+  return {1, wait_reply(tonumber(oldest[2]) - now)}
 end
 if rate then
   rate_take(KEYS[5], rate[2], now)

@@ -7,6 +7,6 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local paused = pause_left(KEYS[1], now)
 if paused then
-  return {2, paused}
+  return {2, wait_reply(paused)}
 end
 return {0, 0}
