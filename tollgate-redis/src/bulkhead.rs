@@ -13,7 +13,10 @@ use futures_lite::future;
 
 use crate::SharedError;
 use crate::lease::{Fence, Lease, SharedPermit};
-use crate::scripts::{CANCELLED, FULL, GRANT, GRANTED, IN_USE, PAUSED, RATE_LIMITED, WARMING_UP};
+use crate::rate::paused_key;
+use crate::scripts::{
+    CANCELLED, FULL, GRANT, GRANTED, IN_USE, PAUSED, RATE_LIMITED, WARMING_UP, wait_from_reply,
+};
 use crate::store::{Call, Inner, KeyLocal, RedisLimits, tag};
 
 /// The first pause before asking a full key again; it doubles up to the store's poll
@@ -130,9 +133,11 @@ impl SharedKeyedBulkhead {
     /// # Errors
     ///
     /// [`is_full`](SharedError::is_full) when the key holds its limit across the fleet;
-    /// [`is_warming_up`](SharedError::is_warming_up) during the first TTL after Redis lost
-    /// its data; [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer
-    /// within the store's wait.
+    /// [`is_paused`](SharedError::is_paused) while the key is paused (see
+    /// [`acquire`](Self::acquire)); [`is_warming_up`](SharedError::is_warming_up) during
+    /// the first TTL after Redis lost its data; [`is_unavailable`](SharedError::is_unavailable)
+    /// when Redis did not answer within the store's wait. Each but the last with the time to
+    /// wait as its [`retry_after`](SharedError::retry_after).
     ///
     /// # Cancel safety
     ///
@@ -141,16 +146,23 @@ impl SharedKeyedBulkhead {
     pub async fn try_acquire(&self, key: &str) -> Result<SharedPermit, SharedError> {
         let set = self.lease_set(key);
         let local = self.store.local(&set);
-        self.grant(set, local).await
+        let paused = paused_key(&self.store, &self.name, key);
+        self.grant(set, local, &paused).await
     }
 
-    async fn grant(&self, set: String, local: Arc<KeyLocal>) -> Result<SharedPermit, SharedError> {
+    async fn grant(
+        &self,
+        set: String,
+        local: Arc<KeyLocal>,
+        paused: &str,
+    ) -> Result<SharedPermit, SharedError> {
         loop {
             match grant_once(
                 &self.store,
                 set.clone(),
                 Arc::clone(&local),
                 self.limit(),
+                paused,
                 None,
             )
             .await?
@@ -170,7 +182,11 @@ impl SharedKeyedBulkhead {
     /// each polls). It asks again at once when a permit of the key is
     /// released in this process, and otherwise after a pause that doubles from 1 ms up to
     /// the store's [poll interval](crate::RedisLimitsOptions::poll_interval). During a
-    /// warm-up it waits for the warm-up to end.
+    /// warm-up it waits for the warm-up to end, and while the key is paused (a
+    /// [`pause_key`](crate::SharedKeyedRateLimiter::pause_key) of a rate limiter or
+    /// [`SharedKeyLimits`](crate::SharedKeyLimits) of the same name) it sleeps until the
+    /// pause ends, holding nothing and asking Redis no more meanwhile (a pause set longer
+    /// while it sleeps is seen when it asks again).
     ///
     /// # Examples
     ///
@@ -199,12 +215,13 @@ impl SharedKeyedBulkhead {
     pub async fn acquire(&self, key: &str) -> Result<SharedPermit, SharedError> {
         let set = self.lease_set(key);
         let local = self.store.local(&set);
+        let paused = paused_key(&self.store, &self.name, key);
         let _turn = local.turn.lock().await;
         let mut pause = FIRST_PAUSE;
         loop {
             // Listen before asking, so a release sent while the ask is in flight is seen.
             let released = local.released.listen();
-            match self.grant(set.clone(), Arc::clone(&local)).await {
+            match self.grant(set.clone(), Arc::clone(&local), &paused).await {
                 Ok(permit) => return Ok(permit),
                 Err(e) if e.is_full() => {
                     let wait = pause.min(e.retry_after().unwrap_or(pause)).max(FIRST_PAUSE);
@@ -225,8 +242,10 @@ impl SharedKeyedBulkhead {
                         (pause * 2).min(self.store.poll)
                     };
                 }
-                Err(e) if e.is_warming_up() => {
+                // The exact wait: a release does not end a warm-up or a pause.
+                Err(e) if e.is_warming_up() || e.is_paused() => {
                     tollgate::sleep(e.retry_after().unwrap_or(self.store.ttl)).await;
+                    pause = FIRST_PAUSE;
                 }
                 Err(e) => return Err(e),
             }
@@ -441,23 +460,24 @@ impl Drop for Pending<'_> {
     }
 }
 
-/// The rate a grant also takes (see `grant.lua`): the key's TAT and pause, the interval and
-/// the burst tolerance in microseconds.
+/// The rate a start also takes (see `rate.lua`): the key's TAT, the interval and the burst
+/// tolerance in microseconds.
 pub(crate) struct RateArgs {
     pub(crate) tat: String,
-    pub(crate) paused: String,
     pub(crate) interval: u64,
     pub(crate) tolerance: u64,
 }
 
-/// Asks Redis once for a lease in `set` under `limit` (and a start of `rate`, decided
-/// together). `Ok(None)`: granted, but the reply came after the lease's fence point (the
-/// permit would be born fenced), so it was let go: ask again.
+/// Asks Redis once for a lease in `set` under `limit`, unless the key is paused (its
+/// "paused until" is `paused`), and with a start of `rate` when given, all decided together.
+/// `Ok(None)`: granted, but the reply came after the lease's fence point (the permit would
+/// be born fenced), so it was let go: ask again.
 pub(crate) async fn grant_once(
     store: &Arc<Inner>,
     set: String,
     local: Arc<KeyLocal>,
     limit: u32,
+    paused: &str,
     rate: Option<&RateArgs>,
 ) -> Result<Option<SharedPermit>, SharedError> {
     if !store.keeper.stats.running() {
@@ -487,6 +507,7 @@ pub(crate) async fn grant_once(
         .key(&lease.set)
         .key(&epoch)
         .key(&lease.tombstone)
+        .key(paused)
         .arg(limit)
         .arg(store.ttl_micros())
         .arg(&lease.id)
@@ -494,7 +515,6 @@ pub(crate) async fn grant_once(
     if let Some(rate) = rate {
         invocation
             .key(&rate.tat)
-            .key(&rate.paused)
             .arg(rate.interval)
             .arg(rate.tolerance);
     }
@@ -508,7 +528,7 @@ pub(crate) async fn grant_once(
     if code == GRANTED || sends == 1 {
         pending.lease = None;
     }
-    let after = Duration::from_micros(micros.max(0).unsigned_abs());
+    let after = wait_from_reply(micros);
     match code {
         GRANTED => {
             lease.extend(sent, store.keeper.life);

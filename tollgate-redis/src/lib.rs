@@ -118,7 +118,7 @@ pub use crate::bulkhead::SharedKeyedBulkhead;
 pub use crate::error::SharedError;
 pub use crate::lease::{Fence, SharedPermit};
 pub use crate::limits::SharedKeyLimits;
-pub use crate::rate::SharedKeyedRateLimiter;
+pub use crate::rate::{MAX_PAUSE, SharedKeyedRateLimiter};
 /// Re-exported from `tollgate` (it needs no Redis): the fleet design without shared state.
 pub use tollgate::rendezvous_slot;
 

@@ -12,19 +12,21 @@ use tollgate::{Answer, LaterReason, Rate, SharedLimits};
 use crate::SharedError;
 use crate::bulkhead::{Released, grant_once, lease_set};
 use crate::lease::{Fenced, SharedPermit};
-use crate::rate::{pause, rate_args, take_start};
+use crate::rate::{check_pause, pause, paused_key, rate_args, take_start};
 use crate::store::{Inner, RedisLimits};
 
 /// A cap and a rate per key for a whole fleet, for tollgate's keyed maps: pass it to
 /// [`shared_limits`](tollgate::futures::MapAsync::shared_limits) after `per_key`.
 ///
-/// Each ask of the map is one round trip to Redis, one script that decides the key's cap
-/// (a lease, as in [`SharedKeyedBulkhead`](crate::SharedKeyedBulkhead)), its rate and its
-/// pause (as in [`SharedKeyedRateLimiter`](crate::SharedKeyedRateLimiter)) together, on
-/// Redis's clock: a start is taken only when all of them allow it, so a refused ask
-/// consumes nothing (one exception: a grant whose answer arrives too late to be renewed in
-/// time is let go, and the rate start it took is lost). A key that is full, early for its rate or paused is told to come
-/// back later (the rate's and pause's exact wait; a full key after the store's
+/// Each ask of the map is one round trip to Redis, one script that decides the key's pause
+/// (as in [`SharedKeyedRateLimiter::pause_key`](crate::SharedKeyedRateLimiter::pause_key)),
+/// its cap (a lease, as in [`SharedKeyedBulkhead`](crate::SharedKeyedBulkhead)) and its rate
+/// together, on Redis's clock: a start is taken only when all of them allow it, so a
+/// refused ask consumes nothing (one exception: a grant whose answer arrives too late to be
+/// renewed in time is let go, and the rate start it took is lost). A paused key is refused
+/// whatever limits it has: limits with neither a cap nor a rate still ask, for the pause. A
+/// key that is full, early for its rate or paused is told to come back later (the rate's
+/// and pause's exact wait; a full key after the store's
 /// [poll interval](crate::RedisLimitsOptions::poll_interval), or as soon as one of its
 /// permits is released in this process) and sleeps in the map holding no slot. A permit
 /// that is fenced cancels its item's attempt, whose output becomes the
@@ -34,8 +36,8 @@ use crate::store::{Inner, RedisLimits};
 /// closed). Add a `RetryPolicy` to the map to try such items again.
 ///
 /// State is shared by name: a `SharedKeyLimits` named `"per-host"` shares its leases with
-/// a `SharedKeyedBulkhead` named `"per-host"` and its rate with a `SharedKeyedRateLimiter`
-/// named `"per-host"` in the same store, so maps and hand-written code can share a host.
+/// a `SharedKeyedBulkhead` named `"per-host"`, its rate with a `SharedKeyedRateLimiter`
+/// named `"per-host"`, and its pauses with both, in the same store, so maps and hand-written code can share a host.
 /// Keys are anything that is `AsRef<str>`.
 ///
 /// # Examples
@@ -131,8 +133,14 @@ impl SharedKeyLimits {
     }
 
     /// Pauses `key` for every process for `duration` from now on Redis's clock (a
-    /// server's `Retry-After`): no ask of the key is granted until then. A pause that
-    /// already lasts longer is kept.
+    /// server's `Retry-After`): no ask of the key is granted until then, whatever these
+    /// limits hold (a cap, a rate, both or neither), and the map's items of the key wait,
+    /// holding no slot. A pause that already lasts longer is kept.
+    ///
+    /// The pause is shared by name with a [`SharedKeyedRateLimiter`](crate::SharedKeyedRateLimiter)
+    /// and a [`SharedKeyedBulkhead`](crate::SharedKeyedBulkhead) of the same name. A
+    /// `duration` longer than [`MAX_PAUSE`](crate::MAX_PAUSE) (100 years) is set as
+    /// `MAX_PAUSE`: `Duration::MAX` reads as a very long pause, never as none.
     ///
     /// # Examples
     ///
@@ -156,9 +164,12 @@ impl SharedKeyLimits {
         pause(&self.store, &self.name, key, duration).await
     }
 
-    /// One ask: a lease (and a rate start, decided together), or a rate start alone.
+    /// One ask: a lease (and a rate start, decided together), a rate start alone, or with
+    /// neither, a look at the pause. The pause is checked in every case, in the script that
+    /// decides.
     async fn ask_once(&self, key: &str) -> Answer<Option<SharedPermit>, SharedError> {
         let store = &self.store;
+        let paused = paused_key(store, &self.name, key);
         let rate = self
             .rate
             .map(|rate| rate_args(store, &self.name, key, rate));
@@ -166,14 +177,14 @@ impl SharedKeyLimits {
             Some(limit) => {
                 let set = lease_set(store, &self.name, key);
                 let local = store.local(&set);
-                grant_once(store, set, local, limit, rate.as_ref())
+                grant_once(store, set, local, limit, &paused, rate.as_ref())
                     .await
                     // `None`: granted too late to be renewed in time, and let go.
                     .map(|permit| permit.map(Some))
             }
             None => match &rate {
-                Some(rate) => take_start(store, rate).await.map(|()| Some(None)),
-                None => Ok(Some(None)),
+                Some(rate) => take_start(store, &paused, rate).await.map(|()| Some(None)),
+                None => check_pause(store, &paused).await.map(|()| Some(None)),
             },
         };
         match asked {

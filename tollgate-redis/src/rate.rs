@@ -8,8 +8,39 @@ use tollgate::Rate;
 
 use crate::SharedError;
 use crate::bulkhead::RateArgs;
-use crate::scripts::{FULL, GCRA, GRANTED, PAUSE, PAUSED, WARMING_UP};
+use crate::scripts::{
+    FULL, GCRA, GRANTED, PAUSE, PAUSE_CHECK, PAUSED, WARMING_UP, wait_from_reply,
+};
 use crate::store::{Call, Inner, RedisLimits, micros, micros_ceil, tag};
+
+/// The longest pause [`pause_key`](SharedKeyedRateLimiter::pause_key) sets: 100 years of 365
+/// days. A longer one (`Duration::MAX` for "until further notice") is set as this, so it
+/// reads as a very long pause everywhere (a [`retry_after`](SharedError::retry_after) of up
+/// to 100 years, waiters sleeping through it), never as none.
+///
+/// Why this bound: a pause is kept in Redis as the Redis time it ends, in microseconds, and
+/// the scripts compute with Lua numbers, which hold whole numbers exactly only below 2^53
+/// (about 285 years after 1970); now plus 100 years stays below that until the year 2155.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::Rate;
+/// use tollgate_redis::{MAX_PAUSE, RedisLimits, SharedKeyedRateLimiter};
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+/// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(10));
+/// per_host.until_key_ready("example.com").await?; // the store is warm
+/// // The host asked never to be crawled again.
+/// per_host.pause_key("example.com", Duration::MAX).await?;
+/// let paused = per_host.check_key("example.com").await.unwrap_err();
+/// assert!(paused.retry_after().unwrap() > MAX_PAUSE - Duration::from_secs(60));
+/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # });
+/// ```
+pub const MAX_PAUSE: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
 /// A rate per key across every process that uses the same Redis, namespace and name: the
 /// shared counterpart of tollgate's [`KeyedRateLimiter`](tollgate::KeyedRateLimiter).
@@ -96,6 +127,7 @@ impl SharedKeyedRateLimiter {
     pub async fn check_key(&self, key: &str) -> Result<(), SharedError> {
         take_start(
             &self.store,
+            &paused_key(&self.store, &self.name, key),
             &rate_args(&self.store, &self.name, key, self.rate),
         )
         .await
@@ -150,6 +182,17 @@ impl SharedKeyedRateLimiter {
     /// Pauses `key` for every process for `duration` from now on Redis's clock, e.g. from a
     /// server's `Retry-After`. A pause that already lasts longer is kept.
     ///
+    /// The pause is shared by name, whatever limits ask: no start of the key is taken and
+    /// no lease of it granted until it ends, by this limiter, a
+    /// [`SharedKeyedBulkhead`](crate::SharedKeyedBulkhead) or a
+    /// [`SharedKeyLimits`](crate::SharedKeyLimits) of the same name (cap, rate, both or
+    /// neither). Waiters ([`until_key_ready`](Self::until_key_ready),
+    /// [`acquire`](crate::SharedKeyedBulkhead::acquire), a map) sleep until it ends,
+    /// holding nothing.
+    ///
+    /// A `duration` longer than [`MAX_PAUSE`] (100 years) is set as `MAX_PAUSE`:
+    /// `Duration::MAX` reads as a very long pause, never as none.
+    ///
     /// # Examples
     ///
     /// ```no_run
@@ -195,31 +238,40 @@ pub(crate) fn state_key(store: &Inner, name: &str, key: &str, what: &str) -> Str
     format!("{}:rate:{}:{what}", store.namespace, tag(name, key))
 }
 
+/// The name of `key`'s "paused until" in Redis: one per name and key, whatever limits use
+/// it (a rate limiter, a bulkhead, a map's limits).
+pub(crate) fn paused_key(store: &Inner, name: &str, key: &str) -> String {
+    state_key(store, name, key, "paused")
+}
+
 /// What the scripts need to decide a start of `rate` for `key`.
 pub(crate) fn rate_args(store: &Inner, name: &str, key: &str, rate: Rate) -> RateArgs {
     let interval = micros_ceil(rate.interval()).max(1);
     RateArgs {
         tat: state_key(store, name, key, "tat"),
-        paused: state_key(store, name, key, "paused"),
         interval,
         tolerance: interval.saturating_mul(u64::from(rate.burst_size() - 1)),
     }
 }
 
-/// Takes one start of a key's rate if its rate and pause allow it now (`gcra.lua`).
-pub(crate) async fn take_start(store: &Inner, rate: &RateArgs) -> Result<(), SharedError> {
+/// Takes one start of a key's rate if its pause and rate allow it now (`gcra.lua`).
+pub(crate) async fn take_start(
+    store: &Inner,
+    paused: &str,
+    rate: &RateArgs,
+) -> Result<(), SharedError> {
     let epoch = store.epoch_key();
     let mut invocation = GCRA.prepare_invoke();
     invocation
         .key(&rate.tat)
-        .key(&rate.paused)
+        .key(paused)
         .key(&epoch)
         .arg(rate.interval)
         .arg(rate.tolerance)
         .arg(store.ttl_micros())
         .arg(store.run_id());
     let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
-    let after = Duration::from_micros(after.max(0).unsigned_abs());
+    let after = wait_from_reply(after);
     match code {
         GRANTED => Ok(()),
         FULL => Err(SharedError::rate_limited(after)),
@@ -232,16 +284,32 @@ pub(crate) async fn take_start(store: &Inner, rate: &RateArgs) -> Result<(), Sha
     }
 }
 
-/// Pauses `key`'s starts for the fleet for `duration` (`pause.lua`).
+/// Whether a key is paused now (`pause_check.lua`), for limits with neither a cap nor a
+/// rate: `Ok` when it is not.
+pub(crate) async fn check_pause(store: &Inner, paused: &str) -> Result<(), SharedError> {
+    let mut invocation = PAUSE_CHECK.prepare_invoke();
+    invocation.key(paused);
+    let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
+    match code {
+        GRANTED => Ok(()),
+        PAUSED => Err(SharedError::paused(wait_from_reply(after))),
+        other => Err(SharedError::unavailable(
+            &store.address,
+            format_args!("unexpected reply {other} from the pause check script"),
+        )),
+    }
+}
+
+/// Pauses `key` for the fleet for `duration`, at most [`MAX_PAUSE`] (`pause.lua`).
 pub(crate) async fn pause(
     store: &Inner,
     name: &str,
     key: &str,
     duration: Duration,
 ) -> Result<(), SharedError> {
-    let paused = state_key(store, name, key, "paused");
+    let paused = paused_key(store, name, key);
     let mut invocation = PAUSE.prepare_invoke();
-    invocation.key(&paused).arg(micros(duration));
+    invocation.key(&paused).arg(micros(duration.min(MAX_PAUSE)));
     store
         .query::<i64>(&Call::Script(&invocation))
         .await

@@ -4,6 +4,7 @@
 //! Redis lifetime.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use redis::Script;
 
@@ -32,6 +33,13 @@ pub(crate) static GCRA: LazyLock<Script> = LazyLock::new(|| {
 /// Blocks a key (`pause.lua`).
 pub(crate) static PAUSE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/pause.lua")));
+/// Reads a key's pause, for limits with neither a cap nor a rate (`pause_check.lua`).
+pub(crate) static PAUSE_CHECK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/rate.lua"),
+        include_str!("lua/pause_check.lua")
+    ))
+});
 
 /// The reply codes the grant and rate scripts share.
 pub(crate) const GRANTED: i64 = 0;
@@ -43,3 +51,11 @@ pub(crate) const CANCELLED: i64 = 4;
 /// The grant script's answer when the key's rate allows no start yet (the rate script says
 /// [`FULL`] for that).
 pub(crate) const RATE_LIMITED: i64 = 5;
+
+/// The wait a script answered, in microseconds. The scripts cap every wait they answer
+/// (`wait_reply` in `rate.lua`: at most 2^53 µs, about 285 years), so a reply is never
+/// wrapped by Redis's integer conversion, and a very long pause reads as a very long wait.
+/// A negative reply, which the scripts never send, reads as no wait.
+pub(crate) fn wait_from_reply(micros: i64) -> Duration {
+    Duration::from_micros(u64::try_from(micros).unwrap_or(0))
+}

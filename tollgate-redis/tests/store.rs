@@ -534,16 +534,15 @@ fn grant_by_hand(
 ) -> i64 {
     let source = concat!(
         include_str!("../src/lua/epoch.lua"),
+        include_str!("../src/lua/rate.lua"),
         include_str!("../src/lua/grant.lua")
     );
+    let tag = &set[store.namespace().len() + ":lease:".len()..];
     let (code, _): (i64, i64) = redis::Script::new(source)
         .key(set)
         .key(format!("{}:{{epoch}}", store.namespace()))
-        .key(format!(
-            "{}:cancelled:{}:{id}",
-            store.namespace(),
-            &set[store.namespace().len() + ":lease:".len()..]
-        ))
+        .key(format!("{}:cancelled:{tag}:{id}", store.namespace()))
+        .key(format!("{}:rate:{tag}:paused", store.namespace()))
         .arg(limit)
         .arg(store.lease_ttl().as_micros() as u64)
         .arg(id)

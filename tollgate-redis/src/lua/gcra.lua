@@ -1,4 +1,4 @@
--- Takes one start of a key's rate (GCRA) on Redis's clock.
+-- Takes one start of a key's rate (GCRA) on Redis's clock, unless the key is paused.
 -- KEYS[1]: the key's TAT (theoretical arrival time, Redis TIME microseconds)
 -- KEYS[2]: the key's "paused until" (Redis TIME microseconds)
 -- KEYS[3]: the namespace's epoch (see epoch.lua)
@@ -12,9 +12,13 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ttl = tonumber(ARGV[3])
 local since = epoch_since(KEYS[3], ARGV[4], now)
 if now < since + ttl then
-  return {3, since + ttl - now}
+  return {3, wait_reply(since + ttl - now)}
 end
-local rate = rate_check(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), since, now)
+local paused = pause_left(KEYS[2], now)
+if paused then
+  return {2, wait_reply(paused)}
+end
+local rate = rate_check(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), since, now)
 if rate[1] ~= 0 then
   return rate
 end
