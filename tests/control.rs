@@ -693,3 +693,173 @@ fn a_control_and_its_readings_go_to_other_threads() {
     check::<tollgate::KeyProgress<String>>();
     check::<tollgate::ControlError>();
 }
+
+/// What a test's own closure counts of the attempts it started: started, and run to their
+/// end (an attempt the map cancels never ends).
+#[derive(Default)]
+struct Ran {
+    started: AtomicU64,
+    ended: AtomicU64,
+    /// Items whose attempt failed and was sent back for another, which never started.
+    sent_back: AtomicU64,
+}
+
+impl Ran {
+    /// Attempts that were running when the map was cancelled, plus items left waiting for
+    /// a retry: what the map must report as cancelled.
+    fn cut_short(&self) -> u64 {
+        self.started.load(SeqCst) - self.ended.load(SeqCst) + self.sent_back.load(SeqCst)
+    }
+}
+
+/// An ended map has nothing in flight, waiting or awaiting a retry; what it cut short is
+/// `cancelled`, equal to what the test counted; every pulled item is in one state.
+fn check_ended(progress: &Progress, ran: &Ran, at: &str) {
+    assert!(progress.ended(), "{at}: ended");
+    assert_eq!(
+        (
+            progress.in_flight(),
+            progress.waiting(),
+            progress.awaiting_retry()
+        ),
+        (0, 0, 0),
+        "{at}: (in flight, waiting, awaiting retry) after the end"
+    );
+    assert_eq!(progress.cancelled(), ran.cut_short(), "{at}: cancelled");
+    assert_eq!(
+        progress.pulled(),
+        progress.waiting()
+            + progress.in_flight()
+            + progress.awaiting_retry()
+            + progress.finished()
+            + progress.not_started()
+            + progress.cancelled(),
+        "{at}: every pulled item in one state"
+    );
+}
+
+/// The work of item `n` for the cancellation tests: counted in `ran`; pends for good when
+/// `forever`, else yields `n % 3` times; fails when `fails`.
+async fn cut_work(n: u64, ran: &Ran, forever: bool, fails: bool) -> Result<u64, u64> {
+    ran.started.fetch_add(1, SeqCst);
+    if forever {
+        std::future::pending::<()>().await;
+    }
+    for _ in 0..n % 3 {
+        yield_now().await;
+    }
+    ran.ended.fetch_add(1, SeqCst);
+    if fails { Err(n) } else { Ok(n) }
+}
+
+matrix! {
+    async fn a_map_stopped_by_its_first_error_reports_what_it_cancelled() {
+        // Plain: items after 20 never end, item 20 fails, so 15 others run at the error.
+        let ran = Ran::default();
+        let control = MapControl::new();
+        let out = tollgate::try_map_async(0..1_000u64, 16, |n| cut_work(n, &ran, n > 20, n == 20))
+            .control(&control)
+            .await;
+        assert_eq!(out, Err(20));
+        let progress = control.progress();
+        check_ended(&progress, &ran, "plain");
+        assert!(progress.cancelled() > 0);
+        assert_eq!(progress.finished(), ran.ended.load(SeqCst));
+
+        // Keyed, with retries: every 5th item fails once and waits an hour for its retry;
+        // item 30 fails for good.
+        let ran = Ran::default();
+        let control = MapControl::new();
+        let policy = RetryPolicy::new()
+            .attempts(2)
+            .interval(Duration::from_secs(3_600))
+            .when(|n: &u64| *n != 30);
+        let out = tollgate::try_map_async(0..1_000u64, 16, |n| {
+            let ran = &ran;
+            async move {
+                let output = cut_work(n, ran, n > 30, n == 30 || n % 5 == 1).await;
+                if n % 5 == 1 {
+                    ran.sent_back.fetch_add(1, SeqCst);
+                }
+                output
+            }
+        })
+        .per_key(|n| n % 4, 4)
+        .retry(policy)
+        .control(&control)
+        .await;
+        assert_eq!(out, Err(30));
+        let progress = control.progress();
+        check_ended(&progress, &ran, "keyed");
+        assert_eq!(progress.retries(), ran.sent_back.load(SeqCst));
+        assert!(progress.not_started() > 0, "a keyed map pulls ahead");
+        assert_eq!(control.not_started().len() as u64, progress.not_started());
+    }
+
+    async fn a_map_dropped_mid_run_reports_what_it_cancelled() {
+        // A collecting future, dropped between two polls: every 4th item ends, the others
+        // run for good.
+        let ran = Ran::default();
+        let control = MapControl::new();
+        {
+            let map = map_async(0..1_000u64, 16, |n| cut_work(n, &ran, n % 4 != 0, false))
+                .control(&control);
+            let mut map = std::pin::pin!(map);
+            while ran.started.load(SeqCst) < 16 {
+                assert!(futures_lite::future::poll_once(map.as_mut()).await.is_none());
+            }
+        }
+        check_ended(&control.progress(), &ran, "map_async");
+        assert_eq!(control.progress().cancelled(), 16);
+
+        // A keyed stream with retries, dropped right after an output: every 3rd item runs
+        // for good, every 7th fails once and waits an hour for its retry.
+        let ran = Ran::default();
+        let control = MapControl::new();
+        let policy = RetryPolicy::new().attempts(2).interval(Duration::from_secs(3_600));
+        let mut outputs = stream::iter(0..1_000u64)
+            .map_unordered(8, |n| {
+                let ran = &ran;
+                async move {
+                    let fails = n % 7 == 1;
+                    let output = cut_work(n, ran, n % 3 == 0, fails).await;
+                    if fails {
+                        ran.sent_back.fetch_add(1, SeqCst);
+                    }
+                    output
+                }
+            })
+            .per_key(|n| n % 5, 3)
+            .retry(policy)
+            .control(&control);
+        for _ in 0..10 {
+            assert!(outputs.next().await.expect("an output").is_ok());
+        }
+        drop(outputs);
+        let progress = control.progress();
+        check_ended(&progress, &ran, "keyed stream");
+        assert!(progress.cancelled() > 0 && progress.not_started() > 0);
+    }
+
+    async fn a_drained_map_cancels_nothing() {
+        for keyed in [false, true] {
+            let ran = Ran::default();
+            let control = Controls::default();
+            let f = |n: u64| {
+                if n == 40 {
+                    control.drain(keyed);
+                }
+                cut_work(n, &ran, false, false)
+            };
+            let outputs = if keyed {
+                map_async(0..1_000u64, 8, f).per_key(|n| (n % 3) as usize, 2).control(&control.keyed).await
+            } else {
+                map_async(0..1_000u64, 8, f).control(&control.plain).await
+            };
+            let progress = control.progress(keyed);
+            check_ended(&progress, &ran, &format!("keyed {keyed}"));
+            assert_eq!(progress.cancelled(), 0);
+            assert_eq!(outputs.len() as u64, progress.finished());
+        }
+    }
+}
