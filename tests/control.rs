@@ -565,14 +565,18 @@ matrix! {
 
     async fn a_control_attached_before_per_key_still_counts_and_steers() {
         let control = MapControl::new();
-        let out = map_async(0..50u32, 4, |n| async move { n })
+        let map = map_async(0..50u32, 4, |n| async move { n })
             .control(&control)
-            .per_key(|n| n % 3, 1)
-            .await;
+            .per_key(|n| n % 3, 1);
+        assert!(control.set_per_key_limit(2).is_ok(), "the map has keys now");
+        let out = map.await;
         assert_eq!(out.len(), 50);
         let progress = control.progress();
         assert_eq!((progress.pulled(), progress.finished()), (50, 50));
-        assert!(control.set_per_key_limit(2).is_ok(), "the map has keys now");
+        assert!(
+            control.set_per_key_limit(3).unwrap_err().is_not_attached(),
+            "its map ended"
+        );
     }
 
     async fn a_fail_fast_collect_counts_its_error() {
@@ -861,5 +865,136 @@ matrix! {
             assert_eq!(progress.cancelled(), 0);
             assert_eq!(outputs.len() as u64, progress.finished());
         }
+    }
+}
+
+matrix! {
+    async fn a_control_is_attached_again_after_its_map_ended() {
+        // A run drained from inside its 11th item.
+        let control = MapControl::new();
+        let stop = control.clone();
+        let first = map_async(0..100u64, 4, |n| {
+            if n == 10 {
+                stop.drain();
+            }
+            async move {
+                yield_now().await;
+                n
+            }
+        })
+        .control(&control)
+        .await;
+        assert_eq!(first.len(), 11);
+        let p = control.progress();
+        assert!(p.ended() && p.draining());
+        assert_eq!((p.pulled(), p.finished()), (11, 11));
+        assert!(control.set_limit(8).unwrap_err().is_not_attached(), "no map between runs");
+
+        // Attached again: the figures start from zero, the drain was the first run's.
+        let second = map_async(0..50u64, 4, |n| async move {
+            yield_now().await;
+            n
+        })
+        .control(&control);
+        let p = control.progress();
+        assert_eq!((p.pulled(), p.finished(), p.ended(), p.draining()), (0, 0, false, false));
+        control.set_limit(8).expect("a map is attached");
+        assert_eq!(second.await, (0..50).collect::<Vec<_>>());
+        let p = control.progress();
+        assert_eq!((p.pulled(), p.finished(), p.cancelled(), p.not_started()), (50, 50, 0, 0));
+        assert!(p.ended() && !p.draining());
+
+        // A drain asked between two runs stops the next one before it starts anything;
+        // the run after that is whole again.
+        control.drain();
+        let third = map_async(0..50u64, 4, |n| async move { n }).control(&control).await;
+        assert!(third.is_empty());
+        assert_eq!(control.progress().pulled(), 0);
+        let fourth = map_async(0..50u64, 4, |n| async move { n }).control(&control).await;
+        assert_eq!(fourth.len(), 50);
+        assert_eq!(control.progress().finished(), 50);
+
+        // Keyed: what a run left unstarted and its busiest keys do not outlive it.
+        let control: MapControl<u64> = MapControl::new();
+        let (release, gate) = smol::channel::unbounded::<()>();
+        let map = map_async(0..5u64, 4, |n| {
+            let gate = gate.clone();
+            async move {
+                if n == 0 {
+                    gate.recv().await.expect("released");
+                }
+                n
+            }
+        })
+        .per_key(|_| 0u64, 1)
+        .control(&control);
+        let watch = async {
+            // Item 0 runs, the 4 others wait for the key: the board shows them.
+            while control.busiest_keys(4).first().is_none_or(|key| key.waiting() != 4) {
+                yield_now().await;
+            }
+            control.drain();
+            release.send(()).await.unwrap();
+        };
+        let (first, ()) = zip(map, watch).await;
+        assert_eq!(first, [0]);
+        assert_eq!(control.not_started(), [1, 2, 3, 4]);
+        let second = map_async(0..6u64, 4, |n| async move {
+            yield_now().await;
+            n
+        })
+        .per_key(|n| n % 2, 1)
+        .control(&control);
+        assert!(control.not_started().is_empty());
+        assert!(control.busiest_keys(4).is_empty(), "the first run's keys are gone");
+        assert_eq!(second.await, [0, 1, 2, 3, 4, 5]);
+        let p = control.progress();
+        assert_eq!((p.pulled(), p.finished(), p.not_started()), (6, 6, 0));
+    }
+
+    async fn a_control_whose_map_was_dropped_mid_run_is_attached_again() {
+        let control = MapControl::new();
+        let mut map =
+            Box::pin(map_async(0..100u64, 4, |_| std::future::pending::<u64>()).control(&control));
+        assert!(futures_lite::future::poll_once(map.as_mut()).await.is_none());
+        drop(map);
+        let p = control.progress();
+        assert!(p.ended());
+        assert_eq!((p.pulled(), p.cancelled()), (4, 4));
+
+        let out = map_async(0..20u64, 4, |n| async move { n }).control(&control).await;
+        assert_eq!(out.len(), 20);
+        let p = control.progress();
+        assert_eq!((p.pulled(), p.finished(), p.cancelled(), p.in_flight()), (20, 20, 0, 0));
+        assert!(p.ended());
+
+        // A stream dropped after 3 outputs, then a stream run to its end and polled again
+        // once the control steers the next run: the ended stream no longer reaches it.
+        let mut stream = amap_iter(0..100u64, 4, |n| async move {
+            yield_now().await;
+            n
+        })
+        .control(&control);
+        for _ in 0..3 {
+            assert!(stream.next().await.is_some());
+        }
+        drop(stream);
+        assert!(control.progress().ended());
+        let mut stream = amap_iter(0..10u64, 4, |n| async move { n }).control(&control);
+        let mut count = 0;
+        while stream.next().await.is_some() {
+            count += 1;
+        }
+        assert_eq!(count, 10);
+        let next = map_async(0..30u64, 4, |n| async move {
+            yield_now().await;
+            n
+        })
+        .control(&control);
+        assert!(stream.next().await.is_none());
+        let p = control.progress();
+        assert_eq!((p.pulled(), p.ended()), (0, false), "the next run's figures");
+        assert_eq!(next.await.len(), 30);
+        assert_eq!(control.progress().finished(), 30);
     }
 }

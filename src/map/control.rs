@@ -37,7 +37,7 @@ use atomic_waker::AtomicWaker;
 pub(crate) const CAN_RATE: u8 = 1;
 /// The map has a key function: per-key limits and rates may be set while it runs.
 pub(crate) const CAN_PER_KEY: u8 = 2;
-/// A map is attached.
+/// A map is attached and has not ended.
 const ATTACHED: u8 = 4;
 
 /// The totals a map publishes, all counted from the start of the map.
@@ -126,10 +126,17 @@ pub(crate) struct Shared {
     /// How many of the busiest keys to publish (the most asked for so far).
     keys_wanted: AtomicU64,
     draining: AtomicBool,
+    /// The drain flag was set when the map ended: it belongs to that run, and the next map
+    /// attached starts without it (a drain asked after the end clears this: it is for the
+    /// next run).
+    drain_spent: AtomicBool,
+    /// A map was attached again since the busiest keys were last read: the board still
+    /// shows the previous run's.
+    board_stale: AtomicBool,
     /// Bumped by every change of a setting (and by the drain).
     generation: AtomicU64,
     settings: Mutex<Settings>,
-    /// `ATTACHED` and what the map can change while it runs.
+    /// `ATTACHED` and what the map can change while it runs; nothing once it ended.
     caps: AtomicU8,
     waker: AtomicWaker,
     /// Input positions of the items a drain dropped unstarted, ascending.
@@ -165,9 +172,7 @@ impl Shared {
             .store(figures.cancelled_attempts, Ordering::Relaxed);
         self.cancelled_retries
             .store(figures.cancelled_retries, Ordering::Relaxed);
-        if ended {
-            self.ended.store(true, Ordering::Relaxed);
-        }
+        self.ended.store(ended, Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 
@@ -226,10 +231,15 @@ impl Shared {
         }
     }
 
-    /// Publishes the last figures of the map, which ended. Nobody polls an ended map:
-    /// nothing more to wake.
+    /// Publishes the last figures of the map, which ended, and detaches it: the control
+    /// may be attached to another map from now on. Nobody polls an ended map: nothing
+    /// more to wake.
     pub(crate) fn end(&self, figures: &Figures) {
         self.write(figures, true);
+        // A drain asked during this run ends with it.
+        self.drain_spent
+            .store(self.draining.load(Ordering::Acquire), Ordering::Release);
+        self.caps.store(0, Ordering::Release);
     }
 
     /// Whether a drain was asked.
@@ -266,14 +276,33 @@ impl Shared {
         never.extend(positions);
     }
 
-    /// Attaches a map that can change the settings in `caps`.
+    /// Attaches a map that can change the settings in `caps`: a new run, whose figures
+    /// start from zero.
     #[track_caller]
     pub(crate) fn attach(&self, caps: u8) {
-        let before = self.caps.swap(caps | ATTACHED, Ordering::AcqRel);
-        assert!(
-            before & ATTACHED == 0,
-            "tollgate: this MapControl is attached to another map already (one control steers one map)"
-        );
+        // Under the settings' lock: a setting asked once the new map is attached waits
+        // for the reset below and is kept; one asked before sees no map.
+        let mut settings = lock(&self.settings);
+        let before = self.caps.fetch_or(ATTACHED, Ordering::AcqRel);
+        if before & ATTACHED != 0 {
+            drop(settings);
+            panic!(
+                "tollgate: this MapControl is attached to another map already, which has not ended (one control steers one map at a time)"
+            );
+        }
+        // What an earlier run left: its figures, its settings never applied, its drain,
+        // its positions, its keys.
+        *settings = Settings::default();
+        self.write(&Figures::default(), false);
+        self.paused_keys.store(0, Ordering::Relaxed);
+        self.want_keys.store(false, Ordering::Relaxed);
+        self.keys_wanted.store(0, Ordering::Relaxed);
+        if self.drain_spent.swap(false, Ordering::AcqRel) {
+            self.draining.store(false, Ordering::Release);
+        }
+        lock(&self.never_started).clear();
+        self.board_stale.store(true, Ordering::Release);
+        self.caps.store(caps | ATTACHED, Ordering::Release);
     }
 
     /// The map changed its admission (a scheduling method after `.control`): it can now
@@ -319,6 +348,25 @@ impl Shared {
 /// names keys of that type. For a map without one it is `()`, the default, and
 /// inference fills it in from the map it is attached to.
 ///
+/// # One run at a time
+///
+/// A control is attached to one map at a time, from the map's `control` call until the
+/// map ends (it completes, a stream returns its last output, it is dropped, or a panic
+/// goes through it). Attaching it to a second map meanwhile panics. Once the map ended,
+/// the control is attached to no map, and may be attached to the next one: a job that
+/// runs every night keeps one control.
+///
+/// Everything a control reads and steers is per run:
+/// - between two runs, [`progress`](Self::progress) and
+///   [`not_started`](Self::not_started) show the run that ended, and a setting
+///   (`set_limit` and the others) is an error: no map is there to take it;
+/// - attaching the next map starts its figures from zero (a reading then is the new
+///   run's), clears the positions the old run left unstarted and its busiest keys, and
+///   forgets settings the old run never applied;
+/// - a [drain](Self::drain) asked while a map runs stops that run only: the next map
+///   attached starts undrained. A drain asked while no map is attached (before the
+///   first, or between two) stops the next map attached before it starts anything.
+///
 /// # Examples
 ///
 /// ```
@@ -331,6 +379,11 @@ impl Shared {
 /// let progress = watcher.progress();
 /// assert_eq!((progress.pulled(), progress.finished(), progress.in_flight()), (100, 100, 0));
 /// assert!(progress.ended());
+///
+/// // The next run, with the same control: its figures start from zero.
+/// let more = map_async(0..10u32, 8, |n| async move { n }).control(&control).await;
+/// assert_eq!(more.len(), 10);
+/// assert_eq!((watcher.progress().pulled(), watcher.progress().finished()), (10, 10));
 /// # });
 /// ```
 pub struct MapControl<K = ()> {
@@ -459,6 +512,10 @@ impl<K> MapControl<K> {
     /// thread, an item being started at that very moment may still start. Draining twice
     /// is draining once.
     ///
+    /// A drain is per run: asked while a map runs, it stops that map, and a map attached
+    /// to this control after it ended starts undrained. Asked while no map is attached,
+    /// it stops the next map attached (see [One run at a time](Self#one-run-at-a-time)).
+    ///
     /// # Examples
     ///
     /// ```
@@ -480,6 +537,8 @@ impl<K> MapControl<K> {
     /// # });
     /// ```
     pub fn drain(&self) {
+        // Asked now: for the map attached now, or (none attached) for the next one.
+        self.shared.drain_spent.store(false, Ordering::Release);
         if !self.shared.draining.swap(true, Ordering::AcqRel) {
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
             self.shared.waker.wake();
@@ -695,7 +754,13 @@ impl<K: Clone> MapControl<K> {
     /// ```
     pub fn busiest_keys(&self, n: usize) -> Vec<KeyProgress<K>> {
         self.shared.request_keys(n);
-        let keys = lock(&self.keys);
+        let mut keys = lock(&self.keys);
+        if self.shared.board_stale.swap(false, Ordering::AcqRel) {
+            keys.clear(); // the previous run's
+        }
+        if self.shared.ended.load(Ordering::Acquire) {
+            return Vec::new(); // nothing waits or runs in an ended map
+        }
         keys.iter().take(n).cloned().collect()
     }
 }
@@ -897,9 +962,9 @@ enum Kind {
     NoScheduler,
 }
 
-/// A [`MapControl`] setting the map cannot take: the control is attached to no map, or
-/// the map was built without what the setting changes (a per-key limit on a map
-/// without `.per_key`, a rate on a plain map).
+/// A [`MapControl`] setting the map cannot take: the control is attached to no map (none
+/// yet, or its map ended), or the map was built without what the setting changes (a
+/// per-key limit on a map without `.per_key`, a rate on a plain map).
 ///
 /// # Examples
 ///
@@ -921,7 +986,7 @@ pub struct ControlError {
 }
 
 impl ControlError {
-    /// Whether the control was attached to no map.
+    /// Whether the control was attached to no map: none yet, or its map ended.
     #[must_use]
     pub fn is_not_attached(&self) -> bool {
         self.kind == Kind::NotAttached
