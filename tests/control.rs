@@ -565,14 +565,18 @@ matrix! {
 
     async fn a_control_attached_before_per_key_still_counts_and_steers() {
         let control = MapControl::new();
-        let out = map_async(0..50u32, 4, |n| async move { n })
+        let map = map_async(0..50u32, 4, |n| async move { n })
             .control(&control)
-            .per_key(|n| n % 3, 1)
-            .await;
+            .per_key(|n| n % 3, 1);
+        assert!(control.set_per_key_limit(2).is_ok(), "the map has keys now");
+        let out = map.await;
         assert_eq!(out.len(), 50);
         let progress = control.progress();
         assert_eq!((progress.pulled(), progress.finished()), (50, 50));
-        assert!(control.set_per_key_limit(2).is_ok(), "the map has keys now");
+        assert!(
+            control.set_per_key_limit(3).unwrap_err().is_not_attached(),
+            "its map ended"
+        );
     }
 
     async fn a_fail_fast_collect_counts_its_error() {
@@ -692,4 +696,305 @@ fn a_control_and_its_readings_go_to_other_threads() {
     check::<Progress>();
     check::<tollgate::KeyProgress<String>>();
     check::<tollgate::ControlError>();
+}
+
+/// What a test's own closure counts of the attempts it started: started, and run to their
+/// end (an attempt the map cancels never ends).
+#[derive(Default)]
+struct Ran {
+    started: AtomicU64,
+    ended: AtomicU64,
+    /// Items whose attempt failed and was sent back for another, which never started.
+    sent_back: AtomicU64,
+}
+
+impl Ran {
+    /// Attempts that were running when the map was cancelled, plus items left waiting for
+    /// a retry: what the map must report as cancelled.
+    fn cut_short(&self) -> u64 {
+        self.started.load(SeqCst) - self.ended.load(SeqCst) + self.sent_back.load(SeqCst)
+    }
+}
+
+/// An ended map has nothing in flight, waiting or awaiting a retry; what it cut short is
+/// `cancelled`, equal to what the test counted; every pulled item is in one state.
+fn check_ended(progress: &Progress, ran: &Ran, at: &str) {
+    assert!(progress.ended(), "{at}: ended");
+    assert_eq!(
+        (
+            progress.in_flight(),
+            progress.waiting(),
+            progress.awaiting_retry()
+        ),
+        (0, 0, 0),
+        "{at}: (in flight, waiting, awaiting retry) after the end"
+    );
+    assert_eq!(progress.cancelled(), ran.cut_short(), "{at}: cancelled");
+    assert_eq!(
+        progress.pulled(),
+        progress.waiting()
+            + progress.in_flight()
+            + progress.awaiting_retry()
+            + progress.finished()
+            + progress.not_started()
+            + progress.cancelled(),
+        "{at}: every pulled item in one state"
+    );
+}
+
+/// The work of item `n` for the cancellation tests: counted in `ran`; pends for good when
+/// `forever`, else yields `n % 3` times; fails when `fails`.
+async fn cut_work(n: u64, ran: &Ran, forever: bool, fails: bool) -> Result<u64, u64> {
+    ran.started.fetch_add(1, SeqCst);
+    if forever {
+        std::future::pending::<()>().await;
+    }
+    for _ in 0..n % 3 {
+        yield_now().await;
+    }
+    ran.ended.fetch_add(1, SeqCst);
+    if fails { Err(n) } else { Ok(n) }
+}
+
+matrix! {
+    async fn a_map_stopped_by_its_first_error_reports_what_it_cancelled() {
+        // Plain: items after 20 never end, item 20 fails, so 15 others run at the error.
+        let ran = Ran::default();
+        let control = MapControl::new();
+        let out = tollgate::try_map_async(0..1_000u64, 16, |n| cut_work(n, &ran, n > 20, n == 20))
+            .control(&control)
+            .await;
+        assert_eq!(out, Err(20));
+        let progress = control.progress();
+        check_ended(&progress, &ran, "plain");
+        assert!(progress.cancelled() > 0);
+        assert_eq!(progress.finished(), ran.ended.load(SeqCst));
+
+        // Keyed, with retries: every 5th item fails once and waits an hour for its retry;
+        // item 30 fails for good.
+        let ran = Ran::default();
+        let control = MapControl::new();
+        let policy = RetryPolicy::new()
+            .attempts(2)
+            .interval(Duration::from_secs(3_600))
+            .when(|n: &u64| *n != 30);
+        let out = tollgate::try_map_async(0..1_000u64, 16, |n| {
+            let ran = &ran;
+            async move {
+                let output = cut_work(n, ran, n > 30, n == 30 || n % 5 == 1).await;
+                if n % 5 == 1 {
+                    ran.sent_back.fetch_add(1, SeqCst);
+                }
+                output
+            }
+        })
+        .per_key(|n| n % 4, 4)
+        .retry(policy)
+        .control(&control)
+        .await;
+        assert_eq!(out, Err(30));
+        let progress = control.progress();
+        check_ended(&progress, &ran, "keyed");
+        assert_eq!(progress.retries(), ran.sent_back.load(SeqCst));
+        assert!(progress.not_started() > 0, "a keyed map pulls ahead");
+        assert_eq!(control.not_started().len() as u64, progress.not_started());
+    }
+
+    async fn a_map_dropped_mid_run_reports_what_it_cancelled() {
+        // A collecting future, dropped between two polls: every 4th item ends, the others
+        // run for good.
+        let ran = Ran::default();
+        let control = MapControl::new();
+        {
+            let map = map_async(0..1_000u64, 16, |n| cut_work(n, &ran, n % 4 != 0, false))
+                .control(&control);
+            let mut map = std::pin::pin!(map);
+            while ran.started.load(SeqCst) < 16 {
+                assert!(futures_lite::future::poll_once(map.as_mut()).await.is_none());
+            }
+        }
+        check_ended(&control.progress(), &ran, "map_async");
+        assert_eq!(control.progress().cancelled(), 16);
+
+        // A keyed stream with retries, dropped right after an output: every 3rd item runs
+        // for good, every 7th fails once and waits an hour for its retry.
+        let ran = Ran::default();
+        let control = MapControl::new();
+        let policy = RetryPolicy::new().attempts(2).interval(Duration::from_secs(3_600));
+        let mut outputs = stream::iter(0..1_000u64)
+            .map_unordered(8, |n| {
+                let ran = &ran;
+                async move {
+                    let fails = n % 7 == 1;
+                    let output = cut_work(n, ran, n % 3 == 0, fails).await;
+                    if fails {
+                        ran.sent_back.fetch_add(1, SeqCst);
+                    }
+                    output
+                }
+            })
+            .per_key(|n| n % 5, 3)
+            .retry(policy)
+            .control(&control);
+        for _ in 0..10 {
+            assert!(outputs.next().await.expect("an output").is_ok());
+        }
+        drop(outputs);
+        let progress = control.progress();
+        check_ended(&progress, &ran, "keyed stream");
+        assert!(progress.cancelled() > 0 && progress.not_started() > 0);
+    }
+
+    async fn a_drained_map_cancels_nothing() {
+        for keyed in [false, true] {
+            let ran = Ran::default();
+            let control = Controls::default();
+            let f = |n: u64| {
+                if n == 40 {
+                    control.drain(keyed);
+                }
+                cut_work(n, &ran, false, false)
+            };
+            let outputs = if keyed {
+                map_async(0..1_000u64, 8, f).per_key(|n| (n % 3) as usize, 2).control(&control.keyed).await
+            } else {
+                map_async(0..1_000u64, 8, f).control(&control.plain).await
+            };
+            let progress = control.progress(keyed);
+            check_ended(&progress, &ran, &format!("keyed {keyed}"));
+            assert_eq!(progress.cancelled(), 0);
+            assert_eq!(outputs.len() as u64, progress.finished());
+        }
+    }
+}
+
+matrix! {
+    async fn a_control_is_attached_again_after_its_map_ended() {
+        // A run drained from inside its 11th item.
+        let control = MapControl::new();
+        let stop = control.clone();
+        let first = map_async(0..100u64, 4, |n| {
+            if n == 10 {
+                stop.drain();
+            }
+            async move {
+                yield_now().await;
+                n
+            }
+        })
+        .control(&control)
+        .await;
+        assert_eq!(first.len(), 11);
+        let p = control.progress();
+        assert!(p.ended() && p.draining());
+        assert_eq!((p.pulled(), p.finished()), (11, 11));
+        assert!(control.set_limit(8).unwrap_err().is_not_attached(), "no map between runs");
+
+        // Attached again: the figures start from zero, the drain was the first run's.
+        let second = map_async(0..50u64, 4, |n| async move {
+            yield_now().await;
+            n
+        })
+        .control(&control);
+        let p = control.progress();
+        assert_eq!((p.pulled(), p.finished(), p.ended(), p.draining()), (0, 0, false, false));
+        control.set_limit(8).expect("a map is attached");
+        assert_eq!(second.await, (0..50).collect::<Vec<_>>());
+        let p = control.progress();
+        assert_eq!((p.pulled(), p.finished(), p.cancelled(), p.not_started()), (50, 50, 0, 0));
+        assert!(p.ended() && !p.draining());
+
+        // A drain asked between two runs stops the next one before it starts anything;
+        // the run after that is whole again.
+        control.drain();
+        let third = map_async(0..50u64, 4, |n| async move { n }).control(&control).await;
+        assert!(third.is_empty());
+        assert_eq!(control.progress().pulled(), 0);
+        let fourth = map_async(0..50u64, 4, |n| async move { n }).control(&control).await;
+        assert_eq!(fourth.len(), 50);
+        assert_eq!(control.progress().finished(), 50);
+
+        // Keyed: what a run left unstarted and its busiest keys do not outlive it.
+        let control: MapControl<u64> = MapControl::new();
+        let (release, gate) = smol::channel::unbounded::<()>();
+        let map = map_async(0..5u64, 4, |n| {
+            let gate = gate.clone();
+            async move {
+                if n == 0 {
+                    gate.recv().await.expect("released");
+                }
+                n
+            }
+        })
+        .per_key(|_| 0u64, 1)
+        .control(&control);
+        let watch = async {
+            // Item 0 runs, the 4 others wait for the key: the board shows them.
+            while control.busiest_keys(4).first().is_none_or(|key| key.waiting() != 4) {
+                yield_now().await;
+            }
+            control.drain();
+            release.send(()).await.unwrap();
+        };
+        let (first, ()) = zip(map, watch).await;
+        assert_eq!(first, [0]);
+        assert_eq!(control.not_started(), [1, 2, 3, 4]);
+        let second = map_async(0..6u64, 4, |n| async move {
+            yield_now().await;
+            n
+        })
+        .per_key(|n| n % 2, 1)
+        .control(&control);
+        assert!(control.not_started().is_empty());
+        assert!(control.busiest_keys(4).is_empty(), "the first run's keys are gone");
+        assert_eq!(second.await, [0, 1, 2, 3, 4, 5]);
+        let p = control.progress();
+        assert_eq!((p.pulled(), p.finished(), p.not_started()), (6, 6, 0));
+    }
+
+    async fn a_control_whose_map_was_dropped_mid_run_is_attached_again() {
+        let control = MapControl::new();
+        let mut map =
+            Box::pin(map_async(0..100u64, 4, |_| std::future::pending::<u64>()).control(&control));
+        assert!(futures_lite::future::poll_once(map.as_mut()).await.is_none());
+        drop(map);
+        let p = control.progress();
+        assert!(p.ended());
+        assert_eq!((p.pulled(), p.cancelled()), (4, 4));
+
+        let out = map_async(0..20u64, 4, |n| async move { n }).control(&control).await;
+        assert_eq!(out.len(), 20);
+        let p = control.progress();
+        assert_eq!((p.pulled(), p.finished(), p.cancelled(), p.in_flight()), (20, 20, 0, 0));
+        assert!(p.ended());
+
+        // A stream dropped after 3 outputs, then a stream run to its end and polled again
+        // once the control steers the next run: the ended stream no longer reaches it.
+        let mut stream = amap_iter(0..100u64, 4, |n| async move {
+            yield_now().await;
+            n
+        })
+        .control(&control);
+        for _ in 0..3 {
+            assert!(stream.next().await.is_some());
+        }
+        drop(stream);
+        assert!(control.progress().ended());
+        let mut stream = amap_iter(0..10u64, 4, |n| async move { n }).control(&control);
+        let mut count = 0;
+        while stream.next().await.is_some() {
+            count += 1;
+        }
+        assert_eq!(count, 10);
+        let next = map_async(0..30u64, 4, |n| async move {
+            yield_now().await;
+            n
+        })
+        .control(&control);
+        assert!(stream.next().await.is_none());
+        let p = control.progress();
+        assert_eq!((p.pulled(), p.ended()), (0, false), "the next run's figures");
+        assert_eq!(next.await.len(), 30);
+        assert_eq!(control.progress().finished(), 30);
+    }
 }

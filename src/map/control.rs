@@ -5,8 +5,16 @@
 //! own fields and publishes them into the control when a poll of the map returns (a
 //! stream: when it waits, ends, or after a long run of outputs), as a seqlock of plain
 //! stores: no read-modify-write, nothing per item. A map without a control pays a test
-//! per poll; one with a control pays a few stores per poll and, in a plain map's fill
-//! loop, a look at the drain flag before each pull. Per-key
+//! per poll (a stream, per output it hands out after a round of work); one with a
+//! control pays a few stores per poll (a stream keeps its figures in its own fields
+//! before such an output, for the end should it be dropped there) and, in a plain map's
+//! fill loop, a look at the drain flag before each pull.
+//!
+//! When the map ends, it publishes its last figures with the end: whatever it still ran
+//! or held then was cancelled (dropped, stopped by the first error, a panic), and is
+//! counted so, so that an ended map has nothing in flight, waiting or awaiting a retry.
+//! A map dropped between two polls ends with the figures of its last poll, which are
+//! exact: nothing in a map moves between its polls. Per-key
 //! figures (the busiest keys, the paused keys) cost a walk over the map's keys, so they
 //! are published only when someone asked for them since the last time: reading them
 //! wakes the map, which publishes them when that poll returns.
@@ -29,7 +37,7 @@ use atomic_waker::AtomicWaker;
 pub(crate) const CAN_RATE: u8 = 1;
 /// The map has a key function: per-key limits and rates may be set while it runs.
 pub(crate) const CAN_PER_KEY: u8 = 2;
-/// A map is attached.
+/// A map is attached and has not ended.
 const ATTACHED: u8 = 4;
 
 /// The totals a map publishes, all counted from the start of the map.
@@ -46,8 +54,45 @@ pub(crate) struct Figures {
     pub(crate) failed: u64,
     /// Failed attempts sent back for another.
     pub(crate) retries: u64,
-    /// Pulled items dropped unstarted by a drain.
+    /// Pulled items that will never start: dropped unstarted by a drain, or left
+    /// unstarted when the map was cancelled.
     pub(crate) not_started: u64,
+    /// Attempts that were running when the map was cancelled.
+    pub(crate) cancelled_attempts: u64,
+    /// Items that were waiting for a retry when the map was cancelled.
+    pub(crate) cancelled_retries: u64,
+}
+
+impl Figures {
+    /// Attempts running now.
+    fn in_flight(&self) -> u64 {
+        self.attempts
+            .saturating_sub(self.finished + self.retries + self.cancelled_attempts)
+    }
+
+    /// Items pulled and not started, and not given up on.
+    fn waiting(&self) -> u64 {
+        self.pulled.saturating_sub(self.started + self.not_started)
+    }
+
+    /// Items whose last attempt failed, waiting for their next one.
+    fn awaiting_retry(&self) -> u64 {
+        let retry_attempts = self.attempts.saturating_sub(self.started);
+        self.retries
+            .saturating_sub(retry_attempts + self.cancelled_retries)
+    }
+
+    /// The figures of a map that ends now: what it was running is cancelled, what was
+    /// waiting for a retry is cancelled too, and what never started never will (a map
+    /// that ended by itself has none of these: the figures stay as they are).
+    pub(crate) fn at_end(mut self) -> Self {
+        let (in_flight, awaiting_retry, waiting) =
+            (self.in_flight(), self.awaiting_retry(), self.waiting());
+        self.cancelled_attempts += in_flight;
+        self.cancelled_retries += awaiting_retry;
+        self.not_started += waiting;
+        self
+    }
 }
 
 /// Settings asked for and not yet applied by the map.
@@ -71,20 +116,30 @@ pub(crate) struct Shared {
     failed: AtomicU64,
     retries: AtomicU64,
     not_started: AtomicU64,
+    cancelled_attempts: AtomicU64,
+    cancelled_retries: AtomicU64,
     paused_keys: AtomicU64,
     /// Keys the shared limits told "later", and of those the ones told of a warm-up.
     keys_told_later: AtomicU64,
     keys_warming_up: AtomicU64,
+    /// Whether the attached map ended (written under the seqlock with its last figures).
     ended: AtomicBool,
     /// Someone read a per-key figure: publish them at the end of the next poll.
     want_keys: AtomicBool,
     /// How many of the busiest keys to publish (the most asked for so far).
     keys_wanted: AtomicU64,
     draining: AtomicBool,
+    /// The drain flag was set when the map ended: it belongs to that run, and the next map
+    /// attached starts without it (a drain asked after the end clears this: it is for the
+    /// next run).
+    drain_spent: AtomicBool,
+    /// A map was attached again since the busiest keys were last read: the board still
+    /// shows the previous run's.
+    board_stale: AtomicBool,
     /// Bumped by every change of a setting (and by the drain).
     generation: AtomicU64,
     settings: Mutex<Settings>,
-    /// `ATTACHED` and what the map can change while it runs.
+    /// `ATTACHED` and what the map can change while it runs; nothing once it ended.
     caps: AtomicU8,
     waker: AtomicWaker,
     /// Input positions of the items a drain dropped unstarted, ascending.
@@ -100,6 +155,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     /// Publishes the map's totals. Only the map calls it, never two at once.
     pub(crate) fn publish(&self, figures: &Figures) {
+        self.write(figures, false);
+    }
+
+    /// Publishes the figures and whether the map ended, in one seqlock write.
+    fn write(&self, figures: &Figures, ended: bool) {
         let seq = self.seq.load(Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
@@ -111,11 +171,17 @@ impl Shared {
         self.retries.store(figures.retries, Ordering::Relaxed);
         self.not_started
             .store(figures.not_started, Ordering::Relaxed);
+        self.cancelled_attempts
+            .store(figures.cancelled_attempts, Ordering::Relaxed);
+        self.cancelled_retries
+            .store(figures.cancelled_retries, Ordering::Relaxed);
+        self.ended.store(ended, Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 
-    /// One consistent reading of the totals (retried while the map is writing them).
-    fn read(&self) -> Figures {
+    /// One consistent reading of the totals and of whether the map ended (retried while
+    /// the map is writing them).
+    fn read(&self) -> (Figures, bool) {
         let mut spins = 0u32;
         loop {
             let before = self.seq.load(Ordering::Acquire);
@@ -128,10 +194,13 @@ impl Shared {
                     failed: self.failed.load(Ordering::Relaxed),
                     retries: self.retries.load(Ordering::Relaxed),
                     not_started: self.not_started.load(Ordering::Relaxed),
+                    cancelled_attempts: self.cancelled_attempts.load(Ordering::Relaxed),
+                    cancelled_retries: self.cancelled_retries.load(Ordering::Relaxed),
                 };
+                let ended = self.ended.load(Ordering::Relaxed);
                 fence(Ordering::Acquire);
                 if self.seq.load(Ordering::Relaxed) == before {
-                    return figures;
+                    return (figures, ended);
                 }
             }
             // The map was preempted in the middle of its few stores: let it finish.
@@ -171,9 +240,15 @@ impl Shared {
         }
     }
 
-    pub(crate) fn end(&self) {
-        self.ended.store(true, Ordering::Release);
-        // Nobody polls an ended map: nothing more to wake.
+    /// Publishes the last figures of the map, which ended, and detaches it: the control
+    /// may be attached to another map from now on. Nobody polls an ended map: nothing
+    /// more to wake.
+    pub(crate) fn end(&self, figures: &Figures) {
+        self.write(figures, true);
+        // A drain asked during this run ends with it.
+        self.drain_spent
+            .store(self.draining.load(Ordering::Acquire), Ordering::Release);
+        self.caps.store(0, Ordering::Release);
     }
 
     /// Whether a drain was asked.
@@ -210,14 +285,34 @@ impl Shared {
         never.extend(positions);
     }
 
-    /// Attaches a map that can change the settings in `caps`.
+    /// Attaches a map that can change the settings in `caps`: a new run, whose figures
+    /// start from zero.
     #[track_caller]
     pub(crate) fn attach(&self, caps: u8) {
-        let before = self.caps.swap(caps | ATTACHED, Ordering::AcqRel);
-        assert!(
-            before & ATTACHED == 0,
-            "tollgate: this MapControl is attached to another map already (one control steers one map)"
-        );
+        // Under the settings' lock: a setting asked once the new map is attached waits
+        // for the reset below and is kept; one asked before sees no map.
+        let mut settings = lock(&self.settings);
+        let before = self.caps.fetch_or(ATTACHED, Ordering::AcqRel);
+        if before & ATTACHED != 0 {
+            drop(settings);
+            panic!(
+                "tollgate: this MapControl is attached to another map already, which has not ended (one control steers one map at a time)"
+            );
+        }
+        // What an earlier run left: its figures, its settings never applied, its drain,
+        // its positions, its keys.
+        *settings = Settings::default();
+        self.write(&Figures::default(), false);
+        self.publish_paused_keys(0);
+        self.publish_told_later(0, 0);
+        self.want_keys.store(false, Ordering::Relaxed);
+        self.keys_wanted.store(0, Ordering::Relaxed);
+        if self.drain_spent.swap(false, Ordering::AcqRel) {
+            self.draining.store(false, Ordering::Release);
+        }
+        lock(&self.never_started).clear();
+        self.board_stale.store(true, Ordering::Release);
+        self.caps.store(caps | ATTACHED, Ordering::Release);
     }
 
     /// The map changed its admission (a scheduling method after `.control`): it can now
@@ -263,6 +358,25 @@ impl Shared {
 /// names keys of that type. For a map without one it is `()`, the default, and
 /// inference fills it in from the map it is attached to.
 ///
+/// # One run at a time
+///
+/// A control is attached to one map at a time, from the map's `control` call until the
+/// map ends (it completes, a stream returns its last output, it is dropped, or a panic
+/// goes through it). Attaching it to a second map meanwhile panics. Once the map ended,
+/// the control is attached to no map, and may be attached to the next one: a job that
+/// runs every night keeps one control.
+///
+/// Everything a control reads and steers is per run:
+/// - between two runs, [`progress`](Self::progress) and
+///   [`not_started`](Self::not_started) show the run that ended, and a setting
+///   (`set_limit` and the others) is an error: no map is there to take it;
+/// - attaching the next map starts its figures from zero (a reading then is the new
+///   run's), clears the positions the old run left unstarted and its busiest keys, and
+///   forgets settings the old run never applied;
+/// - a [drain](Self::drain) asked while a map runs stops that run only: the next map
+///   attached starts undrained. A drain asked while no map is attached (before the
+///   first, or between two) stops the next map attached before it starts anything.
+///
 /// # Examples
 ///
 /// ```
@@ -275,6 +389,11 @@ impl Shared {
 /// let progress = watcher.progress();
 /// assert_eq!((progress.pulled(), progress.finished(), progress.in_flight()), (100, 100, 0));
 /// assert!(progress.ended());
+///
+/// // The next run, with the same control: its figures start from zero.
+/// let more = map_async(0..10u32, 8, |n| async move { n }).control(&control).await;
+/// assert_eq!(more.len(), 10);
+/// assert_eq!((watcher.progress().pulled(), watcher.progress().finished()), (10, 10));
 /// # });
 /// ```
 pub struct MapControl<K = ()> {
@@ -333,8 +452,7 @@ impl<K> MapControl<K> {
     }
 
     fn progress_quiet(&self) -> Progress {
-        let figures = self.shared.read();
-        let ended = self.shared.ended.load(Ordering::Acquire);
+        let (figures, ended) = self.shared.read();
         // The key figures are published on request, while the map runs: an ended map has
         // no key waiting for anything, whatever it published last.
         let key_figure = |figure: &AtomicU64| {
@@ -401,7 +519,7 @@ impl<K> MapControl<K> {
     /// An item that has started finishes as it would have: with a retry policy, a
     /// failed attempt may still be retried after the drain (starting a retry is not
     /// starting an item), and its output is its last attempt's. To stop those as well,
-    /// drop the map (which cancels everything in flight).
+    /// drop the map (which cancels everything in flight: [`Progress::cancelled`]).
     ///
     /// Which items never started: the pulled ones listed by
     /// [`not_started`](Self::not_started), and every item at an input position from
@@ -414,6 +532,10 @@ impl<K> MapControl<K> {
     /// function or one of its futures, nothing starts after the call; asked from another
     /// thread, an item being started at that very moment may still start. Draining twice
     /// is draining once.
+    ///
+    /// A drain is per run: asked while a map runs, it stops that map, and a map attached
+    /// to this control after it ended starts undrained. Asked while no map is attached,
+    /// it stops the next map attached (see [One run at a time](Self#one-run-at-a-time)).
     ///
     /// # Examples
     ///
@@ -436,6 +558,8 @@ impl<K> MapControl<K> {
     /// # });
     /// ```
     pub fn drain(&self) {
+        // Asked now: for the map attached now, or (none attached) for the next one.
+        self.shared.drain_spent.store(false, Ordering::Release);
         if !self.shared.draining.swap(true, Ordering::AcqRel) {
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
             self.shared.waker.wake();
@@ -443,8 +567,14 @@ impl<K> MapControl<K> {
     }
 
     /// The input positions (0 for the first item) of the items the map pulled and never
-    /// started because of a [drain](Self::drain), ascending. Items at positions from
-    /// [`Progress::pulled`] on were never pulled.
+    /// started because of a [drain](Self::drain), or because
+    /// [`try_map_async`](crate::try_map_async) stopped at its first error, ascending.
+    /// Items at positions from [`Progress::pulled`] on were never pulled.
+    ///
+    /// A map that is dropped (or that a panic goes through) counts the items it held
+    /// unstarted in [`Progress::not_started`] without listing them here: the map is gone
+    /// before it could say which they were. The outputs it handed out tell which
+    /// positions finished.
     ///
     /// Only a map with per-key limits, rates or retries holds pulled items that have not
     /// started (waiting for their key or their time), at most its window of them; a
@@ -645,7 +775,13 @@ impl<K: Clone> MapControl<K> {
     /// ```
     pub fn busiest_keys(&self, n: usize) -> Vec<KeyProgress<K>> {
         self.shared.request_keys(n);
-        let keys = lock(&self.keys);
+        let mut keys = lock(&self.keys);
+        if self.shared.board_stale.swap(false, Ordering::AcqRel) {
+            keys.clear(); // the previous run's
+        }
+        if self.shared.ended.load(Ordering::Acquire) {
+            return Vec::new(); // nothing waits or runs in an ended map
+        }
         keys.iter().take(n).cloned().collect()
     }
 }
@@ -653,8 +789,13 @@ impl<K: Clone> MapControl<K> {
 /// A snapshot of a map's progress, from [`MapControl::progress`].
 ///
 /// Every item the map pulled is in exactly one of these states: waiting (never
-/// started), in flight, waiting for a retry, finished, or not started because of a drain:
-/// `pulled == waiting + in_flight + awaiting_retry + finished + not_started`.
+/// started), in flight, waiting for a retry, finished, not started (and never to start:
+/// a drain or the map's cancellation left it), or cancelled (the map's cancellation cut
+/// its work short):
+/// `pulled == waiting + in_flight + awaiting_retry + finished + not_started + cancelled`.
+///
+/// Once the map [ended](Self::ended), nothing is waiting, in flight or waiting for a
+/// retry.
 ///
 /// # Examples
 ///
@@ -665,7 +806,12 @@ impl<K: Clone> MapControl<K> {
 /// let p = control.progress();
 /// assert_eq!(
 ///     p.pulled(),
-///     p.waiting() + p.in_flight() + p.awaiting_retry() + p.finished() + p.not_started()
+///     p.waiting()
+///         + p.in_flight()
+///         + p.awaiting_retry()
+///         + p.finished()
+///         + p.not_started()
+///         + p.cancelled()
 /// );
 /// # });
 /// ```
@@ -715,34 +861,63 @@ impl Progress {
         self.figures.retries
     }
 
-    /// Attempts running now.
+    /// Attempts running now. 0 once the map [ended](Self::ended): what ran then was
+    /// [cancelled](Self::cancelled).
     #[must_use]
     pub fn in_flight(&self) -> u64 {
-        self.figures
-            .attempts
-            .saturating_sub(self.figures.finished + self.figures.retries)
+        self.figures.in_flight()
     }
 
     /// Items pulled and never started yet, waiting for their key, their time or a slot.
+    /// 0 once the map [ended](Self::ended).
     #[must_use]
     pub fn waiting(&self) -> u64 {
-        self.figures
-            .pulled
-            .saturating_sub(self.figures.started + self.figures.not_started)
+        self.figures.waiting()
     }
 
-    /// Items whose last attempt failed, waiting for their next one.
+    /// Items whose last attempt failed, waiting for their next one. 0 once the map
+    /// [ended](Self::ended).
     #[must_use]
     pub fn awaiting_retry(&self) -> u64 {
-        let retry_attempts = self.figures.attempts - self.figures.started;
-        self.figures.retries.saturating_sub(retry_attempts)
+        self.figures.awaiting_retry()
     }
 
-    /// Pulled items a drain left unstarted (their positions:
-    /// [`MapControl::not_started`]).
+    /// Pulled items that never started and never will: a [drain](MapControl::drain) left
+    /// them, or the map was cancelled before their turn (dropped, stopped by
+    /// [`try_map_async`](crate::try_map_async)'s first error, or a panic). Nothing of
+    /// them ran: submit them again as they are. Their positions:
+    /// [`MapControl::not_started`].
     #[must_use]
     pub fn not_started(&self) -> u64 {
         self.figures.not_started
+    }
+
+    /// Items the map's cancellation cut short: an attempt of theirs was running when the
+    /// map was dropped, stopped by [`try_map_async`](crate::try_map_async)'s first error,
+    /// or went through by a panic (its future was dropped mid-way), or they were waiting
+    /// for a retry after a failed attempt. Unlike the [not started](Self::not_started)
+    /// ones, their work may already have had effects (a request sent, a row written):
+    /// check before submitting them again.
+    ///
+    /// 0 for a map that ended by itself (a drain lets every started item finish).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::future::{pending, poll_once};
+    /// # futures_lite::future::block_on(async {
+    /// let control = tollgate::MapControl::new();
+    /// let mut map = Box::pin(tollgate::map_async(0..100u32, 4, |_| pending::<()>()).control(&control));
+    /// assert!(poll_once(map.as_mut()).await.is_none()); // 4 attempts run
+    /// drop(map);
+    /// let p = control.progress();
+    /// assert!(p.ended());
+    /// assert_eq!((p.in_flight(), p.cancelled()), (0, 4));
+    /// # });
+    /// ```
+    #[must_use]
+    pub fn cancelled(&self) -> u64 {
+        self.figures.cancelled_attempts + self.figures.cancelled_retries
     }
 
     /// Keys paused now by their server's word
@@ -779,7 +954,7 @@ impl Progress {
     }
 
     /// Whether the map ended: it completed, a stream returned its last output, it was
-    /// dropped, or a panic went through it.
+    /// dropped, or a panic went through it. The figures of an ended map are final.
     #[must_use]
     pub fn ended(&self) -> bool {
         self.ended
@@ -829,9 +1004,9 @@ enum Kind {
     NoScheduler,
 }
 
-/// A [`MapControl`] setting the map cannot take: the control is attached to no map, or
-/// the map was built without what the setting changes (a per-key limit on a map
-/// without `.per_key`, a rate on a plain map).
+/// A [`MapControl`] setting the map cannot take: the control is attached to no map (none
+/// yet, or its map ended), or the map was built without what the setting changes (a
+/// per-key limit on a map without `.per_key`, a rate on a plain map).
 ///
 /// # Examples
 ///
@@ -853,7 +1028,7 @@ pub struct ControlError {
 }
 
 impl ControlError {
-    /// Whether the control was attached to no map.
+    /// Whether the control was attached to no map: none yet, or its map ended.
     #[must_use]
     pub fn is_not_attached(&self) -> bool {
         self.kind == Kind::NotAttached

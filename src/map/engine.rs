@@ -364,6 +364,9 @@ pub(crate) struct Engine<Fut, A> {
 /// The map's side of a [`MapControl`](super::MapControl), if one is attached.
 #[derive(Debug, Default)]
 pub(crate) struct Steering {
+    /// The control, until the map ends: an ended map lets go of it, so nothing it does
+    /// afterwards (a stream polled after its end) reaches the control, which another map
+    /// may have been attached to since.
     pub(crate) shared: Option<Arc<Shared>>,
     /// The settings' generation last applied.
     seen: u64,
@@ -371,27 +374,29 @@ pub(crate) struct Steering {
     drained: bool,
     /// The results stopped the map (`try_map_async`'s first error).
     broke: bool,
-    /// The control was told the map ended.
-    ended: bool,
-    /// Pulled items a drain dropped unstarted.
+    /// Pulled items a drain (or a stop) dropped unstarted.
     not_started: usize,
+    /// The figures as of the end of the map's last poll (published, or noted by a stream
+    /// before it handed out an output): a map dropped between two polls ends with them.
+    last: Figures,
 }
 
 impl Steering {
-    fn end(&mut self) {
-        if let Some(shared) = &self.shared {
-            if !self.ended {
-                self.ended = true;
-                shared.end();
-            }
+    /// Tells the control the map ended with `figures` (what still ran or waited then is
+    /// cancelled) and lets go of it.
+    fn end(&mut self, figures: Figures) {
+        if let Some(shared) = self.shared.take() {
+            shared.end(&figures.at_end());
         }
     }
 }
 
 impl Drop for Steering {
-    /// A dropped map has ended too.
+    /// A dropped map has ended too, cancelling what it ran: its last figures are exact,
+    /// since nothing in a map moves between its polls.
     fn drop(&mut self) {
-        self.end();
+        let last = self.last;
+        self.end(last);
     }
 }
 
@@ -582,18 +587,11 @@ impl<Fut: Future, A> Engine<Fut, A> {
         }
     }
 
-    /// Publishes the running totals (and the per-key figures if asked) into the
-    /// control.
-    fn publish<T>(&mut self)
+    /// The running totals for the control.
+    fn figures<T>(&self) -> Figures
     where
         A: Admission<T, Fut::Output>,
     {
-        let Some(shared) = &self.steering.shared else {
-            return;
-        };
-        if self.steering.ended {
-            return;
-        }
         let mut figures = self.admission.figures(self.next_seq, self.pool.len());
         figures.pulled = self.next_seq as u64;
         figures.not_started = self.steering.not_started as u64;
@@ -601,8 +599,24 @@ impl<Fut: Future, A> Engine<Fut, A> {
         // if it knew the output for an error (a retry policy): it is one failure either
         // way.
         figures.failed = figures.failed.max(u64::from(self.steering.broke));
-        shared.publish(&figures);
-        self.admission.publish_keys(shared);
+        figures
+    }
+
+    /// Publishes the running totals (and the per-key figures if asked) into the
+    /// control.
+    fn publish<T>(&mut self)
+    where
+        A: Admission<T, Fut::Output>,
+    {
+        if self.steering.shared.is_none() {
+            return;
+        }
+        let figures = self.figures();
+        self.steering.last = figures;
+        if let Some(shared) = &self.steering.shared {
+            shared.publish(&figures);
+            self.admission.publish_keys(shared);
+        }
     }
 
     /// Publishes the figures if a control is attached. A stream publishes when it
@@ -618,14 +632,36 @@ impl<Fut: Future, A> Engine<Fut, A> {
         self.publish();
     }
 
+    /// A stream about to hand out an output after a round of work: it does not publish
+    /// (see [`publish_if_steered`](Self::publish_if_steered)), but keeps the figures for
+    /// the end, should it be dropped before its next poll.
+    #[inline(always)]
+    fn note_if_steered<T>(&mut self)
+    where
+        A: Admission<T, Fut::Output>,
+    {
+        if self.steering.shared.is_some() {
+            self.note();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn note<T>(&mut self)
+    where
+        A: Admission<T, Fut::Output>,
+    {
+        self.steering.last = self.figures();
+    }
+
     /// Publishes the last figures and tells the control the map ended.
     fn end_steering<T>(&mut self)
     where
         A: Admission<T, Fut::Output>,
     {
         if self.steering.shared.is_some() {
-            self.publish();
-            self.steering.end();
+            let figures = self.figures();
+            self.steering.end(figures);
         }
     }
 
@@ -681,12 +717,25 @@ impl<Fut: Future, A> Engine<Fut, A> {
     }
 
     /// Drops every future in flight and every waiting item, and pulls nothing more.
-    fn stop<T>(&mut self)
+    /// `unwinding`: a panic goes through the map, whose admission is left as it was.
+    fn stop<T>(&mut self, unwinding: bool)
     where
         A: Admission<T, Fut::Output>,
     {
-        // The control sees what finished before the rest is dropped.
-        self.end_steering();
+        if self.steering.shared.is_some() {
+            if !unwinding {
+                // The positions of the pulled items that never started, for the control
+                // (after a panic, only their number: the admission is not asked for more).
+                let positions = self.admission.take_unstarted();
+                self.steering.not_started += positions.len();
+                if let Some(shared) = &self.steering.shared {
+                    shared.record_not_started(positions);
+                }
+            }
+            // The control sees what finished and what is cancelled before the rest is
+            // dropped.
+            self.end_steering();
+        }
         self.input_done = true;
         self.pool.clear();
         self.admission.clear();
@@ -757,7 +806,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
                     .is_break()
                 {
                     engine.steering.broke = true;
-                    engine.stop();
+                    engine.stop(false);
                     return Poll::Ready(ControlFlow::Break(()));
                 }
                 if engine.is_done() {
@@ -803,7 +852,7 @@ impl<'a, T, Fut: Future, A: Admission<T, Fut::Output>> StopOnUnwind<'a, T, Fut, 
 
 impl<T, Fut: Future, A: Admission<T, Fut::Output>> Drop for StopOnUnwind<'_, T, Fut, A> {
     fn drop(&mut self) {
-        self.engine.stop();
+        self.engine.stop(true);
         self.engine.state = State::Panicked;
     }
 }
@@ -914,9 +963,11 @@ where
                     AfterYield::Hold => {}
                     AfterYield::Fill => {
                         let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut budget);
+                        engine.note_if_steered();
                     }
                     AfterYield::Pass => {
                         let _ = engine.pass(source.as_mut(), f, results, cx, &mut budget);
+                        engine.note_if_steered();
                     }
                 }
                 *streak += 1;
@@ -926,6 +977,7 @@ where
                 let _ = engine.pass(source.as_mut(), f, results, cx, &mut budget);
                 if let Some(value) = results.pop() {
                     let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut budget);
+                    engine.note_if_steered();
                     *streak += 1;
                     return Poll::Ready(Some(value));
                 }
