@@ -129,6 +129,6 @@ pub mod futures {
     pub use crate::limits::Revoked;
 }
 pub use crate::store::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, RedisLimits,
-    RedisLimitsOptions, StoreStats,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, MAX_CALL_TIMEOUT,
+    MAX_LEASE_TTL, RedisLimits, RedisLimitsOptions, StoreStats,
 };

@@ -22,6 +22,15 @@ pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(2);
 /// The default [`poll_interval`](RedisLimitsOptions::poll_interval).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// The longest [`lease_ttl`](RedisLimitsOptions::lease_ttl): one hour. The TTL is how long a
+/// killed worker's permits stay taken and how long the store grants nothing after Redis
+/// lost its data (a restart, a failover); beyond an hour that is an outage, not a setting.
+pub const MAX_LEASE_TTL: Duration = Duration::from_secs(60 * 60);
+/// The longest [`call_timeout`](RedisLimitsOptions::call_timeout): one minute. It is how
+/// long a call waits before the store counts Redis as unreachable, and dropping the last
+/// handle of a store may wait twice as long for its last releases: a longer wait is no
+/// longer a bounded one.
+pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The pause between two tries of a call that failed for a reason that can pass (a refused
 /// connection, a Redis still loading its data), within the bounded wait.
@@ -113,12 +122,19 @@ impl RedisLimitsOptions {
     ///
     /// # Panics
     ///
-    /// If `ttl` is below 30 ms (renewal and fencing need room inside it).
+    /// If `ttl` is below 30 ms (renewal and fencing need room inside it) or above
+    /// [`MAX_LEASE_TTL`] (one hour: a killed worker's permits, and the warm-up after Redis
+    /// lost its data, would block the fleet for longer than that).
     #[track_caller]
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         assert!(
             ttl >= Duration::from_millis(30),
             "tollgate-redis: a lease TTL below 30 ms leaves no room to renew"
+        );
+        assert!(
+            ttl <= MAX_LEASE_TTL,
+            "tollgate-redis: a lease TTL above one hour (MAX_LEASE_TTL) would keep a killed \
+             worker's permits, and the warm-up after a restart, for longer than that"
         );
         self.lease_ttl = ttl;
         self
@@ -130,12 +146,18 @@ impl RedisLimitsOptions {
     ///
     /// # Panics
     ///
-    /// If `wait` is zero.
+    /// If `wait` is zero or above [`MAX_CALL_TIMEOUT`] (one minute: a call that may wait
+    /// longer is no longer a bounded wait, and dropping the store may wait twice as long).
     #[track_caller]
     pub fn call_timeout(mut self, wait: Duration) -> Self {
         assert!(
             !wait.is_zero(),
             "tollgate-redis: the wait for redis must not be zero"
+        );
+        assert!(
+            wait <= MAX_CALL_TIMEOUT,
+            "tollgate-redis: a call timeout above one minute (MAX_CALL_TIMEOUT) is not a \
+             bounded wait"
         );
         self.call_timeout = wait;
         self
@@ -144,7 +166,9 @@ impl RedisLimitsOptions {
     /// The longest pause between two asks of a full key (20 ms by default). A waiting
     /// acquire asks again at once when a permit of the key is released in this process, and
     /// otherwise after a pause that starts at 1 ms and doubles up to this: releases in
-    /// other processes are seen within it.
+    /// other processes are seen within it. An interval longer than the
+    /// [lease TTL](Self::lease_ttl) counts as the TTL: every lease of a full key lapses or
+    /// is renewed within one, so a waiter looks again at least that often.
     ///
     /// # Panics
     ///
@@ -185,7 +209,7 @@ impl RedisLimitsOptions {
             namespace: self.namespace,
             ttl: self.lease_ttl,
             wait: self.call_timeout,
-            poll: self.poll_interval,
+            poll: self.poll_interval.min(self.lease_ttl),
             conn: Mutex::new(None),
             run_id: Mutex::new(String::new()),
             connecting: async_lock::Mutex::new(()),
@@ -767,8 +791,44 @@ impl fmt::Debug for Inner {
 
 #[cfg(test)]
 mod tests {
-    use super::{ServerInfo, micros_ceil, tag};
+    use super::{MAX_CALL_TIMEOUT, MAX_LEASE_TTL, RedisLimits, ServerInfo, micros_ceil, tag};
     use std::time::Duration;
+
+    const NANO: Duration = Duration::from_nanos(1);
+
+    #[test]
+    #[should_panic(expected = "a lease TTL above one hour (MAX_LEASE_TTL)")]
+    fn a_lease_ttl_of_duration_max_is_refused_with_its_bound() {
+        let _ = RedisLimits::options("redis://127.0.0.1:1").lease_ttl(Duration::MAX);
+    }
+
+    #[test]
+    #[should_panic(expected = "a lease TTL above one hour (MAX_LEASE_TTL)")]
+    fn a_lease_ttl_just_over_the_bound_is_refused() {
+        let _ = RedisLimits::options("redis://127.0.0.1:1").lease_ttl(MAX_LEASE_TTL + NANO);
+    }
+
+    #[test]
+    #[should_panic(expected = "a call timeout above one minute (MAX_CALL_TIMEOUT)")]
+    fn a_call_timeout_of_duration_max_is_refused_with_its_bound() {
+        let _ = RedisLimits::options("redis://127.0.0.1:1").call_timeout(Duration::MAX);
+    }
+
+    #[test]
+    #[should_panic(expected = "a call timeout above one minute (MAX_CALL_TIMEOUT)")]
+    fn a_call_timeout_just_over_the_bound_is_refused() {
+        let _ = RedisLimits::options("redis://127.0.0.1:1").call_timeout(MAX_CALL_TIMEOUT + NANO);
+    }
+
+    #[test]
+    fn the_bounds_themselves_are_accepted() {
+        let options = RedisLimits::options("redis://127.0.0.1:1")
+            .lease_ttl(MAX_LEASE_TTL)
+            .call_timeout(MAX_CALL_TIMEOUT)
+            .poll_interval(Duration::MAX);
+        assert_eq!(options.lease_ttl, MAX_LEASE_TTL);
+        assert_eq!(options.call_timeout, MAX_CALL_TIMEOUT);
+    }
 
     #[test]
     fn tags_keep_names_and_keys_with_colons_apart() {
