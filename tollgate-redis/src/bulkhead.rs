@@ -486,6 +486,7 @@ pub(crate) async fn grant_once(
             "the store's keeper thread has stopped (a panic): nothing would renew the lease",
         ));
     }
+    store.fail_fast()?;
     let id = store.lease_id();
     // Beside the lease set, same hash tag, outside the `lease:` names (a scan for lease
     // sets does not meet it).

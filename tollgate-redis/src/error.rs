@@ -33,12 +33,26 @@ pub struct SharedError {
 
 #[derive(Clone, PartialEq, Eq)]
 enum Kind {
-    Unavailable { address: String, reason: String },
+    Unavailable {
+        address: String,
+        reason: String,
+        /// The time to the store's next attempt to reach Redis, when it counts Redis as
+        /// unreachable (a call failed after its whole wait).
+        retry_after: Option<Duration>,
+    },
     Fenced,
-    Full { retry_after: Duration },
-    RateLimited { retry_after: Duration },
-    Paused { retry_after: Duration },
-    WarmingUp { retry_after: Duration },
+    Full {
+        retry_after: Duration,
+    },
+    RateLimited {
+        retry_after: Duration,
+    },
+    Paused {
+        retry_after: Duration,
+    },
+    WarmingUp {
+        retry_after: Duration,
+    },
 }
 
 impl SharedError {
@@ -47,8 +61,34 @@ impl SharedError {
             kind: Kind::Unavailable {
                 address: address.to_owned(),
                 reason: reason.to_string(),
+                retry_after: None,
             },
         }
+    }
+
+    /// Redis counts as unreachable: asks fail at once until a probe reaches it, the next
+    /// one in `retry_after`.
+    pub(crate) fn unreachable(
+        address: &str,
+        reason: impl fmt::Display,
+        retry_after: Duration,
+    ) -> Self {
+        Self {
+            kind: Kind::Unavailable {
+                address: address.to_owned(),
+                reason: reason.to_string(),
+                retry_after: Some(retry_after),
+            },
+        }
+    }
+
+    /// The same error without a time to the next probe (a store that is gone will make
+    /// none).
+    pub(crate) fn without_retry_after(mut self) -> Self {
+        if let Kind::Unavailable { retry_after, .. } = &mut self.kind {
+            *retry_after = None;
+        }
+        self
     }
 
     pub(crate) fn fenced() -> Self {
@@ -81,6 +121,14 @@ impl SharedError {
 
     /// Redis did not answer within the store's bounded wait (or refused the call): nothing
     /// was granted. [`address`](Self::address) names the Redis it tried.
+    ///
+    /// Once one call has failed after its whole
+    /// [call timeout](crate::RedisLimitsOptions::call_timeout), the store counts Redis as
+    /// unreachable: every ask fails at once with this error, its
+    /// [`retry_after`](Self::retry_after) the time to the store's next attempt to reach
+    /// Redis (a probe), until a probe finds it back. A retry policy that honours
+    /// `retry_after` then waits without knocking on a dead Redis (see
+    /// [`RedisLimits`](crate::RedisLimits)).
     ///
     /// # Examples
     ///
@@ -266,7 +314,11 @@ impl SharedError {
     /// How long until asking again can succeed: exact for a rate, a pause and a warm-up (on
     /// Redis's clock); for a full key the time until its oldest lease would lapse if it were
     /// not renewed: neither a bound from above (renewals push it later) nor from below (a
-    /// release frees room sooner), a hint for when to look again. `None` for the other kinds.
+    /// release frees room sooner), a hint for when to look again; for an
+    /// [`is_unavailable`](Self::is_unavailable) error of a store that counts Redis as
+    /// unreachable, the time to its next probe (asking sooner fails at once). `None` for a
+    /// fenced permit and for the other unavailable errors (a failed `connect`, a reply the
+    /// store cannot use).
     ///
     /// # Examples
     ///
@@ -296,7 +348,8 @@ impl SharedError {
             | Kind::RateLimited { retry_after }
             | Kind::Paused { retry_after }
             | Kind::WarmingUp { retry_after } => Some(retry_after),
-            Kind::Unavailable { .. } | Kind::Fenced => None,
+            Kind::Unavailable { retry_after, .. } => retry_after,
+            Kind::Fenced => None,
         }
     }
 }
@@ -304,8 +357,19 @@ impl SharedError {
 impl fmt::Display for SharedError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            Kind::Unavailable { address, reason } => {
-                write!(f, "redis at {address} is unavailable: {reason}")
+            Kind::Unavailable {
+                address,
+                reason,
+                retry_after,
+            } => {
+                write!(f, "redis at {address} is unavailable: {reason}")?;
+                match retry_after {
+                    Some(after) => write!(
+                        f,
+                        " (asks fail at once until a probe reaches it, the next in {after:?})"
+                    ),
+                    None => Ok(()),
+                }
             }
             Kind::Fenced => f.write_str("the permit's lease could not be renewed in time (fenced)"),
             Kind::Full { retry_after } => {
@@ -352,6 +416,16 @@ mod tests {
             unavailable.to_string(),
             "redis at 127.0.0.1:6379 is unavailable: connection refused"
         );
+        let unreachable = SharedError::unreachable("127.0.0.1:6379", "no answer within 2s", after);
+        assert!(unreachable.is_unavailable());
+        assert_eq!(unreachable.address(), Some("127.0.0.1:6379"));
+        assert_eq!(unreachable.retry_after(), Some(after));
+        assert_eq!(
+            unreachable.to_string(),
+            "redis at 127.0.0.1:6379 is unavailable: no answer within 2s (asks fail at once \
+             until a probe reaches it, the next in 250ms)"
+        );
+        assert_eq!(unreachable.without_retry_after().retry_after(), None);
         let kinds = [
             (SharedError::fenced(), "fenced"),
             (SharedError::full(after), "full"),

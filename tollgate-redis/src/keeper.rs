@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use redis::Connection;
 
+use crate::health::{Gate, Health};
 use crate::lease::Lease;
 use crate::scripts::RENEW;
 use crate::store::{StoreStats, micros};
@@ -54,6 +55,7 @@ impl KeeperStats {
             release_calls: self.releases.load(Ordering::Relaxed),
             fenced: self.fenced.load(Ordering::Relaxed),
             keeper_running: self.running(),
+            unreachable: false,
         }
     }
 
@@ -83,7 +85,12 @@ pub(crate) fn margin(ttl: Duration) -> Duration {
 }
 
 impl Keeper {
-    pub(crate) fn start(client: redis::Client, ttl: Duration, wait: Duration) -> Self {
+    pub(crate) fn start(
+        client: redis::Client,
+        health: Arc<Health>,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Self {
         let (tx, rx) = mpsc::channel();
         let stats = Arc::new(KeeperStats::default());
         let thread = Thread {
@@ -96,6 +103,8 @@ impl Keeper {
             // frozen Redis thaws, which fences everything anyway); the TTL on top is room.
             tombstone: ttl + wait,
             conn: None,
+            health,
+            not_before: None,
             held: HashMap::new(),
             releases: Vec::new(),
             next_renewal: None,
@@ -167,6 +176,10 @@ struct Thread {
     /// How long a cancelled grant's tombstone stays.
     tombstone: Duration,
     conn: Option<Connection>,
+    /// Whether Redis answers, shared with the store: a new connection waits for its turn.
+    health: Arc<Health>,
+    /// When the last look at the health said the next connection attempt may come.
+    not_before: Option<Instant>,
     held: HashMap<String, Arc<Lease>>,
     /// Releases to send, each with the instant after which its lease has lapsed anyway, and
     /// whether it is a cancelled grant (a tombstone goes with it).
@@ -210,7 +223,7 @@ impl Thread {
     /// The next instant something is due: a renewal, a fence point, a release to retry.
     fn next_wake(&self) -> Option<Instant> {
         let fence = self.held.values().map(|lease| lease.fence_point()).min();
-        let retry = (!self.releases.is_empty()).then(|| Instant::now() + self.retry_pause());
+        let retry = (!self.releases.is_empty()).then(|| self.retry_at());
         [self.next_renewal, fence, retry]
             .into_iter()
             .flatten()
@@ -219,6 +232,14 @@ impl Thread {
 
     fn retry_pause(&self) -> Duration {
         (self.ttl / 15).clamp(Duration::from_millis(5), Duration::from_secs(1))
+    }
+
+    /// When to try a failed call again: after the retry pause, and not before a new
+    /// connection may be attempted (Redis out of reach: the store's probes pace this
+    /// thread too).
+    fn retry_at(&self) -> Instant {
+        let soon = Instant::now() + self.retry_pause();
+        self.not_before.map_or(soon, |at| at.max(soon))
     }
 
     fn handle(&mut self, msg: Msg) {
@@ -254,14 +275,40 @@ impl Thread {
         }
     }
 
+    /// The keeper's connection: the current one, or a new one if the store's health gives
+    /// this thread the turn to attempt it now (else `None`, and `not_before` says when).
     fn connection(&mut self) -> Option<&mut Connection> {
         if self.conn.is_none() {
-            let conn = self.client.get_connection_with_timeout(self.wait).ok()?;
-            conn.set_read_timeout(Some(self.wait)).ok()?;
-            conn.set_write_timeout(Some(self.wait)).ok()?;
+            let health = Arc::clone(&self.health);
+            let now = Instant::now();
+            let attempt = match health.begin_attempt(now, now + self.wait) {
+                Gate::Attempt(attempt) => attempt,
+                // Another attempt is under way: look again after the retry pause.
+                Gate::Busy => {
+                    self.not_before = None;
+                    return None;
+                }
+                Gate::NotBefore(at) => {
+                    self.not_before = Some(at);
+                    return None;
+                }
+            };
+            self.not_before = None;
+            // Dropping the turn on a failure counts the attempt as failed.
+            let conn = self.open().ok()?;
+            attempt.reached();
             self.conn = Some(conn);
         }
         self.conn.as_mut()
+    }
+
+    /// A new connection that answered a `PING`, with the thread's timeouts.
+    fn open(&self) -> redis::RedisResult<Connection> {
+        let mut conn = self.client.get_connection_with_timeout(self.wait)?;
+        conn.set_read_timeout(Some(self.wait))?;
+        conn.set_write_timeout(Some(self.wait))?;
+        redis::cmd("PING").query::<()>(&mut conn)?;
+        Ok(conn)
     }
 
     fn flush_releases(&mut self) {
@@ -293,6 +340,7 @@ impl Thread {
             self.conn = None;
             return;
         }
+        self.health.reached();
         self.stats.releases.fetch_add(1, Ordering::Relaxed);
         for (lease, _, _) in self.releases.drain(..) {
             lease.local.released.notify(usize::MAX);
@@ -316,7 +364,6 @@ impl Thread {
             invocation.key(*set).arg(ids.len()).arg(ids.as_slice());
         }
         let sent = Instant::now();
-        let retry = sent + self.retry_pause();
         let reply = match self.connection() {
             Some(conn) => invocation.invoke::<Vec<String>>(conn).map_err(|_| ()),
             None => Err(()),
@@ -324,9 +371,10 @@ impl Thread {
         self.stats.renewals.fetch_add(1, Ordering::Relaxed);
         let Ok(lost) = reply else {
             self.conn = None;
-            self.next_renewal = Some(retry);
+            self.next_renewal = Some(self.retry_at());
             return;
         };
+        self.health.reached();
         let life = self.ttl - margin(self.ttl);
         for lease in self.held.values() {
             lease.extend(sent, life);

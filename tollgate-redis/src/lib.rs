@@ -43,10 +43,13 @@
 //!
 //! # Failure behaviour
 //!
-//! - **Redis unreachable**: nothing new is granted (fail closed). Each call waits at most
-//!   the store's [`call_timeout`](RedisLimitsOptions::call_timeout), retrying, then fails with
-//!   an [`is_unavailable`](SharedError::is_unavailable) error naming the address. Calls
-//!   after Redis comes back succeed: no restart needed. Permits held through an outage
+//! - **Redis unreachable**: nothing new is granted (fail closed), and fast. A call waits at
+//!   most the store's [`call_timeout`](RedisLimitsOptions::call_timeout), retrying, then
+//!   fails with an [`is_unavailable`](SharedError::is_unavailable) error naming the
+//!   address; from then on every ask fails at once, its
+//!   [`retry_after`](SharedError::retry_after) the time to the store's next probe (probes
+//!   one at a time, from a fifth of a second apart up to two seconds), until a probe
+//!   reaches Redis: no restart needed (see [`RedisLimits`]). Permits held through an outage
 //!   longer than the fencing point (four fifths of the TTL after their last renewal) are
 //!   fenced.
 //! - **Redis restarted, flushed or failed over**: the leases granted before may be gone
@@ -107,6 +110,7 @@ compile_error!(
 
 mod bulkhead;
 mod error;
+mod health;
 mod keeper;
 mod lease;
 mod limits;
@@ -129,6 +133,6 @@ pub mod futures {
     pub use crate::limits::Revoked;
 }
 pub use crate::store::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, RedisLimits,
-    RedisLimitsOptions, StoreStats,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, MAX_CALL_TIMEOUT,
+    MAX_LEASE_TTL, RedisLimits, RedisLimitsOptions, StoreStats,
 };

@@ -31,9 +31,10 @@ use crate::store::{Inner, RedisLimits};
 /// permits is released in this process) and sleeps in the map holding no slot. A permit
 /// that is fenced cancels its item's attempt, whose output becomes the
 /// [`is_fenced`](SharedError::is_fenced) error; when Redis is out of reach, the ask fails
-/// after the store's [call timeout](crate::RedisLimitsOptions::call_timeout) and the key's
-/// next item ends with the [`is_unavailable`](SharedError::is_unavailable) error (fail
-/// closed). Add a `RetryPolicy` to the map to try such items again.
+/// (after the store's [call timeout](crate::RedisLimitsOptions::call_timeout), then at once
+/// until a probe reaches Redis) and the key's next item ends with the
+/// [`is_unavailable`](SharedError::is_unavailable) error (fail closed). Add a `RetryPolicy`
+/// to the map to try such items again (see [`RedisLimits`](crate::RedisLimits)).
 ///
 /// State is shared by name: a `SharedKeyLimits` named `"per-host"` shares its leases with
 /// a `SharedKeyedBulkhead` named `"per-host"`, its rate with a `SharedKeyedRateLimiter`

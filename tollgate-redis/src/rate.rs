@@ -171,6 +171,7 @@ impl SharedKeyedRateLimiter {
         loop {
             match self.check_key(key).await {
                 Ok(()) => return Ok(()),
+                Err(e) if e.is_unavailable() => return Err(e),
                 Err(e) => match e.retry_after() {
                     Some(after) => tollgate::sleep(after.max(Duration::from_micros(100))).await,
                     None => return Err(e),

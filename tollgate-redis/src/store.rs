@@ -10,10 +10,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use event_listener::Event;
+use futures_lite::future;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, FromRedisValue, RedisError, ScriptInvocation};
 
 use crate::SharedError;
+use crate::health::{Admit, Attempt, Gate, Health, PROBE_WAIT};
 use crate::keeper::Keeper;
 
 /// The default [`lease_ttl`](RedisLimitsOptions::lease_ttl).
@@ -22,10 +24,23 @@ pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(2);
 /// The default [`poll_interval`](RedisLimitsOptions::poll_interval).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// The longest [`lease_ttl`](RedisLimitsOptions::lease_ttl): one hour. The TTL is how long a
+/// killed worker's permits stay taken and how long the store grants nothing after Redis
+/// lost its data (a restart, a failover); beyond an hour that is an outage, not a setting.
+pub const MAX_LEASE_TTL: Duration = Duration::from_secs(60 * 60);
+/// The longest [`call_timeout`](RedisLimitsOptions::call_timeout): one minute. It is how
+/// long a call waits before the store counts Redis as unreachable, and dropping the last
+/// handle of a store may wait twice as long for its last releases: a longer wait is no
+/// longer a bounded one.
+pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The pause between two tries of a call that failed for a reason that can pass (a refused
 /// connection, a Redis still loading its data), within the bounded wait.
 const RETRY_PAUSE: Duration = Duration::from_millis(25);
+
+/// The least time a connection attempt is made with: a call whose turn comes later than
+/// this before its deadline gives up instead.
+const MIN_ATTEMPT: Duration = Duration::from_millis(50);
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -40,7 +55,53 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Dropping the last clone (and with it every permit and limiter made from it) sends the
 /// releases still queued before it returns, waiting at most a connect and one call (twice
 /// the [call timeout](RedisLimitsOptions::call_timeout)): a process that ends right after
-/// its work leaves no lease for the rest of the fleet to wait out.
+/// its work leaves no lease for the rest of the fleet to wait out. (While Redis counts as
+/// unreachable, see below, it gives them up at once: they lapse after one TTL.)
+///
+/// # When Redis is out of reach
+///
+/// Nothing is granted (fail closed), and failing is fast:
+///
+/// - A call waits at most the call timeout, trying again while Redis refuses connections
+///   or is loading: a Redis that is back within it is ridden through.
+/// - Once one call has failed after its whole call timeout, Redis counts as
+///   **unreachable** ([`StoreStats::unreachable`]): every ask fails at once, with an
+///   [`is_unavailable`](SharedError::is_unavailable) error naming the address whose
+///   [`retry_after`](SharedError::retry_after) is the time to the store's next **probe**.
+///   An ask made when a probe is due is that probe (one at a time per store, the keeper's
+///   renewals and releases included); one that meets a probe under way waits for its
+///   outcome, a fifth of a second at most. The first probe comes a fifth of a second after
+///   the failure, and the pause doubles up to two seconds while they keep failing, so a
+///   store knocks on a dead Redis a few times a second at most however many tasks ask.
+/// - The first probe that reaches Redis ends it: asks are served again (after a warm-up if
+///   Redis lost its data).
+///
+/// So a map whose retry policy gives up ends within about two call timeouts of an outage
+/// whatever its size, and one whose policy honours `retry_after`
+/// (`.retry_after(SharedError::retry_after)`) waits the outage out on a few attempts:
+///
+/// ```no_run
+/// use tollgate::{RetryPolicy, map_async};
+/// use tollgate_redis::{RedisLimits, SharedError, SharedKeyLimits};
+///
+/// # futures_lite::future::block_on(async {
+/// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+/// let per_host = SharedKeyLimits::new(&store, "per-host").limit_per_key(2);
+/// let policy = RetryPolicy::new()
+///     .attempts(10)
+///     .when(|e: &SharedError| e.is_unavailable() || e.is_fenced())
+///     // While Redis is out of reach: the time to the store's next probe.
+///     .retry_after(SharedError::retry_after);
+/// let hosts = ["example.com", "example.org"];
+/// let pages = map_async(0..100usize, 16, |i| async move { Ok::<_, SharedError>(i) })
+///     .per_key(|i| hosts[i % 2], 2)
+///     .shared_limits(per_host)
+///     .retry(policy)
+///     .await;
+/// # let _ = pages;
+/// # Ok::<(), SharedError>(())
+/// # });
+/// ```
 ///
 /// # Examples
 ///
@@ -113,12 +174,19 @@ impl RedisLimitsOptions {
     ///
     /// # Panics
     ///
-    /// If `ttl` is below 30 ms (renewal and fencing need room inside it).
+    /// If `ttl` is below 30 ms (renewal and fencing need room inside it) or above
+    /// [`MAX_LEASE_TTL`] (one hour: a killed worker's permits, and the warm-up after Redis
+    /// lost its data, would block the fleet for longer than that).
     #[track_caller]
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         assert!(
             ttl >= Duration::from_millis(30),
             "tollgate-redis: a lease TTL below 30 ms leaves no room to renew"
+        );
+        assert!(
+            ttl <= MAX_LEASE_TTL,
+            "tollgate-redis: a lease TTL above one hour (MAX_LEASE_TTL) would keep a killed \
+             worker's permits, and the warm-up after a restart, for longer than that"
         );
         self.lease_ttl = ttl;
         self
@@ -126,16 +194,24 @@ impl RedisLimitsOptions {
 
     /// How long one call may wait for Redis, connecting included (2 s by default), before
     /// it fails with an [`is_unavailable`](SharedError::is_unavailable) error. Calls are
-    /// retried within this wait while Redis refuses connections or is loading.
+    /// retried within this wait while Redis refuses connections or is loading. Once one
+    /// call has failed after the whole wait, asks fail at once until a probe reaches Redis
+    /// (see [`RedisLimits`]).
     ///
     /// # Panics
     ///
-    /// If `wait` is zero.
+    /// If `wait` is zero or above [`MAX_CALL_TIMEOUT`] (one minute: a call that may wait
+    /// longer is no longer a bounded wait, and dropping the store may wait twice as long).
     #[track_caller]
     pub fn call_timeout(mut self, wait: Duration) -> Self {
         assert!(
             !wait.is_zero(),
             "tollgate-redis: the wait for redis must not be zero"
+        );
+        assert!(
+            wait <= MAX_CALL_TIMEOUT,
+            "tollgate-redis: a call timeout above one minute (MAX_CALL_TIMEOUT) is not a \
+             bounded wait"
         );
         self.call_timeout = wait;
         self
@@ -144,7 +220,9 @@ impl RedisLimitsOptions {
     /// The longest pause between two asks of a full key (20 ms by default). A waiting
     /// acquire asks again at once when a permit of the key is released in this process, and
     /// otherwise after a pause that starts at 1 ms and doubles up to this: releases in
-    /// other processes are seen within it.
+    /// other processes are seen within it. An interval longer than the
+    /// [lease TTL](Self::lease_ttl) counts as the TTL: every lease of a full key lapses or
+    /// is renewed within one, so a waiter looks again at least that often.
     ///
     /// # Panics
     ///
@@ -178,18 +256,24 @@ impl RedisLimitsOptions {
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| SharedError::unavailable(&self.url, format_args!("invalid url: {e}")))?;
         let address = client.get_connection_info().addr().to_string();
-        let keeper = Keeper::start(client.clone(), self.lease_ttl, self.call_timeout);
+        let health = Arc::new(Health::default());
+        let keeper = Keeper::start(
+            client.clone(),
+            Arc::clone(&health),
+            self.lease_ttl,
+            self.call_timeout,
+        );
         let inner = Arc::new(Inner {
             client,
             address,
             namespace: self.namespace,
             ttl: self.lease_ttl,
             wait: self.call_timeout,
-            poll: self.poll_interval,
+            poll: self.poll_interval.min(self.lease_ttl),
             conn: Mutex::new(None),
             run_id: Mutex::new(String::new()),
-            connecting: async_lock::Mutex::new(()),
             generation: AtomicU64::new(0),
+            health,
             keeper,
             token: process_token(),
             counter: AtomicU64::new(0),
@@ -197,7 +281,12 @@ impl RedisLimitsOptions {
         });
         let store = RedisLimits { inner };
         let ping = redis::cmd("PING");
-        store.inner.query::<String>(&Call::Cmd(&ping)).await?;
+        // A store that failed to connect is dropped: it will probe nothing.
+        store
+            .inner
+            .query::<String>(&Call::Cmd(&ping))
+            .await
+            .map_err(SharedError::without_retry_after)?;
         Ok(store)
     }
 }
@@ -331,7 +420,10 @@ impl RedisLimits {
     /// # });
     /// ```
     pub fn stats(&self) -> StoreStats {
-        self.inner.keeper.stats.snapshot()
+        StoreStats {
+            unreachable: self.inner.health.is_down(),
+            ..self.inner.keeper.stats.snapshot()
+        }
     }
 }
 
@@ -371,6 +463,7 @@ pub struct StoreStats {
     pub(crate) release_calls: u64,
     pub(crate) fenced: u64,
     pub(crate) keeper_running: bool,
+    pub(crate) unreachable: bool,
 }
 
 impl StoreStats {
@@ -489,6 +582,27 @@ impl StoreStats {
     pub fn keeper_running(&self) -> bool {
         self.keeper_running
     }
+
+    /// Whether the store counts Redis as unreachable: a call failed after its whole
+    /// [call timeout](RedisLimitsOptions::call_timeout) and no probe has reached Redis
+    /// since. Asks fail at once meanwhile (see [`RedisLimits`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::RedisLimits;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
+    /// if store.stats().unreachable() {
+    ///     eprintln!("redis at {} is out of reach; asks fail at once", store.address());
+    /// }
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    pub fn unreachable(&self) -> bool {
+        self.unreachable
+    }
 }
 
 /// One call: a script or a plain command.
@@ -525,8 +639,10 @@ pub(crate) struct Inner {
     /// server`), passed to the scripts that check the epoch: a different one (a restart, a
     /// failover) restarts the warm-up.
     run_id: Mutex<String>,
-    connecting: async_lock::Mutex<()>,
     generation: AtomicU64,
+    /// Whether Redis answers, shared with the keeper: the gate of every new connection and
+    /// the fail-fast state.
+    pub(crate) health: Arc<Health>,
     pub(crate) keeper: Keeper,
     token: String,
     counter: AtomicU64,
@@ -569,14 +685,67 @@ impl Inner {
         local
     }
 
-    async fn connection(&self) -> Result<(u64, MultiplexedConnection), RedisError> {
-        if let Some(conn) = lock(&self.conn).clone() {
-            return Ok(conn);
+    /// The connection grants use: the current one, or a new one when the turn to make an
+    /// attempt comes (see [`Health`]) before `deadline`. `probe` is this call's turn when it
+    /// was admitted as the probe of an unreachable Redis.
+    async fn connection(
+        &self,
+        deadline: Instant,
+        probe: &mut Option<Attempt<'_>>,
+    ) -> Result<(u64, MultiplexedConnection), Failure> {
+        loop {
+            if let Some(conn) = lock(&self.conn).clone() {
+                return Ok(conn);
+            }
+            // Listen before looking at the gate, so the end of an attempt is not missed.
+            let ended = self.health.ended();
+            let now = Instant::now();
+            let attempt = match probe.take() {
+                Some(attempt) => attempt,
+                None => match self.health.begin_attempt(now, deadline) {
+                    Gate::Attempt(attempt) => attempt,
+                    gate => {
+                        if let Some((reason, after)) = self.health.down(now) {
+                            return Err(Failure::Refused(self.unreachable(&reason, after)));
+                        }
+                        let until = match gate {
+                            Gate::NotBefore(at) => at.min(deadline),
+                            _ => deadline,
+                        };
+                        if now >= deadline {
+                            return Err(Failure::Late);
+                        }
+                        future::or(ended, tollgate::sleep(until - now)).await;
+                        continue;
+                    }
+                },
+            };
+            if let Some(conn) = lock(&self.conn).clone() {
+                // Another task connected while this one waited for the turn.
+                attempt.skip();
+                return Ok(conn);
+            }
+            let left = deadline.saturating_duration_since(now);
+            if left < MIN_ATTEMPT {
+                // Too late for an attempt that could be answered: give the turn back.
+                attempt.skip();
+                return Err(Failure::Late);
+            }
+            return match tollgate::timeout(left, self.open()).await {
+                Ok(Ok(conn)) => {
+                    attempt.reached();
+                    Ok(conn)
+                }
+                // Dropping the turn counts the attempt as failed.
+                Ok(Err(error)) => Err(Failure::Redis(error)),
+                Err(_) => Err(Failure::Late),
+            };
         }
-        let _connecting = self.connecting.lock().await;
-        if let Some(conn) = lock(&self.conn).clone() {
-            return Ok(conn);
-        }
+    }
+
+    /// Opens a new connection, reads the server's version and run id, and makes it the
+    /// current one.
+    async fn open(&self) -> Result<(u64, MultiplexedConnection), RedisError> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.wait))
             .set_response_timeout(Some(self.wait));
@@ -613,6 +782,30 @@ impl Inner {
         }
     }
 
+    /// Forgets the current connection, whichever it is.
+    fn forget_current(&self) {
+        // (The guard must be gone before `forget` locks again: a temporary in an `if let`
+        // head lives through its body, and that self-deadlocked.)
+        let current = lock(&self.conn).as_ref().map(|(generation, _)| *generation);
+        if let Some(generation) = current {
+            self.forget(generation);
+        }
+    }
+
+    /// Fails at once if a call would be refused now because Redis counts as unreachable
+    /// (see [`Health`]): a check before preparing a call that would have to be undone.
+    pub(crate) fn fail_fast(&self) -> Result<(), SharedError> {
+        match self.health.refusal(Instant::now()) {
+            Some((reason, after)) => Err(self.unreachable(&reason, after)),
+            None => Ok(()),
+        }
+    }
+
+    /// The error of a call refused because Redis counts as unreachable.
+    fn unreachable(&self, reason: &str, retry_after: Duration) -> SharedError {
+        SharedError::unreachable(&self.address, reason, retry_after)
+    }
+
     /// Runs one call, retrying within the bounded wait while the failure can pass; fails
     /// closed with an `unavailable` error naming the address after it.
     pub(crate) async fn query<T: FromRedisValue>(&self, call: &Call<'_>) -> Result<T, SharedError> {
@@ -621,26 +814,63 @@ impl Inner {
 
     /// As [`query`](Self::query), also saying how many times the call was sent: a call
     /// sent more than once may have run more than once.
+    ///
+    /// Fails at once while Redis counts as unreachable, unless this call is the probe (then
+    /// it makes one attempt). A call that fails after its whole wait makes Redis count as
+    /// unreachable.
     pub(crate) async fn query_counted<T: FromRedisValue>(
         &self,
         call: &Call<'_>,
     ) -> Result<(T, u32), SharedError> {
-        let deadline = Instant::now() + self.wait;
+        let begin = Instant::now();
+        let deadline = begin + self.wait;
+        let mut waited = false;
+        let mut probe = loop {
+            let ended = self.health.ended();
+            let now = Instant::now();
+            break match self.health.admit(now, deadline) {
+                Admit::Go => None,
+                Admit::Probe(attempt) => Some(attempt),
+                Admit::Busy(..) if !waited => {
+                    // A probe is under way: its outcome, or give up soon.
+                    waited = true;
+                    let wait = PROBE_WAIT.min(deadline.saturating_duration_since(now));
+                    future::or(ended, tollgate::sleep(wait)).await;
+                    continue;
+                }
+                Admit::Refuse(reason, after) | Admit::Busy(reason, after) => {
+                    return Err(self.unreachable(&reason, after));
+                }
+            };
+        };
+        let probing = probe.is_some();
         let mut sends = 0u32;
         loop {
             sends += 1;
             let remaining = deadline.saturating_duration_since(Instant::now());
             let attempt = async {
-                let (generation, mut conn) = self.connection().await.map_err(|e| (None, e))?;
+                let (generation, mut conn) = self
+                    .connection(deadline, &mut probe)
+                    .await
+                    .map_err(|e| (None, e))?;
                 let reply = match call {
                     Call::Script(invocation) => invocation.invoke_async::<T>(&mut conn).await,
                     Call::Cmd(cmd) => cmd.query_async::<T>(&mut conn).await,
                 };
-                reply.map_err(|e| (Some(generation), e))
+                reply.map_err(|e| (Some(generation), Failure::Redis(e)))
             };
             let reason = match tollgate::timeout(remaining, attempt).await {
-                Ok(Ok(value)) => return Ok((value, sends)),
-                Ok(Err((generation, error))) => {
+                Ok(Ok(value)) => {
+                    // A probe that found an open connection answering ends the outage too.
+                    match probe.take() {
+                        Some(attempt) => attempt.reached(),
+                        None => self.health.reached(),
+                    }
+                    return Ok((value, sends));
+                }
+                Ok(Err((_, Failure::Refused(error)))) => return Err(error),
+                Ok(Err((_, Failure::Late))) => format!("no answer within {:?}", self.wait),
+                Ok(Err((generation, Failure::Redis(error)))) => {
                     // READONLY / MASTERDOWN: this server was demoted (a failover behind
                     // a fixed address); a new connection may reach the new primary.
                     let demoted = matches!(error.code(), Some("READONLY" | "MASTERDOWN"));
@@ -654,6 +884,9 @@ impl Inner {
                             self.forget(generation);
                         }
                     } else if !passing(&error) {
+                        // An answer, if not the one hoped for: Redis is there.
+                        self.health.reached();
+                        drop(probe);
                         return Err(SharedError::unavailable(&self.address, error));
                     }
                     error.to_string()
@@ -661,22 +894,39 @@ impl Inner {
                 Err(_) => {
                     // A Redis that stopped answering (paused, partitioned) may never reset
                     // the socket: start over on a new one.
-                    // (The guard must be gone before `forget` locks again: a temporary in
-                    // an `if let` head lives through its body, and that self-deadlocked.)
-                    let current = lock(&self.conn).as_ref().map(|(generation, _)| *generation);
-                    if let Some(generation) = current {
-                        self.forget(generation);
-                    }
+                    self.forget_current();
                     format!("no answer within {:?}", self.wait)
                 }
             };
-            let remaining = deadline.saturating_duration_since(Instant::now());
+            let now = Instant::now();
+            if probing {
+                // The probe made its one attempt and Redis is still out of reach.
+                drop(probe.take());
+                return Err(self.unreachable(&reason, self.health.retry_after(now)));
+            }
+            if let Some((down, after)) = self.health.down(now) {
+                // Another call gave up meanwhile: so does this one.
+                return Err(self.unreachable(&down, after));
+            }
+            let remaining = deadline.saturating_duration_since(now);
             if remaining.is_zero() {
-                return Err(SharedError::unavailable(&self.address, reason));
+                self.forget_current();
+                let after = self.health.declare_down(&reason, now);
+                return Err(self.unreachable(&reason, after));
             }
             tollgate::sleep(RETRY_PAUSE.min(remaining)).await;
         }
     }
+}
+
+/// Why a call got no connection, or no reply on it.
+enum Failure {
+    /// Redis counts as unreachable and this call is not the probe: fail at once.
+    Refused(SharedError),
+    /// No connection before the call's deadline (no turn to try, or no answer in time).
+    Late,
+    /// The attempt, or the call on the connection, failed.
+    Redis(RedisError),
 }
 
 /// What `INFO server` says about the Redis a connection reached.
@@ -767,8 +1017,44 @@ impl fmt::Debug for Inner {
 
 #[cfg(test)]
 mod tests {
-    use super::{ServerInfo, micros_ceil, tag};
+    use super::{MAX_CALL_TIMEOUT, MAX_LEASE_TTL, RedisLimits, ServerInfo, micros_ceil, tag};
     use std::time::Duration;
+
+    const NANO: Duration = Duration::from_nanos(1);
+
+    #[test]
+    #[should_panic(expected = "a lease TTL above one hour (MAX_LEASE_TTL)")]
+    fn a_lease_ttl_of_duration_max_is_refused_with_its_bound() {
+        let _ = RedisLimits::options("redis://127.0.0.1:1").lease_ttl(Duration::MAX);
+    }
+
+    #[test]
+    #[should_panic(expected = "a lease TTL above one hour (MAX_LEASE_TTL)")]
+    fn a_lease_ttl_just_over_the_bound_is_refused() {
+        let _ = RedisLimits::options("redis://127.0.0.1:1").lease_ttl(MAX_LEASE_TTL + NANO);
+    }
+
+    #[test]
+    #[should_panic(expected = "a call timeout above one minute (MAX_CALL_TIMEOUT)")]
+    fn a_call_timeout_of_duration_max_is_refused_with_its_bound() {
+        let _ = RedisLimits::options("redis://127.0.0.1:1").call_timeout(Duration::MAX);
+    }
+
+    #[test]
+    #[should_panic(expected = "a call timeout above one minute (MAX_CALL_TIMEOUT)")]
+    fn a_call_timeout_just_over_the_bound_is_refused() {
+        let _ = RedisLimits::options("redis://127.0.0.1:1").call_timeout(MAX_CALL_TIMEOUT + NANO);
+    }
+
+    #[test]
+    fn the_bounds_themselves_are_accepted() {
+        let options = RedisLimits::options("redis://127.0.0.1:1")
+            .lease_ttl(MAX_LEASE_TTL)
+            .call_timeout(MAX_CALL_TIMEOUT)
+            .poll_interval(Duration::MAX);
+        assert_eq!(options.lease_ttl, MAX_LEASE_TTL);
+        assert_eq!(options.call_timeout, MAX_CALL_TIMEOUT);
+    }
 
     #[test]
     fn tags_keep_names_and_keys_with_colons_apart() {

@@ -1,6 +1,7 @@
 //! Faults in a fleet sharing per-host limits through Redis, judged by the target server:
 //! a worker killed while holding permits, a worker paused past its lease TTL, Redis restarted
-//! mid-run, and a worker whose wall clock is 10 s off.
+//! mid-run, Redis killed mid-run (the fleet fails fast, or waits for it without hammering),
+//! and a worker whose wall clock is 10 s off.
 //!
 //! Each test runs real worker processes (this binary, re-run with its ignored `fleet_worker`
 //! entry) against real `redis-server`. The tests take turns (one lock): each loads the
@@ -14,7 +15,8 @@ mod support;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use support::fleet::{self, Launch, Plan, Runtime, Scheduler, Summary, Worker};
+use support::dead_port::{DeadPort, most_within};
+use support::fleet::{self, Launch, Plan, Retry, Runtime, Scheduler, Summary, Worker};
 use support::http_server::TestServer;
 use support::redis_server::{RedisServer, TestRedis, unique_namespace};
 
@@ -129,6 +131,8 @@ fn plan(
         } else {
             Scheduler::Tasks
         },
+        call_timeout: tollgate_redis::DEFAULT_CALL_TIMEOUT,
+        retry: Retry::Always,
     }
 }
 
@@ -366,6 +370,184 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
         "Redis restarts: first request per host after the quick restart and after 2.5 s down: \
          {silences:.2?}; {refused} calls refused while it was unavailable"
     );
+}
+
+/// The fail-fast runs: four workers of 1,000 items each over 8 hosts (20 ms answers),
+/// their calls bounded by [`OUTAGE_CALL_TIMEOUT`], and Redis killed once they are well
+/// under way. Its port is taken at once by a [`DeadPort`] that counts each worker's
+/// connection attempts.
+const OUTAGE_HOSTS: usize = 8;
+const OUTAGE_ITEMS: usize = 1_000;
+const OUTAGE_CALL_TIMEOUT: Duration = Duration::from_secs(1);
+/// The most connection attempts a worker may make in any one second while Redis is down.
+const MOST_KNOCKS_PER_SECOND: usize = 5;
+
+struct Outage {
+    redis: RedisServer,
+    target: Target,
+    workers: Vec<Worker>,
+}
+
+impl Outage {
+    /// Starts the fleet with `retry` and lets it run until the target has seen a quarter of
+    /// the requests.
+    fn start(label: &str, retry: Retry) -> Self {
+        let redis = RedisServer::start();
+        let namespace = unique_namespace(label);
+        let target = Target::start(OUTAGE_HOSTS, Duration::from_millis(20), None);
+        let launch = Launch::test_entry("fleet_worker");
+        let url = redis.url();
+        let mut workers: Vec<Worker> = (0..4)
+            .map(|worker| {
+                let items = items(OUTAGE_HOSTS, OUTAGE_ITEMS / OUTAGE_HOSTS);
+                let mut plan = plan(worker, &url, &namespace, &target, items, 16);
+                plan.call_timeout = OUTAGE_CALL_TIMEOUT;
+                plan.retry = retry;
+                Worker::spawn(&launch, &plan)
+            })
+            .collect();
+        for worker in &mut workers {
+            worker.go();
+        }
+        let until = Instant::now() + Duration::from_secs(60);
+        while target.server.global().requests < OUTAGE_ITEMS {
+            assert!(Instant::now() < until, "the fleet never got going");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Self {
+            redis,
+            target,
+            workers,
+        }
+    }
+
+    /// Kills Redis and takes its port: the instant of the kill, and the listener.
+    fn kill(&mut self) -> (Instant, DeadPort) {
+        self.redis.kill();
+        let killed = Instant::now();
+        let pids = self.workers.iter().map(Worker::pid).collect();
+        (killed, DeadPort::take(self.redis.addr(), pids))
+    }
+}
+
+/// Asserts that none of the workers `pids` knocked more than [`MOST_KNOCKS_PER_SECOND`]
+/// times in any second (nor the fleet more than that many times each, counting knocks
+/// that could not be put down to a worker), and returns each worker's (knocks, most in one
+/// second) and the knocks of no worker.
+fn judge_knocks(dead: &DeadPort, pids: &[u32]) -> (Vec<(usize, usize)>, usize) {
+    let second = Duration::from_secs(1);
+    let knocks: Vec<(usize, usize)> = pids
+        .iter()
+        .map(|&pid| {
+            let times = dead.knocks_of(pid);
+            (times.len(), most_within(&times, second))
+        })
+        .collect();
+    for (worker, &(_, most)) in knocks.iter().enumerate() {
+        assert!(
+            most <= MOST_KNOCKS_PER_SECOND,
+            "worker {worker} knocked {most} times in one second on the dead port: {knocks:?}"
+        );
+    }
+    let all: Vec<Instant> = dead.knocks().iter().map(|knock| knock.at).collect();
+    let most = most_within(&all, second);
+    assert!(
+        most <= MOST_KNOCKS_PER_SECOND * pids.len(),
+        "the fleet knocked {most} times in one second: {knocks:?}, {} of no worker",
+        dead.strangers()
+    );
+    (knocks, dead.strangers())
+}
+
+#[test]
+fn with_redis_killed_every_worker_fails_fast_and_ends_within_three_call_timeouts() {
+    let _turn = one_at_a_time();
+    let mut outage = Outage::start("failfast", Retry::Never);
+    let (killed, dead) = outage.kill();
+    let workers = std::mem::take(&mut outage.workers);
+    let pids: Vec<u32> = workers.iter().map(Worker::pid).collect();
+    let ended: Vec<(Summary, Instant)> = workers
+        .into_iter()
+        .map(|worker| worker.finish_at(FINISH))
+        .collect();
+    let after: Vec<Duration> = ended
+        .iter()
+        .map(|(_, at)| at.duration_since(killed))
+        .collect();
+    println!(
+        "Redis killed, no retry: workers ended {after:.2?} after the kill (call timeout \
+         {OUTAGE_CALL_TIMEOUT:?}); connection attempts on the dead port per worker (all, most \
+         in one second) {:?}; {:?}",
+        pids.iter()
+            .map(|&pid| {
+                let times = dead.knocks_of(pid);
+                (times.len(), most_within(&times, Duration::from_secs(1)))
+            })
+            .collect::<Vec<_>>(),
+        ended.iter().map(|(summary, _)| summary).collect::<Vec<_>>()
+    );
+    // Every attempt a worker made while Redis was down, its keeper's included.
+    judge_knocks(&dead, &pids);
+    for (worker, ((summary, _), after)) in ended.iter().zip(&after).enumerate() {
+        assert!(
+            *after <= 3 * OUTAGE_CALL_TIMEOUT,
+            "worker {worker} ended {after:?} after the kill"
+        );
+        assert_eq!(summary.done + summary.failed, OUTAGE_ITEMS, "{summary:?}");
+        assert!(
+            summary.failed > 0,
+            "worker {worker} never met the outage: {summary:?}"
+        );
+        assert!(summary.errors.is_empty(), "{summary:?}");
+    }
+    outage.target.assert_within_cap();
+}
+
+#[test]
+fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_completes() {
+    let _turn = one_at_a_time();
+    const DOWN: Duration = Duration::from_secs(3);
+    const ATTEMPTS: u32 = 10;
+    let mut outage = Outage::start("failfast-retry", Retry::Hinted(ATTEMPTS));
+    let (killed, dead) = outage.kill();
+    std::thread::sleep(DOWN);
+    let pids: Vec<u32> = outage.workers.iter().map(Worker::pid).collect();
+    let (knocks, strangers) = judge_knocks(&dead, &pids);
+    drop(dead);
+    outage.redis.restart();
+    let back = Instant::now();
+    let workers = std::mem::take(&mut outage.workers);
+    let summaries: Vec<Summary> = workers
+        .into_iter()
+        .map(|worker| worker.finish(FINISH))
+        .collect();
+    println!(
+        "Redis down for {DOWN:?}, retries after retry_after (at most {ATTEMPTS} attempts): \
+         connection attempts per worker while down (all, most in one second) {knocks:?} \
+         ({strangers} of no worker); {summaries:?}"
+    );
+    for summary in &summaries {
+        assert_eq!(summary.done, OUTAGE_ITEMS, "{summary:?}");
+        assert_eq!(summary.ok(), OUTAGE_ITEMS, "{summary:?}");
+        assert_eq!(summary.failed, 0, "{summary:?}");
+        assert!(summary.errors.is_empty(), "{summary:?}");
+    }
+    assert!(
+        summaries.iter().any(|summary| summary.unavailable > 0),
+        "no ask ever failed while Redis was down: {summaries:?}"
+    );
+    outage.target.assert_within_cap();
+    // Nothing was granted while Redis was down, nor by the blank Redis before leases from
+    // before could have lapsed (bar a request granted just before the kill).
+    let margin = Duration::from_millis(100);
+    for name in &outage.target.names {
+        let times = outage.target.server.arrival_times(name);
+        let down = fleet::count_between(&times, killed + margin, back + LEASE_TTL - margin);
+        assert_eq!(
+            down, 0,
+            "{name}: {down} requests while Redis was down or warming up"
+        );
+    }
 }
 
 #[test]

@@ -47,6 +47,18 @@ async fn warm_up(store: &RedisLimits) {
         .unwrap();
 }
 
+/// Asks until `ask` succeeds, waiting out an unreachable store's time to its next probe.
+async fn back<T, Fut: std::future::Future<Output = Result<T, tollgate_redis::SharedError>>>(
+    mut ask: impl FnMut() -> Fut,
+) -> T {
+    loop {
+        match ask().await {
+            Ok(value) => return value,
+            Err(e) => tollgate::sleep(e.retry_after().unwrap_or_else(|| panic!("{e}"))).await,
+        }
+    }
+}
+
 /// A lease written straight into Redis, as a worker killed after its grant leaves it:
 /// expiring `ttl` from now on Redis's clock, never renewed, never released.
 fn orphan_lease(conn: &mut redis::Connection, set: &str, id: &str, ttl: Duration) {
@@ -262,9 +274,9 @@ matrix! {
         tollgate::sleep(ttl / 2).await;
         assert!(permit.is_fenced());
         drop(permit);
-        // Same store, same connection objects: grants come back (the data survived, no
-        // warm-up; the fenced lease has lapsed or been released).
-        let again = bulkhead.acquire("k").await.unwrap();
+        // Same store: grants come back once a probe finds Redis answering (the data
+        // survived, no warm-up; the fenced lease has lapsed or been released).
+        let again = back(|| bulkhead.acquire("k")).await;
         assert!(!again.is_fenced());
     }
 
@@ -288,9 +300,10 @@ matrix! {
         assert!(rate.pause_key("k", ttl).await.unwrap_err().is_unavailable());
 
         server.restart();
-        // The same store, no reconnect by hand: the next calls succeed (after the warm-up
-        // of the emptied Redis).
-        let permit = bulkhead.acquire("k").await.unwrap();
+        // The same store, no reconnect by hand: once a probe finds Redis back (an error
+        // says when the next one is), the next calls succeed (after the warm-up of the
+        // emptied Redis).
+        let permit = back(|| bulkhead.acquire("k")).await;
         assert!(!permit.is_fenced());
         rate.until_key_ready("k").await.unwrap();
     }

@@ -155,6 +155,46 @@ pub struct Plan {
     pub runtime: Runtime,
     /// Where items wait for the limits.
     pub scheduler: Scheduler,
+    /// The store's call timeout.
+    pub call_timeout: Duration,
+    /// What an item does when the store refuses it (unreachable) or its permit is fenced.
+    pub retry: Retry,
+}
+
+/// What a worker does with an item the store refused (Redis unreachable) or whose permit was
+/// fenced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Tries it again after a short pause, however often.
+    Always,
+    /// Nothing: the item ends with the error (the map has no retry policy).
+    Never,
+    /// Up to this many attempts per item, each after the error's `retry_after` (the
+    /// store's next probe) when it has one.
+    Hinted(u32),
+}
+
+impl Retry {
+    fn name(self) -> String {
+        match self {
+            Self::Always => "always".to_owned(),
+            Self::Never => "never".to_owned(),
+            Self::Hinted(attempts) => format!("hinted:{attempts}"),
+        }
+    }
+
+    fn parse(name: &str) -> Self {
+        match name {
+            "always" => Self::Always,
+            "never" => Self::Never,
+            other => Self::Hinted(
+                other
+                    .strip_prefix("hinted:")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("unknown retry {other:?}")),
+            ),
+        }
+    }
 }
 
 impl Plan {
@@ -183,6 +223,8 @@ impl Plan {
             format!("steps={}", self.steps),
             format!("runtime={}", self.runtime.name()),
             format!("scheduler={}", self.scheduler.name()),
+            format!("call_timeout_ms={}", self.call_timeout.as_millis()),
+            format!("retry={}", self.retry.name()),
         ]
         .join("\n")
     }
@@ -233,6 +275,8 @@ impl Plan {
             steps: number("steps"),
             runtime: Runtime::parse(field("runtime")),
             scheduler: Scheduler::parse(field("scheduler")),
+            call_timeout: Duration::from_millis(number("call_timeout_ms") as u64),
+            retry: Retry::parse(field("retry")),
         }
     }
 }
@@ -249,6 +293,11 @@ pub struct Summary {
     /// Attempts refused because the store was unreachable (or refused to grant while it
     /// could not be sure of its state).
     pub unavailable: usize,
+    /// Items that ended with the store's error (unreachable, or fenced) because their
+    /// retries ran out or there were none.
+    pub failed: usize,
+    /// The most attempts any one item took.
+    pub most_attempts: u32,
     /// Any other error, by message.
     pub errors: Vec<String>,
 }
@@ -261,11 +310,13 @@ impl Summary {
             .map(|(status, count)| format!("{status}:{count}"))
             .collect();
         format!(
-            "done={} statuses={} fenced={} unavailable={} errors={}",
+            "done={} statuses={} fenced={} unavailable={} failed={} most_attempts={} errors={}",
             self.done,
             statuses.join(","),
             self.fenced,
             self.unavailable,
+            self.failed,
+            self.most_attempts,
             self.errors.len()
         )
     }
@@ -287,6 +338,8 @@ impl Summary {
                 }
                 "fenced" => summary.fenced = value.parse().expect("a count"),
                 "unavailable" => summary.unavailable = value.parse().expect("a count"),
+                "failed" => summary.failed = value.parse().expect("a count"),
+                "most_attempts" => summary.most_attempts = value.parse().expect("a count"),
                 // The messages went to standard error; the parent only needs how many.
                 "errors" => {
                     let count: usize = value.parse().expect("a count");
@@ -397,7 +450,7 @@ pub struct Worker {
     pub id: usize,
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
+    lines: mpsc::Receiver<(Instant, String)>,
     /// The worker's wall clock (Unix milliseconds) when it was ready, as it read it: shows
     /// whether a faketime offset took effect.
     pub wall_clock_ms: u128,
@@ -430,10 +483,8 @@ impl Worker {
                 let Ok(line) = line else { break };
                 // The test harness may have printed "test fleet_worker ... " on the same line.
                 if let Some(at) = line.find(LINE_PREFIX) {
-                    if sender
-                        .send(line[at + LINE_PREFIX.len()..].to_owned())
-                        .is_err()
-                    {
+                    let text = line[at + LINE_PREFIX.len()..].to_owned();
+                    if sender.send((Instant::now(), text)).is_err() {
                         break;
                     }
                 }
@@ -447,7 +498,7 @@ impl Worker {
             wall_clock_ms: 0,
             ready_at: Instant::now(),
         };
-        let ready = worker.expect_line("ready", READY_DEADLINE);
+        let (ready, _) = worker.expect_line("ready", READY_DEADLINE);
         worker.wall_clock_ms = ready
             .split(' ')
             .find_map(|part| part.strip_prefix("wall_ms="))
@@ -486,11 +537,25 @@ impl Worker {
     /// # Panics
     ///
     /// If it exits without reporting, fails, or takes longer (it is killed then).
-    pub fn finish(mut self, deadline: Duration) -> Summary {
-        let line = self.expect_line("done", deadline);
+    pub fn finish(self, deadline: Duration) -> Summary {
+        self.finish_at(deadline).0
+    }
+
+    /// As [`finish`](Self::finish), also saying when the worker was done: when its `done`
+    /// line arrived, which it prints once its store is dropped (its last releases sent, or
+    /// given up), just before it exits.
+    ///
+    /// # Panics
+    ///
+    /// As [`finish`](Self::finish).
+    pub fn finish_at(mut self, deadline: Duration) -> (Summary, Instant) {
+        let (line, at) = self.expect_line("done", deadline);
         let status = self.child.wait().expect("wait for the worker");
         assert!(status.success(), "worker {} exited with {status}", self.id);
-        Summary::decode(line.strip_prefix("done ").unwrap_or(&line))
+        (
+            Summary::decode(line.strip_prefix("done ").unwrap_or(&line)),
+            at,
+        )
     }
 
     /// Waits for the process to end (after a `SIGKILL`), and reaps it.
@@ -498,14 +563,14 @@ impl Worker {
         let _ = self.child.wait();
     }
 
-    fn expect_line(&mut self, word: &str, deadline: Duration) -> String {
+    fn expect_line(&mut self, word: &str, deadline: Duration) -> (String, Instant) {
         let prefix = format!("{} {word}", self.id);
         let until = Instant::now() + deadline;
         loop {
             let left = until.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) if line.starts_with(&prefix) => {
-                    return line[format!("{} ", self.id).len()..].to_owned();
+                Ok((at, line)) if line.starts_with(&prefix) => {
+                    return (line[format!("{} ", self.id).len()..].to_owned(), at);
                 }
                 Ok(_) => {}
                 Err(error) => {
@@ -693,6 +758,8 @@ impl Crawl {
                     steps: 1,
                     runtime: Runtime::alternate(worker),
                     scheduler: Scheduler::alternate(worker),
+                    call_timeout: tollgate_redis::DEFAULT_CALL_TIMEOUT,
+                    retry: Retry::Always,
                 };
                 Worker::spawn(launch, &plan)
             })
@@ -978,15 +1045,17 @@ mod worker {
         RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter,
     };
 
-    use super::{LINE_PREFIX, Plan, Scheduler, Summary, get, wait_for_go};
+    use super::{LINE_PREFIX, Plan, Retry, Scheduler, Summary, get, wait_for_go};
 
-    /// How long an item waits before it is tried again after the store refused it.
+    /// How long an item waits before it is tried again after the store refused it, when
+    /// the error says nothing of when to come back.
     const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
     pub(super) async fn run(plan: &Plan) -> Summary {
         let store = RedisLimits::options(&plan.redis_url)
             .namespace(&plan.namespace)
             .lease_ttl(plan.lease_ttl)
+            .call_timeout(plan.call_timeout)
             .connect()
             .await
             .unwrap_or_else(|error| panic!("worker {} cannot reach Redis: {error}", plan.worker));
@@ -1006,6 +1075,21 @@ mod worker {
         }
     }
 
+    /// Whether an item that failed with `error` on its `attempt` (1-based) under `retry` is
+    /// tried again, and after how long.
+    fn again(retry: Retry, attempt: u32, error: &SharedError) -> Option<Duration> {
+        if !(error.is_fenced() || error.is_unavailable() || error.is_warming_up()) {
+            return None;
+        }
+        match retry {
+            Retry::Always => Some(RETRY_PAUSE),
+            Retry::Never => None,
+            Retry::Hinted(attempts) => {
+                (attempt < attempts).then(|| error.retry_after().unwrap_or(RETRY_PAUSE))
+            }
+        }
+    }
+
     /// Each item takes a permit, then the rate, inside its task.
     async fn in_tasks(plan: &Plan, store: &RedisLimits) -> Summary {
         let cap = u32::try_from(plan.cap).expect("a cap that fits u32");
@@ -1019,7 +1103,13 @@ mod worker {
             let (name, addr) = &plan.hosts[host];
             let (bulkhead, limiter, summary) = (&bulkhead, &limiter, &summary);
             async move {
+                let mut attempt = 0;
                 loop {
+                    attempt += 1;
+                    {
+                        let mut summary = summary.borrow_mut();
+                        summary.most_attempts = summary.most_attempts.max(attempt);
+                    }
                     let work = async {
                         for step in 0..plan.steps {
                             if let Some(limiter) = limiter {
@@ -1035,27 +1125,31 @@ mod worker {
                         }
                         Ok::<(), SharedError>(())
                     };
-                    match bulkhead.run(name, work).await {
+                    let error = match bulkhead.run(name, work).await {
                         Ok(Ok(())) => {
                             summary.borrow_mut().done += 1;
                             return;
                         }
-                        Ok(Err(error)) | Err(error) => {
-                            {
-                                let mut summary = summary.borrow_mut();
-                                if error.is_fenced() {
-                                    summary.fenced += 1;
-                                } else if error.is_unavailable() || error.is_warming_up() {
-                                    summary.unavailable += 1;
-                                } else {
-                                    eprintln!("worker {}: {error}", plan.worker);
-                                    summary.errors.push(error.to_string());
-                                    return;
-                                }
-                            }
-                            tollgate::sleep(RETRY_PAUSE).await;
+                        Ok(Err(error)) | Err(error) => error,
+                    };
+                    let pause = again(plan.retry, attempt, &error);
+                    {
+                        let mut summary = summary.borrow_mut();
+                        if error.is_fenced() {
+                            summary.fenced += 1;
+                        } else if error.is_unavailable() || error.is_warming_up() {
+                            summary.unavailable += 1;
+                        } else {
+                            eprintln!("worker {}: {error}", plan.worker);
+                            summary.errors.push(error.to_string());
+                            return;
+                        }
+                        if pause.is_none() {
+                            summary.failed += 1;
+                            return;
                         }
                     }
+                    tollgate::sleep(pause.unwrap_or_default()).await;
                 }
             }
         })
@@ -1065,7 +1159,7 @@ mod worker {
 
     /// The map asks the fleet's limits before each start (one request per item): an item
     /// waiting for its host holds no slot, and a fenced or refused attempt is retried by
-    /// the map's policy.
+    /// the map's policy (or, with `Retry::Never`, not: the map has none).
     async fn in_the_map(plan: &Plan, store: &RedisLimits) -> Summary {
         assert_eq!(plan.steps, 1, "the map sends one request per item");
         let cap = u32::try_from(plan.cap).expect("a cap that fits u32");
@@ -1074,14 +1168,23 @@ mod worker {
             limits = limits.rate_per_key(Rate::per_second(per_second).burst(burst));
         }
         let summary = Arc::new(Mutex::new(Summary::default()));
+        let retry = plan.retry;
         let policy = RetryPolicy::new()
-            .attempts(u32::MAX)
+            .attempts(match retry {
+                Retry::Hinted(attempts) => attempts,
+                Retry::Always | Retry::Never => u32::MAX,
+            })
             .interval(RETRY_PAUSE)
             .when(|error: &SharedError| error.is_fenced() || error.is_unavailable())
+            .retry_after(move |error: &SharedError| match retry {
+                Retry::Hinted(_) => error.retry_after(),
+                Retry::Always | Retry::Never => None,
+            })
             .on_retry({
                 let summary = Arc::clone(&summary);
                 move |event| {
                     let mut summary = summary.lock().unwrap();
+                    summary.most_attempts = summary.most_attempts.max(event.attempt() + 1);
                     if event.error().is_fenced() {
                         summary.fenced += 1;
                     } else {
@@ -1090,7 +1193,7 @@ mod worker {
                 }
             });
         let items: Vec<(usize, usize)> = plan.items.iter().copied().enumerate().collect();
-        let outputs = tollgate::map_async(items, plan.tasks, |(item, host)| {
+        let fetch = |(item, host): (usize, usize)| {
             let addr = plan.hosts[host].1;
             let summary = Arc::clone(&summary);
             async move {
@@ -1103,15 +1206,35 @@ mod worker {
                 }
                 Ok::<(), SharedError>(())
             }
-        })
-        .per_key(|&(_, host)| plan.hosts[host].0.clone(), plan.cap)
-        .shared_limits(limits)
-        .retry(policy)
-        .await;
+        };
+        let host = |&(_, host): &(usize, usize)| plan.hosts[host].0.clone();
+        let outputs = if retry == Retry::Never {
+            tollgate::map_async(items, plan.tasks, fetch)
+                .per_key(host, plan.cap)
+                .shared_limits(limits)
+                .await
+        } else {
+            tollgate::map_async(items, plan.tasks, fetch)
+                .per_key(host, plan.cap)
+                .shared_limits(limits)
+                .retry(policy)
+                .await
+        };
         let mut summary = summary.lock().unwrap().clone();
+        summary.most_attempts = summary.most_attempts.max(1);
         for output in outputs {
             match output {
                 Ok(()) => summary.done += 1,
+                Err(error) if error.is_unavailable() || error.is_fenced() => {
+                    if retry == Retry::Never {
+                        if error.is_fenced() {
+                            summary.fenced += 1;
+                        } else {
+                            summary.unavailable += 1;
+                        }
+                    }
+                    summary.failed += 1;
+                }
                 Err(error) => {
                     eprintln!("worker {}: {error}", plan.worker);
                     summary.errors.push(error.to_string());

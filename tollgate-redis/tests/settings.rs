@@ -1,0 +1,109 @@
+//! The store's settings at their bounds: the longest lease TTL and call timeout a store
+//! accepts work end to end (nothing inside overflows), and a poll interval of any length is
+//! safe. Values beyond the bounds are refused by the options themselves (unit tests in
+//! `src/store.rs`).
+
+mod common;
+mod support;
+
+use std::time::Duration;
+
+use common::matrix;
+use support::redis_server::{TestRedis, unique_namespace};
+use tollgate::Rate;
+use tollgate_redis::{
+    MAX_CALL_TIMEOUT, MAX_LEASE_TTL, RedisLimits, SharedKeyLimits, SharedKeyedBulkhead,
+    SharedKeyedRateLimiter,
+};
+
+/// Marks the namespace as warm: its epoch names this Redis and began long ago. The key's
+/// name is the store's layout (`<namespace>:{epoch}`), pinned here on purpose.
+fn warm(redis: &TestRedis, namespace: &str) {
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
+    let run = info
+        .lines()
+        .find_map(|line| line.strip_prefix("run_id:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{namespace}:{{epoch}}"))
+        .arg("run")
+        .arg(run)
+        .arg("since")
+        .arg(0)
+        .query(&mut conn)
+        .unwrap();
+}
+
+matrix! {
+    async fn a_store_at_the_longest_ttl_and_call_timeout_grants_and_releases() {
+        let redis = TestRedis::get();
+        let ns = unique_namespace("bounds");
+        let store = RedisLimits::options(redis.url())
+            .namespace(&ns)
+            .lease_ttl(MAX_LEASE_TTL)
+            .call_timeout(MAX_CALL_TIMEOUT)
+            .connect()
+            .await
+            .unwrap();
+        // A new namespace warms up for one TTL (an hour here): the answer says so, with
+        // the whole hour left, rather than overflowing anywhere.
+        let bulkhead = SharedKeyedBulkhead::new(&store, "fetch", 1);
+        let warming = bulkhead.try_acquire("k").await.unwrap_err();
+        assert!(warming.is_warming_up(), "{warming}");
+        let left = warming.retry_after().unwrap();
+        assert!(left > MAX_LEASE_TTL - Duration::from_secs(60) && left <= MAX_LEASE_TTL, "{left:?}");
+        let rate = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(10));
+        assert!(rate.check_key("k").await.unwrap_err().is_warming_up());
+        let limits = SharedKeyLimits::new(&store, "fetch").limit_per_key(1);
+        limits.pause_key("k", MAX_LEASE_TTL).await.unwrap();
+        assert_eq!(store.lease_ttl(), MAX_LEASE_TTL);
+        assert_eq!(store.call_timeout(), MAX_CALL_TIMEOUT);
+        // Warm (as if the namespace had been in use for longer than the TTL): a grant, its
+        // hour-long lease held by the keeper, and its release.
+        warm(&redis, &ns);
+        let permit = bulkhead.acquire("k").await.unwrap();
+        assert!(!permit.is_fenced());
+        assert_eq!(store.stats().leases_held(), 1);
+        assert!(bulkhead.try_acquire("k").await.unwrap_err().is_full());
+        drop(permit);
+        drop(bulkhead.acquire("k").await.unwrap());
+        // Dropping the store sends the last release and returns.
+        let begin = std::time::Instant::now();
+        drop((bulkhead, rate, limits, store));
+        assert!(begin.elapsed() < Duration::from_secs(5), "{:?}", begin.elapsed());
+    }
+
+    async fn a_poll_interval_of_any_length_still_sees_releases_elsewhere() {
+        let redis = TestRedis::get();
+        let ns = unique_namespace("poll");
+        let ttl = Duration::from_millis(300);
+        let connect = |poll: Duration| {
+            RedisLimits::options(redis.url())
+                .namespace(&ns)
+                .lease_ttl(ttl)
+                .poll_interval(poll)
+                .connect()
+        };
+        let (patient, other) = (connect(Duration::MAX).await.unwrap(), connect(ttl).await.unwrap());
+        let (mine, theirs) = (SharedKeyedBulkhead::new(&patient, "fetch", 1), SharedKeyedBulkhead::new(&other, "fetch", 1));
+        let held = theirs.acquire("k").await.unwrap();
+        // The other store's release is not seen by a local wake-up: the waiter looks again
+        // within a lease TTL whatever its poll interval.
+        let released = std::cell::Cell::new(None);
+        let (again, ()) = futures_lite::future::zip(mine.acquire("k"), async {
+            tollgate::sleep(Duration::from_millis(50)).await;
+            drop(held);
+            released.set(Some(std::time::Instant::now()));
+        })
+        .await;
+        let seen = released.get().unwrap().elapsed();
+        drop(again.unwrap());
+        assert!(seen < 2 * ttl + Duration::from_millis(500), "seen {seen:?} after the release");
+    }
+}
