@@ -59,7 +59,14 @@
 //!   the Redis time it first did; when the epoch is missing or names another Redis process,
 //!   it is reset and nothing is granted for one lease TTL ([`is_warming_up`]), so every
 //!   lease from before has lapsed or been fenced. The same holds the first time a namespace
-//!   is used. Rates wait too, and a key whose rate state was lost is treated as if it had
+//!   is used: the first run on it waits one lease TTL before its first grant. No case of
+//!   skipping that wait is provably safe: a missing epoch looks the same whether the
+//!   namespace was never used or its keys were flushed, deleted or evicted while leases
+//!   were held, and Redis keeps nothing that tells them apart. A map shows the wait (its
+//!   asks are answered [`LaterReason::WarmingUp`](tollgate::LaterReason::WarmingUp),
+//!   counted by `Progress::keys_warming_up`, and reported once by tollgate's `tracing`
+//!   feature); a shorter [`lease_ttl`](RedisLimitsOptions::lease_ttl) shortens it. Rates
+//!   wait too, and a key whose rate state was lost is treated as if it had
 //!   started at the reset, so a lost state never allows an early start. A pause
 //!   ([`pause_key`](SharedKeyedRateLimiter::pause_key)) lost with Redis's data is gone.
 //! - **A worker killed**: its leases lapse one TTL after their last renewal and its room

@@ -287,6 +287,42 @@ matrix! {
         }
         assert_eq!(bulkhead.in_use("k").await.unwrap(), 0, "a refused start holds no lease");
     }
+
+    async fn the_warm_up_of_a_fresh_namespace_shows_in_the_maps_progress() {
+        let redis = TestRedis::get();
+        let ns = unique_namespace("map-warm-up");
+        // A fresh namespace: nothing is granted for one lease TTL.
+        let ttl = Duration::from_secs(1);
+        let s = connect(&redis.url(), &ns, ttl, Duration::from_secs(2)).await;
+        let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
+        let control = tollgate::MapControl::new();
+        let started = Instant::now();
+        let map = map_async(0..8usize, 8, |i| async move { Ok::<_, SharedError>(i) })
+            .per_key(|i| format!("host-{}", i % 4), 2)
+            .shared_limits(limits)
+            .control(&control);
+        let watch = async {
+            // Every key was told the store is warming up, and nothing started: the progress
+            // says why the items wait.
+            loop {
+                let progress = control.progress();
+                if progress.keys_warming_up() == 4 {
+                    assert_eq!(progress.keys_told_later(), 4);
+                    assert_eq!(progress.started(), 0);
+                    return;
+                }
+                assert!(!progress.ended(), "the warm-up was never seen: {progress:?}");
+                tollgate::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        let (out, ()) = future::zip(map, watch).await;
+        assert_eq!(out.len(), 8);
+        assert!(out.iter().all(Result::is_ok), "{out:?}");
+        // The warm-up was kept: no grant before one TTL.
+        assert!(started.elapsed() >= ttl - Duration::from_millis(50), "{:?}", started.elapsed());
+        assert_eq!(control.progress().keys_warming_up(), 0);
+    }
+
 }
 
 /// A map under the fleet's limits can be spawned on a multi-thread runtime (checked when
