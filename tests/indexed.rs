@@ -409,6 +409,7 @@ matrix! {
         .await;
         assert_eq!(out, Err(77));
         assert!(control.progress().ended());
+        assert!(!control.not_started().is_empty(), "the keyed map pulled ahead");
     }
 }
 
