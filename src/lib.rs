@@ -52,8 +52,8 @@ pub mod futures {
     pub use crate::limit::rate::{UntilKeyReady, UntilReady};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::map::{
-        GatherLimit, MapAsync, MapBounded, MapUnordered, NoRetry, NoSharedLimits, PerKey,
-        TryMapAsync, Unkeyed, Window, WithSharedLimits,
+        GatherLimit, Indexed, MapAsync, MapBounded, MapUnordered, NoRetry, NoSharedLimits,
+        OutputForm, PerKey, Plain, TryMapAsync, Unkeyed, Window, WithSharedLimits,
     };
     pub use crate::race::Race;
     pub use crate::retry::Retry;

@@ -14,7 +14,7 @@ use pin_project_lite::pin_project;
 
 use super::engine::{Admission, Core, DebugFields, DefaultWindow, Engine, Window};
 use super::keyed::PerKey;
-use super::results::{Collect, InOrder, TryCollect, output_vec};
+use super::results::{Collect, InOrder, Indexed, OutputForm, Plain, TryCollect, output_vec};
 use super::schedule::scheduling_methods;
 
 /// The engine under a collecting map before any per-key limit: items as a stream, the
@@ -43,16 +43,18 @@ pin_project! {
     /// Future for [`map_async`](crate::map_async).
     ///
     /// `A` is the admission: [`Window`] by default, [`PerKey`] after
-    /// [`per_key`](MapAsync::per_key).
+    /// [`per_key`](MapAsync::per_key). `M` is the output form: [`Plain`] by default,
+    /// [`Indexed`] after [`indexed`](MapAsync::indexed).
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct MapAsync<I, F, Fut, A = Window>
+    pub struct MapAsync<I, F, Fut, A = Window, M = Plain>
     where
         Fut: IntoFuture,
+        M: OutputForm,
     {
         #[pin]
         core: Core<Iter<I>, Fut::IntoFuture, InOrder<Fut::Output>, A>,
         f: F,
-        out: Vec<Fut::Output>,
+        out: Vec<M::Output<Fut::Output>>,
     }
 }
 
@@ -67,7 +69,15 @@ where
         let (core, out) = collecting(items, limit);
         Self { core, f, out }
     }
+}
 
+impl<I, F, Fut, M> MapAsync<I, F, Fut, Window, M>
+where
+    I: Iterator,
+    F: FnMut(I::Item) -> Fut,
+    Fut: IntoFuture,
+    M: OutputForm,
+{
     /// Adds a per-key limit: at most `limit` items of one key (a URL's host, a tenant, a
     /// shard, as named by `key_fn`) run at once, within the map's global limit, without
     /// either limit blocking the other.
@@ -155,7 +165,7 @@ where
         self,
         key_fn: KF,
         limit: usize,
-    ) -> MapAsync<I, F, Fut, PerKey<I::Item, K, KF>>
+    ) -> MapAsync<I, F, Fut, PerKey<I::Item, K, KF>, M>
     where
         K: Hash + Eq + Clone,
         KF: FnMut(&I::Item) -> K,
@@ -170,7 +180,7 @@ where
     }
 }
 
-impl<I: Iterator, F, Fut: IntoFuture, A> MapAsync<I, F, Fut, A> {
+impl<I: Iterator, F, Fut: IntoFuture, A, M: OutputForm> MapAsync<I, F, Fut, A, M> {
     fn engine_mut(&mut self) -> &mut Engine<Fut::IntoFuture, A> {
         &mut self.core.engine
     }
@@ -179,7 +189,7 @@ impl<I: Iterator, F, Fut: IntoFuture, A> MapAsync<I, F, Fut, A> {
         &mut self.core.engine.admission
     }
 
-    fn replace_admission<B>(self, admission: impl FnOnce(A) -> B) -> MapAsync<I, F, Fut, B>
+    fn replace_admission<B>(self, admission: impl FnOnce(A) -> B) -> MapAsync<I, F, Fut, B, M>
     where
         B: DefaultWindow,
     {
@@ -201,6 +211,60 @@ scheduling_methods! {
 }
 
 impl<I, F, Fut: IntoFuture, A> MapAsync<I, F, Fut, A> {
+    /// Pairs each output with its item's input position (0 for the first item): the map
+    /// resolves to `Vec<(usize, O)>`, still in input order.
+    ///
+    /// The position is the map's own count of the items it pulled, the numbering of
+    /// [`MapControl::not_started`](crate::MapControl::not_started) and
+    /// [`Progress::pulled`](crate::Progress::pulled): it is exact whatever order items
+    /// start and finish in (per-key limits, rates, retries: a retried item keeps its
+    /// position). After a [drain](crate::MapControl::drain), the positions of the outputs,
+    /// the positions not started and every position from `pulled()` on partition the
+    /// input, without carrying the position through the function.
+    ///
+    /// Call it anywhere before the map is first polled: before or after `per_key`,
+    /// `rate`, `per_key_rate`, `retry`, `shared_limits`, `control` and `window`. A map
+    /// that does not call it pays nothing for positions.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{MapControl, map_async};
+    /// # futures_lite::future::block_on(async {
+    /// let control = MapControl::new();
+    /// let stop = control.clone();
+    /// let urls = (0..100).map(|i| format!("https://example.com/{i}"));
+    /// let done = map_async(urls, 4, |url| {
+    ///     if url.ends_with("/9") {
+    ///         stop.drain(); // a Ctrl-C handler would call this
+    ///     }
+    ///     async move { url.len() }
+    /// })
+    /// .indexed()
+    /// .control(&control)
+    /// .await;
+    /// let finished: Vec<usize> = done.iter().map(|&(position, _)| position).collect();
+    /// assert_eq!(finished, (0..10).collect::<Vec<_>>());
+    /// // To do next time: what was pulled and not started, and everything from `pulled`.
+    /// assert!(control.not_started().is_empty());
+    /// assert_eq!(control.progress().pulled(), 10);
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the map was polled already.
+    #[track_caller]
+    pub fn indexed(self) -> MapAsync<I, F, Fut, A, Indexed> {
+        MapAsync {
+            core: self.core.with_results(|order| order),
+            f: self.f,
+            out: Vec::with_capacity(self.out.capacity()),
+        }
+    }
+}
+
+impl<I, F, Fut: IntoFuture, A, M: OutputForm> MapAsync<I, F, Fut, A, M> {
     /// Sets the window: at most `window` items are pulled and not yet collected in order
     /// (waiting for their key, in flight, or finished and waiting for a slower earlier
     /// item). The default is 4 × `limit` (64 × `limit` with a per-key limit);
@@ -227,20 +291,21 @@ impl<I, F, Fut: IntoFuture, A> MapAsync<I, F, Fut, A> {
     }
 }
 
-impl<I, F, Fut, A> Future for MapAsync<I, F, Fut, A>
+impl<I, F, Fut, A, M> Future for MapAsync<I, F, Fut, A, M>
 where
     I: Iterator,
     F: FnMut(I::Item) -> Fut,
     Fut: IntoFuture,
     A: Admission<I::Item, Fut::Output>,
+    M: OutputForm,
 {
-    type Output = Vec<Fut::Output>;
+    type Output = Vec<M::Output<Fut::Output>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let core = this.core.project();
         core.engine.check("MapAsync");
-        let mut results = Collect {
+        let mut results = Collect::<_, M> {
             order: core.results,
             out: this.out,
         };
@@ -253,7 +318,9 @@ where
     }
 }
 
-impl<I, F, Fut: IntoFuture, A: DebugFields> fmt::Debug for MapAsync<I, F, Fut, A> {
+impl<I, F, Fut: IntoFuture, A: DebugFields, M: OutputForm> fmt::Debug
+    for MapAsync<I, F, Fut, A, M>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.core.engine.debug("MapAsync", f)
     }
@@ -263,23 +330,25 @@ pin_project! {
     /// Future for [`try_map_async`](crate::try_map_async).
     ///
     /// `A` is the admission: [`Window`] by default, [`PerKey`] after
-    /// [`per_key`](TryMapAsync::per_key).
+    /// [`per_key`](TryMapAsync::per_key). `M` is the output form: [`Plain`] by default,
+    /// [`Indexed`] after [`indexed`](TryMapAsync::indexed).
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    pub struct TryMapAsync<I, F, Fut, T, E, A = Window>
+    pub struct TryMapAsync<I, F, Fut, T, E, A = Window, M = Plain>
     where
         Fut: IntoFuture,
+        M: OutputForm,
     {
         #[pin]
         core: Core<Iter<I>, Fut::IntoFuture, InOrder<Fut::Output>, A>,
         f: F,
-        out: Vec<T>,
+        out: Vec<M::Output<T>>,
         error: Option<E>,
     }
 }
 
 /// [`TryMapAsync`] with a per-key limit (a private shorthand: the type is the public one).
-type TryMapAsyncPerKey<I, F, Fut, T, E, K, KF> =
-    TryMapAsync<I, F, Fut, T, E, PerKey<<I as Iterator>::Item, K, KF>>;
+type TryMapAsyncPerKey<I, F, Fut, T, E, K, KF, M> =
+    TryMapAsync<I, F, Fut, T, E, PerKey<<I as Iterator>::Item, K, KF>, M>;
 
 impl<I, F, Fut, T, E> TryMapAsync<I, F, Fut, T, E>
 where
@@ -297,7 +366,15 @@ where
             error: None,
         }
     }
+}
 
+impl<I, F, Fut, T, E, M> TryMapAsync<I, F, Fut, T, E, Window, M>
+where
+    I: Iterator,
+    F: FnMut(I::Item) -> Fut,
+    Fut: IntoFuture<Output = Result<T, E>>,
+    M: OutputForm,
+{
     /// Adds a per-key limit, as [`MapAsync::per_key`] does: at most `limit` items of one
     /// key run at once, within the global limit, and an item whose key is full waits
     /// without holding a global slot. The first error still stops everything.
@@ -323,7 +400,7 @@ where
         self,
         key_fn: KF,
         limit: usize,
-    ) -> TryMapAsyncPerKey<I, F, Fut, T, E, K, KF>
+    ) -> TryMapAsyncPerKey<I, F, Fut, T, E, K, KF, M>
     where
         K: Hash + Eq + Clone,
         KF: FnMut(&I::Item) -> K,
@@ -339,7 +416,7 @@ where
     }
 }
 
-impl<I: Iterator, F, Fut: IntoFuture, T, E, A> TryMapAsync<I, F, Fut, T, E, A> {
+impl<I: Iterator, F, Fut: IntoFuture, T, E, A, M: OutputForm> TryMapAsync<I, F, Fut, T, E, A, M> {
     fn engine_mut(&mut self) -> &mut Engine<Fut::IntoFuture, A> {
         &mut self.core.engine
     }
@@ -348,7 +425,10 @@ impl<I: Iterator, F, Fut: IntoFuture, T, E, A> TryMapAsync<I, F, Fut, T, E, A> {
         &mut self.core.engine.admission
     }
 
-    fn replace_admission<B>(self, admission: impl FnOnce(A) -> B) -> TryMapAsync<I, F, Fut, T, E, B>
+    fn replace_admission<B>(
+        self,
+        admission: impl FnOnce(A) -> B,
+    ) -> TryMapAsync<I, F, Fut, T, E, B, M>
     where
         B: DefaultWindow,
     {
@@ -371,6 +451,40 @@ scheduling_methods! {
 }
 
 impl<I, F, Fut: IntoFuture, T, E, A> TryMapAsync<I, F, Fut, T, E, A> {
+    /// Pairs each value with its item's input position (0 for the first item): the map
+    /// resolves to `Result<Vec<(usize, T)>, E>`, the values still in input order.
+    ///
+    /// The position is the map's own count of the items it pulled, as for
+    /// [`MapAsync::indexed`]: exact whatever order items start and finish in, and kept
+    /// through retries. Call it anywhere before the map is first polled; a map that does
+    /// not call it pays nothing for positions.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let parsed = tollgate::try_map_async(["7", "8", "9"], 2, |s| async move { s.parse::<u32>() })
+    ///     .indexed()
+    ///     .await;
+    /// assert_eq!(parsed, Ok(vec![(0, 7), (1, 8), (2, 9)]));
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the map was polled already.
+    #[track_caller]
+    pub fn indexed(self) -> TryMapAsync<I, F, Fut, T, E, A, Indexed> {
+        TryMapAsync {
+            core: self.core.with_results(|order| order),
+            f: self.f,
+            out: Vec::with_capacity(self.out.capacity()),
+            error: self.error,
+        }
+    }
+}
+
+impl<I, F, Fut: IntoFuture, T, E, A, M: OutputForm> TryMapAsync<I, F, Fut, T, E, A, M> {
     /// Sets the window, as [`MapAsync::window`] does.
     ///
     /// # Examples
@@ -394,20 +508,21 @@ impl<I, F, Fut: IntoFuture, T, E, A> TryMapAsync<I, F, Fut, T, E, A> {
     }
 }
 
-impl<I, F, Fut, T, E, A> Future for TryMapAsync<I, F, Fut, T, E, A>
+impl<I, F, Fut, T, E, A, M> Future for TryMapAsync<I, F, Fut, T, E, A, M>
 where
     I: Iterator,
     F: FnMut(I::Item) -> Fut,
     Fut: IntoFuture<Output = Result<T, E>>,
     A: Admission<I::Item, Fut::Output>,
+    M: OutputForm,
 {
-    type Output = Result<Vec<T>, E>;
+    type Output = Result<Vec<M::Output<T>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let core = this.core.project();
         core.engine.check("TryMapAsync");
-        let mut results = TryCollect {
+        let mut results = TryCollect::<_, _, M> {
             order: core.results,
             out: this.out,
             error: this.error,
@@ -428,7 +543,9 @@ where
     }
 }
 
-impl<I, F, Fut: IntoFuture, T, E, A: DebugFields> fmt::Debug for TryMapAsync<I, F, Fut, T, E, A> {
+impl<I, F, Fut: IntoFuture, T, E, A: DebugFields, M: OutputForm> fmt::Debug
+    for TryMapAsync<I, F, Fut, T, E, A, M>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.core.engine.debug("TryMapAsync", f)
     }
@@ -519,7 +636,7 @@ where
         let this = self.project();
         let core = this.core.project();
         core.engine.check("GatherLimit");
-        let mut results = Collect {
+        let mut results = Collect::<_, Plain> {
             order: core.results,
             out: this.out,
         };

@@ -525,8 +525,8 @@ impl<K> MapControl<K> {
     /// [`not_started`](Self::not_started), and every item at an input position from
     /// [`Progress::pulled`] on (never pulled). The outputs of an ordered map
     /// ([`map_async`](crate::map_async), `map_bounded`) stay in input order with those
-    /// left out; pair each item with its position (`items.enumerate()`) to tell outputs
-    /// apart without counting.
+    /// left out; [`.indexed()`](crate::futures::MapAsync::indexed) pairs each output with
+    /// its input position, to tell outputs apart without counting.
     ///
     /// The drain takes effect before the map's next start: asked from inside the map's
     /// function or one of its futures, nothing starts after the call; asked from another

@@ -869,6 +869,24 @@ pin_project! {
     }
 }
 
+impl<S, Fut, R, A> Core<S, Fut, R, A> {
+    /// The same core, not yet started, with its results consumer made anew (for another
+    /// output form).
+    #[track_caller]
+    pub(crate) fn with_results<Q>(self, results: impl FnOnce(R) -> Q) -> Core<S, Fut, Q, A> {
+        assert!(
+            self.engine.next_seq == 0,
+            "tollgate: `.indexed()` must be called before the map is first polled"
+        );
+        Core {
+            source: self.source,
+            engine: self.engine,
+            results: results(self.results),
+            streak: self.streak,
+        }
+    }
+}
+
 impl<S: Stream, Fut: Future, R, A> Core<S, Fut, R, A> {
     #[track_caller]
     pub(crate) fn new(source: S, limit: usize, ordered: bool, results: R, admission: A) -> Self
@@ -931,7 +949,7 @@ where
         f: &mut F,
         cx: &mut Context<'_>,
         name: &str,
-    ) -> Poll<Option<Fut::Output>>
+    ) -> Poll<Option<R::Out>>
     where
         F: FnMut(S::Item) -> W,
         W: IntoFuture<IntoFuture = Fut>,

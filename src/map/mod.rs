@@ -39,6 +39,7 @@ pub(crate) use self::keyed::check_per_key_limit;
 pub use self::keyed::{
     Answer, LaterReason, NoRetry, NoSharedLimits, PerKey, SharedLimits, Unkeyed, WithSharedLimits,
 };
+pub use self::results::{Indexed, OutputForm, Plain};
 pub use self::stream::{MapBounded, MapUnordered};
 
 /// Bounded concurrent mapping for any [`Stream`]: channels, paginated APIs, other

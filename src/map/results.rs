@@ -4,9 +4,68 @@
 //!
 //! Each consumer also says how many items have left the map (yielded or collected): the
 //! engine counts the window from there.
+//!
+//! The engine hands each output over with its input position; the map's [`OutputForm`]
+//! makes what leaves the map from the two (the output alone, or the pair), where the
+//! output enters the result vector or the completion-order queue, or where it leaves the
+//! reorder buffer (whose head is its position).
 
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 use std::ops::ControlFlow;
+
+/// The form in which a bounded map hands out each output: as it is ([`Plain`], the
+/// default) or paired with its item's input position ([`Indexed`], after
+/// [`.indexed()`](crate::futures::MapAsync::indexed)).
+///
+/// A type parameter of every bounded map, so that a map that does not ask for positions
+/// pays nothing for them. Sealed: implemented by [`Plain`] and [`Indexed`] only.
+pub trait OutputForm: sealed::Sealed {
+    /// What the map hands out for an output of type `O`.
+    type Output<O>;
+
+    /// The output of the item at input position `seq`, in this form.
+    #[doc(hidden)]
+    fn make<O>(seq: usize, output: O) -> Self::Output<O>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Plain {}
+    impl Sealed for super::Indexed {}
+}
+
+/// The default [`OutputForm`] of a bounded map: each output as it is.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Plain {
+    _private: (),
+}
+
+impl OutputForm for Plain {
+    type Output<O> = O;
+
+    #[inline(always)]
+    fn make<O>(_seq: usize, output: O) -> O {
+        output
+    }
+}
+
+/// The [`OutputForm`] of a map after [`.indexed()`](crate::futures::MapAsync::indexed):
+/// each output paired with its item's input position, `(position, output)`, 0 for the
+/// first item.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Indexed {
+    _private: (),
+}
+
+impl OutputForm for Indexed {
+    type Output<O> = (usize, O);
+
+    #[inline(always)]
+    fn make<O>(seq: usize, output: O) -> (usize, O) {
+        (seq, output)
+    }
+}
 
 /// A consumer of finished outputs, told each output's input position.
 pub(crate) trait Results<T> {
@@ -25,7 +84,9 @@ pub(crate) trait Results<T> {
 
 /// A buffer a stream yields from.
 pub(crate) trait Buffer<T>: Results<T> {
-    fn pop(&mut self) -> Option<T>;
+    /// What the stream yields: the output, or the output with its position.
+    type Out;
+    fn pop(&mut self) -> Option<Self::Out>;
     /// Outputs held (for input order, also the gaps before them): at least what `pop`
     /// can still hand out without more work.
     fn backlog(&self) -> usize;
@@ -40,22 +101,45 @@ enum Place<T> {
     Skipped,
 }
 
-/// The reorder buffer: `waiting[k]` is the place of item `head + k`.
-pub(crate) struct InOrder<T> {
+/// The reorder buffer: `waiting[k]` is the place of item `head + k`. A stream yields
+/// its outputs in the form `M`.
+pub(crate) struct InOrder<T, M = Plain> {
     waiting: VecDeque<Place<T>>,
     head: usize,
+    form: PhantomData<M>,
 }
 
-impl<T> InOrder<T> {
+impl<T, M> InOrder<T, M> {
     pub(crate) fn new() -> Self {
         Self {
             waiting: VecDeque::new(),
             head: 0,
+            form: PhantomData,
         }
     }
-}
 
-impl<T> InOrder<T> {
+    /// The same empty buffer, yielding in another form.
+    pub(crate) fn reform<N>(self) -> InOrder<T, N> {
+        debug_assert!(self.head == 0 && self.waiting.is_empty());
+        InOrder::new()
+    }
+
+    /// The next output in input order with its position, if it finished.
+    #[inline]
+    fn pop_at(&mut self) -> Option<(usize, T)> {
+        let Place::Done(_) = self.waiting.front()? else {
+            return None;
+        };
+        let Some(Place::Done(value)) = self.waiting.pop_front() else {
+            unreachable!("the front was just seen done")
+        };
+        let seq = self.head;
+        self.head += 1;
+        if let Some(Place::Skipped) = self.waiting.front() {
+            self.pass_skipped();
+        }
+        Some((seq, value))
+    }
     /// Stores an output that is not the next one after the last stored: leaves gaps
     /// (`None`) for the items before it.
     #[cold]
@@ -78,7 +162,7 @@ impl<T> InOrder<T> {
     }
 }
 
-impl<T> Results<T> for InOrder<T> {
+impl<T, M> Results<T> for InOrder<T, M> {
     const RELEASES_ON_ACCEPT: bool = false;
 
     #[inline(always)]
@@ -103,20 +187,13 @@ impl<T> Results<T> for InOrder<T> {
     }
 }
 
-impl<T> Buffer<T> for InOrder<T> {
+impl<T, M: OutputForm> Buffer<T> for InOrder<T, M> {
+    type Out = M::Output<T>;
+
     #[inline]
-    fn pop(&mut self) -> Option<T> {
-        let Place::Done(_) = self.waiting.front()? else {
-            return None;
-        };
-        let Some(Place::Done(value)) = self.waiting.pop_front() else {
-            unreachable!("the front was just seen done")
-        };
-        self.head += 1;
-        if let Some(Place::Skipped) = self.waiting.front() {
-            self.pass_skipped();
-        }
-        Some(value)
+    fn pop(&mut self) -> Option<M::Output<T>> {
+        let (seq, value) = self.pop_at()?;
+        Some(M::make(seq, value))
     }
 
     #[inline]
@@ -125,18 +202,18 @@ impl<T> Buffer<T> for InOrder<T> {
     }
 }
 
-/// Outputs in the order they finished.
+/// Outputs in the order they finished, each in the form `M` from the moment it came in.
 ///
 /// Two vectors instead of a ring buffer (half the instructions per output): finished
 /// outputs are pushed on `incoming`; `outgoing` holds older ones, the next one last, and
 /// when it runs dry `incoming` is reversed into its place.
-pub(crate) struct InCompletionOrder<T> {
-    incoming: Vec<T>,
-    outgoing: Vec<T>,
+pub(crate) struct InCompletionOrder<T, M: OutputForm = Plain> {
+    incoming: Vec<M::Output<T>>,
+    outgoing: Vec<M::Output<T>>,
     yielded: usize,
 }
 
-impl<T> InCompletionOrder<T> {
+impl<T, M: OutputForm> InCompletionOrder<T, M> {
     pub(crate) fn new() -> Self {
         Self {
             incoming: Vec::new(),
@@ -145,9 +222,15 @@ impl<T> InCompletionOrder<T> {
         }
     }
 
+    /// The same empty queue, holding outputs in another form.
+    pub(crate) fn reform<N: OutputForm>(self) -> InCompletionOrder<T, N> {
+        debug_assert!(self.yielded == 0 && self.backlog() == 0);
+        InCompletionOrder::new()
+    }
+
     /// `outgoing` is empty: the outputs that came in since become the outgoing ones.
     #[inline(never)]
-    fn turn(&mut self) -> Option<T> {
+    fn turn(&mut self) -> Option<M::Output<T>> {
         if self.incoming.is_empty() {
             return None;
         }
@@ -159,12 +242,12 @@ impl<T> InCompletionOrder<T> {
     }
 }
 
-impl<T> Results<T> for InCompletionOrder<T> {
+impl<T, M: OutputForm> Results<T> for InCompletionOrder<T, M> {
     const RELEASES_ON_ACCEPT: bool = false;
 
     #[inline]
-    fn accept(&mut self, _seq: usize, value: T) -> ControlFlow<()> {
-        self.incoming.push(value);
+    fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
+        self.incoming.push(M::make(seq, value));
         ControlFlow::Continue(())
     }
 
@@ -179,9 +262,11 @@ impl<T> Results<T> for InCompletionOrder<T> {
     }
 }
 
-impl<T> Buffer<T> for InCompletionOrder<T> {
+impl<T, M: OutputForm> Buffer<T> for InCompletionOrder<T, M> {
+    type Out = M::Output<T>;
+
     #[inline]
-    fn pop(&mut self) -> Option<T> {
+    fn pop(&mut self) -> Option<M::Output<T>> {
         match self.outgoing.pop() {
             Some(value) => {
                 self.yielded += 1;
@@ -197,25 +282,25 @@ impl<T> Buffer<T> for InCompletionOrder<T> {
     }
 }
 
-/// Collects into a vector in input order: an output that is next in line goes straight
-/// in; the others wait in the reorder buffer.
-pub(crate) struct Collect<'a, T> {
+/// Collects into a vector in input order, each output in the form `M`: an output that
+/// is next in line goes straight in; the others wait in the reorder buffer.
+pub(crate) struct Collect<'a, T, M: OutputForm = Plain> {
     pub(crate) order: &'a mut InOrder<T>,
-    pub(crate) out: &'a mut Vec<T>,
+    pub(crate) out: &'a mut Vec<M::Output<T>>,
 }
 
-impl<T> Results<T> for Collect<'_, T> {
+impl<T, M: OutputForm> Results<T> for Collect<'_, T, M> {
     const RELEASES_ON_ACCEPT: bool = true;
 
     #[inline(always)]
     fn accept(&mut self, seq: usize, value: T) -> ControlFlow<()> {
         if seq == self.order.head && self.order.waiting.is_empty() {
-            self.out.push(value);
+            self.out.push(M::make(seq, value));
             self.order.head += 1;
         } else {
             let _ = self.order.accept(seq, value);
-            while let Some(value) = self.order.pop() {
-                self.out.push(value);
+            while let Some((seq, value)) = self.order.pop_at() {
+                self.out.push(M::make(seq, value));
             }
         }
         ControlFlow::Continue(())
@@ -228,34 +313,34 @@ impl<T> Results<T> for Collect<'_, T> {
 
     fn skip(&mut self, seq: usize) {
         self.order.skip(seq);
-        while let Some(value) = self.order.pop() {
-            self.out.push(value);
+        while let Some((seq, value)) = self.order.pop_at() {
+            self.out.push(M::make(seq, value));
         }
     }
 }
 
-/// Collects the `Ok` values in input order; the first `Err` stops everything. Only `Ok`
-/// values ever wait in the reorder buffer.
-pub(crate) struct TryCollect<'a, T, E> {
+/// Collects the `Ok` values in input order, each in the form `M`; the first `Err` stops
+/// everything. Only `Ok` values ever wait in the reorder buffer.
+pub(crate) struct TryCollect<'a, T, E, M: OutputForm = Plain> {
     pub(crate) order: &'a mut InOrder<Result<T, E>>,
-    pub(crate) out: &'a mut Vec<T>,
+    pub(crate) out: &'a mut Vec<M::Output<T>>,
     pub(crate) error: &'a mut Option<E>,
 }
 
-impl<T, E> Results<Result<T, E>> for TryCollect<'_, T, E> {
+impl<T, E, M: OutputForm> Results<Result<T, E>> for TryCollect<'_, T, E, M> {
     const RELEASES_ON_ACCEPT: bool = true;
 
     #[inline]
     fn accept(&mut self, seq: usize, value: Result<T, E>) -> ControlFlow<()> {
         match value {
             Ok(value) if seq == self.order.head && self.order.waiting.is_empty() => {
-                self.out.push(value);
+                self.out.push(M::make(seq, value));
                 self.order.head += 1;
             }
             Ok(value) => {
                 let _ = self.order.accept(seq, Ok(value));
-                while let Some(Ok(value)) = self.order.pop() {
-                    self.out.push(value);
+                while let Some((seq, Ok(value))) = self.order.pop_at() {
+                    self.out.push(M::make(seq, value));
                 }
             }
             Err(error) => {
@@ -273,8 +358,8 @@ impl<T, E> Results<Result<T, E>> for TryCollect<'_, T, E> {
 
     fn skip(&mut self, seq: usize) {
         self.order.skip(seq);
-        while let Some(Ok(value)) = self.order.pop() {
-            self.out.push(value);
+        while let Some((seq, Ok(value))) = self.order.pop_at() {
+            self.out.push(M::make(seq, value));
         }
     }
 }

@@ -8,7 +8,8 @@
 
 /// Writes the scheduling methods of a map type.
 ///
-/// - `$Map<$($param),*>`: the type without its last parameter, the admission;
+/// - `$Map<$($param),*>`: the type without its last two parameters, the admission and
+///   the output form (which every method keeps as it is);
 /// - `where`: the bounds of its impls; `item`: its item type;
 /// - `retry`: the generics, error type and bounds of its `retry` methods;
 /// - `start` / `finish`: code that builds such a map over `0..8u32` with futures of
@@ -22,9 +23,10 @@ macro_rules! scheduling_methods {
         start = $start:literal,
         finish = $finish:literal $(,)?
     ) => {
-        impl<$($param),*> $Map<$($param,)* $crate::map::Window>
+        impl<$($param,)* M> $Map<$($param,)* $crate::map::Window, M>
         where
             $($bounds)*
+            M: $crate::futures::OutputForm,
         {
             /// Attaches a [`MapControl`](crate::MapControl): read the map's progress,
             /// drain it, or change its limit while it runs, from any task or thread.
@@ -77,7 +79,7 @@ macro_rules! scheduling_methods {
             pub fn rate(
                 self,
                 rate: $crate::Rate,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>>> {
+            ) -> $Map<$($param,)* $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>>, M> {
                 self.replace_admission(|_| {
                     let mut admission = $crate::map::PerKey::unkeyed();
                     admission.set_rate(rate);
@@ -114,6 +116,7 @@ macro_rules! scheduling_methods {
             ) -> $Map<
                 $($param,)*
                 $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>, $crate::RetryPolicy<$item, $err>>,
+                M,
             >
             where
                 $item: $crate::map::keyed::RetryItem,
@@ -123,9 +126,10 @@ macro_rules! scheduling_methods {
             }
         }
 
-        impl<$($param,)* P> $Map<$($param,)* $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>, P>>
+        impl<$($param,)* P, M> $Map<$($param,)* $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>, P>, M>
         where
             $($bounds)*
+            M: $crate::futures::OutputForm,
         {
             /// Adds a per-key limit to a map that has a rate or a retry policy already,
             /// keeping them: see [`per_key`](Self::per_key) on the plain map.
@@ -150,7 +154,7 @@ macro_rules! scheduling_methods {
                 self,
                 key_fn: KF,
                 limit: usize,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P>>
+            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P>, M>
             where
                 K: std::hash::Hash + Eq + Clone,
                 KF: FnMut(&$item) -> K,
@@ -160,11 +164,12 @@ macro_rules! scheduling_methods {
             }
         }
 
-        impl<$($param,)* K, KF, P> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P>>
+        impl<$($param,)* K, KF, P, M> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P>, M>
         where
             K: std::hash::Hash + Eq + Clone,
             KF: FnMut(&$item) -> K,
             $($bounds)*
+            M: $crate::futures::OutputForm,
         {
             /// Asks `limits` before every start: per-key caps or rates kept outside the
             /// map, such as a fleet's through a store (`tollgate-redis`), or another
@@ -213,7 +218,7 @@ macro_rules! scheduling_methods {
             pub fn shared_limits<L>(
                 self,
                 limits: L,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P, $crate::futures::WithSharedLimits<K, L>>>
+            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P, $crate::futures::WithSharedLimits<K, L>>, M>
             where
                 L: $crate::SharedLimits<K>,
             {
@@ -221,11 +226,12 @@ macro_rules! scheduling_methods {
             }
         }
 
-        impl<$($param,)* K, KF, P, G> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P, G>>
+        impl<$($param,)* K, KF, P, G, M> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P, G>, M>
         where
             K: std::hash::Hash + Eq + Clone,
             KF: FnMut(&$item) -> K,
             $($bounds)*
+            M: $crate::futures::OutputForm,
         {
             /// Limits how many items start per unit of time over the whole map (all keys
             /// together). Items wait for the rate without holding a slot.
@@ -353,7 +359,7 @@ macro_rules! scheduling_methods {
             pub fn retry<$($rg),*>(
                 self,
                 policy: $crate::RetryPolicy<$item, $err>,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, $crate::RetryPolicy<$item, $err>, G>>
+            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, $crate::RetryPolicy<$item, $err>, G>, M>
             where
                 $item: $crate::map::keyed::RetryItem,
                 $($rbounds)*

@@ -12,7 +12,7 @@ use pin_project_lite::pin_project;
 
 use super::engine::{Admission, Core, DebugFields, DefaultWindow, Engine, Window};
 use super::keyed::PerKey;
-use super::results::{InCompletionOrder, InOrder};
+use super::results::{InCompletionOrder, InOrder, Indexed, OutputForm, Plain};
 use super::schedule::scheduling_methods;
 
 pin_project! {
@@ -20,14 +20,16 @@ pin_project! {
     /// outputs in input order.
     ///
     /// `A` is the admission: [`Window`] by default, [`PerKey`] after
-    /// [`per_key`](MapBounded::per_key).
+    /// [`per_key`](MapBounded::per_key). `M` is the output form: [`Plain`] by default,
+    /// [`Indexed`] after [`indexed`](MapBounded::indexed).
     #[must_use = "streams do nothing unless polled"]
-    pub struct MapBounded<S, F, Fut, A = Window>
+    pub struct MapBounded<S, F, Fut, A = Window, M = Plain>
     where
         Fut: IntoFuture,
+        M: OutputForm,
     {
         #[pin]
-        core: Core<S, Fut::IntoFuture, InOrder<Fut::Output>, A>,
+        core: Core<S, Fut::IntoFuture, InOrder<Fut::Output, M>, A>,
         f: F,
     }
 }
@@ -45,7 +47,15 @@ where
             f,
         }
     }
+}
 
+impl<S, F, Fut, M> MapBounded<S, F, Fut, Window, M>
+where
+    S: Stream,
+    F: FnMut(S::Item) -> Fut,
+    Fut: IntoFuture,
+    M: OutputForm,
+{
     /// Adds a per-key limit: at most `limit` items of one key (as named by `key_fn`) run
     /// at once, within the stream's global limit. Outputs still come in input order.
     ///
@@ -78,7 +88,7 @@ where
         self,
         key_fn: KF,
         limit: usize,
-    ) -> MapBounded<S, F, Fut, PerKey<S::Item, K, KF>>
+    ) -> MapBounded<S, F, Fut, PerKey<S::Item, K, KF>, M>
     where
         K: Hash + Eq + Clone,
         KF: FnMut(&S::Item) -> K,
@@ -92,7 +102,7 @@ where
     }
 }
 
-impl<S: Stream, F, Fut: IntoFuture, A> MapBounded<S, F, Fut, A> {
+impl<S: Stream, F, Fut: IntoFuture, A, M: OutputForm> MapBounded<S, F, Fut, A, M> {
     fn engine_mut(&mut self) -> &mut Engine<Fut::IntoFuture, A> {
         &mut self.core.engine
     }
@@ -101,7 +111,7 @@ impl<S: Stream, F, Fut: IntoFuture, A> MapBounded<S, F, Fut, A> {
         &mut self.core.engine.admission
     }
 
-    fn replace_admission<B>(self, admission: impl FnOnce(A) -> B) -> MapBounded<S, F, Fut, B>
+    fn replace_admission<B>(self, admission: impl FnOnce(A) -> B) -> MapBounded<S, F, Fut, B, M>
     where
         B: DefaultWindow,
     {
@@ -122,6 +132,45 @@ scheduling_methods! {
 }
 
 impl<S, F, Fut: IntoFuture, A> MapBounded<S, F, Fut, A> {
+    /// Pairs each output with its item's input position (0 for the first item): the
+    /// stream yields `(usize, O)`, still in input order.
+    ///
+    /// The position is the map's own count of the items it pulled, as for
+    /// [`MapAsync::indexed`](crate::futures::MapAsync::indexed): exact whatever order
+    /// items start and finish in, kept through retries, and after a drain the positions
+    /// yielded, [`not_started`](crate::MapControl::not_started) and every position from
+    /// [`pulled`](crate::Progress::pulled) on partition the input. Call it anywhere
+    /// before the stream is first polled; a stream that does not call it pays nothing
+    /// for positions.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::{StreamExt, stream};
+    /// use tollgate::BoundedStreamExt;
+    /// # futures_lite::future::block_on(async {
+    /// let pages: Vec<(usize, String)> = stream::iter(["a", "b", "c"])
+    ///     .map_bounded(2, |path| async move { format!("<html>{path}</html>") })
+    ///     .indexed()
+    ///     .collect()
+    ///     .await;
+    /// assert_eq!(pages[2], (2, "<html>c</html>".to_owned()));
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the stream was polled already.
+    #[track_caller]
+    pub fn indexed(self) -> MapBounded<S, F, Fut, A, Indexed> {
+        MapBounded {
+            core: self.core.with_results(InOrder::reform),
+            f: self.f,
+        }
+    }
+}
+
+impl<S, F, Fut: IntoFuture, A, M: OutputForm> MapBounded<S, F, Fut, A, M> {
     /// Sets the window: at most `window` items are pulled from the input and not yet
     /// yielded (waiting for their key, in flight, or finished and waiting in the reorder
     /// buffer). The default is 4 × `limit` (64 × `limit` with a per-key limit).
@@ -157,14 +206,15 @@ impl<S, F, Fut: IntoFuture, A> MapBounded<S, F, Fut, A> {
     }
 }
 
-impl<S, F, Fut, A> Stream for MapBounded<S, F, Fut, A>
+impl<S, F, Fut, A, M> Stream for MapBounded<S, F, Fut, A, M>
 where
     S: Stream,
     F: FnMut(S::Item) -> Fut,
     Fut: IntoFuture,
     A: Admission<S::Item, Fut::Output>,
+    M: OutputForm,
 {
-    type Item = Fut::Output;
+    type Item = M::Output<Fut::Output>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
@@ -176,7 +226,9 @@ where
     }
 }
 
-impl<S, F, Fut: IntoFuture, A: DebugFields> fmt::Debug for MapBounded<S, F, Fut, A> {
+impl<S, F, Fut: IntoFuture, A: DebugFields, M: OutputForm> fmt::Debug
+    for MapBounded<S, F, Fut, A, M>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.core.engine.debug("MapBounded", f)
     }
@@ -187,14 +239,16 @@ pin_project! {
     /// and [`amap_iter`](crate::amap_iter): outputs in completion order.
     ///
     /// `A` is the admission: [`Window`] by default, [`PerKey`] after
-    /// [`per_key`](MapUnordered::per_key).
+    /// [`per_key`](MapUnordered::per_key). `M` is the output form: [`Plain`] by default,
+    /// [`Indexed`] after [`indexed`](MapUnordered::indexed).
     #[must_use = "streams do nothing unless polled"]
-    pub struct MapUnordered<S, F, Fut, A = Window>
+    pub struct MapUnordered<S, F, Fut, A = Window, M = Plain>
     where
         Fut: IntoFuture,
+        M: OutputForm,
     {
         #[pin]
-        core: Core<S, Fut::IntoFuture, InCompletionOrder<Fut::Output>, A>,
+        core: Core<S, Fut::IntoFuture, InCompletionOrder<Fut::Output, M>, A>,
         f: F,
     }
 }
@@ -218,7 +272,15 @@ where
             f,
         }
     }
+}
 
+impl<S, F, Fut, M> MapUnordered<S, F, Fut, Window, M>
+where
+    S: Stream,
+    F: FnMut(S::Item) -> Fut,
+    Fut: IntoFuture,
+    M: OutputForm,
+{
     /// Adds a per-key limit: at most `limit` items of one key (as named by `key_fn`) run
     /// at once, within the stream's global limit.
     ///
@@ -250,7 +312,7 @@ where
         self,
         key_fn: KF,
         limit: usize,
-    ) -> MapUnordered<S, F, Fut, PerKey<S::Item, K, KF>>
+    ) -> MapUnordered<S, F, Fut, PerKey<S::Item, K, KF>, M>
     where
         K: Hash + Eq + Clone,
         KF: FnMut(&S::Item) -> K,
@@ -264,7 +326,7 @@ where
     }
 }
 
-impl<S: Stream, F, Fut: IntoFuture, A> MapUnordered<S, F, Fut, A> {
+impl<S: Stream, F, Fut: IntoFuture, A, M: OutputForm> MapUnordered<S, F, Fut, A, M> {
     fn engine_mut(&mut self) -> &mut Engine<Fut::IntoFuture, A> {
         &mut self.core.engine
     }
@@ -273,7 +335,7 @@ impl<S: Stream, F, Fut: IntoFuture, A> MapUnordered<S, F, Fut, A> {
         &mut self.core.engine.admission
     }
 
-    fn replace_admission<B>(self, admission: impl FnOnce(A) -> B) -> MapUnordered<S, F, Fut, B>
+    fn replace_admission<B>(self, admission: impl FnOnce(A) -> B) -> MapUnordered<S, F, Fut, B, M>
     where
         B: DefaultWindow,
     {
@@ -294,6 +356,47 @@ scheduling_methods! {
 }
 
 impl<S, F, Fut: IntoFuture, A> MapUnordered<S, F, Fut, A> {
+    /// Pairs each output with its item's input position (0 for the first item): the
+    /// stream yields `(usize, O)` in completion order, each output with the position of
+    /// its own item.
+    ///
+    /// The position is the map's own count of the items it pulled, as for
+    /// [`MapAsync::indexed`](crate::futures::MapAsync::indexed): exact whatever order
+    /// items start and finish in, kept through retries, and after a drain the positions
+    /// yielded, [`not_started`](crate::MapControl::not_started) and every position from
+    /// [`pulled`](crate::Progress::pulled) on partition the input. Call it anywhere
+    /// before the stream is first polled; a stream that does not call it pays nothing
+    /// for positions.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futures_lite::StreamExt;
+    /// use tollgate::sleep;
+    /// # futures_lite::future::block_on(async {
+    /// let mut first = tollgate::amap_iter([5_000, 1], 2, |ms| async move {
+    ///     sleep(Duration::from_millis(ms)).await;
+    ///     ms
+    /// })
+    /// .indexed();
+    /// assert_eq!(first.next().await, Some((1, 1))); // the quick one, second in the input
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the stream was polled already.
+    #[track_caller]
+    pub fn indexed(self) -> MapUnordered<S, F, Fut, A, Indexed> {
+        MapUnordered {
+            core: self.core.with_results(InCompletionOrder::reform),
+            f: self.f,
+        }
+    }
+}
+
+impl<S, F, Fut: IntoFuture, A, M: OutputForm> MapUnordered<S, F, Fut, A, M> {
     /// Sets the window: at most `window` items are pulled from the input and not yet
     /// yielded (waiting for their key, in flight, or finished and waiting to be yielded).
     /// The default is `limit` (64 × `limit` with a per-key limit): while you hold on to
@@ -329,14 +432,15 @@ impl<S, F, Fut: IntoFuture, A> MapUnordered<S, F, Fut, A> {
     }
 }
 
-impl<S, F, Fut, A> Stream for MapUnordered<S, F, Fut, A>
+impl<S, F, Fut, A, M> Stream for MapUnordered<S, F, Fut, A, M>
 where
     S: Stream,
     F: FnMut(S::Item) -> Fut,
     Fut: IntoFuture,
     A: Admission<S::Item, Fut::Output>,
+    M: OutputForm,
 {
-    type Item = Fut::Output;
+    type Item = M::Output<Fut::Output>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.project();
@@ -348,7 +452,9 @@ where
     }
 }
 
-impl<S, F, Fut: IntoFuture, A: DebugFields> fmt::Debug for MapUnordered<S, F, Fut, A> {
+impl<S, F, Fut: IntoFuture, A: DebugFields, M: OutputForm> fmt::Debug
+    for MapUnordered<S, F, Fut, A, M>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.core.engine.debug("MapUnordered", f)
     }
