@@ -791,3 +791,67 @@ mod paused_clock {
         );
     }
 }
+
+/// A retry budget inside a map, with keys coming and going: each key is held to
+/// `floor + ratio × its first attempts` over the whole run, while the map forgets the keys
+/// with nothing running or waiting and they come back.
+mod budget {
+    use super::*;
+    use std::sync::atomic::AtomicU8;
+    use tollgate::{RetryPolicy, map_async};
+
+    const KEYS: u64 = 3_000;
+    const ITEMS: u64 = 60_000;
+    const FLOOR: u32 = 2;
+    const RATIO: f64 = 0.2;
+
+    matrix! {
+        async fn each_key_stays_within_its_budget_while_keys_are_forgotten_and_come_back() {
+            // Key n % 3000: each key's 20 items come 3,000 items apart, far beyond the
+            // window (512), so every key is idle, and may be forgotten, between two
+            // of its items. Every 7th key is dead (every attempt fails); the others fail
+            // one first attempt in 10.
+            let attempts: Vec<AtomicU8> = (0..ITEMS).map(|_| AtomicU8::new(0)).collect();
+            let first_attempts: Vec<AtomicUsize> = (0..KEYS).map(|_| AtomicUsize::new(0)).collect();
+            let retries: Vec<AtomicUsize> = (0..KEYS).map(|_| AtomicUsize::new(0)).collect();
+            let policy = RetryPolicy::new()
+                .attempts(4)
+                .interval(Duration::ZERO)
+                .budget(RATIO, FLOOR);
+            let outputs = map_async(0..ITEMS, 8, |n| {
+                let key = (n % KEYS) as usize;
+                let attempt = attempts[n as usize].fetch_add(1, Ordering::SeqCst) + 1;
+                if attempt == 1 {
+                    first_attempts[key].fetch_add(1, Ordering::SeqCst);
+                } else {
+                    retries[key].fetch_add(1, Ordering::SeqCst);
+                }
+                let fails = key % 7 == 0 || (attempt == 1 && n % 10 == 3);
+                async move { if fails { Err(n) } else { Ok(n) } }
+            })
+            .per_key(|n| n % KEYS, 1)
+            .retry(policy)
+            .await;
+            assert_eq!(outputs.len() as u64, ITEMS);
+            let mut dead_retries = 0;
+            for key in 0..KEYS as usize {
+                let first = first_attempts[key].load(Ordering::SeqCst);
+                let retried = retries[key].load(Ordering::SeqCst);
+                assert_eq!(first as u64, ITEMS / KEYS);
+                let bound = f64::from(FLOOR) + RATIO * first as f64;
+                assert!(
+                    retried as f64 <= bound + 1e-9,
+                    "key {key}: {retried} retries for {first} first attempts (bound {bound})"
+                );
+                if key % 7 == 0 {
+                    dead_retries += retried;
+                }
+            }
+            // Each dead key used its budget and no more: its floor at its first item (whose
+            // own share finds the bucket full), then one retry per 5 first attempts (at
+            // its 6th, 11th and 16th items): 5. Forgotten while idle, it would have had its
+            // floor back at each item: 40.
+            assert_eq!(dead_retries, KEYS.div_ceil(7) as usize * 5);
+        }
+    }
+}

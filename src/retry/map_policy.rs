@@ -304,6 +304,23 @@ impl<T, E> RetryPolicy<T, E> {
     /// attempts; a healthy key earns its floor back (never more). By default there is no
     /// budget: every item gets all its attempts.
     ///
+    /// # What the budget remembers
+    ///
+    /// A key's budget is kept while the key has items in the map, and for the next 16,384
+    /// items the map pulls after its last attempt ended; a key that comes back later
+    /// starts afresh, with its floor. So a key's retries stay within `floor + ratio ×
+    /// first attempts`, both counted since the key was last away for that long: a key
+    /// that keeps coming back, as any key with enough items to make a storm does, is held
+    /// to its budget for the whole run. A key away for longer gets its floor again, at
+    /// most once per 16,384 items.
+    ///
+    /// Why a window of the input: keeping every key that ever retried would grow with the
+    /// input (about 400 bytes for each key that retried: 40 MB for a million keys of one
+    /// item, 1 in 10 retried), where a map's memory is bounded by its window; carrying forgotten keys' debts in a shared
+    /// table would refuse retries to keys that never failed; a window of time would bound
+    /// the memory only by the throughput. A window of items keeps the keys of 16,384 items
+    /// at most, whatever the input and its speed.
+    ///
     /// # Examples
     ///
     /// ```

@@ -14,9 +14,12 @@
 //! that wait only for time sleep in one heap ordered by when they may start, so the map
 //! needs one timer, for the earliest of them.
 //!
-//! A key is forgotten once it has nothing running or waiting and its rate and pause
-//! would decide like a fresh key's: the map never outgrows the work in hand and the keys
-//! seen recently.
+//! A key is forgotten once it has nothing running or waiting and its rate, pause and
+//! retry budget would decide like a fresh key's: the map never outgrows the work in hand
+//! and the keys seen recently. A rate and a pause lapse with time; a retry budget that
+//! was spent lapses once the map has pulled [`BUDGET_MEMORY`] items since the key last
+//! had anything running or waiting (a key that keeps coming back within that is held to
+//! its whole budget; one that comes back later starts afresh).
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::hash_map::Entry;
@@ -25,6 +28,16 @@ use std::hash::Hash;
 
 use super::shared::LaterReason;
 use crate::limit::rate::gcra::Gcra;
+
+/// How many items the map pulls, after a key last had anything running or waiting,
+/// before the key's spent retry budget lapses and the key may be forgotten. A window of
+/// the input rather than of time: the keys it keeps are at most the keys of that many
+/// items, whatever the throughput.
+pub(crate) const BUDGET_MEMORY: u64 = 16_384;
+
+/// How far below a whole retry a budget's balance may be and still pay for one: what
+/// adding up ratios in floating point loses (far less than any ratio's share of one).
+const ROUNDING: f64 = 1e-9;
 
 /// An item back from a failed attempt, with the time before which it may not start.
 #[derive(Debug)]
@@ -78,6 +91,9 @@ struct KeyState<T> {
     /// Retry budget spent: 0 for a fresh key, up by 1 per retry, down by the budget's
     /// ratio per first attempt (never below what a fresh key could hold).
     spent: f64,
+    /// Items the map had pulled when the key last finished an attempt: once it has
+    /// nothing running or waiting, its spent budget lapses [`BUDGET_MEMORY`] pulls later.
+    quiet_since: u64,
     place: Place,
 }
 
@@ -132,6 +148,7 @@ impl<T> KeyState<T> {
             tat: 0,
             paused_until: 0,
             spent: 0.0,
+            quiet_since: 0,
             place: Place::Out,
         }
     }
@@ -181,13 +198,21 @@ impl<T> KeyState<T> {
     }
 
     /// Whether forgetting the key changes nothing (or only errs on the careful side): no
-    /// work, and its rate, pause and retry budget would decide like a fresh key's.
-    fn is_idle(&self, now: u64) -> bool {
+    /// work, and its rate, pause and retry budget would decide like a fresh key's (a
+    /// budget with credit is forgotten with it: a fresh key has less), with the map
+    /// having pulled `pulled` items so far.
+    fn is_idle(&self, now: u64, pulled: u64) -> bool {
         self.running == 0
             && !self.has_items()
             && Gcra::is_idle(self.tat, now)
             && self.paused_until <= now
-            && self.spent <= 0.0
+            && (self.spent <= 0.0 || self.budget_lapsed(pulled))
+    }
+
+    /// Whether the key, with nothing running or waiting, has been so for
+    /// [`BUDGET_MEMORY`] pulled items: its spent budget no longer counts.
+    fn budget_lapsed(&self, pulled: u64) -> bool {
+        pulled.saturating_sub(self.quiet_since) >= BUDGET_MEMORY
     }
 }
 
@@ -263,6 +288,8 @@ pub(crate) struct KeyScheduler<K, T> {
     /// Tie-breakers for the heaps.
     order: u64,
     waiting: usize,
+    /// Items pushed so far: the clock a spent retry budget lapses on.
+    pulled: u64,
 }
 
 impl<K, T> KeyScheduler<K, T> {
@@ -320,6 +347,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             sleepers: BinaryHeap::new(),
             order: 0,
             waiting: 0,
+            pulled: 0,
         }
     }
 
@@ -366,7 +394,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 
     fn state(&mut self, key: K, now: u64) -> (K, &mut KeyState<T>) {
         if !self.keys.contains_key(&key) && self.keys.len() >= 2 * self.swept_at.max(32) {
-            self.keys.retain(|_, state| !state.is_idle(now));
+            let pulled = self.pulled;
+            self.keys.retain(|_, state| !state.is_idle(now, pulled));
             self.swept_at = self.keys.len();
             let (keys, asking) = (&self.keys, &mut self.asking);
             self.asked.retain(|key, asked| {
@@ -445,7 +474,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 
     /// Queues a freshly pulled item behind the older items of its key.
     pub(crate) fn push(&mut self, key: K, item: T, now: u64) {
+        self.pulled += 1;
+        let pulled = self.pulled;
         let (key, state) = self.state(key, now);
+        if state.running == 0 && !state.has_items() && state.budget_lapsed(pulled) {
+            // Back after its budget lapsed, not yet swept: as fresh as a forgotten key.
+            state.spent = state.spent.min(0.0);
+        }
         state.fresh.push_back(item);
         self.waiting += 1;
         self.replace(&key, now);
@@ -481,8 +516,12 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// The budget is a bucket per key: it holds `floor` retries when the key is fresh,
     /// each retry takes one out, each first attempt puts `ratio` back, and it never holds
     /// more than `floor` (or 1, when the floor is 0). So retries stay within
-    /// `floor + ratio × first attempts`, and a key whose bucket is full again can be
-    /// forgotten without changing any decision.
+    /// `floor + ratio × first attempts`. A key whose bucket is full again can be
+    /// forgotten without changing any decision (one with credit beyond a fresh key's only
+    /// loses it: the careful side); a key whose bucket is not full is kept until it has had
+    /// nothing running or waiting for [`BUDGET_MEMORY`] pulled items, when its bucket
+    /// lapses to full: the bound holds over each stretch in which the key keeps coming
+    /// back within that.
     pub(crate) fn take_retry(&mut self, key: &K) -> bool {
         let Some((_, floor)) = self.budget else {
             return true;
@@ -490,7 +529,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let Some(state) = self.keys.get_mut(key) else {
             return false;
         };
-        if floor - state.spent >= 1.0 {
+        // Within rounding of a whole retry counts as one: five first attempts at 0.2 add
+        // up to 0.9999999999999998 in floating point.
+        if floor - state.spent >= 1.0 - ROUNDING {
             state.spent += 1.0;
             true
         } else {
@@ -819,7 +860,14 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn finish(&mut self, key: &K, now: u64) {
         let state = self.keys.get_mut(key).expect("a running key has state");
         state.running -= 1;
-        if state.running == 0 && !state.has_items() && state.is_idle(now) {
+        state.quiet_since = self.pulled;
+        if state.running == 0 && !state.has_items() && state.spent > 0.0 {
+            // Kept for its spent budget, maybe for long: without the queues it no longer
+            // needs.
+            state.fresh = VecDeque::new();
+            state.delayed = BinaryHeap::new();
+        }
+        if state.running == 0 && !state.has_items() && state.is_idle(now, self.pulled) {
             self.keys.remove(key);
             if self.gated {
                 // An ask in flight is forgotten with the key (its answer finds no key and
@@ -1101,6 +1149,106 @@ mod tests {
         scheduler.push("a", 2, 0);
         assert!(matches!(scheduler.next(0), Next::Start(..)));
         assert!(!scheduler.take_retry(&"a"), "half a retry is not one");
+    }
+
+    #[test]
+    fn five_first_attempts_at_a_ratio_of_a_fifth_pay_for_one_retry() {
+        // Before, 10 − 5 × 0.2 was 9.000000000000004 in floating point: one retry per 6.
+        let mut scheduler = KeyScheduler::new(1);
+        scheduler.set_budget(0.2, 10);
+        scheduler.push(0, (), 0);
+        assert_eq!(scheduler.next(0), Next::Start(0, ()));
+        assert_eq!((0..20).filter(|_| scheduler.take_retry(&0)).count(), 10);
+        scheduler.finish(&0, 0);
+        for round in 0..100 {
+            for _ in 0..4 {
+                assert!(!one_item(&mut scheduler, 0, true), "round {round}");
+            }
+            assert!(one_item(&mut scheduler, 0, true), "round {round}");
+        }
+    }
+
+    /// One item of `key` starts and finishes at `now`; `retry`: its attempt failed and
+    /// asks the budget for a retry (which is then started and finishes). Returns whether
+    /// the budget allowed the retry.
+    fn one_item(scheduler: &mut KeyScheduler<u64, ()>, key: u64, retry: bool) -> bool {
+        scheduler.push(key, (), 0);
+        assert_eq!(scheduler.next(0), Next::Start(key, ()));
+        let retried = retry && scheduler.take_retry(&key);
+        if retried {
+            scheduler.retry(&key, (), 0, 0, 0);
+            assert_eq!(scheduler.next(0), Next::Start(key, ()));
+        }
+        scheduler.finish(&key, 0);
+        retried
+    }
+
+    #[test]
+    fn keys_that_spent_their_budget_are_forgotten_within_the_budget_memory() {
+        // One key per item, each retried once: before, every key stayed for the rest of
+        // the run (100,000 keys here).
+        let mut scheduler = KeyScheduler::new(1);
+        scheduler.set_budget(0.5, 1);
+        let mut most = 0;
+        for key in 0..100_000 {
+            assert!(one_item(&mut scheduler, key, true), "its floor");
+            most = most.max(scheduler.active_keys());
+        }
+        // Kept: the keys of the last BUDGET_MEMORY items, and at most as many again
+        // between two sweeps.
+        assert!(most <= 2 * BUDGET_MEMORY as usize + 64, "{most} keys");
+    }
+
+    #[test]
+    fn a_spent_budget_holds_while_its_key_comes_back_within_the_budget_memory() {
+        // Key 0 may retry once, ever (floor 1, ratio 0), while thousands of other keys
+        // come and go between its items and are swept.
+        let mut scheduler = KeyScheduler::new(1);
+        scheduler.set_budget(0.0, 1);
+        let mut retries = 0;
+        for round in 0..10u64 {
+            retries += u64::from(one_item(&mut scheduler, 0, true));
+            for other in 1..1_000 {
+                one_item(&mut scheduler, round * 1_000 + other, other % 2 == 0);
+            }
+        }
+        assert_eq!(
+            retries, 1,
+            "the floor, once: its spent budget was remembered"
+        );
+    }
+
+    #[test]
+    fn a_spent_budget_lapses_once_its_key_stays_away_for_the_budget_memory() {
+        let mut scheduler = KeyScheduler::new(1);
+        scheduler.set_budget(0.0, 1);
+        assert!(one_item(&mut scheduler, 0, true));
+        assert!(!one_item(&mut scheduler, 0, true), "spent");
+        // Away for BUDGET_MEMORY items: it comes back afresh, with its floor.
+        for other in 1..=BUDGET_MEMORY {
+            one_item(&mut scheduler, other, false);
+        }
+        assert!(
+            scheduler.keys.contains_key(&0),
+            "no sweep since: still there"
+        );
+        assert!(one_item(&mut scheduler, 0, true), "afresh");
+        assert!(!one_item(&mut scheduler, 0, true), "spent");
+        // Away for longer, among keys that spend their budget too (the map sweeps):
+        // forgotten, and afresh again.
+        for other in 1..=3 * BUDGET_MEMORY {
+            one_item(&mut scheduler, other, true);
+        }
+        assert!(!scheduler.keys.contains_key(&0), "swept");
+        assert!(one_item(&mut scheduler, 0, true), "afresh");
+        // Away for fewer: not afresh.
+        for other in 0..BUDGET_MEMORY / 2 {
+            one_item(&mut scheduler, 1_000_000 + other, true);
+        }
+        assert!(
+            !one_item(&mut scheduler, 0, true),
+            "spent again, and remembered"
+        );
     }
 
     #[test]
