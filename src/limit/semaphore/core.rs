@@ -52,8 +52,8 @@
 //! - a queued node is freed only by the lock holder that takes it out: its owner when it
 //!   leaves or collects its refusal, or the granter; an owner looks at its node only
 //!   under the lock and through its ticket (tickets are never issued twice), so a reused
-//!   index is never mistaken for its own (see [`queue`](super::queue) for how the nodes are stored and how a burst's memory is
-//!   given back);
+//!   index is never mistaken for its own (see [`queue`](super::queue) for how the nodes
+//!   are stored and how a burst's memory is given back);
 //! - every permit is released exactly once: by a permit's `Drop`, or, when a waiter is
 //!   dropped after being granted, by that waiter's `Drop`, which passes them on;
 //! - conservation: `available + held == limit + debt`, and `debt <= held` (a shrink puts
@@ -334,16 +334,11 @@ impl<C: Count> Core<C> {
             // counted as held (no read-modify-write of the state word).
             Some(want) if u64::from(want) == n => {
                 let waker = self.grant_front(&mut queue);
-                // The next waiter may fit in the permits already available: the one just
-                // served waited for more than those.
-                let next_fits = queue.front_want().is_some_and(|want| {
-                    u64::from(want) <= available(self.state.load(Ordering::Acquire))
-                });
+                if want > 1 {
+                    return self.granted_many(queue, waker, want);
+                }
                 drop(queue);
                 waker.wake();
-                if next_fits {
-                    self.settle();
-                }
             }
             _ => {
                 // Nobody waits (everyone left between the look at the flags and the
@@ -353,6 +348,22 @@ impl<C: Count> Core<C> {
                 drop(queue);
                 self.settle();
             }
+        }
+    }
+
+    /// [`pass_on`](Self::pass_on) after handing `want` permits to the head of the line:
+    /// the next waiter may fit in the permits already available. Fewer were available than
+    /// the one just served waited for (or whoever made them available settles after us),
+    /// so only if it asks for fewer.
+    #[cold]
+    fn granted_many(&self, queue: MutexGuard<'_, Queue>, waker: Waker, want: u32) {
+        let next_fits = queue.front_want().is_some_and(|next| {
+            next < want && u64::from(next) <= available(self.state.load(Ordering::Acquire))
+        });
+        drop(queue);
+        waker.wake();
+        if next_fits {
+            self.settle();
         }
     }
 
@@ -552,26 +563,33 @@ impl<C: Count> Core<C> {
         if u64::from(n) > self.max_weight.load(Ordering::Acquire) {
             return Poll::Ready(Err(Refusal::OverLimit));
         }
-        let aside = u64::from(n) > self.limit.load(Ordering::Acquire);
-        if !aside && queue.len() == 0 && queue.debt == 0 && self.try_take(n) {
+        if queue.len() == 0 && queue.debt == 0 && self.try_take(n) {
             // The line emptied between the fast path and the lock: nobody to be fair to
             // (waiters aside could not use these permits).
             return Poll::Ready(Ok(()));
         }
-        if queue.waiting() >= max_waiting {
+        // Only bulkheads bound the queue, and they ask for 1 permit: never aside.
+        if queue.len() >= max_waiting {
             return Poll::Ready(Err(Refusal::QueueFull));
         }
-        let (index, ticket) = queue.push_back(cx.waker().clone(), n, aside);
+        // A request for 1 always fits (the limit is 1 at least).
+        if n > 1 && u64::from(n) > self.limit.load(Ordering::Acquire) {
+            // Served only once a resize lets it back in line. (The `try_take` above
+            // failed: no more than the limit is ever available.)
+            let (index, ticket) = queue.push_aside(cx.waker().clone(), n);
+            waiter.place = Some(Place {
+                index,
+                ticket,
+                want: n,
+            });
+            return Poll::Pending;
+        }
+        let (index, ticket) = queue.push_back(cx.waker().clone(), n);
         let place = Place {
             index,
             ticket,
             want: n,
         };
-        if aside {
-            // Served only once a resize lets it back in line.
-            waiter.place = Some(place);
-            return Poll::Pending;
-        }
         if queue.len() == 1 {
             self.state.fetch_or(WAITERS, Ordering::AcqRel);
         }
