@@ -6,7 +6,8 @@
 //! than the whole cap is refused at once (`over_limit`) instead of waiting forever. Half way
 //! through, the cap is lowered to a quarter (as if the link got slower), then raised again:
 //! downloads under way finish, and no new one starts until the bytes in flight are under the
-//! new cap. (A download asking for more than the lowered cap would be refused too.)
+//! new cap. (A download asking for more than the lowered cap would step aside until the cap
+//! grows back, holding up nobody.)
 //! The example measures the bytes in flight itself, prints the peak against the cap in
 //! force, and exits non-zero if the cap was ever exceeded or a permit was lost.
 //!
@@ -129,7 +130,7 @@ fn sizes_kib(files: usize, cap_kib: usize) -> Vec<usize> {
             seed ^= seed << 17;
             match seed % 10 {
                 // Large: up to a quarter of the cap, so that they still fit when the
-                // cap is lowered to a quarter (a request above the cap is refused).
+                // cap is lowered to a quarter (a request above the cap would wait).
                 0 => cap_kib / 8 + (seed >> 20) as usize % (cap_kib / 8),
                 1..=3 => 256 + (seed >> 20) as usize % 768, // medium
                 _ => 16 + (seed >> 20) as usize % 240,      // small

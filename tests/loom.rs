@@ -571,12 +571,13 @@ fn a_weighted_waiter_at_the_head_is_not_overtaken() {
     });
 }
 
-/// A shrink below a queued weighted waiter's request refuses it (waiting could never
-/// end) while a release races: if the release came first, the big waiter was granted
-/// both permits before the shrink, and its release pays the shrink's debt. Either way
-/// the small waiter behind it is served next and never beyond the new limit.
+/// A shrink below a queued weighted waiter's request moves it aside (it waits for the
+/// limit to grow back, holding up nobody) while a release races: if the release came
+/// first, the big waiter was granted both permits before the shrink, and its release pays
+/// the shrink's debt. Either way the small waiter behind it is served next and never
+/// beyond the new limit, and a waiter aside is served once the limit grows back.
 #[test]
-fn a_shrink_below_a_weighted_waiter_refuses_it_or_it_was_served_first() {
+fn a_shrink_below_a_weighted_waiter_moves_it_aside_or_it_was_served_first() {
     loom::model(|| {
         let semaphore = Arc::new(Semaphore::new(2));
         let held = semaphore.try_acquire_arc().unwrap();
@@ -592,23 +593,131 @@ fn a_shrink_below_a_weighted_waiter_refuses_it_or_it_was_served_first() {
         let releaser = thread::spawn(move || drop(held));
         shrinker.join().unwrap();
         releaser.join().unwrap();
-        assert!(
-            big_wakes.0.load(Ordering::SeqCst) > 0,
-            "the big waiter never woken"
-        );
-        match poll(&mut big, &big_waker) {
-            Poll::Ready(Err(error)) => assert!(error.over_limit()),
+        let aside = match poll(&mut big, &big_waker) {
+            Poll::Ready(Err(error)) => panic!("the big waiter was refused: {error}"),
             Poll::Ready(Ok(guard)) => {
                 // Granted before the shrink: the small one waits until it is back.
                 assert_eq!(guard.permits(), 2);
                 assert!(poll(&mut small, &small_waker).is_pending());
                 drop(guard);
+                false
             }
-            Poll::Pending => panic!("the big waiter was woken without an answer"),
-        }
+            Poll::Pending => true,
+        };
         let guard = woken_and_granted(&mut small, &small_wakes, &small_waker, "the small waiter");
         assert_eq!(semaphore.available_permits(), 0);
+        if aside {
+            assert_eq!(semaphore.waiting(), 1);
+            semaphore.set_limit(2);
+            assert!(
+                poll(&mut big, &big_waker).is_pending(),
+                "one permit is held"
+            );
+            drop(guard);
+            let guard = woken_and_granted(&mut big, &big_wakes, &big_waker, "the big waiter");
+            drop(guard);
+            semaphore.set_limit(1);
+        } else {
+            drop(guard);
+        }
+        drop((big, small));
+        assert_all_returned(&semaphore);
+    });
+}
+
+/// Grants are no longer in ticket order once a waiter stands aside: a later waiter served
+/// while an older one is aside must not make the older one, polled meanwhile, believe it
+/// was served too. The one aside is served once the limit grows back, as a release races.
+#[test]
+fn a_waiter_aside_is_not_taken_for_served_when_a_later_one_is() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let held = semaphore.try_acquire_many_arc(2).unwrap();
+        let (big_wakes, big_waker) = counting_waker();
+        let mut big = semaphore.acquire_many_arc(2);
+        assert!(poll(&mut big, &big_waker).is_pending());
+        semaphore.set_limit(1); // aside; one permit owed
+        let (small_wakes, small_waker) = counting_waker();
+        let mut small = queued(&semaphore, &small_waker);
+        let releaser = thread::spawn(move || drop(held)); // pays the debt, serves `small`
+        assert!(
+            poll(&mut big, &big_waker).is_pending(),
+            "the waiter aside took itself for served"
+        );
+        releaser.join().unwrap();
+        assert!(poll(&mut big, &big_waker).is_pending());
+        let guard = woken_and_granted(&mut small, &small_wakes, &small_waker, "the small waiter");
+        let grower = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.set_limit(2))
+        };
+        let releaser = thread::spawn(move || drop(guard));
+        grower.join().unwrap();
+        releaser.join().unwrap();
+        let guard = woken_and_granted(&mut big, &big_wakes, &big_waker, "the big waiter");
+        assert_eq!(guard.permits(), 2);
         drop((guard, big, small));
+        assert_all_returned(&semaphore);
+    });
+}
+
+/// A waiter aside cancelled while a grow brings it back in line and a release races: it
+/// either leaves holding nothing or, if it was served first, its drop passes the permits
+/// on. The waiter behind it is served either way, and every permit comes back.
+#[test]
+fn cancelling_a_waiter_aside_as_the_limit_grows_back_loses_nothing() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        let held = semaphore.try_acquire_arc().unwrap();
+        let (_, big_waker) = counting_waker();
+        let mut big = semaphore.acquire_many_arc(2);
+        assert!(poll(&mut big, &big_waker).is_pending());
+        semaphore.set_limit(1); // the free permit forgotten, `big` aside
+        let (small_wakes, small_waker) = counting_waker();
+        let mut small = queued(&semaphore, &small_waker);
+        let grower = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.set_limit(2))
+        };
+        let canceller = thread::spawn(move || drop(big));
+        drop(held);
+        grower.join().unwrap();
+        canceller.join().unwrap();
+        let guard = woken_and_granted(&mut small, &small_wakes, &small_waker, "the small waiter");
+        drop((guard, small));
+        assert_eq!(semaphore.limit(), 2);
+        assert_all_returned(&semaphore);
+    });
+}
+
+/// Lowering the max weight below a waiter aside while a grow would bring it back: it is
+/// either served (the grow came first) or refused as over the limit, woken either way.
+#[test]
+fn lowering_the_max_weight_against_a_grow_serves_or_refuses_the_waiter_aside() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(2));
+        semaphore.set_limit(1);
+        let (wakes, waker) = counting_waker();
+        let mut big = semaphore.acquire_many_arc(2);
+        assert!(poll(&mut big, &waker).is_pending(), "aside, not refused");
+        let grower = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.set_limit(2))
+        };
+        let lowerer = {
+            let semaphore = semaphore.clone();
+            thread::spawn(move || semaphore.set_max_weight(1))
+        };
+        grower.join().unwrap();
+        lowerer.join().unwrap();
+        assert!(wakes.0.load(Ordering::SeqCst) > 0, "never woken");
+        match poll(&mut big, &waker) {
+            Poll::Ready(Ok(guard)) => assert_eq!(guard.permits(), 2),
+            Poll::Ready(Err(error)) => assert!(error.over_limit(), "{error}"),
+            Poll::Pending => panic!("woken without an answer"),
+        }
+        drop(big);
+        assert_eq!(semaphore.max_weight(), 1);
         assert_all_returned(&semaphore);
     });
 }

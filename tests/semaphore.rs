@@ -491,8 +491,8 @@ const MOST: usize = 4;
 const LOWEST: usize = MOST;
 const HIGHEST: usize = 16;
 
-/// One random resize, recorded in the ledger under its lock so that the ledger's limit
-/// is the semaphore's.
+/// One random resize within `LOWEST..=HIGHEST`, recorded in the ledger under its lock so
+/// that the ledger's limit is the semaphore's.
 fn resize(semaphore: &Semaphore, ledger: &Mutex<Ledger>, rng: &mut Rng) {
     let mut ledger = ledger.lock().unwrap();
     match rng.range(0, 2) {
@@ -507,6 +507,10 @@ fn resize(semaphore: &Semaphore, ledger: &Mutex<Ledger>, rng: &mut Rng) {
     }
     ledger.resized(semaphore.limit());
 }
+
+/// The largest request of the stress test with waiters aside: above `LOWEST`, so that
+/// requests step aside and back as the limit moves (the max weight is `HIGHEST`).
+const MOST_ASIDE: usize = 12;
 
 matrix! {
     async fn resizing_during_random_weighted_acquires_keeps_the_limit_and_conserves_permits() {
@@ -577,6 +581,95 @@ matrix! {
 }
 
 matrix! {
+    /// The same with requests up to `MOST_ASIDE`, above the lowest limit: requests step
+    /// aside and back as the limit moves, and some acquires are cancelled (while in line,
+    /// aside, or just granted). None fails, the limit in force holds at every admission,
+    /// and every permit comes back.
+    async fn resizing_with_requests_stepping_aside_and_cancelled_keeps_the_limit_and_conserves_permits() {
+        const ACQUIRES: usize = 40_000;
+        let semaphore = Arc::new(Semaphore::new(8));
+        semaphore.set_max_weight(HIGHEST);
+        let ledger = Arc::new(Ledger::new(8));
+        let done = Arc::new(AtomicUsize::new(0));
+        let above = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..TASKS as u64)
+            .map(|seed| {
+                let (semaphore, ledger, done, above) =
+                    (semaphore.clone(), ledger.clone(), done.clone(), above.clone());
+                spawn(async move {
+                    let mut rng = Rng::new(seed + 100);
+                    for _ in 0..ACQUIRES / TASKS {
+                        let n = rng.range(1, MOST_ASIDE);
+                        let generation = {
+                            let mut ledger = ledger.lock().unwrap();
+                            if n > semaphore.limit() {
+                                above.fetch_add(1, Ordering::Relaxed);
+                            }
+                            ledger.begin()
+                        };
+                        let mut acquire = pin!(semaphore.acquire_many_arc(n));
+                        if rng.range(0, 3) == 0 {
+                            // Cancelled after a poll or two: queued (in line or aside), or
+                            // granted and never taken, which passes its permits on.
+                            let early = poll_once(acquire.as_mut()).await;
+                            if rng.range(0, 1) == 0 {
+                                yield_now().await;
+                            }
+                            match early {
+                                Some(permit) => {
+                                    ledger.lock().unwrap().admit(n);
+                                    ledger.lock().unwrap().end(generation, n);
+                                    drop(permit.unwrap());
+                                }
+                                None => ledger.lock().unwrap().end(generation, 0),
+                            }
+                            continue;
+                        }
+                        let permit = acquire.await.unwrap();
+                        ledger.lock().unwrap().admit(n);
+                        if rng.range(0, 1) == 0 {
+                            yield_now().await;
+                        }
+                        ledger.lock().unwrap().end(generation, n);
+                        drop(permit);
+                    }
+                    done.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        let resizer = {
+            let (semaphore, ledger, done) = (semaphore.clone(), ledger.clone(), done.clone());
+            spawn(async move {
+                let mut rng = Rng::new(199);
+                let mut resizes = 0;
+                while done.load(Ordering::SeqCst) < TASKS {
+                    resize(&semaphore, &ledger, &mut rng);
+                    resizes += 1;
+                    for _ in 0..rng.range(1, 20) {
+                        yield_now().await;
+                    }
+                }
+                resizes
+            })
+        };
+        for task in tasks {
+            task.await;
+        }
+        let resizes = resizer.await;
+        let ledger = ledger.lock().unwrap();
+        let above = above.load(Ordering::Relaxed);
+        println!(
+            "{resizes} resizes, {above} requests above the limit when made, peak {}, {} admissions",
+            ledger.peak, ledger.admissions
+        );
+        assert!(resizes > 10, "only {resizes} resizes");
+        assert!(above > 100, "only {above} requests above the limit");
+        assert!(ledger.peak <= HIGHEST, "peak {}", ledger.peak);
+        assert_eq!(ledger.held, 0);
+        assert_eq!(semaphore.waiting(), 0);
+        assert_eq!(semaphore.available_permits(), semaphore.limit());
+    }
+
     async fn close_wakes_every_waiter_with_the_error() {
         const WAITERS: usize = 12;
         let semaphore = Arc::new(Semaphore::new(2));
@@ -713,11 +806,19 @@ fn a_large_waiter_that_leaves_the_head_lets_the_next_in() {
 }
 
 #[test]
-fn a_request_above_the_limit_fails_at_once_and_a_shrink_refuses_waiters_above_it() {
+fn a_request_above_the_max_weight_fails_at_once_and_one_above_the_limit_waits() {
     let semaphore = Semaphore::new(4);
+    assert_eq!(
+        semaphore.max_weight(),
+        4,
+        "by default the limit it was created with"
+    );
     let error = futures_lite::future::block_on(semaphore.acquire_many(5)).unwrap_err();
     assert!(error.over_limit());
-    assert_eq!((error.requested(), error.limit()), (5, 4));
+    assert_eq!(
+        (error.requested(), error.limit(), error.max_weight()),
+        (5, 4, 4)
+    );
     assert!(
         semaphore
             .acquire_many_blocking(usize::MAX)
@@ -725,23 +826,56 @@ fn a_request_above_the_limit_fails_at_once_and_a_shrink_refuses_waiters_above_it
             .over_limit()
     );
     assert!(semaphore.try_acquire_many(5).unwrap_err().over_limit());
+    assert_eq!(semaphore.waiting(), 0, "nothing queued");
 
-    let held = semaphore.try_acquire().unwrap();
-    let (wakes, waker) = counting_waker();
-    let mut waiter = semaphore.acquire_many(4);
-    assert!(poll(&mut waiter, &waker).is_pending());
+    // A grow raises the default max weight, a shrink keeps it.
+    semaphore.set_limit(6);
     semaphore.set_limit(3);
-    assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
-    let Poll::Ready(Err(error)) = poll(&mut waiter, &waker) else {
-        panic!("a waiter above the new limit must be refused");
+    assert_eq!(semaphore.max_weight(), 6);
+    assert!(
+        semaphore.try_acquire_many(6).unwrap_err().no_permits(),
+        "may fit once the limit grows back"
+    );
+    assert!(semaphore.try_acquire_many(7).unwrap_err().over_limit());
+
+    // Set by hand, above every limit so far: requests up to it wait.
+    semaphore.set_max_weight(10);
+    let (big_wakes, waker) = counting_waker();
+    let mut big = semaphore.acquire_many(10);
+    assert!(poll(&mut big, &waker).is_pending());
+    let mut medium = semaphore.acquire_many(5);
+    assert!(poll(&mut medium, &waker).is_pending());
+    assert!(semaphore.try_acquire_many(11).unwrap_err().over_limit());
+    assert_eq!(semaphore.waiting(), 2);
+    // Lowered below a waiter's request: that waiter fails, the other waits on.
+    semaphore.set_max_weight(8);
+    assert_eq!(big_wakes.0.load(Ordering::SeqCst), 1);
+    let Poll::Ready(Err(error)) = poll(&mut big, &waker) else {
+        panic!("a waiter above the lowered max weight must be refused");
     };
     assert!(error.over_limit());
-    assert_eq!(error.limit(), 3);
-    drop(held);
-    assert_eq!(semaphore.available_permits(), 3);
-    // Nothing of the refused waiter is left behind: the next one is served normally.
-    let permit = semaphore.try_acquire_many(3).unwrap();
-    assert_eq!(permit.permits(), 3);
+    assert_eq!((error.requested(), error.max_weight()), (10, 8));
+    assert!(poll(&mut medium, &waker).is_pending());
+    assert_eq!(semaphore.waiting(), 1);
+    // Set for good: a grow no longer raises it, and it may be below the limit in force.
+    semaphore.set_limit(12);
+    assert_eq!((semaphore.limit(), semaphore.max_weight()), (12, 8));
+    let Poll::Ready(Ok(medium)) = poll(&mut medium, &waker) else {
+        panic!("the waiter within the max weight is served once the limit fits it");
+    };
+    assert!(
+        semaphore.try_acquire_many(9).unwrap_err().over_limit(),
+        "above the max weight, though 7 permits are free"
+    );
+    drop(medium);
+    assert_eq!(semaphore.available_permits(), 12);
+    // Though all 12 are free: the max weight caps each request.
+    assert!(semaphore.try_acquire_many(9).unwrap_err().over_limit());
+    let error = futures_lite::future::block_on(semaphore.acquire_many(9)).unwrap_err();
+    assert!(error.over_limit());
+    assert_eq!((error.limit(), error.max_weight()), (12, 8));
+    // Nothing of the refused waiter is left behind.
+    assert_eq!(semaphore.try_acquire_many(8).unwrap().permits(), 8);
 }
 
 #[test]
@@ -781,6 +915,11 @@ fn bad_resizes_are_refused_with_a_clear_message() {
     assert!(message(&|| semaphore.set_limit(0)).contains("limit of 0"));
     assert!(message(&|| semaphore.set_limit(Semaphore::MAX_PERMITS + 1)).contains("MAX_PERMITS"));
     assert!(message(&|| semaphore.add_permits(Semaphore::MAX_PERMITS)).contains("MAX_PERMITS"));
+    assert!(message(&|| semaphore.set_max_weight(0)).contains("max weight of 0"));
+    assert!(
+        message(&|| semaphore.set_max_weight(Semaphore::MAX_PERMITS + 1)).contains("MAX_PERMITS")
+    );
+    assert_eq!(semaphore.max_weight(), 2);
     assert_eq!((semaphore.limit(), semaphore.available_permits()), (2, 2));
     assert_eq!(
         semaphore.forget_permits(5),
@@ -871,7 +1010,304 @@ fn the_errors_say_what_happened() {
     let error: tollgate::Error = semaphore.try_acquire_many(3).unwrap_err().into();
     assert_eq!(
         error.to_string(),
-        "asked a semaphore for 3 permits, more than its limit of 2"
+        "asked a semaphore for 3 permits, more than its max weight of 2"
     );
     drop(held);
+}
+
+/// In-flight weight of the downloader test, with the peak under each cap: admissions
+/// recorded while `cap` reads the lowered cap were all granted under it (the cap is
+/// lowered before the recording starts, and `cap` is raised before the semaphore's).
+#[derive(Default)]
+struct Meter {
+    now: AtomicUsize,
+    cap: AtomicUsize,
+    peak_low: AtomicUsize,
+    peak_high: AtomicUsize,
+    finished: AtomicUsize,
+    failed: AtomicUsize,
+}
+
+impl Meter {
+    fn start(&self, size: usize, low: usize) {
+        let now = self.now.fetch_add(size, Ordering::SeqCst) + size;
+        let peak = if self.cap.load(Ordering::SeqCst) == low {
+            &self.peak_low
+        } else {
+            &self.peak_high
+        };
+        peak.fetch_max(now, Ordering::SeqCst);
+    }
+
+    fn end(&self, size: usize) {
+        self.now.fetch_sub(size, Ordering::SeqCst);
+        self.finished.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+matrix! {
+    /// Regression (item 10 of the defects found by attacking the crate): a downloader
+    /// capping the KiB in flight lowered its cap from 1024 to 256 and raised it again;
+    /// every request above 256 queued meanwhile failed with `over_limit` (11 of 600). They
+    /// now step aside and wait for the cap to grow back, while the requests that fit the
+    /// lowered cap go on.
+    async fn downloads_queued_while_the_cap_is_lowered_wait_for_it_to_grow_back() {
+        const DOWNLOADS: usize = 600;
+        const HIGH: usize = 1024;
+        const LOW: usize = 256;
+        let bytes = Arc::new(Semaphore::new(HIGH));
+        // Sizes in KiB: mostly small, about one in 25 above the lowered cap.
+        let mut rng = Rng::new(10);
+        let sizes: Vec<usize> = (0..DOWNLOADS)
+            .map(|_| {
+                if rng.range(0, 24) == 0 {
+                    rng.range(LOW + 1, HIGH)
+                } else {
+                    rng.range(1, 64)
+                }
+            })
+            .collect();
+        let large = sizes.iter().filter(|&&size| size > LOW).count();
+        assert!((10..=50).contains(&large), "{large} large downloads");
+        // The whole cap is taken, so that every download queues before the cap changes.
+        let gate = bytes.try_acquire_many_arc(HIGH).unwrap();
+        let meter = Arc::new(Meter::default());
+        meter.cap.store(HIGH, Ordering::SeqCst);
+        let tasks: Vec<_> = sizes
+            .iter()
+            .map(|&size| {
+                let (bytes, meter) = (bytes.clone(), meter.clone());
+                spawn(async move {
+                    let permit = match bytes.acquire_many_arc(size).await {
+                        Ok(permit) => permit,
+                        Err(error) => {
+                            meter.failed.fetch_add(1, Ordering::SeqCst);
+                            return Err(error);
+                        }
+                    };
+                    meter.start(size, LOW);
+                    yield_now().await;
+                    yield_now().await;
+                    meter.end(size);
+                    drop(permit);
+                    Ok(size)
+                })
+            })
+            .collect();
+        eventually(Duration::from_secs(60), || bytes.waiting() == DOWNLOADS)
+            .await
+            .unwrap();
+        bytes.set_limit(LOW);
+        meter.cap.store(LOW, Ordering::SeqCst);
+        drop(gate); // pays for the shrink; the downloads that fit start
+        // Every download that fits the lowered cap finishes while the large ones wait:
+        // they hold up nobody.
+        eventually(Duration::from_secs(60), || {
+            meter.finished.load(Ordering::SeqCst) + meter.failed.load(Ordering::SeqCst)
+                >= DOWNLOADS - large
+        })
+        .await
+        .unwrap();
+        assert_eq!(meter.failed.load(Ordering::SeqCst), 0, "downloads failed");
+        assert_eq!(bytes.waiting(), large, "the large downloads still wait");
+        meter.cap.store(HIGH, Ordering::SeqCst);
+        bytes.set_limit(HIGH);
+        let mut failures = Vec::new();
+        for task in tasks {
+            if let Err(error) = task.await {
+                failures.push(error.to_string());
+            }
+        }
+        assert_eq!(failures, Vec::<String>::new(), "{} failed", failures.len());
+        let (peak_low, peak_high) = (
+            meter.peak_low.load(Ordering::SeqCst),
+            meter.peak_high.load(Ordering::SeqCst),
+        );
+        println!("{large} large downloads; peak {peak_low} KiB under {LOW}, {peak_high} under {HIGH}");
+        assert!(peak_low <= LOW, "{peak_low} KiB in flight under a cap of {LOW}");
+        assert!(peak_high <= HIGH, "{peak_high} KiB in flight under a cap of {HIGH}");
+        assert!(peak_high > LOW, "the large downloads ran after the cap grew back");
+        assert_eq!(meter.finished.load(Ordering::SeqCst), DOWNLOADS);
+        assert_eq!((bytes.available_permits(), bytes.waiting()), (HIGH, 0));
+    }
+
+    async fn a_small_request_behind_a_large_one_that_stepped_aside_is_served_while_it_waits() {
+        let semaphore = Arc::new(Semaphore::new(8));
+        let held = semaphore.try_acquire_many_arc(2).unwrap();
+        let large = spawn({
+            let semaphore = semaphore.clone();
+            async move { semaphore.acquire_many_arc(8).await.map(|permit| permit.permits()) }
+        });
+        eventually(Duration::from_secs(60), || semaphore.waiting() == 1).await.unwrap();
+        let small = spawn({
+            let semaphore = semaphore.clone();
+            async move { semaphore.acquire_many_arc(2).await.unwrap() }
+        });
+        eventually(Duration::from_secs(60), || semaphore.waiting() == 2).await.unwrap();
+        // First come, first served: 6 permits are free, but the head asks for 8.
+        assert_eq!(semaphore.available_permits(), 6);
+        semaphore.set_limit(6); // the large request steps aside: the small one is served
+        let small = small.await;
+        assert_eq!(small.permits(), 2);
+        assert_eq!(semaphore.waiting(), 1, "the large request still waits");
+        // A newcomer that fits is not held up either.
+        let newcomer = semaphore.acquire().await.unwrap();
+        assert_eq!(semaphore.available_permits(), 1);
+        // Back: the large request is at the head again, and newcomers queue behind it.
+        semaphore.set_limit(8);
+        assert!(semaphore.try_acquire().unwrap_err().no_permits());
+        drop((held, small, newcomer));
+        assert_eq!(large.await.unwrap(), 8);
+        assert_eq!((semaphore.available_permits(), semaphore.waiting()), (8, 0));
+    }
+}
+
+/// A request that stepped aside keeps its place: once the limit grows back, it is served
+/// before every waiter that arrived after it and still waits, and after those before it.
+#[test]
+fn a_request_back_from_aside_is_served_at_its_place() {
+    let semaphore = Semaphore::new(8);
+    let gate = semaphore.try_acquire_many(8).unwrap();
+    let waker = Waker::noop();
+    let mut a = semaphore.acquire_many(6);
+    let mut b = semaphore.acquire_many(1);
+    let mut c = semaphore.acquire_many(6);
+    let mut d = semaphore.acquire_many(2);
+    for waiter in [&mut a, &mut b, &mut c, &mut d] {
+        assert!(poll(waiter, waker).is_pending());
+    }
+    semaphore.set_limit(4); // `a` and `c` step aside
+    drop(gate); // pays for the shrink and frees 4: `b` and `d` are served
+    let Poll::Ready(Ok(b)) = poll(&mut b, waker) else {
+        panic!("b was not served past a, which stepped aside");
+    };
+    let Poll::Ready(Ok(d)) = poll(&mut d, waker) else {
+        panic!("d was not served past c, which stepped aside");
+    };
+    assert!(poll(&mut a, waker).is_pending() && poll(&mut c, waker).is_pending());
+    let mut e = semaphore.acquire_many(6); // above the limit: aside at once
+    assert!(poll(&mut e, waker).is_pending());
+    let f = semaphore.try_acquire().unwrap(); // nobody in line: not held up
+    assert_eq!((semaphore.waiting(), semaphore.available_permits()), (3, 0));
+    semaphore.set_limit(8); // a, c, e back in line in arrival order
+    let mut g = semaphore.acquire();
+    assert!(poll(&mut g, waker).is_pending(), "queues behind e");
+    assert!(semaphore.try_acquire().unwrap_err().no_permits());
+    drop((b, d, f));
+    let Poll::Ready(Ok(a)) = poll(&mut a, waker) else {
+        panic!("a, the oldest, was not served first");
+    };
+    for waiter in [&mut c, &mut e, &mut g] {
+        assert!(poll(waiter, waker).is_pending());
+    }
+    drop(a);
+    let Poll::Ready(Ok(c)) = poll(&mut c, waker) else {
+        panic!("c was not served after a");
+    };
+    assert!(poll(&mut e, waker).is_pending() && poll(&mut g, waker).is_pending());
+    drop(c);
+    let Poll::Ready(Ok(e)) = poll(&mut e, waker) else {
+        panic!("e was not served after c");
+    };
+    let Poll::Ready(Ok(g)) = poll(&mut g, waker) else {
+        panic!("g was not served after e");
+    };
+    drop((e, g));
+    assert_eq!((semaphore.available_permits(), semaphore.waiting()), (8, 0));
+}
+
+/// A waiter aside holds nothing: cancelling it gives nothing back, wakes nobody, and the
+/// waiters behind it go on.
+#[test]
+fn cancelling_a_request_that_stepped_aside_returns_nothing_and_stalls_nobody() {
+    let semaphore = Semaphore::new(4);
+    let held = semaphore.try_acquire_many(4).unwrap();
+    let (big_wakes, big_waker) = counting_waker();
+    let mut big = semaphore.acquire_many(4);
+    assert!(poll(&mut big, &big_waker).is_pending());
+    let (small_wakes, small_waker) = counting_waker();
+    let mut small = semaphore.acquire_many(2);
+    assert!(poll(&mut small, &small_waker).is_pending());
+    let mut next = semaphore.acquire_many(3);
+    assert!(poll(&mut next, &small_waker).is_pending());
+    semaphore.set_limit(3); // `big` steps aside; debt 1
+    assert_eq!(
+        big_wakes.0.load(Ordering::SeqCst),
+        0,
+        "stepping aside is silent"
+    );
+    drop(held); // pays the debt, frees 3: `small` is served
+    assert_eq!(small_wakes.0.load(Ordering::SeqCst), 1);
+    let Poll::Ready(Ok(small)) = poll(&mut small, &small_waker) else {
+        panic!("the small waiter was held up");
+    };
+    assert_eq!(semaphore.available_permits(), 1);
+    drop(big);
+    assert_eq!(
+        (semaphore.available_permits(), semaphore.waiting()),
+        (1, 1),
+        "nothing given back, one waiter left"
+    );
+    drop(small);
+    let Poll::Ready(Ok(next)) = poll(&mut next, &small_waker) else {
+        panic!("the waiter behind was held up");
+    };
+    semaphore.set_limit(4);
+    drop(next);
+    assert_eq!((semaphore.available_permits(), semaphore.waiting()), (4, 0));
+}
+
+#[test]
+fn a_blocked_thread_above_a_lowered_limit_waits_for_it_to_grow_back_and_holds_up_nobody() {
+    let semaphore = Semaphore::new(4);
+    let held = semaphore.try_acquire_many(4).unwrap();
+    let waiting = |count| {
+        futures_lite::future::block_on(eventually(Duration::from_secs(60), || {
+            semaphore.waiting() == count
+        }))
+        .unwrap()
+    };
+    std::thread::scope(|scope| {
+        let big = scope.spawn(|| semaphore.acquire_many_blocking(4).map(|p| p.permits()));
+        waiting(1);
+        semaphore.set_limit(2); // the blocked thread steps aside
+        let small = scope.spawn(|| semaphore.acquire_many_blocking(2).map(|p| p.permits()));
+        waiting(2);
+        // Made while the limit is low: aside at once, and still no error.
+        let late = scope.spawn(|| semaphore.acquire_many_blocking(3).map(|p| p.permits()));
+        waiting(3);
+        drop(held); // pays for the shrink and frees 2: the small thread runs
+        assert_eq!(small.join().unwrap().unwrap(), 2);
+        assert_eq!(semaphore.waiting(), 2, "the large ones still wait");
+        semaphore.set_limit(4);
+        assert_eq!(big.join().unwrap().unwrap(), 4);
+        assert_eq!(late.join().unwrap().unwrap(), 3);
+    });
+    assert_eq!((semaphore.available_permits(), semaphore.waiting()), (4, 0));
+}
+
+/// Regression: a release handing its permits straight to the head of the queue stopped
+/// there, though the next waiter fitted in the permits already free: it waited for some
+/// later release (forever, if none came).
+#[test]
+fn a_release_that_serves_the_head_also_serves_the_next_from_free_permits() {
+    let semaphore = Semaphore::new(8);
+    let held = semaphore.try_acquire_many(6).unwrap();
+    let waker = Waker::noop();
+    let mut large = semaphore.acquire_many(6);
+    let mut small = semaphore.acquire();
+    assert!(poll(&mut large, waker).is_pending());
+    assert!(
+        poll(&mut small, waker).is_pending(),
+        "first come, first served"
+    );
+    drop(held); // exactly what the head asks for
+    let Poll::Ready(Ok(large)) = poll(&mut large, waker) else {
+        panic!("the head was not served");
+    };
+    let Poll::Ready(Ok(small)) = poll(&mut small, waker) else {
+        panic!("one of the two free permits was not handed to the next waiter");
+    };
+    drop((large, small));
+    assert_eq!(semaphore.available_permits(), 8);
 }

@@ -7,39 +7,53 @@
 //! the [`Count`]er's (a bulkhead counts its fast-path admissions there, so that counting
 //! costs nothing more than the compare-and-swap that takes the permits; a plain semaphore
 //! leaves them zero). While no flag is set, acquiring is one compare-and-swap and
-//! releasing one `fetch_add`: no lock. The waiters live in a FIFO queue behind a `Mutex`,
-//! each with a ticket (its place in line, numbered from 1 in arrival order) and the number
-//! of permits it wants. The permits in existence (`total`: available plus held, a permit
-//! being handed to a waiter counting as held) are the limit in force plus the queue's
-//! `debt`. The invariants:
+//! releasing one `fetch_add`: no lock. The waiters live in a queue behind a `Mutex`, each
+//! with a ticket (numbered from 1 in arrival order) and the number of permits it wants, in
+//! one of two lines, each in ticket order: *in line* (it wants no more than the limit in
+//! force) or *aside* (it wants more: it waits for the limit to grow back, and must not
+//! hold up the waiters behind it meanwhile). Nobody asks for more than the *max weight*:
+//! the user's, or else the highest limit so far. The permits in existence (`total`:
+//! available plus held, a permit being handed to a waiter counting as held) are the limit
+//! in force plus the queue's `debt`. The invariants:
 //!
-//! - `WAITERS` is set exactly while the queue is non-empty, `DEBT` exactly while the debt
-//!   is non-zero (both change only under the lock); `CLOSED` is set once, under the lock,
-//!   and never cleared. `total`, `limit` and the debt change only under the lock;
+//! - `WAITERS` is set exactly while the line is non-empty (waiters aside do not count:
+//!   they could not use available permits, so newcomers may take them), `DEBT` exactly
+//!   while the debt is non-zero (both change only under the lock); `CLOSED` is set once,
+//!   under the lock, and never cleared. `total`, `limit`, the max weight and the debt
+//!   change only under the lock;
+//! - every waiter in line wants at most the limit in force, every waiter aside more, and
+//!   every queued waiter at most the max weight: a resize moves waiters between the lines
+//!   (each to its place by ticket, so one back in line is where it would have been had it
+//!   never stepped aside), and lowering the max weight refuses the waiters above it;
 //! - the fast path takes permits only while no flag is set, so while a flag is set only
 //!   the lock holder takes available permits (releases may still add to them);
-//! - grants go strictly in ticket order, only to the head of the queue, and only when all
-//!   the permits it wants are available: a large request at the head is never overtaken
-//!   by small ones behind it (they wait even when enough permits for them are free);
+//! - grants go only to the head of the line, and only when all the permits it wants are
+//!   available: in ticket order among the waiters in line, and a large request at the
+//!   head is never overtaken by small ones behind it (they wait even when enough permits
+//!   for them are free). A waiter aside holds nothing, so it is overtaken by later
+//!   arrivals while it is aside, and by none once it is back in line;
 //! - a release that sees `WAITERS` or `DEBT` takes the lock, pays the debt first and then
-//!   passes its permits straight to the head of the queue when they are enough: they stay
+//!   passes its permits straight to the head of the line when they are enough: they stay
 //!   counted as held, so they are never put back where a newcomer could take them;
 //! - a granted waiter leaves the queue at once (its node is freed by the granter) and the
-//!   granter publishes its ticket in `granted`; a refused waiter (closed, or asking for
-//!   more than a lowered limit) leaves the queue too, but its node stays its own, marked,
-//!   until it collects the refusal. While no refusal is uncollected (`refusals` is 0), a
-//!   waiter whose ticket `granted` has reached holds its permits: the woken waiter sees
-//!   that with one atomic load, without the lock; otherwise it asks its node, under the
-//!   lock (a node is refused only while it holds its owner's ticket);
+//!   granter publishes in `passed` the highest ticket below every waiter still queued; a
+//!   refused waiter (closed, or asking for more than a lowered max weight) leaves the
+//!   queue too, but its node stays its own, marked, until it collects the refusal. While
+//!   no refusal is uncollected (`refusals` is 0), a waiter whose ticket `passed` has
+//!   reached holds its permits (it left the queue, and not by itself): the woken waiter
+//!   sees that with two atomic loads, without the lock. Otherwise (a refusal
+//!   uncollected, or an older waiter aside keeping `passed` back) it asks its node, under
+//!   the lock: still its ticket and queued, refused, or else granted (only a grant frees
+//!   a node its owner has not given up);
 //! - a waiter sets `WAITERS` under the lock *after* failing the fast path and then checks
 //!   the available permits again, and a shrink sets `DEBT` in the same compare-and-swap
 //!   that takes the available permits, so a release racing with either is never missed
 //!   (every read-modify-write on one atomic is totally ordered);
 //! - a queued node is freed only by the lock holder that takes it out: its owner when it
-//!   leaves or collects its refusal, or the granter; an owner whose ticket was granted
-//!   never touches its node index again, so a reused index is never mistaken for its own
-//!   (see [`queue`](super::queue) for how the nodes are stored and how a burst's memory is
-//!   given back);
+//!   leaves or collects its refusal, or the granter; an owner looks at its node only
+//!   under the lock and through its ticket (tickets are never issued twice), so a reused
+//!   index is never mistaken for its own (see [`queue`](super::queue) for how the nodes
+//!   are stored and how a burst's memory is given back);
 //! - every permit is released exactly once: by a permit's `Drop`, or, when a waiter is
 //!   dropped after being granted, by that waiter's `Drop`, which passes them on;
 //! - conservation: `available + held == limit + debt`, and `debt <= held` (a shrink puts
@@ -49,12 +63,13 @@
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 
-use super::queue::{Queue, Refused, WakeList};
+use super::queue::{Queue, Refused, Status, WakeList};
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, MutexGuard};
 
 /// Available permits: the low 32 bits.
 pub(crate) const AVAILABLE: u64 = (1 << 32) - 1;
-/// Set exactly while the wait queue is non-empty (changed only under the queue lock).
+/// Set exactly while the line of waiters (those not aside) is non-empty (changed only under
+/// the queue lock).
 const WAITERS: u64 = 1 << 32;
 /// Set exactly while releases owe permits to a shrink (changed only under the lock).
 const DEBT: u64 = 1 << 33;
@@ -112,7 +127,7 @@ pub(crate) enum Refusal {
     QueueFull,
     /// The semaphore is closed.
     Closed,
-    /// More permits asked for than the limit in force.
+    /// More permits asked for than the max weight.
     OverLimit,
 }
 
@@ -128,7 +143,8 @@ impl From<Refused> for Refusal {
 /// An acquire future's place in the queue.
 #[derive(Debug, Clone, Copy)]
 struct Place {
-    /// Its node, valid only while its ticket is neither granted nor refused.
+    /// Its node, its own only while its ticket is neither granted nor refused (then
+    /// looked at only through [`Queue::status`], which checks the ticket).
     index: usize,
     ticket: u64,
     want: u32,
@@ -153,24 +169,20 @@ impl Waiter {
     }
 }
 
-/// What became of a queued waiter.
-enum Fate {
-    Granted,
-    Refused(Refused),
-    Queued,
-}
-
 /// The semaphore algorithm, with `C` counting admissions (or not).
 pub(crate) struct Core<C> {
     state: AtomicU64,
-    /// The ticket of the last waiter granted its permits (0: none yet). Stored only under
-    /// the lock, in increasing order.
-    granted: AtomicU64,
+    /// Every waiter with this ticket or a lower one has left the queue: granted, refused,
+    /// or gone (0: none yet). Stored only under the lock, never lowered.
+    passed: AtomicU64,
     /// Refused waiters that have not collected their refusal (the queue's count, mirrored
     /// for the lock-free check of a grant). Stored only under the lock.
     refusals: AtomicUsize,
     /// The limit in force. Stored only under the lock.
     limit: AtomicU64,
+    /// The most permits one acquire may ask for: set by the user, or else the highest
+    /// limit so far. Stored only under the lock.
+    max_weight: AtomicU64,
     /// Permits in existence: `limit` plus the debt. Stored only under the lock.
     total: AtomicU64,
     queue: Mutex<Queue>,
@@ -183,9 +195,10 @@ impl<C: Count> Core<C> {
         pub(crate) const fn new(permits: usize, counts: C) -> Self {
             Self {
                 state: AtomicU64::new(permits as u64),
-                granted: AtomicU64::new(0),
+                passed: AtomicU64::new(0),
                 refusals: AtomicUsize::new(0),
                 limit: AtomicU64::new(permits as u64),
+                max_weight: AtomicU64::new(permits as u64),
                 total: AtomicU64::new(permits as u64),
                 queue: Mutex::new(Queue::new()),
                 counts,
@@ -207,6 +220,11 @@ impl<C: Count> Core<C> {
         self.limit.load(Ordering::Acquire) as usize
     }
 
+    /// The most permits one acquire may ask for.
+    pub(crate) fn max_weight(&self) -> usize {
+        self.max_weight.load(Ordering::Acquire) as usize
+    }
+
     /// Permits free right now.
     pub(crate) fn available(&self) -> usize {
         available(self.state()) as usize
@@ -223,15 +241,15 @@ impl<C: Count> Core<C> {
         self.state() & CLOSED != 0
     }
 
-    /// Waiters in the queue right now.
+    /// Waiters in the queue right now (in line or aside).
     pub(crate) fn waiting(&self) -> usize {
-        self.lock().len()
+        self.lock().waiting()
     }
 
     /// Waiters in the queue right now, and grants to waiters so far.
     pub(crate) fn waiting_and_handed(&self) -> (usize, u64) {
         let queue = self.lock();
-        (queue.len(), queue.handed())
+        (queue.waiting(), queue.handed())
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -266,13 +284,21 @@ impl<C: Count> Core<C> {
         }
     }
 
-    /// Why [`try_take`](Self::try_take) of `n` failed: closed, more than the limit, or
-    /// (as `QueueFull`) no permits now.
+    /// The fast path of a weighted acquire: [`try_take`](Self::try_take), only for `n` no
+    /// larger than the max weight (which may be below the limit once the user set it).
+    #[inline]
+    pub(crate) fn try_take_weighted(&self, n: u32) -> bool {
+        // Relaxed: a take racing a `set_max_weight` is ordered before it.
+        (n <= 1 || u64::from(n) <= self.max_weight.load(Ordering::Relaxed)) && self.try_take(n)
+    }
+
+    /// Why [`try_take`](Self::try_take) of `n` failed: closed, more than the max weight,
+    /// or (as `QueueFull`) no permits now.
     #[cold]
     pub(crate) fn why_not(&self, n: u32) -> Refusal {
         if self.is_closed() {
             Refusal::Closed
-        } else if u64::from(n) > self.limit.load(Ordering::Acquire) {
+        } else if u64::from(n) > self.max_weight.load(Ordering::Acquire) {
             Refusal::OverLimit
         } else {
             Refusal::QueueFull
@@ -308,6 +334,9 @@ impl<C: Count> Core<C> {
             // counted as held (no read-modify-write of the state word).
             Some(want) if u64::from(want) == n => {
                 let waker = self.grant_front(&mut queue);
+                if want > 1 {
+                    return self.granted_many(queue, waker, want);
+                }
                 drop(queue);
                 waker.wake();
             }
@@ -319,6 +348,22 @@ impl<C: Count> Core<C> {
                 drop(queue);
                 self.settle();
             }
+        }
+    }
+
+    /// [`pass_on`](Self::pass_on) after handing `want` permits to the head of the line:
+    /// the next waiter may fit in the permits already available. Fewer were available than
+    /// the one just served waited for (or whoever made them available settles after us),
+    /// so only if it asks for fewer.
+    #[cold]
+    fn granted_many(&self, queue: MutexGuard<'_, Queue>, waker: Waker, want: u32) {
+        let next_fits = queue.front_want().is_some_and(|next| {
+            next < want && u64::from(next) <= available(self.state.load(Ordering::Acquire))
+        });
+        drop(queue);
+        waker.wake();
+        if next_fits {
+            self.settle();
         }
     }
 
@@ -350,15 +395,15 @@ impl<C: Count> Core<C> {
         paid
     }
 
-    /// Under the lock: takes the oldest waiter out of the queue, publishes its ticket as
-    /// granted, clears `WAITERS` if the queue empties; returns the waker to wake after
-    /// the lock is released. The caller has made the permits the waiter's.
+    /// Under the lock: takes the oldest waiter in line out of the queue, publishes the
+    /// tickets passed, clears `WAITERS` if the line empties; returns the waker to wake
+    /// after the lock is released. The caller has made the permits the waiter's.
     fn grant_front(&self, queue: &mut Queue) -> Waker {
-        let (waker, ticket) = queue.grant_front();
+        let (waker, passed) = queue.grant_front();
         if queue.len() == 0 {
             self.state.fetch_and(!WAITERS, Ordering::AcqRel);
         }
-        self.granted.store(ticket, Ordering::Release);
+        self.passed.store(passed, Ordering::Release);
         waker
     }
 
@@ -414,33 +459,29 @@ impl<C: Count> Core<C> {
         Some(self.grant_front(queue))
     }
 
-    /// Whether the waiter at `place` surely holds its permits, seen without the lock.
+    /// Whether the waiter at `place` surely holds its permits, seen without the lock: its
+    /// ticket is passed (it left the queue), it did not leave by itself (it asks), and no
+    /// refusal is uncollected (so it was not refused).
     #[inline]
     fn surely_granted(&self, place: Place) -> bool {
-        // `granted` first: a refusal is published under the lock before any later grant,
-        // so seeing that grant makes the refusal count visible too.
-        self.granted.load(Ordering::Acquire) >= place.ticket
+        // `passed` first: a refusal is published under the lock before the store that
+        // passes the refused ticket, so seeing that store makes the refusal count visible.
+        self.passed.load(Ordering::Acquire) >= place.ticket
             && self.refusals.load(Ordering::Acquire) == 0
     }
 
     /// Under the lock: what became of the waiter at `place` (a refusal is collected).
-    fn fate(&self, queue: &mut Queue, place: Place) -> Fate {
-        if self.refusals.load(Ordering::Relaxed) != 0 {
-            if let Some(refused) = queue.collect(place.index, place.ticket) {
-                self.refusals.store(queue.refused(), Ordering::Release);
-                return Fate::Refused(refused);
-            }
+    fn fate(&self, queue: &mut Queue, place: Place) -> Status {
+        let status = queue.status(place.index, place.ticket);
+        if let Status::Refused(_) = status {
+            self.refusals.store(queue.refused(), Ordering::Release);
         }
-        if self.granted.load(Ordering::Acquire) >= place.ticket {
-            Fate::Granted
-        } else {
-            Fate::Queued
-        }
+        status
     }
 
-    /// The body of every acquire future for `n` permits: `Ready(Ok(()))` once the caller
-    /// holds them, `Ready(Err(_))` when the queue already holds `max_waiting` waiters,
-    /// the semaphore is closed, or `n` is above the limit in force.
+    /// The body of every semaphore acquire future for `n` permits: `Ready(Ok(()))` once
+    /// the caller holds them, `Ready(Err(_))` when the queue already holds `max_waiting`
+    /// waiters, the semaphore is closed, or `n` is above the max weight.
     #[inline]
     pub(crate) fn poll_acquire(
         &self,
@@ -449,7 +490,7 @@ impl<C: Count> Core<C> {
         n: u32,
         max_waiting: usize,
     ) -> Poll<Result<(), Refusal>> {
-        if waiter.place.is_none() && self.try_take(n) {
+        if waiter.place.is_none() && self.try_take_weighted(n) {
             return Poll::Ready(Ok(()));
         }
         self.poll_wait(waiter, cx, n, max_waiting)
@@ -486,15 +527,15 @@ impl<C: Count> Core<C> {
         let mut queue = self.lock();
         // Grants and refusals happen under the lock: this answer is final while we hold it.
         match self.fate(&mut queue, place) {
-            Fate::Granted => {
+            Status::Granted => {
                 waiter.place = None;
                 Poll::Ready(Ok(()))
             }
-            Fate::Refused(refused) => {
+            Status::Refused(refused) => {
                 waiter.place = None;
                 Poll::Ready(Err(refused.into()))
             }
-            Fate::Queued => {
+            Status::Queued => {
                 let stale = queue.update_waker(place.index, cx.waker());
                 drop(queue);
                 drop(stale); // outside the lock: dropping a waker may run executor code
@@ -503,9 +544,9 @@ impl<C: Count> Core<C> {
         }
     }
 
-    /// The fast path failed: queue at the back (unless the queue is full, the semaphore
-    /// closed, `n` above the limit, or, now that we hold the lock, nobody waits and the
-    /// permits are free).
+    /// The fast path failed: queue at the back of the line, or aside if `n` is above the
+    /// limit in force (unless the queue is full, the semaphore closed, `n` above the max
+    /// weight, or, now that we hold the lock, nobody is in line and the permits are free).
     #[cold]
     fn enqueue(
         &self,
@@ -519,15 +560,29 @@ impl<C: Count> Core<C> {
         if state & CLOSED != 0 {
             return Poll::Ready(Err(Refusal::Closed));
         }
-        if u64::from(n) > self.limit.load(Ordering::Acquire) {
+        if u64::from(n) > self.max_weight.load(Ordering::Acquire) {
             return Poll::Ready(Err(Refusal::OverLimit));
         }
         if queue.len() == 0 && queue.debt == 0 && self.try_take(n) {
-            // The queue emptied between the fast path and the lock: nobody to be fair to.
+            // The line emptied between the fast path and the lock: nobody to be fair to
+            // (waiters aside could not use these permits).
             return Poll::Ready(Ok(()));
         }
+        // Only bulkheads bound the queue, and they ask for 1 permit: never aside.
         if queue.len() >= max_waiting {
             return Poll::Ready(Err(Refusal::QueueFull));
+        }
+        // A request for 1 always fits (the limit is 1 at least).
+        if n > 1 && u64::from(n) > self.limit.load(Ordering::Acquire) {
+            // Served only once a resize lets it back in line. (The `try_take` above
+            // failed: no more than the limit is ever available.)
+            let (index, ticket) = queue.push_aside(cx.waker().clone(), n);
+            waiter.place = Some(Place {
+                index,
+                ticket,
+                want: n,
+            });
+            return Poll::Pending;
         }
         let (index, ticket) = queue.push_back(cx.waker().clone(), n);
         let place = Place {
@@ -564,10 +619,11 @@ impl<C: Count> Core<C> {
         }
         let mut queue = self.lock();
         match self.fate(&mut queue, place) {
-            Fate::Granted => return place.want,
-            Fate::Refused(_) => return 0,
-            Fate::Queued => {}
+            Status::Granted => return place.want,
+            Status::Refused(_) => return 0,
+            Status::Queued => {}
         }
+        // In line or aside: it holds nothing either way.
         let waker = queue.remove(place.index);
         if queue.len() == 0 {
             self.state.fetch_and(!WAITERS, Ordering::AcqRel);
@@ -605,10 +661,10 @@ impl<C: Count> Core<C> {
     }
 
     /// Under the lock: refuses the waiters `reason` applies to (every one when closing,
-    /// those asking for more than the limit otherwise).
+    /// those asking for more than the max weight otherwise).
     fn refuse(&self, queue: &mut Queue, reason: Refused, wakers: &mut Vec<Waker>) {
-        let limit = self.limit.load(Ordering::Acquire);
-        queue.refuse(reason, limit, wakers);
+        let max = self.max_weight.load(Ordering::Acquire);
+        queue.refuse(reason, max, wakers);
         self.refusals.store(queue.refused(), Ordering::Release);
         if queue.len() == 0 {
             self.state.fetch_and(!WAITERS, Ordering::AcqRel);
@@ -616,11 +672,12 @@ impl<C: Count> Core<C> {
     }
 
     /// Makes `limit` the limit in force (1 to 2^31 - 1, checked by the caller). Growing
-    /// first cancels debt, then adds permits and grants them to waiters in order;
-    /// shrinking forgets available permits and puts the rest in debt, paid by the next
-    /// releases; waiters asking for more than the new limit are refused.
-    /// `resize` gets the limit in force and returns the new one, or `None` to change
-    /// nothing (then `set_limit` returns false).
+    /// first brings the waiters aside that fit back in line, at their places, then cancels
+    /// debt, then adds permits and grants them to waiters in order (and raises the max
+    /// weight along, unless the user set it); shrinking forgets available permits and puts
+    /// the rest in debt, paid by the next releases, and moves the waiters in line asking
+    /// for more than the new limit aside. `resize` gets the limit in force and returns the
+    /// new one, or `None` to change nothing (then `set_limit` returns false).
     pub(crate) fn set_limit(&self, resize: impl FnOnce(u64) -> Option<u64>) -> bool {
         let mut queue = self.lock();
         let old = self.limit.load(Ordering::Acquire);
@@ -629,6 +686,14 @@ impl<C: Count> Core<C> {
         };
         self.limit.store(limit, Ordering::Release);
         if limit >= old {
+            if !queue.max_weight_set && limit > self.max_weight.load(Ordering::Acquire) {
+                self.max_weight.store(limit, Ordering::Release);
+            }
+            // Back in line before the new permits are counted available, so that no
+            // newcomer takes them ahead of older waiters.
+            if queue.step_back(limit) {
+                self.state.fetch_or(WAITERS, Ordering::AcqRel);
+            }
             let mut grow = limit - old;
             let cancelled = queue.debt.min(grow);
             if cancelled != 0 {
@@ -662,19 +727,26 @@ impl<C: Count> Core<C> {
         };
         self.retotal(|total| total - taken);
         queue.debt += shrink - taken;
-        let mut wakers = Vec::new();
-        self.refuse(&mut queue, Refused::OverLimit, &mut wakers);
+        self.step_aside(&mut queue, limit);
         drop(queue);
-        for waker in wakers {
-            waker.wake();
-        }
-        // Refusing the head may let the next one in.
+        // Stepping the head aside may let the next one in.
         self.settle();
         true
     }
 
+    /// Under the lock: moves the waiters in line asking for more than `limit` aside (they
+    /// hold nothing; the ones behind them go on); returns whether any moved.
+    fn step_aside(&self, queue: &mut Queue, limit: u64) -> bool {
+        let moved = queue.step_aside(limit);
+        if moved && queue.len() == 0 {
+            self.state.fetch_and(!WAITERS, Ordering::AcqRel);
+        }
+        moved
+    }
+
     /// Forgets up to `n` available permits now, keeping the limit at 1 at least; returns
-    /// how many (the limit in force drops by as many).
+    /// how many (the limit in force drops by as many, and the waiters in line asking for
+    /// more step aside).
     pub(crate) fn forget(&self, n: usize) -> usize {
         let mut queue = self.lock();
         let limit = self.limit.load(Ordering::Acquire);
@@ -697,6 +769,21 @@ impl<C: Count> Core<C> {
         };
         self.retotal(|total| total - taken);
         self.limit.store(limit - taken, Ordering::Release);
+        let moved = self.step_aside(&mut queue, limit - taken);
+        drop(queue);
+        if moved {
+            self.settle();
+        }
+        taken as usize
+    }
+
+    /// Makes `max` the max weight (1 to 2^31 - 1, checked by the caller), from now on
+    /// independent of the limit: queued waiters asking for more are refused, in line or
+    /// aside.
+    pub(crate) fn set_max_weight(&self, max: u64) {
+        let mut queue = self.lock();
+        queue.max_weight_set = true;
+        self.max_weight.store(max, Ordering::Release);
         let mut wakers = Vec::new();
         self.refuse(&mut queue, Refused::OverLimit, &mut wakers);
         drop(queue);
@@ -704,9 +791,9 @@ impl<C: Count> Core<C> {
             for waker in wakers {
                 waker.wake();
             }
+            // Refusing the head may let the next one in.
             self.settle();
         }
-        taken as usize
     }
 }
 

@@ -3,9 +3,10 @@
 use std::fmt;
 
 /// Why a [`Semaphore`](crate::Semaphore) gave no permits: it is closed
-/// ([`closed`](Self::closed)), the request is above its limit
-/// ([`over_limit`](Self::over_limit)), or (from the `try_` forms only) not enough permits
-/// are free right now ([`no_permits`](Self::no_permits)).
+/// ([`closed`](Self::closed)), the request is above its
+/// [max weight](crate::Semaphore::max_weight) ([`over_limit`](Self::over_limit)), or (from
+/// the `try_` forms only) not enough permits are free right now
+/// ([`no_permits`](Self::no_permits)).
 ///
 /// # Examples
 ///
@@ -13,8 +14,11 @@ use std::fmt;
 /// let semaphore = tollgate::Semaphore::new(4);
 /// let error = semaphore.try_acquire_many(5).unwrap_err();
 /// assert!(error.over_limit());
-/// assert_eq!((error.requested(), error.limit()), (5, 4));
-/// assert_eq!(error.to_string(), "asked a semaphore for 5 permits, more than its limit of 4");
+/// assert_eq!((error.requested(), error.limit(), error.max_weight()), (5, 4, 4));
+/// assert_eq!(
+///     error.to_string(),
+///     "asked a semaphore for 5 permits, more than its max weight of 4"
+/// );
 ///
 /// semaphore.close();
 /// let error = semaphore.try_acquire().unwrap_err();
@@ -26,6 +30,7 @@ pub struct SemaphoreError {
     reason: Reason,
     requested: usize,
     limit: usize,
+    max_weight: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,11 +41,12 @@ pub(crate) enum Reason {
 }
 
 impl SemaphoreError {
-    pub(crate) fn new(reason: Reason, requested: usize, limit: usize) -> Self {
+    pub(crate) fn new(reason: Reason, requested: usize, limit: usize, max_weight: usize) -> Self {
         Self {
             reason,
             requested,
             limit,
+            max_weight,
         }
     }
 
@@ -49,8 +55,11 @@ impl SemaphoreError {
         self.reason == Reason::Closed
     }
 
-    /// True when more permits were asked for than the limit in force (at the call, or
-    /// after the limit was lowered while it waited): waiting could never end.
+    /// True when more permits were asked for than the semaphore's
+    /// [max weight](crate::Semaphore::max_weight): at the call, or after
+    /// [`set_max_weight`](crate::Semaphore::set_max_weight) lowered it while the request
+    /// waited. (A request above the limit in force but not above the max weight waits for
+    /// the limit to grow instead.)
     pub fn over_limit(&self) -> bool {
         self.reason == Reason::OverLimit
     }
@@ -70,16 +79,22 @@ impl SemaphoreError {
     pub fn limit(&self) -> usize {
         self.limit
     }
+
+    /// The semaphore's [max weight](crate::Semaphore::max_weight) when the request was
+    /// refused.
+    pub fn max_weight(&self) -> usize {
+        self.max_weight
+    }
 }
 
 impl fmt::Display for SemaphoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (requested, limit) = (self.requested, self.limit);
+        let (requested, max_weight) = (self.requested, self.max_weight);
         match self.reason {
             Reason::Closed => f.write_str("the semaphore is closed"),
             Reason::OverLimit => write!(
                 f,
-                "asked a semaphore for {requested} permits, more than its limit of {limit}"
+                "asked a semaphore for {requested} permits, more than its max weight of {max_weight}"
             ),
             Reason::NoPermits if requested == 1 => {
                 f.write_str("no semaphore permit is free right now")

@@ -38,7 +38,12 @@ use self::error::Reason;
 /// - **Resizable** while in use: [`set_limit`](Self::set_limit),
 ///   [`add_permits`](Self::add_permits), [`forget_permits`](Self::forget_permits).
 ///   [`limit`](Self::limit) is the limit in force; once nothing is held,
-///   [`available_permits`](Self::available_permits) equals it.
+///   [`available_permits`](Self::available_permits) equals it. A request for more than
+///   the limit in force (one queued when the limit was lowered, or made since) **steps
+///   aside**: it waits holding nothing and holding up nobody, and once the limit grows
+///   back to fit it, it is served at its place in the queue. Only a request above the
+///   [max weight](Self::max_weight) (by default the highest limit the semaphore has had)
+///   fails, at once.
 /// - **Closable**: [`close`](Self::close) refuses every waiter and every later acquire
 ///   with a [`SemaphoreError`]; permits already held stay valid.
 ///
@@ -76,6 +81,28 @@ use self::error::Reason;
 /// let chunk = bytes.acquire_many(256 << 10).await?; // 256 KiB
 /// assert_eq!(chunk.permits(), 256 << 10);
 /// assert_eq!(bytes.available_permits(), 768 << 10);
+/// # Ok::<(), tollgate::SemaphoreError>(())
+/// # }).unwrap();
+/// ```
+///
+/// A large request waits while the cap is lowered, without holding up smaller ones:
+///
+/// ```
+/// use std::pin::pin;
+/// use futures_lite::future::poll_once;
+///
+/// # futures_lite::future::block_on(async {
+/// let bytes = tollgate::Semaphore::new(1024); // KiB
+/// let held = bytes.acquire_many(1024).await?;
+/// let mut large = pin!(bytes.acquire_many(512));
+/// assert!(poll_once(large.as_mut()).await.is_none()); // queued
+/// bytes.set_limit(256); // the link got slower: the large request steps aside
+/// drop(held); // pays for the shrink, and frees 256 KiB
+/// let small = bytes.acquire_many(100).await?; // not held up by the large one
+/// assert!(poll_once(large.as_mut()).await.is_none()); // still waiting, no error
+/// bytes.set_limit(1024); // back: the large request is served at its place
+/// assert_eq!(large.await?.permits(), 512);
+/// # drop(small);
 /// # Ok::<(), tollgate::SemaphoreError>(())
 /// # }).unwrap();
 /// ```
@@ -130,7 +157,13 @@ impl Semaphore {
             Refusal::OverLimit => Reason::OverLimit,
             Refusal::QueueFull => Reason::NoPermits,
         };
-        SemaphoreError::new(reason, n, self.limit())
+        self.error(reason, n)
+    }
+
+    /// An error for a request of `n`, with the limit and max weight in force now.
+    #[cold]
+    fn error(&self, reason: Reason, n: usize) -> SemaphoreError {
+        SemaphoreError::new(reason, n, self.limit(), self.max_weight())
     }
 
     /// Takes a permit if one is free and nobody is waiting for permits.
@@ -170,12 +203,14 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](Self::try_acquire), and
-    /// [`over_limit`](SemaphoreError::over_limit) when `n` is above the limit in force.
+    /// As [`try_acquire`](Self::try_acquire) (also [`no_permits`](SemaphoreError::no_permits)
+    /// when `n` is above the limit in force: the limit may grow), and
+    /// [`over_limit`](SemaphoreError::over_limit) when `n` is above the
+    /// [max weight](Self::max_weight).
     #[inline]
     pub fn try_acquire_many(&self, n: usize) -> Result<SemaphorePermit<'_>, SemaphoreError> {
         let permits = count(n);
-        if self.core.try_take(permits) {
+        if self.core.try_take_weighted(permits) {
             Ok(SemaphorePermit {
                 semaphore: self,
                 permits,
@@ -228,7 +263,7 @@ impl Semaphore {
         n: usize,
     ) -> Result<SemaphorePermitArc, SemaphoreError> {
         let permits = count(n);
-        if self.core.try_take(permits) {
+        if self.core.try_take_weighted(permits) {
             Ok(SemaphorePermitArc {
                 semaphore: self.clone(),
                 permits,
@@ -276,6 +311,14 @@ impl Semaphore {
     /// for them are free. Nobody is starved; the price is that those free permits stay
     /// unused until the head's request is complete.
     ///
+    /// A request for more than the limit in force (but not more than the
+    /// [max weight](Self::max_weight)) **steps aside** instead, whether it was made so or
+    /// the limit was lowered while it waited: it holds nothing, and the requests behind
+    /// it are served as if it were not there. Once a resize brings the limit up to what
+    /// it asks for, it is back at its place: ahead of every request still waiting that
+    /// arrived after it, behind those that arrived before. (Requests that arrived after
+    /// it and were served while it stood aside have overtaken it.)
+    ///
     /// # Examples
     ///
     /// ```
@@ -292,14 +335,16 @@ impl Semaphore {
     ///
     /// [`SemaphoreError`]: [`closed`](SemaphoreError::closed) as for
     /// [`acquire`](Self::acquire); [`over_limit`](SemaphoreError::over_limit) when `n` is
-    /// above the limit in force when the future is first polled, or when the limit is
-    /// lowered below `n` while it waits (waiting could never end, and it would hold up
-    /// everyone behind it). `n == 0` succeeds once earlier waiters are served.
+    /// above the [max weight](Self::max_weight) when the future is first polled, or when
+    /// [`set_max_weight`](Self::set_max_weight) lowers the max weight below `n` while it
+    /// waits. Never because the limit in force is below `n`: then it steps aside and
+    /// waits. `n == 0` succeeds once earlier waiters are served.
     ///
     /// # Cancel safety
     ///
     /// As [`acquire`](Self::acquire): cancelling loses the place in the queue, and permits
-    /// already handed over go on to the next waiters.
+    /// already handed over go on to the next waiters. A request that stepped aside holds
+    /// nothing: cancelling it gives nothing back and lets nobody in.
     #[inline]
     pub fn acquire_many(&self, n: usize) -> SemaphoreAcquire<'_> {
         SemaphoreAcquire(Acquiring::new(self, n))
@@ -392,7 +437,8 @@ impl Semaphore {
     }
 
     /// Blocks the calling thread until `n` permits are free, in the same queue as the
-    /// async waiters (see [`acquire_many`](Self::acquire_many) for the order).
+    /// async waiters (see [`acquire_many`](Self::acquire_many) for the order, and for a
+    /// request above the limit in force, which steps aside and waits).
     ///
     /// # Examples
     ///
@@ -455,8 +501,11 @@ impl Semaphore {
     ///   permits released are absorbed (nobody is admitted) until the permits held are
     ///   down to the new limit. So after the call, once the permits held above the new
     ///   limit have come back, at no moment are more than `limit` permits held. Permits
-    ///   held are never revoked. Waiters asking for more than the new limit are woken with
-    ///   [`SemaphoreError::over_limit`].
+    ///   held are never revoked. Waiters asking for more than the new limit step aside
+    ///   (see [`acquire_many`](Self::acquire_many)): they keep waiting, holding up nobody.
+    /// - **Growing** first brings back the waiters aside that fit the new limit, each at
+    ///   its place in the queue, and raises the [max weight](Self::max_weight) along
+    ///   unless [`set_max_weight`](Self::set_max_weight) was called.
     ///
     /// Whatever the sequence of resizes, once no permit is held
     /// [`available_permits`](Self::available_permits) equals [`limit`](Self::limit).
@@ -491,8 +540,9 @@ impl Semaphore {
         self.core.set_limit(|_| Some(limit as u64));
     }
 
-    /// Raises the limit by `n` at once: the new permits go to waiters in arrival order.
-    /// The same as `set_limit(limit() + n)`, done atomically.
+    /// Raises the limit by `n` at once: the new permits go to waiters in arrival order
+    /// (waiters aside that fit the new limit back at their places). The same as
+    /// `set_limit(limit() + n)`, done atomically.
     ///
     /// # Examples
     ///
@@ -520,8 +570,8 @@ impl Semaphore {
     /// Forgets up to `n` of the permits free right now, lowering the limit by as many;
     /// returns how many. Permits held are untouched (use [`set_limit`](Self::set_limit)
     /// to lower the limit below what is held), and the limit never goes below 1.
-    /// Waiters asking for more than the new limit are woken with
-    /// [`SemaphoreError::over_limit`].
+    /// Waiters asking for more than the new limit step aside, as after
+    /// [`set_limit`](Self::set_limit).
     ///
     /// # Examples
     ///
@@ -545,7 +595,8 @@ impl Semaphore {
         self.core.available()
     }
 
-    /// How many acquires are waiting in the queue right now.
+    /// How many acquires are waiting in the queue right now (those that stepped aside
+    /// included).
     ///
     /// # Examples
     ///
@@ -583,12 +634,74 @@ impl Semaphore {
     pub fn limit(&self) -> usize {
         self.core.limit()
     }
+
+    /// The max weight: the most permits one acquire may ask for. A request above it fails
+    /// at once with [`SemaphoreError::over_limit`]; a request above the limit in force but
+    /// not above the max weight steps aside and waits for the limit to grow (see
+    /// [`acquire_many`](Self::acquire_many)).
+    ///
+    /// By default the highest limit the semaphore has had: the one it was created with,
+    /// raised by every resize above it. So a request queued while the limit is lowered
+    /// waits for it to grow back, and one no limit so far could have served fails.
+    /// [`set_max_weight`](Self::set_max_weight) sets it for good.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let semaphore = tollgate::Semaphore::new(1024);
+    /// semaphore.set_limit(256);
+    /// assert_eq!(semaphore.max_weight(), 1024); // a shrink keeps it
+    /// semaphore.set_limit(2048);
+    /// assert_eq!(semaphore.max_weight(), 2048); // a grow above it raises it
+    /// ```
+    pub fn max_weight(&self) -> usize {
+        self.core.max_weight()
+    }
+
+    /// Sets the [max weight](Self::max_weight), the most permits one acquire may ask for,
+    /// for good: resizes no longer raise it. It may be below the limit in force (a cap on
+    /// each request's share) or above every limit so far (so that large requests wait for
+    /// a limit that is to grow).
+    ///
+    /// Acquires asking for more fail at once with [`SemaphoreError::over_limit`], and so
+    /// do the waiters already queued that ask for more (they are woken with it, and the
+    /// ones behind them go on).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures_lite::future::block_on(async {
+    /// let bytes = tollgate::Semaphore::new(1024);
+    /// bytes.set_max_weight(512); // no single request above 512
+    /// assert!(bytes.acquire_many(600).await.unwrap_err().over_limit());
+    /// bytes.set_max_weight(4096); // requests up to 4096 wait for the limit to grow
+    /// assert!(bytes.try_acquire_many(2048).unwrap_err().no_permits());
+    /// # Ok::<(), tollgate::SemaphoreError>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when `max_weight` is 0 or above [`MAX_PERMITS`](Self::MAX_PERMITS).
+    #[track_caller]
+    pub fn set_max_weight(&self, max_weight: usize) {
+        assert!(
+            max_weight > 0,
+            "tollgate::Semaphore::set_max_weight: a max weight of 0 would refuse every acquire; use at least 1"
+        );
+        assert!(
+            max_weight <= Self::MAX_PERMITS,
+            "tollgate::Semaphore::set_max_weight: more than Semaphore::MAX_PERMITS (2^31 - 1) permits"
+        );
+        self.core.set_max_weight(max_weight as u64);
+    }
 }
 
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
             .field("limit", &self.limit())
+            .field("max_weight", &self.max_weight())
             .field("available", &self.available_permits())
             .field("waiting", &self.waiting())
             .field("closed", &self.is_closed())
@@ -648,7 +761,7 @@ impl<S: Deref<Target = Semaphore>> Acquiring<S> {
             // The queue is unbounded: only closing refuses otherwise.
             Refusal::Closed | Refusal::QueueFull => Reason::Closed,
         };
-        SemaphoreError::new(reason, self.requested, semaphore.limit())
+        semaphore.error(reason, self.requested)
     }
 }
 

@@ -11,6 +11,12 @@
 //! Vacant nodes of live chunks form a doubly linked free list, so freeing a chunk can take
 //! its nodes off that list (each unlink is O(1); a chunk is freed at most once per
 //! [`CHUNK`] frees of its nodes, so this is amortised O(1) per waiter).
+//!
+//! Queued nodes are in one of two lines, each in ticket (arrival) order: *in line*, the
+//! waiters whose request fits the limit in force (grants go to its head), and *aside*, the
+//! waiters whose request is above it. A resize moves nodes between the two, each to its
+//! place by ticket, so a waiter that steps back in line is where it would have been had it
+//! never stepped aside.
 
 use std::mem;
 use std::task::Waker;
@@ -31,10 +37,13 @@ const CHUNK: usize = 1 << CHUNK_BITS;
 const KEEP_WHEN_EMPTY: usize = 64;
 
 struct Node {
-    /// Queue links while queued, free-list links while vacant (the free list's first
-    /// node has a stale `prev`: it is known as `Queue::free`).
+    /// Links of its line while queued, free-list links while vacant (the free list's
+    /// first node has a stale `prev`: it is known as `Queue::free`).
     prev: usize,
     next: usize,
+    /// Which line it is queued in: aside (its request is above the limit in force) or in
+    /// line.
+    aside: bool,
     /// The waker of the future that owns the node while it is queued; `None`: vacant.
     waker: Option<Waker>,
     /// The waiter's place in line while it is queued (or refused, until its owner
@@ -52,8 +61,35 @@ struct Node {
 pub(crate) enum Refused {
     /// The semaphore was closed.
     Closed,
-    /// The limit fell below what the waiter asks for.
+    /// The max weight fell below what the waiter asks for.
     OverLimit,
+}
+
+/// What became of a waiter, as its node tells (see [`Queue::status`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Status {
+    /// Still queued, in line or aside.
+    Queued,
+    /// Refused (the refusal is now collected).
+    Refused(Refused),
+    /// Granted: its node was freed by the granter.
+    Granted,
+}
+
+/// One line of queued nodes, oldest first.
+#[derive(Clone, Copy)]
+struct Line {
+    head: usize,
+    tail: usize,
+    len: usize,
+}
+
+impl Line {
+    const EMPTY: Self = Self {
+        head: NIL,
+        tail: NIL,
+        len: 0,
+    };
 }
 
 struct Chunk {
@@ -77,13 +113,14 @@ pub(super) struct Queue {
     growing: usize,
     /// First vacant node of the doubly linked free list.
     free: usize,
-    head: usize,
-    tail: usize,
-    /// What the head node wants (valid while `head != NIL`): kept here because every
-    /// release with waiters asks, and the node itself is two indirections away.
+    /// The waiters whose request fits the limit in force: grants go to its head only.
+    line: Line,
+    /// The waiters that stepped aside: their request is above the limit in force.
+    aside: Line,
+    /// What the head of the line wants (valid while `line.head != NIL`): kept here
+    /// because every release with waiters asks, and the node itself is two indirections
+    /// away.
     head_want: u32,
-    /// Queued nodes.
-    len: usize,
     /// Refused nodes whose owners have not collected the refusal yet (the nodes not
     /// vacant are the queued ones and these).
     refused: usize,
@@ -94,6 +131,9 @@ pub(super) struct Queue {
     tickets: u64,
     /// Waiters granted a permit so far (admissions through the queue, for statistics).
     handed: u64,
+    /// Whether the max weight was set by the user (`set_max_weight`), rather than
+    /// following the highest limit so far.
+    pub(super) max_weight_set: bool,
 }
 
 impl Queue {
@@ -104,20 +144,37 @@ impl Queue {
             live_chunks: 0,
             growing: NIL,
             free: NIL,
-            head: NIL,
-            tail: NIL,
+            line: Line::EMPTY,
+            aside: Line::EMPTY,
             head_want: 0,
-            len: 0,
             refused: 0,
             debt: 0,
             tickets: 0,
             handed: 0,
+            max_weight_set: false,
         }
     }
 
-    /// Queued waiters.
+    /// Waiters in line (their request fits the limit in force).
     pub(super) fn len(&self) -> usize {
-        self.len
+        self.line.len
+    }
+
+    /// Waiters in line or aside.
+    pub(super) fn waiting(&self) -> usize {
+        self.line.len + self.aside.len
+    }
+
+    fn line(&self, aside: bool) -> &Line {
+        if aside { &self.aside } else { &self.line }
+    }
+
+    fn line_mut(&mut self, aside: bool) -> &mut Line {
+        if aside {
+            &mut self.aside
+        } else {
+            &mut self.line
+        }
     }
 
     /// Refused waiters that have not collected their refusal yet.
@@ -125,57 +182,121 @@ impl Queue {
         self.refused
     }
 
-    /// How many permits the oldest waiter asks for.
+    /// How many permits the oldest waiter in line asks for.
     #[inline]
     pub(super) fn front_want(&self) -> Option<u32> {
-        (self.head != NIL).then_some(self.head_want)
+        (self.line.head != NIL).then_some(self.head_want)
     }
 
-    /// Takes every queued waiter asking for more than `limit` permits out of the queue
-    /// (all of them for `Refused::Closed`), marks it refused and pushes its waker to
-    /// `wakers`.
-    pub(super) fn refuse(&mut self, reason: Refused, limit: u64, wakers: &mut Vec<Waker>) {
-        let mut index = self.head;
+    /// The highest ticket such that no waiter with it or a lower one is queued (in line
+    /// or aside): each of those was granted, refused, or left.
+    #[cold]
+    pub(super) fn passed(&self) -> u64 {
+        let in_line = (self.line.head != NIL).then(|| self.node(self.line.head).ticket);
+        let aside = (self.aside.head != NIL).then(|| self.node(self.aside.head).ticket);
+        match (in_line, aside) {
+            (Some(a), Some(b)) => a.min(b) - 1,
+            (Some(oldest), None) | (None, Some(oldest)) => oldest - 1,
+            (None, None) => self.tickets,
+        }
+    }
+
+    /// Takes every queued waiter (in line or aside) asking for more than `max` permits out
+    /// of the queue (all of them for `Refused::Closed`), marks it refused and pushes its
+    /// waker to `wakers`.
+    pub(super) fn refuse(&mut self, reason: Refused, max: u64, wakers: &mut Vec<Waker>) {
+        for aside in [false, true] {
+            let mut index = self.line(aside).head;
+            while index != NIL {
+                let node = self.node(index);
+                let next = node.next;
+                if reason == Refused::Closed || u64::from(node.want) > max {
+                    self.unlink(index);
+                    let node = self.node_mut(index);
+                    node.refused = Some(reason);
+                    wakers.extend(node.waker.take());
+                    self.refused += 1;
+                }
+                index = next;
+            }
+        }
+    }
+
+    /// Moves every waiter in line asking for more than `limit` aside; returns whether any
+    /// moved.
+    pub(super) fn step_aside(&mut self, limit: u64) -> bool {
+        self.shift(false, |want| u64::from(want) > limit)
+    }
+
+    /// Moves every waiter aside asking for `limit` or fewer permits back in line; returns
+    /// whether any moved.
+    pub(super) fn step_back(&mut self, limit: u64) -> bool {
+        self.shift(true, |want| u64::from(want) <= limit)
+    }
+
+    /// Moves the nodes of one line (aside if `from_aside`) that `moves` picks by their
+    /// request into the other, each at its place by ticket. Both lines are in ticket
+    /// order and the moved nodes come in ticket order, so one cursor walks the other line
+    /// once: O(both lines).
+    fn shift(&mut self, from_aside: bool, moves: impl Fn(u32) -> bool) -> bool {
+        let mut moved = false;
+        let mut before = self.line(!from_aside).head;
+        let mut index = self.line(from_aside).head;
         while index != NIL {
-            let node = self.node(index);
-            let next = node.next;
-            if reason == Refused::Closed || u64::from(node.want) > limit {
+            let Node {
+                next, want, ticket, ..
+            } = *self.node(index);
+            if moves(want) {
                 self.unlink(index);
-                let node = self.node_mut(index);
-                node.refused = Some(reason);
-                wakers.extend(node.waker.take());
-                self.refused += 1;
+                while before != NIL && self.node(before).ticket < ticket {
+                    before = self.node(before).next;
+                }
+                self.link(index, !from_aside, before);
+                moved = true;
             }
             index = next;
         }
+        moved
     }
 
-    /// The refusal of the waiter with `ticket` whose node was `index`, if it was refused:
-    /// frees the node (the owner never looks at it again). `None`: not refused (still
-    /// queued, or granted, in which case the node may be gone or someone else's).
-    pub(super) fn collect(&mut self, index: usize, ticket: u64) -> Option<Refused> {
-        let node = self
+    /// What became of the waiter with `ticket` whose node was `index`. A refusal is
+    /// collected: the node is freed (its owner never looks at it again). A node is freed
+    /// only by its owner (which has not, since it asks) or by a grant, so a node that is
+    /// vacant, gone, or someone else's (another ticket) means granted.
+    pub(super) fn status(&mut self, index: usize, ticket: u64) -> Status {
+        let Some(node) = self
             .chunks
-            .get(index >> CHUNK_BITS)?
-            .as_deref()?
-            .nodes
-            .get(index & (CHUNK - 1))?;
+            .get(index >> CHUNK_BITS)
+            .and_then(|chunk| chunk.as_deref())
+            .and_then(|chunk| chunk.nodes.get(index & (CHUNK - 1)))
+        else {
+            return Status::Granted;
+        };
         if node.ticket != ticket {
-            return None;
+            return Status::Granted;
         }
-        let reason = node.refused?;
-        self.node_mut(index).refused = None;
-        self.refused -= 1;
-        self.release(index);
-        Some(reason)
+        if let Some(reason) = node.refused {
+            self.node_mut(index).refused = None;
+            self.refused -= 1;
+            self.release(index);
+            return Status::Refused(reason);
+        }
+        if node.waker.is_some() {
+            Status::Queued
+        } else {
+            Status::Granted
+        }
     }
 
+    // Inlined everywhere: these are a shift and two indexings, on every hand-off.
+    #[inline(always)]
     fn chunk_mut(&mut self, index: usize) -> &mut Chunk {
         self.chunks[index >> CHUNK_BITS]
             .as_deref_mut()
             .expect("a node index points into a live chunk")
     }
 
+    #[inline(always)]
     fn node(&self, index: usize) -> &Node {
         let chunk = self.chunks[index >> CHUNK_BITS]
             .as_deref()
@@ -183,6 +304,7 @@ impl Queue {
         &chunk.nodes[index & (CHUNK - 1)]
     }
 
+    #[inline(always)]
     fn node_mut(&mut self, index: usize) -> &mut Node {
         &mut self.chunk_mut(index).nodes[index & (CHUNK - 1)]
     }
@@ -207,52 +329,79 @@ impl Queue {
         }
     }
 
-    /// Queues a waiter asking for `want` permits at the back; returns its node's index and
-    /// its ticket.
+    /// Queues a waiter asking for `want` permits at the back of the line; returns its
+    /// node's index and its ticket.
     pub(super) fn push_back(&mut self, waker: Waker, want: u32) -> (usize, u64) {
         self.tickets += 1;
         let ticket = self.tickets;
-        let tail = self.tail;
+        let tail = self.line.tail;
         let index = self.allocate(Node {
             prev: tail,
             next: NIL,
+            aside: false,
             waker: Some(waker),
             ticket,
             want,
             refused: None,
         });
         if tail == NIL {
-            self.head = index;
+            self.line.head = index;
             self.head_want = want;
         } else {
             self.node_mut(tail).next = index;
         }
-        self.tail = index;
-        self.len += 1;
+        self.line.tail = index;
+        self.line.len += 1;
         (index, ticket)
     }
 
-    /// Takes the oldest waiter out of the queue and frees its node (its owner, once it
-    /// sees its ticket granted, never looks at it again); returns its waker and ticket.
-    /// The queue must not be empty.
+    /// Queues a waiter asking for `want` permits at the back of the waiters aside;
+    /// returns its node's index and its ticket.
+    #[cold]
+    pub(super) fn push_aside(&mut self, waker: Waker, want: u32) -> (usize, u64) {
+        self.tickets += 1;
+        let ticket = self.tickets;
+        let index = self.allocate(Node {
+            prev: NIL,
+            next: NIL,
+            aside: true,
+            waker: Some(waker),
+            ticket,
+            want,
+            refused: None,
+        });
+        self.link(index, true, NIL);
+        (index, ticket)
+    }
+
+    /// Takes the oldest waiter in line out of the queue and frees its node (its owner,
+    /// once it learns of its grant, never looks at it again); returns its waker and a
+    /// ticket that every queued waiter is after (its own, or [`passed`](Self::passed)
+    /// while an older waiter is aside). The line must not be empty.
     pub(super) fn grant_front(&mut self) -> (Waker, u64) {
-        let index = self.head;
+        let index = self.line.head;
         let node = self.node_mut(index);
         let next = node.next;
         let ticket = node.ticket;
         let waker = node.waker.take().expect("only queued nodes are linked");
-        self.head = next;
+        self.line.head = next;
         if next == NIL {
-            self.tail = NIL;
+            self.line.tail = NIL;
         } else {
             let next = self.node_mut(next);
             next.prev = NIL;
             self.head_want = next.want;
         }
-        self.len -= 1;
+        self.line.len -= 1;
         self.handed += 1;
+        // With nobody aside, the line holds every waiter, all after this one.
+        let passed = if self.aside.head == NIL {
+            ticket
+        } else {
+            self.passed()
+        };
         self.release(index);
-        (waker, ticket)
+        (waker, passed)
     }
 
     /// Takes a queued node out of the queue and frees it; returns its waker.
@@ -267,26 +416,59 @@ impl Queue {
         waker
     }
 
+    /// Takes a queued node out of its line (it stays allocated).
     fn unlink(&mut self, index: usize) {
-        let Node { prev, next, .. } = *self.node(index);
+        let Node {
+            prev, next, aside, ..
+        } = *self.node(index);
         if prev == NIL {
-            self.head = next;
-            if next != NIL {
+            self.line_mut(aside).head = next;
+            if !aside && next != NIL {
                 self.head_want = self.node(next).want;
             }
         } else {
             self.node_mut(prev).next = next;
         }
         if next == NIL {
-            self.tail = prev;
+            self.line_mut(aside).tail = prev;
         } else {
             self.node_mut(next).prev = prev;
         }
-        self.len -= 1;
+        self.line_mut(aside).len -= 1;
+    }
+
+    /// Links an unlinked queued node into a line (aside if `aside`), before `before`
+    /// (`NIL`: at the back).
+    fn link(&mut self, index: usize, aside: bool, before: usize) {
+        let prev = if before == NIL {
+            self.line(aside).tail
+        } else {
+            self.node(before).prev
+        };
+        let node = self.node_mut(index);
+        node.prev = prev;
+        node.next = before;
+        node.aside = aside;
+        let want = node.want;
+        if prev == NIL {
+            self.line_mut(aside).head = index;
+            if !aside {
+                self.head_want = want;
+            }
+        } else {
+            self.node_mut(prev).next = index;
+        }
+        if before == NIL {
+            self.line_mut(aside).tail = index;
+        } else {
+            self.node_mut(before).prev = index;
+        }
+        self.line_mut(aside).len += 1;
     }
 
     /// Stores `node` in a vacant slot: from the free list, else a new slot of the growing
     /// chunk; returns its index.
+    #[inline(always)]
     fn allocate(&mut self, node: Node) -> usize {
         if self.free != NIL {
             // One look-up of the chunk for the count, the free-list link and the store.
@@ -349,7 +531,7 @@ impl Queue {
         if !emptied {
             return;
         }
-        if self.len == 0 && self.refused == 0 {
+        if self.waiting() == 0 && self.refused == 0 {
             if self.chunks.len() > 1 || self.capacity() > KEEP_WHEN_EMPTY {
                 // A burst is over: give all its memory back (the counters go on: a
                 // ticket is never issued twice).
@@ -357,6 +539,7 @@ impl Queue {
                     tickets: self.tickets,
                     handed: self.handed,
                     debt: self.debt,
+                    max_weight_set: self.max_weight_set,
                     ..Self::new()
                 };
             }
@@ -497,36 +680,106 @@ mod tests {
         }
     }
 
+    /// The tickets of one line, walked from its head, checking the back links.
+    fn walk(queue: &Queue, aside: bool) -> Vec<u64> {
+        let line = queue.line(aside);
+        let (mut tickets, mut index, mut prev) = (Vec::new(), line.head, NIL);
+        while index != NIL {
+            let node = queue.node(index);
+            assert_eq!((node.prev, node.aside), (prev, aside));
+            tickets.push(node.ticket);
+            (prev, index) = (index, node.next);
+        }
+        assert_eq!((line.tail, line.len), (prev, tickets.len()));
+        tickets
+    }
+
+    /// Against a model (every queued waiter by ticket, with its request and line): waiters
+    /// leave from anywhere, are granted from the head of the line, arrive, and step aside
+    /// and back as a limit moves; both lines stay in ticket order, and the head's cached
+    /// request and the tickets passed stay right.
     #[test]
-    fn the_order_survives_churn_and_granted_nodes_are_freed() {
+    fn the_order_survives_churn_and_steps_aside_and_granted_nodes_are_freed() {
+        use std::collections::BTreeMap;
         let mut queue = Queue::new();
-        let mut live: std::collections::VecDeque<usize> = queued(&mut queue, 5 * CHUNK).into();
+        // ticket -> (index, want)
+        let mut model: BTreeMap<u64, (usize, u32)> = BTreeMap::new();
+        let mut limit = 8_u64;
         let mut rng = 0x9E37_79B9_7F4A_7C15_u64;
-        for round in 0..20_000 {
+        for round in 0..8_000 {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            match rng % 3 {
-                0 if !live.is_empty() => {
-                    // Leave from anywhere.
-                    let at = (rng >> 8) as usize % live.len();
-                    let index = live.remove(at).unwrap();
+            match rng % 6 {
+                0 if !model.is_empty() => {
+                    // Leave from anywhere, in line or aside.
+                    let at = (rng >> 8) as usize % model.len();
+                    let ticket = *model.keys().nth(at).unwrap();
+                    let (index, _) = model.remove(&ticket).unwrap();
                     queue.remove(index);
                 }
-                1 if !live.is_empty() => {
-                    let index = live.pop_front().unwrap();
-                    assert_eq!(queue.head, index, "round {round}");
-                    let ticket = queue.node(index).ticket;
-                    assert_eq!(queue.grant_front().1, ticket);
+                1 | 2 if queue.len() != 0 => {
+                    let (&ticket, &(index, want)) = model
+                        .iter()
+                        .find(|(_, (_, want))| u64::from(*want) <= limit)
+                        .unwrap();
+                    assert_eq!(queue.line.head, index, "round {round}");
+                    assert_eq!(queue.head_want, want);
+                    model.remove(&ticket);
+                    let aside = model.keys().next().is_some_and(|&oldest| oldest < ticket);
+                    let (_, passed) = queue.grant_front();
+                    if aside {
+                        // Held back by the oldest waiter, which is aside.
+                        let oldest = *model.keys().next().unwrap();
+                        assert_eq!(passed, oldest - 1, "round {round}");
+                    } else {
+                        assert!(passed >= ticket, "round {round}");
+                    }
+                    assert!(model.keys().all(|&queued| queued > passed));
                 }
-                _ => live.extend(queued(&mut queue, (rng >> 20) as usize % 8)),
+                3 => {
+                    limit = 1 + (rng >> 24) % 16;
+                    queue.step_aside(limit);
+                    queue.step_back(limit);
+                }
+                // Up to a few chunks of waiters, so that chunks are freed and reused.
+                _ if model.len() < 2 * CHUNK => {
+                    for _ in 0..(rng >> 20) % 8 {
+                        let want = 1 + ((rng >> 32) % 16) as u32;
+                        rng = rng.rotate_left(5);
+                        let waker = Waker::noop().clone();
+                        let (index, ticket) = if u64::from(want) > limit {
+                            queue.push_aside(waker, want)
+                        } else {
+                            queue.push_back(waker, want)
+                        };
+                        model.insert(ticket, (index, want));
+                    }
+                }
+                _ => {}
             }
-            assert_eq!(queue.len(), live.len());
+            let fits = |want: &u32| u64::from(*want) <= limit;
+            let in_line: Vec<u64> = model
+                .iter()
+                .filter(|(_, (_, want))| fits(want))
+                .map(|(t, _)| *t)
+                .collect();
+            let aside: Vec<u64> = model
+                .iter()
+                .filter(|(_, (_, want))| !fits(want))
+                .map(|(t, _)| *t)
+                .collect();
+            assert_eq!(walk(&queue, false), in_line, "round {round}");
+            assert_eq!(walk(&queue, true), aside, "round {round}");
+            assert_eq!(queue.waiting(), model.len());
+            if let Some(&head) = in_line.first() {
+                assert_eq!(queue.head_want, model[&head].1);
+            }
         }
-        while let Some(index) = live.pop_front() {
-            assert_eq!(queue.head, index);
+        for (_, (index, _)) in model {
             queue.remove(index);
         }
-        assert_eq!((queue.head, queue.tail, queue.len), (NIL, NIL, 0));
+        assert_eq!(queue.waiting(), 0);
+        assert_eq!(queue.footprint(), 0, "a burst's memory given back");
     }
 }
