@@ -1,7 +1,7 @@
 //! Faults in a fleet sharing per-host limits through Redis, judged by the target server:
 //! a worker killed while holding permits, a worker paused past its lease TTL, Redis restarted
 //! mid-run, Redis killed mid-run (the fleet fails fast, or waits for it without hammering),
-//! and a worker whose wall clock is 10 s off.
+//! a Sentinel failover mid-run, and a worker whose wall clock is 10 s off.
 //!
 //! Each test runs real worker processes (this binary, re-run with its ignored `fleet_worker`
 //! entry) against real `redis-server`. The tests take turns (one lock): each loads the
@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use support::dead_port::{DeadPort, most_within};
 use support::fleet::{self, Launch, Plan, Retry, Runtime, Scheduler, Summary, Worker};
 use support::http_server::TestServer;
-use support::redis_server::{RedisServer, TestRedis, unique_namespace};
+use support::redis_server::{Probe, RedisServer, Reply, TestRedis, unique_namespace};
+use support::sentinel::{MASTER_NAME, SentinelSet};
 
 const LEASE_TTL: Duration = Duration::from_secs(1);
 /// How often a process renews its leases.
@@ -115,6 +116,7 @@ fn plan(
     Plan {
         worker,
         redis_url: redis_url.to_owned(),
+        sentinel_master: None,
         namespace: namespace.to_owned(),
         lease_ttl: LEASE_TTL,
         hosts: target.hosts(),
@@ -548,6 +550,161 @@ fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_co
             "{name}: {down} requests while Redis was down or warming up"
         );
     }
+}
+
+/// The namespace's epoch on the Redis at `addr`: the run id it names and, as a local
+/// instant, when it was set (read against that Redis's `TIME`). The key's name and layout
+/// are the store's (`<namespace>:{epoch}`, a hash `{run, since}` in microseconds), pinned
+/// here on purpose.
+fn epoch(addr: std::net::SocketAddr, namespace: &str) -> (String, Instant) {
+    let mut probe = Probe::connect_addr(addr).expect("a probe on the new master");
+    let key = format!("{namespace}:{{epoch}}");
+    let field = |probe: &mut Probe, name: &str| {
+        probe
+            .command(&["HGET", &key, name])
+            .expect("HGET")
+            .text()
+            .unwrap_or_else(|| panic!("no epoch {name} in {key}"))
+    };
+    let run = field(&mut probe, "run");
+    let since: f64 = field(&mut probe, "since").parse().expect("a time");
+    let Reply::Array(Some(time)) = probe.command(&["TIME"]).expect("TIME") else {
+        panic!("TIME answered something else");
+    };
+    let read_at = Instant::now();
+    let part = |i: usize| -> f64 {
+        time[i]
+            .text()
+            .expect("a TIME part")
+            .parse()
+            .expect("a number")
+    };
+    let now = part(0) * 1e6 + part(1);
+    let ago = Duration::from_micros((now - since).max(0.0) as u64);
+    (run, read_at - ago)
+}
+
+fn secs(at: Instant, from: Instant) -> f64 {
+    if at >= from {
+        at.duration_since(from).as_secs_f64()
+    } else {
+        -from.duration_since(at).as_secs_f64()
+    }
+}
+
+/// The run id of the Redis at `addr`.
+fn run_id(addr: std::net::SocketAddr) -> String {
+    let info = Probe::connect_addr(addr)
+        .and_then(|mut probe| probe.command(&["INFO", "server"]))
+        .expect("INFO server")
+        .text()
+        .expect("INFO answers text");
+    info.lines()
+        .find_map(|line| line.strip_prefix("run_id:"))
+        .expect("a run id")
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn a_sentinel_failover_mid_run_moves_the_fleet_to_the_promoted_replica_granting_nothing_early() {
+    let _turn = one_at_a_time();
+    let mut set = SentinelSet::start();
+    let namespace = unique_namespace("failover");
+    const HOSTS: usize = 4;
+    // Slow answers: every host has both permits held when the master dies.
+    let latency = Duration::from_millis(400);
+    let target = Target::start(HOSTS, latency, None);
+    let launch = Launch::test_entry("fleet_worker");
+    let url = set.sentinel_url();
+    let started = Instant::now();
+    let mut workers: Vec<Worker> = (0..4)
+        .map(|worker| {
+            let mut plan = plan(worker, &url, &namespace, &target, items(HOSTS, 8), 8);
+            plan.sentinel_master = Some(MASTER_NAME.to_owned());
+            plan.call_timeout = Duration::from_secs(1);
+            plan.retry = Retry::Hinted(100);
+            Worker::spawn(&launch, &plan)
+        })
+        .collect();
+    for worker in &mut workers {
+        worker.go();
+    }
+    target.wait_until_all_active(CAP, Duration::from_secs(30));
+    let old = set.master.addr();
+    let held = started.elapsed();
+    set.kill_master();
+    let killed = Instant::now();
+    // Nothing is said of the new master before the sentinel names it.
+    let new = set.wait_for_failover(old, Duration::from_secs(30));
+    let switched = Instant::now();
+    assert_eq!(
+        new,
+        set.replica.addr(),
+        "the sentinel promoted something else"
+    );
+
+    let summaries: Vec<Summary> = workers
+        .into_iter()
+        .map(|worker| worker.finish(FINISH))
+        .collect();
+    let ended = Instant::now();
+    for summary in &summaries {
+        assert_eq!(summary.done, HOSTS * 8, "{summary:?}");
+        assert_eq!(summary.ok(), summary.done, "{summary:?}");
+        assert_eq!(summary.failed, 0, "{summary:?}");
+        assert!(summary.errors.is_empty(), "{summary:?}");
+    }
+    target.assert_within_cap();
+    // The stores moved to the promoted replica: the epoch there names it, set after the
+    // kill (it came from the old master before).
+    let (run, since) = epoch(new, &namespace);
+    assert_eq!(
+        run,
+        run_id(new),
+        "the epoch on the new master names another Redis"
+    );
+    assert!(
+        since > killed,
+        "the epoch on the new master was not reset after the failover"
+    );
+    // Nothing was granted from the kill until one lease TTL after the new master's epoch
+    // (bar requests granted just before the kill), and the run went on after that.
+    let margin = Duration::from_millis(100);
+    let mut first_after = Vec::new();
+    for name in &target.names {
+        let times = target.server.arrival_times(name);
+        let early = fleet::count_between(&times, killed + margin, since + LEASE_TTL - margin);
+        if early > 0 {
+            // What the host saw, for the failure's reader.
+            for arrival in target.server.arrivals(name) {
+                eprintln!(
+                    "{name}: {:?} arrived at kill{:+.3}s, epoch{:+.3}s, answered at kill+{:?}",
+                    arrival.path,
+                    secs(arrival.at, killed),
+                    secs(arrival.at, since),
+                    arrival.answered_at.map(|at| secs(at, killed)),
+                );
+            }
+        }
+        assert_eq!(
+            early, 0,
+            "{name}: {early} requests between the kill and one TTL after the new epoch"
+        );
+        let first = times.iter().find(|&&at| at > killed + margin).copied();
+        first_after.push(first.map(|at| at.duration_since(killed)));
+    }
+    let fenced: usize = summaries.iter().map(|summary| summary.fenced).sum();
+    let refused: usize = summaries.iter().map(|summary| summary.unavailable).sum();
+    println!(
+        "Sentinel failover: permits held {held:.2?} into the run; master killed; sentinel \
+         named the replica {:.2?} later; the new master's epoch began {:.2?} after the kill; \
+         first request per host after the kill {first_after:.2?}; run ended {:.2?} after \
+         the kill; {fenced} attempts fenced, {refused} refused while failing over",
+        switched.duration_since(killed),
+        since.duration_since(killed),
+        ended.duration_since(killed),
+    );
 }
 
 #[test]
