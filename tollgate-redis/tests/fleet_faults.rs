@@ -376,10 +376,13 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
 
 /// The fail-fast runs: four workers of 1,000 items each over 8 hosts (20 ms answers),
 /// their calls bounded by [`OUTAGE_CALL_TIMEOUT`], and Redis killed once they are well
-/// under way. Its port is taken at once by a [`DeadPort`] that counts each worker's
-/// connection attempts.
+/// under way. Redis listens on 127.0.0.1 and on one loopback address per worker
+/// (127.0.0.2 for worker 0, ...), each worker connecting to its own, so that the
+/// [`DeadPort`] taking the port on all of them right after the kill tells whose
+/// connection attempts it counts.
 const OUTAGE_HOSTS: usize = 8;
 const OUTAGE_ITEMS: usize = 1_000;
+const OUTAGE_WORKERS: u8 = 4;
 const OUTAGE_CALL_TIMEOUT: Duration = Duration::from_secs(1);
 /// The most connection attempts a worker may make in any one second while Redis is down.
 const MOST_KNOCKS_PER_SECOND: usize = 5;
@@ -390,19 +393,31 @@ struct Outage {
     workers: Vec<Worker>,
 }
 
+/// Worker `worker`'s own address for Redis on `port`.
+fn worker_addr(worker: u8, port: u16) -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, worker + 2], port))
+}
+
 impl Outage {
     /// Starts the fleet with `retry` and lets it run until the target has seen a quarter of
     /// the requests.
     fn start(label: &str, retry: Retry) -> Self {
-        let redis = RedisServer::start();
+        let binds: Vec<String> = std::iter::once("127.0.0.1".to_owned())
+            .chain((0..OUTAGE_WORKERS).map(|worker| format!("127.0.0.{}", worker + 2)))
+            .collect();
+        let args: Vec<&str> = std::iter::once("--bind")
+            .chain(binds.iter().map(String::as_str))
+            .collect();
+        let redis = RedisServer::start_with(&args);
         let namespace = unique_namespace(label);
         let target = Target::start(OUTAGE_HOSTS, Duration::from_millis(20), None);
         let launch = Launch::test_entry("fleet_worker");
-        let url = redis.url();
-        let mut workers: Vec<Worker> = (0..4)
+        let port = redis.addr().port();
+        let mut workers: Vec<Worker> = (0..OUTAGE_WORKERS)
             .map(|worker| {
+                let url = format!("redis://{}", worker_addr(worker, port));
                 let items = items(OUTAGE_HOSTS, OUTAGE_ITEMS / OUTAGE_HOSTS);
-                let mut plan = plan(worker, &url, &namespace, &target, items, 16);
+                let mut plan = plan(worker.into(), &url, &namespace, &target, items, 16);
                 plan.call_timeout = OUTAGE_CALL_TIMEOUT;
                 plan.retry = retry;
                 Worker::spawn(&launch, &plan)
@@ -423,42 +438,45 @@ impl Outage {
         }
     }
 
-    /// Kills Redis and takes its port: the instant of the kill, and the listener.
+    /// Kills Redis and takes its port on every address: the instant of the kill, and the
+    /// listener.
     fn kill(&mut self) -> (Instant, DeadPort) {
         self.redis.kill();
         let killed = Instant::now();
-        let pids = self.workers.iter().map(Worker::pid).collect();
-        (killed, DeadPort::take(self.redis.addr(), pids))
+        let port = self.redis.addr().port();
+        let addrs: Vec<_> = std::iter::once(self.redis.addr())
+            .chain((0..OUTAGE_WORKERS).map(|worker| worker_addr(worker, port)))
+            .collect();
+        (killed, DeadPort::take(&addrs))
     }
 }
 
-/// Asserts that none of the workers `pids` knocked more than [`MOST_KNOCKS_PER_SECOND`]
-/// times in any second (nor the fleet more than that many times each, counting knocks
-/// that could not be put down to a worker), and returns each worker's (knocks, most in one
-/// second) and the knocks of no worker.
-fn judge_knocks(dead: &DeadPort, pids: &[u32]) -> (Vec<(usize, usize)>, usize) {
-    let second = Duration::from_secs(1);
-    let knocks: Vec<(usize, usize)> = pids
-        .iter()
-        .map(|&pid| {
-            let times = dead.knocks_of(pid);
-            (times.len(), most_within(&times, second))
+/// Each worker's connection attempts on the dead port: (all, most in one second).
+fn knocks(dead: &DeadPort, port: u16) -> Vec<(usize, usize)> {
+    (0..OUTAGE_WORKERS)
+        .map(|worker| {
+            let times = dead.knocks_on(worker_addr(worker, port));
+            (times.len(), most_within(&times, Duration::from_secs(1)))
         })
-        .collect();
+        .collect()
+}
+
+/// Asserts that no worker knocked more than [`MOST_KNOCKS_PER_SECOND`] times in any second,
+/// and that every knock was a worker's.
+fn judge_knocks(knocks: &[(usize, usize)], dead: &DeadPort) {
     for (worker, &(_, most)) in knocks.iter().enumerate() {
         assert!(
             most <= MOST_KNOCKS_PER_SECOND,
             "worker {worker} knocked {most} times in one second on the dead port: {knocks:?}"
         );
     }
-    let all: Vec<Instant> = dead.knocks().iter().map(|knock| knock.at).collect();
-    let most = most_within(&all, second);
-    assert!(
-        most <= MOST_KNOCKS_PER_SECOND * pids.len(),
-        "the fleet knocked {most} times in one second: {knocks:?}, {} of no worker",
-        dead.strangers()
+    let all: usize = knocks.iter().map(|&(all, _)| all).sum();
+    assert_eq!(
+        all,
+        dead.knocks().len(),
+        "knocks of no worker: {:?}",
+        dead.knocks()
     );
-    (knocks, dead.strangers())
 }
 
 #[test]
@@ -467,7 +485,6 @@ fn with_redis_killed_every_worker_fails_fast_and_ends_within_three_call_timeouts
     let mut outage = Outage::start("failfast", Retry::Never);
     let (killed, dead) = outage.kill();
     let workers = std::mem::take(&mut outage.workers);
-    let pids: Vec<u32> = workers.iter().map(Worker::pid).collect();
     let ended: Vec<(Summary, Instant)> = workers
         .into_iter()
         .map(|worker| worker.finish_at(FINISH))
@@ -476,20 +493,15 @@ fn with_redis_killed_every_worker_fails_fast_and_ends_within_three_call_timeouts
         .iter()
         .map(|(_, at)| at.duration_since(killed))
         .collect();
+    // Every attempt a worker made while Redis was down, its keeper's included.
+    let knocks = knocks(&dead, outage.redis.addr().port());
     println!(
         "Redis killed, no retry: workers ended {after:.2?} after the kill (call timeout \
          {OUTAGE_CALL_TIMEOUT:?}); connection attempts on the dead port per worker (all, most \
-         in one second) {:?}; {:?}",
-        pids.iter()
-            .map(|&pid| {
-                let times = dead.knocks_of(pid);
-                (times.len(), most_within(&times, Duration::from_secs(1)))
-            })
-            .collect::<Vec<_>>(),
+         in one second) {knocks:?}; {:?}",
         ended.iter().map(|(summary, _)| summary).collect::<Vec<_>>()
     );
-    // Every attempt a worker made while Redis was down, its keeper's included.
-    judge_knocks(&dead, &pids);
+    judge_knocks(&knocks, &dead);
     for (worker, ((summary, _), after)) in ended.iter().zip(&after).enumerate() {
         assert!(
             *after <= 3 * OUTAGE_CALL_TIMEOUT,
@@ -513,8 +525,8 @@ fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_co
     let mut outage = Outage::start("failfast-retry", Retry::Hinted(ATTEMPTS));
     let (killed, dead) = outage.kill();
     std::thread::sleep(DOWN);
-    let pids: Vec<u32> = outage.workers.iter().map(Worker::pid).collect();
-    let (knocks, strangers) = judge_knocks(&dead, &pids);
+    let knocks = knocks(&dead, outage.redis.addr().port());
+    judge_knocks(&knocks, &dead);
     drop(dead);
     outage.redis.restart();
     let back = Instant::now();
@@ -525,8 +537,8 @@ fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_co
         .collect();
     println!(
         "Redis down for {DOWN:?}, retries after retry_after (at most {ATTEMPTS} attempts): \
-         connection attempts per worker while down (all, most in one second) {knocks:?} \
-         ({strangers} of no worker); {summaries:?}"
+         connection attempts per worker while down (all, most in one second) {knocks:?}; \
+         {summaries:?}"
     );
     for summary in &summaries {
         assert_eq!(summary.done, OUTAGE_ITEMS, "{summary:?}");
