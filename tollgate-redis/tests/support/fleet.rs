@@ -32,7 +32,12 @@
 //! the permit before the rate is deliberate: a start the rate allows is then never delayed by
 //! a wait for a permit, so starts keep the rate's spacing (the other order lets late starts
 //! bunch up). An item whose permit is fenced (its lease lapsed) or whose store was
-//! unreachable is tried again after a short pause; the counts say how often.
+//! unreachable is tried again as the plan's [`Retry`] says: after a short pause however
+//! often (the default), never, or up to a number of attempts each after the error's
+//! `retry_after`; the counts say how often.
+//!
+//! A worker connects to the Redis URL of its plan, or through Sentinel when the plan names
+//! a master (`sentinel_master`, the URL then being the sentinels').
 //!
 //! Each request's path names its sender, `/w<worker>/i<item>/s<step>`, so a test can tell
 //! from the server's log whose request was in flight.
