@@ -167,7 +167,7 @@ matrix! {
     async fn a_map_with_no_retry_policy_ends_within_two_call_timeouts_whatever_its_size() {
         let mut server = RedisServer::start();
         let ns = unique_namespace("map-fail-fast");
-        let wait = Duration::from_secs(1);
+        let wait = Duration::from_secs(2);
         let s = connect(&server.url(), &ns, Duration::from_millis(500), wait).await;
         let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
         server.kill();
