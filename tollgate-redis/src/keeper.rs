@@ -12,6 +12,10 @@
 //! it wakes on each, drains the queue and sends every queued release in one pipelined
 //! round trip, then wakes the local waiters of those keys. A release that cannot be sent
 //! (Redis down) is kept until its lease would have lapsed anyway.
+//!
+//! A new connection of the keeper waits for its turn like the store's (see `health.rs`):
+//! while Redis is out of reach the keeper knocks no more often than the store's probes,
+//! and its attempts are probes too.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -25,6 +29,7 @@ use crate::health::{Gate, Health};
 use crate::lease::Lease;
 use crate::scripts::RENEW;
 use crate::store::{StoreStats, micros};
+use crate::target::Target;
 
 enum Msg {
     /// A granted lease to renew from now on.
@@ -86,7 +91,7 @@ pub(crate) fn margin(ttl: Duration) -> Duration {
 
 impl Keeper {
     pub(crate) fn start(
-        client: redis::Client,
+        target: Target,
         health: Arc<Health>,
         ttl: Duration,
         wait: Duration,
@@ -95,7 +100,7 @@ impl Keeper {
         let stats = Arc::new(KeeperStats::default());
         let thread = Thread {
             rx,
-            client,
+            target,
             ttl,
             // A renewal that takes longer than a third of the TTL is as good as failed.
             wait: wait.min(ttl / 3),
@@ -170,7 +175,8 @@ impl Drop for Keeper {
 
 struct Thread {
     rx: Receiver<Msg>,
-    client: redis::Client,
+    /// Where to connect: a new connection asks Sentinel anew, if the store uses it.
+    target: Target,
     ttl: Duration,
     wait: Duration,
     /// How long a cancelled grant's tombstone stays.
@@ -304,9 +310,7 @@ impl Thread {
 
     /// A new connection that answered a `PING`, with the thread's timeouts.
     fn open(&self) -> redis::RedisResult<Connection> {
-        let mut conn = self.client.get_connection_with_timeout(self.wait)?;
-        conn.set_read_timeout(Some(self.wait))?;
-        conn.set_write_timeout(Some(self.wait))?;
+        let mut conn = self.target.connect_blocking(self.wait)?;
         redis::cmd("PING").query::<()>(&mut conn)?;
         Ok(conn)
     }

@@ -69,6 +69,10 @@
 //!   wait too, and a key whose rate state was lost is treated as if it had
 //!   started at the reset, so a lost state never allows an early start. A pause
 //!   ([`pause_key`](SharedKeyedRateLimiter::pause_key)) lost with Redis's data is gone.
+//!   Each new connection claims the epoch for the server it reached before any call runs
+//!   there, so a call prepared before a failover cannot pass for one to the old server.
+//!   Connected through Sentinel ([`RedisLimits::sentinel`]), a store follows a failover by
+//!   itself: every new connection asks the sentinels which server is the master now.
 //! - **A worker killed**: its leases lapse one TTL after their last renewal and its room
 //!   comes back to the fleet.
 //! - **A permit fenced**: its lease stays in Redis until it lapses or the permit is
@@ -82,9 +86,9 @@
 //!   the TTL is not seen as a pause the way a stopped process is: avoid suspending
 //!   workers that hold permits.
 //!
-//! Requirements and limits: Redis 6.2 or newer (checked at connect); one Redis (no
-//! cluster client; key names carry hash tags per key, but the epoch key is one per
-//! namespace); run Redis with `maxmemory-policy noeviction` (a `volatile-*` or `allkeys-*`
+//! Requirements and limits: Redis 6.2 or newer (checked at connect); one Redis, or one
+//! master behind Sentinel (no cluster client; key names carry hash tags per key, but the
+//! epoch key is one per namespace); run Redis with `maxmemory-policy noeviction` (a `volatile-*` or `allkeys-*`
 //! policy can evict lease sets, which over-grants); a proxy that keeps client connections
 //! open across a failover hides the new server's run id until the next reconnect. Waiting
 //! acquires in other processes ask again every poll interval (about 50 calls per second per
@@ -124,6 +128,7 @@ mod limits;
 mod rate;
 mod scripts;
 mod store;
+mod target;
 
 pub use crate::bulkhead::SharedKeyedBulkhead;
 pub use crate::error::SharedError;

@@ -6,17 +6,18 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use event_listener::Event;
 use futures_lite::future;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, FromRedisValue, RedisError, ScriptInvocation};
+use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 
 use crate::SharedError;
 use crate::health::{Admit, Attempt, Gate, Health, PROBE_WAIT};
 use crate::keeper::Keeper;
+use crate::target::Target;
 
 /// The default [`lease_ttl`](RedisLimitsOptions::lease_ttl).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
@@ -41,6 +42,21 @@ const RETRY_PAUSE: Duration = Duration::from_millis(25);
 /// The least time a connection attempt is made with: a call whose turn comes later than
 /// this before its deadline gives up instead.
 const MIN_ATTEMPT: Duration = Duration::from_millis(50);
+
+/// Makes the namespace's epoch (`lua/epoch.lua`) name the Redis a new connection reached,
+/// before any call of the store runs on it. The grant and rate scripts check the epoch
+/// against the run id their caller read when it prepared the call; a call prepared before a
+/// failover carries the old master's, which the promoted replica's copy of the epoch still
+/// names, and would skip the warm-up. Claimed first, the epoch names the new server, so
+/// such a call meets a mismatch and the scripts look up the real run id (and warm up).
+static CLAIM_EPOCH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/epoch.lua"),
+        "local t = redis.call('TIME')\n",
+        "epoch_since(KEYS[1], ARGV[1], tonumber(t[1]) * 1000000 + tonumber(t[2]))\n",
+        "return 0\n",
+    ))
+});
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -152,6 +168,8 @@ pub struct RedisLimits {
 #[must_use = "options do nothing until `.connect().await`"]
 pub struct RedisLimitsOptions {
     url: String,
+    /// Through Sentinel: the sentinels' URLs and the master's name (`url` is unused).
+    sentinel: Option<(Vec<String>, String)>,
     namespace: String,
     lease_ttl: Duration,
     call_timeout: Duration,
@@ -243,7 +261,9 @@ impl RedisLimitsOptions {
     /// # Errors
     ///
     /// An [`is_unavailable`](SharedError::is_unavailable) error when the URL is invalid,
-    /// Redis does not answer a `PING` within the wait, or it is older than 6.2.
+    /// Redis does not answer a `PING` within the wait, or it is older than 6.2; through
+    /// Sentinel, also when no sentinel is given, none answers, or none names a master
+    /// that says it is one.
     ///
     /// # Panics
     ///
@@ -253,18 +273,25 @@ impl RedisLimitsOptions {
     ///
     /// Dropping the future before it completes leaves nothing behind.
     pub async fn connect(self) -> Result<RedisLimits, SharedError> {
-        let client = redis::Client::open(self.url.as_str())
-            .map_err(|e| SharedError::unavailable(&self.url, format_args!("invalid url: {e}")))?;
-        let address = client.get_connection_info().addr().to_string();
+        let target = match &self.sentinel {
+            None => Target::direct(&self.url).map_err(|e| {
+                SharedError::unavailable(&self.url, format_args!("invalid url: {e}"))
+            })?,
+            Some((urls, master)) => Target::sentinel(urls, master).map_err(|e| {
+                let urls = urls.join(",");
+                SharedError::unavailable(&urls, format_args!("invalid sentinel urls: {e}"))
+            })?,
+        };
+        let address = target.address();
         let health = Arc::new(Health::default());
         let keeper = Keeper::start(
-            client.clone(),
+            target.clone(),
             Arc::clone(&health),
             self.lease_ttl,
             self.call_timeout,
         );
         let inner = Arc::new(Inner {
-            client,
+            target,
             address,
             namespace: self.namespace,
             ttl: self.lease_ttl,
@@ -296,10 +323,62 @@ impl RedisLimits {
     pub fn options(url: impl Into<String>) -> RedisLimitsOptions {
         RedisLimitsOptions {
             url: url.into(),
+            sentinel: None,
             namespace: "tollgate".to_owned(),
             lease_ttl: DEFAULT_LEASE_TTL,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             poll_interval: DEFAULT_POLL_INTERVAL,
+        }
+    }
+
+    /// Options to connect through Redis Sentinel to the master the sentinels at
+    /// `sentinels` (`redis://host:port` each) know as `master`.
+    ///
+    /// Every new connection (the store's, and its keeper's) asks the sentinels, in turn,
+    /// which server is the master now, and uses it only once it says it is a master. So
+    /// when the master fails and Sentinel promotes a replica, the store follows by itself:
+    /// calls fail (fast: see [`RedisLimits`]) until Sentinel names the new master, then go
+    /// to it.
+    /// The new master is a different Redis process, so the store's epoch check sees it (its
+    /// run id) and grants nothing for one lease TTL: leases granted just before the failover
+    /// may not have reached the replica, and their holders are fenced or their leases
+    /// lapse meanwhile.
+    ///
+    /// The master is reached on database 0 without credentials (the sentinels' URLs may
+    /// carry their own). Errors name the master and the sentinels
+    /// ([`address`](Self::address)).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tollgate_redis::{RedisLimits, SharedKeyedBulkhead};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let store = RedisLimits::sentinel(
+    ///     ["redis://10.0.0.5:26379", "redis://10.0.0.6:26379", "redis://10.0.0.7:26379"],
+    ///     "crawler",
+    /// )
+    /// .namespace("crawler")
+    /// .connect()
+    /// .await?;
+    /// assert_eq!(
+    ///     store.address(),
+    ///     "crawler via sentinel 10.0.0.5:26379,10.0.0.6:26379,10.0.0.7:26379"
+    /// );
+    /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
+    /// # let _ = per_host;
+    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # });
+    /// ```
+    pub fn sentinel<I>(sentinels: I, master: impl Into<String>) -> RedisLimitsOptions
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        let sentinels: Vec<String> = sentinels.into_iter().map(Into::into).collect();
+        RedisLimitsOptions {
+            sentinel: Some((sentinels, master.into())),
+            ..Self::options(String::new())
         }
     }
 
@@ -316,7 +395,9 @@ impl RedisLimits {
         Self::options(url).connect().await
     }
 
-    /// The address of the Redis (`host:port`), as errors name it.
+    /// The address of the Redis (`host:port`), as errors name it; through Sentinel, the
+    /// master's name and the sentinels' addresses (`crawler via sentinel
+    /// 10.0.0.5:26379,10.0.0.6:26379`).
     ///
     /// # Examples
     ///
@@ -628,7 +709,7 @@ struct Locals {
 }
 
 pub(crate) struct Inner {
-    client: redis::Client,
+    target: Target,
     pub(crate) address: String,
     pub(crate) namespace: String,
     pub(crate) ttl: Duration,
@@ -746,13 +827,7 @@ impl Inner {
     /// Opens a new connection, reads the server's version and run id, and makes it the
     /// current one.
     async fn open(&self) -> Result<(u64, MultiplexedConnection), RedisError> {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.wait))
-            .set_response_timeout(Some(self.wait));
-        let mut conn = self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?;
+        let mut conn = self.target.connect(self.wait).await?;
         let info: String = redis::cmd("INFO")
             .arg("server")
             .query_async(&mut conn)
@@ -768,6 +843,10 @@ impl Inner {
                 ),
             )));
         }
+        // Before any call of this store runs on this server: see `CLAIM_EPOCH`.
+        let mut claim = CLAIM_EPOCH.prepare_invoke();
+        claim.key(self.epoch_key()).arg(&server.run_id);
+        claim.invoke_async::<()>(&mut conn).await?;
         *lock(&self.run_id) = server.run_id;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         *lock(&self.conn) = Some((generation, conn.clone()));
@@ -885,8 +964,10 @@ impl Inner {
                         }
                     } else if !passing(&error) {
                         // An answer, if not the one hoped for: Redis is there.
-                        self.health.reached();
-                        drop(probe);
+                        match probe.take() {
+                            Some(attempt) => attempt.reached(),
+                            None => self.health.reached(),
+                        }
                         return Err(SharedError::unavailable(&self.address, error));
                     }
                     error.to_string()

@@ -1,7 +1,7 @@
 //! Faults in a fleet sharing per-host limits through Redis, judged by the target server:
 //! a worker killed while holding permits, a worker paused past its lease TTL, Redis restarted
 //! mid-run, Redis killed mid-run (the fleet fails fast, or waits for it without hammering),
-//! and a worker whose wall clock is 10 s off.
+//! a Sentinel failover mid-run, and a worker whose wall clock is 10 s off.
 //!
 //! Each test runs real worker processes (this binary, re-run with its ignored `fleet_worker`
 //! entry) against real `redis-server`. The tests take turns (one lock): each loads the
@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use support::dead_port::{DeadPort, most_within};
 use support::fleet::{self, Launch, Plan, Retry, Runtime, Scheduler, Summary, Worker};
 use support::http_server::TestServer;
-use support::redis_server::{RedisServer, TestRedis, unique_namespace};
+use support::redis_server::{Probe, RedisServer, Reply, TestRedis, unique_namespace};
+use support::sentinel::{MASTER_NAME, SentinelSet};
 
 const LEASE_TTL: Duration = Duration::from_secs(1);
 /// How often a process renews its leases.
@@ -115,6 +116,7 @@ fn plan(
     Plan {
         worker,
         redis_url: redis_url.to_owned(),
+        sentinel_master: None,
         namespace: namespace.to_owned(),
         lease_ttl: LEASE_TTL,
         hosts: target.hosts(),
@@ -374,10 +376,13 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
 
 /// The fail-fast runs: four workers of 1,000 items each over 8 hosts (20 ms answers),
 /// their calls bounded by [`OUTAGE_CALL_TIMEOUT`], and Redis killed once they are well
-/// under way. Its port is taken at once by a [`DeadPort`] that counts each worker's
-/// connection attempts.
+/// under way. Redis listens on 127.0.0.1 and on one loopback address per worker
+/// (127.0.0.2 for worker 0, ...), each worker connecting to its own, so that the
+/// [`DeadPort`] taking the port on all of them right after the kill tells whose
+/// connection attempts it counts.
 const OUTAGE_HOSTS: usize = 8;
 const OUTAGE_ITEMS: usize = 1_000;
+const OUTAGE_WORKERS: u8 = 4;
 const OUTAGE_CALL_TIMEOUT: Duration = Duration::from_secs(1);
 /// The most connection attempts a worker may make in any one second while Redis is down.
 const MOST_KNOCKS_PER_SECOND: usize = 5;
@@ -388,19 +393,31 @@ struct Outage {
     workers: Vec<Worker>,
 }
 
+/// Worker `worker`'s own address for Redis on `port`.
+fn worker_addr(worker: u8, port: u16) -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, worker + 2], port))
+}
+
 impl Outage {
     /// Starts the fleet with `retry` and lets it run until the target has seen a quarter of
     /// the requests.
     fn start(label: &str, retry: Retry) -> Self {
-        let redis = RedisServer::start();
+        let binds: Vec<String> = std::iter::once("127.0.0.1".to_owned())
+            .chain((0..OUTAGE_WORKERS).map(|worker| format!("127.0.0.{}", worker + 2)))
+            .collect();
+        let args: Vec<&str> = std::iter::once("--bind")
+            .chain(binds.iter().map(String::as_str))
+            .collect();
+        let redis = RedisServer::start_with(&args);
         let namespace = unique_namespace(label);
         let target = Target::start(OUTAGE_HOSTS, Duration::from_millis(20), None);
         let launch = Launch::test_entry("fleet_worker");
-        let url = redis.url();
-        let mut workers: Vec<Worker> = (0..4)
+        let port = redis.addr().port();
+        let mut workers: Vec<Worker> = (0..OUTAGE_WORKERS)
             .map(|worker| {
+                let url = format!("redis://{}", worker_addr(worker, port));
                 let items = items(OUTAGE_HOSTS, OUTAGE_ITEMS / OUTAGE_HOSTS);
-                let mut plan = plan(worker, &url, &namespace, &target, items, 16);
+                let mut plan = plan(worker.into(), &url, &namespace, &target, items, 16);
                 plan.call_timeout = OUTAGE_CALL_TIMEOUT;
                 plan.retry = retry;
                 Worker::spawn(&launch, &plan)
@@ -421,42 +438,45 @@ impl Outage {
         }
     }
 
-    /// Kills Redis and takes its port: the instant of the kill, and the listener.
+    /// Kills Redis and takes its port on every address: the instant of the kill, and the
+    /// listener.
     fn kill(&mut self) -> (Instant, DeadPort) {
         self.redis.kill();
         let killed = Instant::now();
-        let pids = self.workers.iter().map(Worker::pid).collect();
-        (killed, DeadPort::take(self.redis.addr(), pids))
+        let port = self.redis.addr().port();
+        let addrs: Vec<_> = std::iter::once(self.redis.addr())
+            .chain((0..OUTAGE_WORKERS).map(|worker| worker_addr(worker, port)))
+            .collect();
+        (killed, DeadPort::take(&addrs))
     }
 }
 
-/// Asserts that none of the workers `pids` knocked more than [`MOST_KNOCKS_PER_SECOND`]
-/// times in any second (nor the fleet more than that many times each, counting knocks
-/// that could not be put down to a worker), and returns each worker's (knocks, most in one
-/// second) and the knocks of no worker.
-fn judge_knocks(dead: &DeadPort, pids: &[u32]) -> (Vec<(usize, usize)>, usize) {
-    let second = Duration::from_secs(1);
-    let knocks: Vec<(usize, usize)> = pids
-        .iter()
-        .map(|&pid| {
-            let times = dead.knocks_of(pid);
-            (times.len(), most_within(&times, second))
+/// Each worker's connection attempts on the dead port: (all, most in one second).
+fn knocks(dead: &DeadPort, port: u16) -> Vec<(usize, usize)> {
+    (0..OUTAGE_WORKERS)
+        .map(|worker| {
+            let times = dead.knocks_on(worker_addr(worker, port));
+            (times.len(), most_within(&times, Duration::from_secs(1)))
         })
-        .collect();
+        .collect()
+}
+
+/// Asserts that no worker knocked more than [`MOST_KNOCKS_PER_SECOND`] times in any second,
+/// and that every knock was a worker's.
+fn judge_knocks(knocks: &[(usize, usize)], dead: &DeadPort) {
     for (worker, &(_, most)) in knocks.iter().enumerate() {
         assert!(
             most <= MOST_KNOCKS_PER_SECOND,
             "worker {worker} knocked {most} times in one second on the dead port: {knocks:?}"
         );
     }
-    let all: Vec<Instant> = dead.knocks().iter().map(|knock| knock.at).collect();
-    let most = most_within(&all, second);
-    assert!(
-        most <= MOST_KNOCKS_PER_SECOND * pids.len(),
-        "the fleet knocked {most} times in one second: {knocks:?}, {} of no worker",
-        dead.strangers()
+    let all: usize = knocks.iter().map(|&(all, _)| all).sum();
+    assert_eq!(
+        all,
+        dead.knocks().len(),
+        "knocks of no worker: {:?}",
+        dead.knocks()
     );
-    (knocks, dead.strangers())
 }
 
 #[test]
@@ -465,7 +485,6 @@ fn with_redis_killed_every_worker_fails_fast_and_ends_within_three_call_timeouts
     let mut outage = Outage::start("failfast", Retry::Never);
     let (killed, dead) = outage.kill();
     let workers = std::mem::take(&mut outage.workers);
-    let pids: Vec<u32> = workers.iter().map(Worker::pid).collect();
     let ended: Vec<(Summary, Instant)> = workers
         .into_iter()
         .map(|worker| worker.finish_at(FINISH))
@@ -474,20 +493,15 @@ fn with_redis_killed_every_worker_fails_fast_and_ends_within_three_call_timeouts
         .iter()
         .map(|(_, at)| at.duration_since(killed))
         .collect();
+    // Every attempt a worker made while Redis was down, its keeper's included.
+    let knocks = knocks(&dead, outage.redis.addr().port());
     println!(
         "Redis killed, no retry: workers ended {after:.2?} after the kill (call timeout \
          {OUTAGE_CALL_TIMEOUT:?}); connection attempts on the dead port per worker (all, most \
-         in one second) {:?}; {:?}",
-        pids.iter()
-            .map(|&pid| {
-                let times = dead.knocks_of(pid);
-                (times.len(), most_within(&times, Duration::from_secs(1)))
-            })
-            .collect::<Vec<_>>(),
+         in one second) {knocks:?}; {:?}",
         ended.iter().map(|(summary, _)| summary).collect::<Vec<_>>()
     );
-    // Every attempt a worker made while Redis was down, its keeper's included.
-    judge_knocks(&dead, &pids);
+    judge_knocks(&knocks, &dead);
     for (worker, ((summary, _), after)) in ended.iter().zip(&after).enumerate() {
         assert!(
             *after <= 3 * OUTAGE_CALL_TIMEOUT,
@@ -511,8 +525,8 @@ fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_co
     let mut outage = Outage::start("failfast-retry", Retry::Hinted(ATTEMPTS));
     let (killed, dead) = outage.kill();
     std::thread::sleep(DOWN);
-    let pids: Vec<u32> = outage.workers.iter().map(Worker::pid).collect();
-    let (knocks, strangers) = judge_knocks(&dead, &pids);
+    let knocks = knocks(&dead, outage.redis.addr().port());
+    judge_knocks(&knocks, &dead);
     drop(dead);
     outage.redis.restart();
     let back = Instant::now();
@@ -523,8 +537,8 @@ fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_co
         .collect();
     println!(
         "Redis down for {DOWN:?}, retries after retry_after (at most {ATTEMPTS} attempts): \
-         connection attempts per worker while down (all, most in one second) {knocks:?} \
-         ({strangers} of no worker); {summaries:?}"
+         connection attempts per worker while down (all, most in one second) {knocks:?}; \
+         {summaries:?}"
     );
     for summary in &summaries {
         assert_eq!(summary.done, OUTAGE_ITEMS, "{summary:?}");
@@ -548,6 +562,161 @@ fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_co
             "{name}: {down} requests while Redis was down or warming up"
         );
     }
+}
+
+/// The namespace's epoch on the Redis at `addr`: the run id it names and, as a local
+/// instant, when it was set (read against that Redis's `TIME`). The key's name and layout
+/// are the store's (`<namespace>:{epoch}`, a hash `{run, since}` in microseconds), pinned
+/// here on purpose.
+fn epoch(addr: std::net::SocketAddr, namespace: &str) -> (String, Instant) {
+    let mut probe = Probe::connect_addr(addr).expect("a probe on the new master");
+    let key = format!("{namespace}:{{epoch}}");
+    let field = |probe: &mut Probe, name: &str| {
+        probe
+            .command(&["HGET", &key, name])
+            .expect("HGET")
+            .text()
+            .unwrap_or_else(|| panic!("no epoch {name} in {key}"))
+    };
+    let run = field(&mut probe, "run");
+    let since: f64 = field(&mut probe, "since").parse().expect("a time");
+    let Reply::Array(Some(time)) = probe.command(&["TIME"]).expect("TIME") else {
+        panic!("TIME answered something else");
+    };
+    let read_at = Instant::now();
+    let part = |i: usize| -> f64 {
+        time[i]
+            .text()
+            .expect("a TIME part")
+            .parse()
+            .expect("a number")
+    };
+    let now = part(0) * 1e6 + part(1);
+    let ago = Duration::from_micros((now - since).max(0.0) as u64);
+    (run, read_at - ago)
+}
+
+fn secs(at: Instant, from: Instant) -> f64 {
+    if at >= from {
+        at.duration_since(from).as_secs_f64()
+    } else {
+        -from.duration_since(at).as_secs_f64()
+    }
+}
+
+/// The run id of the Redis at `addr`.
+fn run_id(addr: std::net::SocketAddr) -> String {
+    let info = Probe::connect_addr(addr)
+        .and_then(|mut probe| probe.command(&["INFO", "server"]))
+        .expect("INFO server")
+        .text()
+        .expect("INFO answers text");
+    info.lines()
+        .find_map(|line| line.strip_prefix("run_id:"))
+        .expect("a run id")
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn a_sentinel_failover_mid_run_moves_the_fleet_to_the_promoted_replica_granting_nothing_early() {
+    let _turn = one_at_a_time();
+    let mut set = SentinelSet::start();
+    let namespace = unique_namespace("failover");
+    const HOSTS: usize = 4;
+    // Slow answers: every host has both permits held when the master dies.
+    let latency = Duration::from_millis(400);
+    let target = Target::start(HOSTS, latency, None);
+    let launch = Launch::test_entry("fleet_worker");
+    let url = set.sentinel_url();
+    let started = Instant::now();
+    let mut workers: Vec<Worker> = (0..4)
+        .map(|worker| {
+            let mut plan = plan(worker, &url, &namespace, &target, items(HOSTS, 8), 8);
+            plan.sentinel_master = Some(MASTER_NAME.to_owned());
+            plan.call_timeout = Duration::from_secs(1);
+            plan.retry = Retry::Hinted(100);
+            Worker::spawn(&launch, &plan)
+        })
+        .collect();
+    for worker in &mut workers {
+        worker.go();
+    }
+    target.wait_until_all_active(CAP, Duration::from_secs(30));
+    let old = set.master.addr();
+    let held = started.elapsed();
+    set.kill_master();
+    let killed = Instant::now();
+    // Nothing is said of the new master before the sentinel names it.
+    let new = set.wait_for_failover(old, Duration::from_secs(30));
+    let switched = Instant::now();
+    assert_eq!(
+        new,
+        set.replica.addr(),
+        "the sentinel promoted something else"
+    );
+
+    let summaries: Vec<Summary> = workers
+        .into_iter()
+        .map(|worker| worker.finish(FINISH))
+        .collect();
+    let ended = Instant::now();
+    for summary in &summaries {
+        assert_eq!(summary.done, HOSTS * 8, "{summary:?}");
+        assert_eq!(summary.ok(), summary.done, "{summary:?}");
+        assert_eq!(summary.failed, 0, "{summary:?}");
+        assert!(summary.errors.is_empty(), "{summary:?}");
+    }
+    target.assert_within_cap();
+    // The stores moved to the promoted replica: the epoch there names it, set after the
+    // kill (it came from the old master before).
+    let (run, since) = epoch(new, &namespace);
+    assert_eq!(
+        run,
+        run_id(new),
+        "the epoch on the new master names another Redis"
+    );
+    assert!(
+        since > killed,
+        "the epoch on the new master was not reset after the failover"
+    );
+    // Nothing was granted from the kill until one lease TTL after the new master's epoch
+    // (bar requests granted just before the kill), and the run went on after that.
+    let margin = Duration::from_millis(100);
+    let mut first_after = Vec::new();
+    for name in &target.names {
+        let times = target.server.arrival_times(name);
+        let early = fleet::count_between(&times, killed + margin, since + LEASE_TTL - margin);
+        if early > 0 {
+            // What the host saw, for the failure's reader.
+            for arrival in target.server.arrivals(name) {
+                eprintln!(
+                    "{name}: {:?} arrived at kill{:+.3}s, epoch{:+.3}s, answered at kill+{:?}",
+                    arrival.path,
+                    secs(arrival.at, killed),
+                    secs(arrival.at, since),
+                    arrival.answered_at.map(|at| secs(at, killed)),
+                );
+            }
+        }
+        assert_eq!(
+            early, 0,
+            "{name}: {early} requests between the kill and one TTL after the new epoch"
+        );
+        let first = times.iter().find(|&&at| at > killed + margin).copied();
+        first_after.push(first.map(|at| at.duration_since(killed)));
+    }
+    let fenced: usize = summaries.iter().map(|summary| summary.fenced).sum();
+    let refused: usize = summaries.iter().map(|summary| summary.unavailable).sum();
+    println!(
+        "Sentinel failover: permits held {held:.2?} into the run; master killed; sentinel \
+         named the replica {:.2?} later; the new master's epoch began {:.2?} after the kill; \
+         first request per host after the kill {first_after:.2?}; run ended {:.2?} after \
+         the kill; {fenced} attempts fenced, {refused} refused while failing over",
+        switched.duration_since(killed),
+        since.duration_since(killed),
+        ended.duration_since(killed),
+    );
 }
 
 #[test]

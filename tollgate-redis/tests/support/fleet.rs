@@ -32,7 +32,12 @@
 //! the permit before the rate is deliberate: a start the rate allows is then never delayed by
 //! a wait for a permit, so starts keep the rate's spacing (the other order lets late starts
 //! bunch up). An item whose permit is fenced (its lease lapsed) or whose store was
-//! unreachable is tried again after a short pause; the counts say how often.
+//! unreachable is tried again as the plan's [`Retry`] says: after a short pause however
+//! often (the default), never, or up to a number of attempts each after the error's
+//! `retry_after`; the counts say how often.
+//!
+//! A worker connects to the Redis URL of its plan, or through Sentinel when the plan names
+//! a master (`sentinel_master`, the URL then being the sentinels').
 //!
 //! Each request's path names its sender, `/w<worker>/i<item>/s<step>`, so a test can tell
 //! from the server's log whose request was in flight.
@@ -133,8 +138,11 @@ impl Scheduler {
 pub struct Plan {
     /// The worker's number, in its request paths and its printed lines.
     pub worker: usize,
-    /// Where the shared store is.
+    /// Where the shared store is: a Redis URL, or with `sentinel_master` the sentinels'
+    /// URLs, comma-separated.
     pub redis_url: String,
+    /// Through Sentinel: the master's name.
+    pub sentinel_master: Option<String>,
     /// The store's namespace: every Redis key of one run starts with it.
     pub namespace: String,
     /// How long a lease lasts without renewal.
@@ -213,6 +221,10 @@ impl Plan {
         [
             format!("worker={}", self.worker),
             format!("redis_url={}", self.redis_url),
+            format!(
+                "sentinel_master={}",
+                self.sentinel_master.as_deref().unwrap_or("")
+            ),
             format!("namespace={}", self.namespace),
             format!("lease_ttl_ms={}", self.lease_ttl.as_millis()),
             format!("hosts={}", hosts.join(",")),
@@ -249,6 +261,9 @@ impl Plan {
         Self {
             worker: number("worker"),
             redis_url: field("redis_url").to_owned(),
+            sentinel_master: Some(field("sentinel_master"))
+                .filter(|name| !name.is_empty())
+                .map(str::to_owned),
             namespace: field("namespace").to_owned(),
             lease_ttl: Duration::from_millis(number("lease_ttl_ms") as u64),
             hosts: list("hosts")
@@ -748,6 +763,7 @@ impl Crawl {
                 let plan = Plan {
                     worker,
                     redis_url: redis_url.to_owned(),
+                    sentinel_master: None,
                     namespace: namespace.to_owned(),
                     lease_ttl: self.lease_ttl,
                     hosts: hosts.clone(),
@@ -1052,7 +1068,11 @@ mod worker {
     const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
     pub(super) async fn run(plan: &Plan) -> Summary {
-        let store = RedisLimits::options(&plan.redis_url)
+        let options = match &plan.sentinel_master {
+            None => RedisLimits::options(&plan.redis_url),
+            Some(master) => RedisLimits::sentinel(plan.redis_url.split(','), master),
+        };
+        let store = options
             .namespace(&plan.namespace)
             .lease_ttl(plan.lease_ttl)
             .call_timeout(plan.call_timeout)

@@ -43,6 +43,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    /// Arguments after the usual ones (`--replicaof host port`).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -52,6 +54,40 @@ impl RedisServer {
     ///
     /// If `redis-server` is not installed or does not come up.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a replica of `primary` (on a free loopback port, as [`start`](Self::start))
+    /// and waits until its link to the primary is up.
+    ///
+    /// # Panics
+    ///
+    /// If it does not come up, or does not sync within a few seconds.
+    pub fn start_replica_of(primary: &RedisServer) -> Self {
+        let port = primary.port.to_string();
+        let replica = Self::start_with(&["--replicaof", "127.0.0.1", &port]);
+        let until = Instant::now() + START_DEADLINE;
+        loop {
+            let info = replica
+                .probe()
+                .command(&["INFO", "replication"])
+                .ok()
+                .and_then(|reply| reply.text())
+                .unwrap_or_default();
+            if info.contains("master_link_status:up") {
+                return replica;
+            }
+            assert!(Instant::now() < until, "the replica never synced: {info}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts `redis-server` with `extra` after the usual arguments.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with(extra: &[&str]) -> Self {
         // A port is free when we pick it and may be taken before redis-server binds it:
         // try a few.
         let mut last_error = None;
@@ -64,6 +100,7 @@ impl RedisServer {
                 port,
                 dir,
                 child: None,
+                extra: extra.iter().map(|&arg| arg.to_owned()).collect(),
             };
             match server.launch() {
                 Ok(()) => return server,
@@ -187,6 +224,7 @@ impl RedisServer {
             .args(["--appendonly", "no"])
             .args(["--protected-mode", "no"])
             .args(["--dir", &self.dir.to_string_lossy()])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
