@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{connect, matrix, until};
 use futures_lite::future;
-use support::redis_server::{Probe, RedisServer, TestRedis, unique_namespace};
+use support::redis_server::{Probe, RedisServer, TestRedis, mark_warm, unique_namespace};
 use tollgate::{Answer, LaterReason, Rate, SharedLimits, map_async};
 use tollgate_redis::{
     MAX_PAUSE, RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead,
@@ -20,31 +20,6 @@ use tollgate_redis::{
 };
 
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// Marks the namespace as already warm (its epoch set by this Redis, in the past), so the
-/// answers these tests look at are about the pause, not the warm-up of a new namespace.
-/// The key's name is the store's layout (`<namespace>:{epoch}`), pinned here on purpose.
-fn warm_up(store: &RedisLimits) {
-    let mut conn = redis::Client::open(format!("redis://{}", store.address()))
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
-    let run = info
-        .lines()
-        .find_map(|l| l.strip_prefix("run_id:"))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let _: () = redis::cmd("HSET")
-        .arg(format!("{}:{{epoch}}", store.namespace()))
-        .arg("run")
-        .arg(run)
-        .arg("since")
-        .arg(0)
-        .query(&mut conn)
-        .unwrap();
-}
 
 /// Every kind of limits one name can have: a cap, a rate, both, neither.
 fn every_kind(store: &RedisLimits, name: &str) -> [(&'static str, SharedKeyLimits); 4] {
@@ -81,7 +56,7 @@ matrix! {
         let redis = TestRedis::get();
         let ns = unique_namespace("pause-map");
         let s = connect(&redis.url(), &ns, Duration::from_secs(2), Duration::from_secs(2)).await;
-        warm_up(&s);
+        mark_warm(&format!("redis://{}", s.address()), s.namespace());
         for (kind, limits) in every_kind(&s, "per-host") {
             let paused = format!("paused-{}", kind.replace(' ', "-"));
             limits.pause_key(&paused, Duration::from_secs(30)).await.unwrap();
@@ -138,7 +113,7 @@ matrix! {
         let redis = TestRedis::get();
         let ns = unique_namespace("pause-acquire");
         let s = connect(&redis.url(), &ns, Duration::from_secs(2), Duration::from_secs(2)).await;
-        warm_up(&s);
+        mark_warm(&format!("redis://{}", s.address()), s.namespace());
         // The pause is shared by name: limits and a bulkhead both named "per-host".
         let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(1);
         let bulkhead = SharedKeyedBulkhead::new(&s, "per-host", 1);
@@ -192,7 +167,7 @@ matrix! {
         let server = RedisServer::start();
         let ns = unique_namespace("pause-max");
         let s = connect(&server.url(), &ns, Duration::from_secs(2), Duration::from_secs(2)).await;
-        warm_up(&s);
+        mark_warm(&format!("redis://{}", s.address()), s.namespace());
         let rate = SharedKeyedRateLimiter::new(&s, "per-host", Rate::per_second(100));
         rate.pause_key("k", Duration::MAX).await.unwrap();
         // Asking again with the maximum keeps it (and must not fail).

@@ -9,36 +9,12 @@ mod support;
 use std::time::Duration;
 
 use common::matrix;
-use support::redis_server::{TestRedis, unique_namespace};
+use support::redis_server::{TestRedis, mark_warm, unique_namespace};
 use tollgate::Rate;
 use tollgate_redis::{
     MAX_CALL_TIMEOUT, MAX_LEASE_TTL, RedisLimits, SharedKeyLimits, SharedKeyedBulkhead,
     SharedKeyedRateLimiter,
 };
-
-/// Marks the namespace as warm: its epoch names this Redis and began long ago. The key's
-/// name is the store's layout (`<namespace>:{epoch}`), pinned here on purpose.
-fn warm(redis: &TestRedis, namespace: &str) {
-    let mut conn = redis::Client::open(redis.url())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
-    let run = info
-        .lines()
-        .find_map(|line| line.strip_prefix("run_id:"))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let _: () = redis::cmd("HSET")
-        .arg(format!("{namespace}:{{epoch}}"))
-        .arg("run")
-        .arg(run)
-        .arg("since")
-        .arg(0)
-        .query(&mut conn)
-        .unwrap();
-}
 
 matrix! {
     async fn a_store_at_the_longest_ttl_and_call_timeout_grants_and_releases() {
@@ -66,7 +42,7 @@ matrix! {
         assert_eq!(store.call_timeout(), MAX_CALL_TIMEOUT);
         // Warm (as if the namespace had been in use for longer than the TTL): a grant, its
         // hour-long lease held by the keeper, and its release.
-        warm(&redis, &ns);
+        mark_warm(&redis.url(), &ns);
         let permit = bulkhead.acquire("k").await.unwrap();
         assert!(!permit.is_fenced());
         assert_eq!(store.stats().leases_held(), 1);

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{InFlight, connect, matrix, until};
-use support::redis_server::{RedisServer, TestRedis, unique_namespace};
+use support::redis_server::{RedisServer, TestRedis, mark_warm, unique_namespace};
 use tollgate::Rate;
 use tollgate_redis::{RedisLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter};
 
@@ -21,30 +21,11 @@ async fn store(url: &str, namespace: &str, ttl: Duration) -> RedisLimits {
     connect(url, namespace, ttl, WAIT).await
 }
 
-/// Marks the namespace as already warm (its epoch set by this Redis, in the past), for tests about
-/// something else than the warm-up a new namespace otherwise waits (one TTL): they can use
-/// TTLs long enough that a loaded machine never lets a lease lapse under them. The key's
-/// name is the store's layout (`<namespace>:{epoch}`), pinned here on purpose.
+/// Marks the store's namespace as already warm, for tests about something else than the
+/// warm-up: they can use TTLs long enough that a loaded machine never lets a lease lapse
+/// under them.
 async fn warm_up(store: &RedisLimits) {
-    let mut conn = redis::Client::open(format!("redis://{}", store.address()))
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
-    let run = info
-        .lines()
-        .find_map(|l| l.strip_prefix("run_id:"))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let _: () = redis::cmd("HSET")
-        .arg(format!("{}:{{epoch}}", store.namespace()))
-        .arg("run")
-        .arg(run)
-        .arg("since")
-        .arg(0)
-        .query(&mut conn)
-        .unwrap();
+    mark_warm(&format!("redis://{}", store.address()), store.namespace());
 }
 
 /// Asks until `ask` succeeds, waiting out an unreachable store's time to its next probe.

@@ -586,3 +586,29 @@ impl CommandStat {
 pub fn total_calls(stats: &[CommandStat]) -> u64 {
     stats.iter().map(|stat| stat.calls).sum()
 }
+
+/// Marks `namespace` in the Redis at `url` as already warm: its epoch names this Redis
+/// process and began long ago, so a store there grants at once. For tests about something
+/// else than the warm-up a new namespace otherwise waits (one TTL). The key's name is the
+/// store's layout (`<namespace>:{epoch}`), pinned here on purpose.
+pub fn mark_warm(url: &str, namespace: &str) {
+    let mut conn = redis::Client::open(url)
+        .expect("a redis URL")
+        .get_connection()
+        .expect("connect to the test's redis");
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
+    let run = info
+        .lines()
+        .find_map(|line| line.strip_prefix("run_id:"))
+        .expect("INFO server names its run_id")
+        .trim()
+        .to_owned();
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{namespace}:{{epoch}}"))
+        .arg("run")
+        .arg(run)
+        .arg("since")
+        .arg(0)
+        .query(&mut conn)
+        .unwrap();
+}
