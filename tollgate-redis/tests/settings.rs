@@ -37,7 +37,8 @@ matrix! {
         let rate = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(10));
         assert!(rate.check_key("k").await.unwrap_err().is_warming_up());
         let limits = SharedKeyLimits::new(&store, "fetch").limit_per_key(1);
-        limits.pause_key("k", MAX_LEASE_TTL).await.unwrap();
+        // A pause as long as the TTL, on a key of its own (a paused key is never granted).
+        limits.pause_key("paused", MAX_LEASE_TTL).await.unwrap();
         assert_eq!(store.lease_ttl(), MAX_LEASE_TTL);
         assert_eq!(store.call_timeout(), MAX_CALL_TIMEOUT);
         // Warm (as if the namespace had been in use for longer than the TTL): a grant, its
@@ -47,6 +48,10 @@ matrix! {
         assert!(!permit.is_fenced());
         assert_eq!(store.stats().leases_held(), 1);
         assert!(bulkhead.try_acquire("k").await.unwrap_err().is_full());
+        let paused = bulkhead.try_acquire("paused").await.unwrap_err();
+        assert!(paused.is_paused(), "{paused}");
+        let left = paused.retry_after().unwrap();
+        assert!(left > MAX_LEASE_TTL - Duration::from_secs(60) && left <= MAX_LEASE_TTL, "{left:?}");
         drop(permit);
         drop(bulkhead.acquire("k").await.unwrap());
         // Dropping the store sends the last release and returns.
