@@ -259,8 +259,12 @@ impl SharedError {
         matches!(self.kind, Kind::RateLimited { .. })
     }
 
-    /// The key is paused for the whole fleet by
-    /// [`pause_key`](crate::SharedKeyedRateLimiter::pause_key).
+    /// The key is paused for the whole fleet by a `pause_key` of the same name
+    /// ([`SharedKeyedRateLimiter::pause_key`](crate::SharedKeyedRateLimiter::pause_key) or
+    /// [`SharedKeyLimits::pause_key`](crate::SharedKeyLimits::pause_key)): every limiter of
+    /// that name refuses the key until the pause ends, whatever limits it has
+    /// ([`SharedKeyedBulkhead::try_acquire`](crate::SharedKeyedBulkhead::try_acquire)
+    /// included; its `acquire` waits the pause out).
     ///
     /// # Examples
     ///
