@@ -597,7 +597,7 @@ where
     ///
     /// # Panics
     ///
-    /// If `control` is attached to another map already.
+    /// If `control` is attached to another map that has not ended.
     #[track_caller]
     pub fn control(mut self, control: &crate::MapControl) -> Self {
         self.core.engine.attach(control.shared());

@@ -51,8 +51,9 @@ macro_rules! scheduling_methods {
             ///
             /// # Panics
             ///
-            /// If `control` is attached to another map already (one control steers one
-            /// map).
+            /// If `control` is attached to another map that has not ended (one control
+            /// steers one map at a time; once that map ended, the control may be attached
+            /// again).
             #[track_caller]
             pub fn control(mut self, control: &$crate::MapControl) -> Self {
                 self.engine_mut().attach(control.shared());
@@ -275,8 +276,9 @@ macro_rules! scheduling_methods {
             ///
             /// # Panics
             ///
-            /// If `control` is attached to another map already (one control steers one
-            /// map).
+            /// If `control` is attached to another map that has not ended (one control
+            /// steers one map at a time; once that map ended, the control may be attached
+            /// again).
             #[track_caller]
             pub fn control(mut self, control: &$crate::MapControl<K>) -> Self {
                 self.engine_mut().attach(control.shared());
