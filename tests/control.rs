@@ -114,16 +114,22 @@ impl Truth {
             "{at}: (pulled, started, finished, failed, retries, in flight)"
         );
         assert_eq!(progress.waiting(), pulled - started, "{at}: waiting");
-        assert_eq!(
-            progress.pulled(),
-            progress.waiting()
-                + progress.in_flight()
-                + progress.awaiting_retry()
-                + progress.finished()
-                + progress.not_started(),
-            "{at}: every pulled item in one state"
-        );
+        check_one_state_each(progress, at);
     }
+}
+
+/// Every pulled item is in exactly one state: the invariant documented on `Progress`.
+fn check_one_state_each(progress: &Progress, at: &str) {
+    assert_eq!(
+        progress.pulled(),
+        progress.waiting()
+            + progress.in_flight()
+            + progress.awaiting_retry()
+            + progress.finished()
+            + progress.not_started()
+            + progress.cancelled(),
+        "{at}: every pulled item in one state"
+    );
 }
 
 /// Reads the progress at random moments between the map's polls until the map ends,
@@ -730,16 +736,7 @@ fn check_ended(progress: &Progress, ran: &Ran, at: &str) {
         "{at}: (in flight, waiting, awaiting retry) after the end"
     );
     assert_eq!(progress.cancelled(), ran.cut_short(), "{at}: cancelled");
-    assert_eq!(
-        progress.pulled(),
-        progress.waiting()
-            + progress.in_flight()
-            + progress.awaiting_retry()
-            + progress.finished()
-            + progress.not_started()
-            + progress.cancelled(),
-        "{at}: every pulled item in one state"
-    );
+    check_one_state_each(progress, at);
 }
 
 /// The work of item `n` for the cancellation tests: counted in `ran`; pends for good when
