@@ -12,10 +12,11 @@ use std::task::{Context, Poll};
 use futures_lite::stream::{self, Iter};
 use pin_project_lite::pin_project;
 
-use super::engine::{Admission, Core, DebugFields, DefaultWindow, Engine, Window};
+use super::engine::{Admission, Core, DebugFields, DefaultWindow, Engine};
 use super::keyed::PerKey;
 use super::results::{Collect, InOrder, Indexed, OutputForm, Plain, TryCollect, output_vec};
 use super::schedule::scheduling_methods;
+use super::window::Window;
 
 /// The engine under a collecting map before any per-key limit: items as a stream, the
 /// plain window, outputs in input order.

@@ -26,7 +26,9 @@ pub(crate) mod keyed;
 mod pool;
 mod results;
 mod schedule;
+mod steering;
 mod stream;
+mod window;
 
 use std::future::IntoFuture;
 
@@ -34,13 +36,13 @@ use futures_lite::stream::{self as lite_stream, Iter, Stream};
 
 pub use self::collect::{GatherLimit, MapAsync, TryMapAsync};
 pub use self::control::{ControlError, KeyProgress, MapControl, Progress};
-pub use self::engine::Window;
 pub(crate) use self::keyed::check_per_key_limit;
 pub use self::keyed::{
     Answer, LaterReason, NoRetry, NoSharedLimits, PerKey, SharedLimits, Unkeyed, WithSharedLimits,
 };
 pub use self::results::{Indexed, OutputForm, Plain};
 pub use self::stream::{MapBounded, MapUnordered};
+pub use self::window::Window;
 
 /// Bounded concurrent mapping for any [`Stream`]: channels, paginated APIs, other
 /// combinators.

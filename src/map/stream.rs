@@ -10,10 +10,11 @@ use std::task::{Context, Poll};
 use futures_lite::Stream;
 use pin_project_lite::pin_project;
 
-use super::engine::{Admission, Core, DebugFields, DefaultWindow, Engine, Window};
+use super::engine::{Admission, Core, DebugFields, DefaultWindow, Engine};
 use super::keyed::PerKey;
 use super::results::{InCompletionOrder, InOrder, Indexed, OutputForm, Plain};
 use super::schedule::scheduling_methods;
+use super::window::Window;
 
 pin_project! {
     /// Stream for [`BoundedStreamExt::map_bounded`](crate::BoundedStreamExt::map_bounded):

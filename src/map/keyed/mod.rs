@@ -38,6 +38,7 @@ use super::control::{CAN_PER_KEY, CAN_RATE, Figures, KeyProgress, Settings, Shar
 use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
 use super::pool::Started;
 use super::results::Results;
+use super::steering::ControlHooks;
 use crate::events;
 use crate::limit::rate::Rate;
 use crate::limit::rate::gcra::{Gcra, instant_at, nanos_since_origin};
@@ -694,46 +695,11 @@ impl<T, K, KF, P, G> DefaultWindow for PerKey<T, K, KF, P, G> {
     }
 }
 
-impl<T, O, K, KF, P, G> Admission<T, O> for PerKey<T, K, KF, P, G>
+impl<T, K, KF, P, G> ControlHooks for PerKey<T, K, KF, P, G>
 where
     K: Hash + Eq + Clone,
-    KF: FnMut(&T) -> K,
-    P: Attempts<T, O>,
-    G: GateOutput<K, O>,
+    G: Gate<K>,
 {
-    fn waiting(&self) -> usize {
-        self.scheduler.waiting()
-    }
-
-    /// Only once fewer than `limit` outputs are left to hand out. The window is large
-    /// (64 x the limit by default), so a consumer slower than the work lets it fill up
-    /// with finished outputs; refilling after every yield would then start one item per
-    /// output, one at a time (and its key would come and go from the scheduler each
-    /// time). Handing out the backlog first restarts the work in batches of `limit`.
-    fn after_yield(backlog: usize, limit: usize, _full: bool) -> AfterYield {
-        if backlog < limit {
-            AfterYield::Pass
-        } else {
-            AfterYield::Hold
-        }
-    }
-
-    fn finished(&mut self, index: usize, seq: usize, output: O) -> Option<O> {
-        let running = self.running[index]
-            .take()
-            .expect("a running slot has a key");
-        // The permit goes back before the item may be queued for another attempt.
-        self.gate.release(index);
-        self.attempt_done(running, seq, output)
-    }
-
-    fn clear(&mut self) {
-        self.scheduler.clear();
-        self.gate.clear();
-        self.running.clear();
-        self.wake_at = None;
-    }
-
     fn figures(&self, _pulled: usize, _in_pool: usize) -> Figures {
         let Counts {
             started,
@@ -812,6 +778,47 @@ where
                 .collect();
             *board.lock().unwrap_or_else(PoisonError::into_inner) = busiest;
         }
+    }
+}
+
+impl<T, O, K, KF, P, G> Admission<T, O> for PerKey<T, K, KF, P, G>
+where
+    K: Hash + Eq + Clone,
+    KF: FnMut(&T) -> K,
+    P: Attempts<T, O>,
+    G: GateOutput<K, O>,
+{
+    fn waiting(&self) -> usize {
+        self.scheduler.waiting()
+    }
+
+    /// Only once fewer than `limit` outputs are left to hand out. The window is large
+    /// (64 x the limit by default), so a consumer slower than the work lets it fill up
+    /// with finished outputs; refilling after every yield would then start one item per
+    /// output, one at a time (and its key would come and go from the scheduler each
+    /// time). Handing out the backlog first restarts the work in batches of `limit`.
+    fn after_yield(backlog: usize, limit: usize, _full: bool) -> AfterYield {
+        if backlog < limit {
+            AfterYield::Pass
+        } else {
+            AfterYield::Hold
+        }
+    }
+
+    fn finished(&mut self, index: usize, seq: usize, output: O) -> Option<O> {
+        let running = self.running[index]
+            .take()
+            .expect("a running slot has a key");
+        // The permit goes back before the item may be queued for another attempt.
+        self.gate.release(index);
+        self.attempt_done(running, seq, output)
+    }
+
+    fn clear(&mut self) {
+        self.scheduler.clear();
+        self.gate.clear();
+        self.running.clear();
+        self.wake_at = None;
     }
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
