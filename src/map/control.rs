@@ -29,6 +29,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use crate::limit::check::at_least_one;
 use crate::limit::rate::Rate;
 // atomic-waker's own (not the loom shim): the control is std-only, like its other atomics.
 use atomic_waker::AtomicWaker;
@@ -643,7 +644,10 @@ impl<K> MapControl<K> {
     /// If `limit` is 0.
     #[track_caller]
     pub fn set_limit(&self, limit: usize) -> Result<(), ControlError> {
-        super::engine::check_limit(limit);
+        at_least_one(
+            limit,
+            "tollgate: MapControl::set_limit: the concurrency limit must be at least 1 (a limit of 0 would never run anything)",
+        );
         self.shared
             .change(0, "limit", |settings| settings.limit = Some(limit))
     }
@@ -674,7 +678,10 @@ impl<K> MapControl<K> {
     /// If `limit` is 0.
     #[track_caller]
     pub fn set_per_key_limit(&self, limit: usize) -> Result<(), ControlError> {
-        super::keyed::check_per_key_limit(limit);
+        at_least_one(
+            limit,
+            "tollgate: MapControl::set_default_key_limit: the per-key limit must be at least 1 (a limit of 0 would never run anything)",
+        );
         self.shared
             .change(CAN_PER_KEY, "per-key limit", |settings| {
                 settings.per_key_limit = Some(limit);

@@ -31,19 +31,12 @@ use super::control::{Figures, Shared};
 use super::pool::Pool;
 use super::results::{Buffer, Results};
 use super::steering::{ControlHooks, Steering};
+use crate::limit::check::at_least_one;
 
 /// Units of work (a child poll, a pull or a start) one poll may do before yielding.
 const BUDGET: usize = 512;
 /// Items a stream may yield in a row, without ever returning `Pending`, before it yields.
 const STREAK: u32 = 256;
-
-#[track_caller]
-pub(crate) fn check_limit(limit: usize) {
-    assert!(
-        limit > 0,
-        "tollgate: the concurrency limit must be at least 1 (a limit of 0 would never run anything)"
-    );
-}
 
 #[track_caller]
 fn check_window(window: usize, limit: usize) {
@@ -173,7 +166,10 @@ impl<Fut, A> Engine<Fut, A> {
     where
         A: DefaultWindow,
     {
-        check_limit(limit);
+        at_least_one(
+            limit,
+            "tollgate: the concurrency limit must be at least 1 (a limit of 0 would never run anything)",
+        );
         Self {
             pool: Pool::new(limit, expected),
             admission,

@@ -36,7 +36,6 @@ use futures_lite::stream::{self as lite_stream, Iter, Stream};
 
 pub use self::collect::{GatherLimit, MapAsync, TryMapAsync};
 pub use self::control::{ControlError, KeyProgress, MapControl, Progress};
-pub(crate) use self::keyed::check_per_key_limit;
 pub use self::keyed::{
     Answer, LaterReason, NoRetry, NoSharedLimits, PerKey, SharedLimits, Unkeyed, WithSharedLimits,
 };

@@ -160,7 +160,7 @@ macro_rules! scheduling_methods {
                 K: std::hash::Hash + Eq + Clone,
                 KF: FnMut(&$item) -> K,
             {
-                $crate::map::check_per_key_limit(limit);
+                $crate::limit::check::at_least_one(limit, "tollgate: the per-key limit must be at least 1 (a limit of 0 would never run anything)");
                 self.replace_admission(|admission| admission.with_key(key_fn, limit))
             }
         }

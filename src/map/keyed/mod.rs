@@ -54,14 +54,6 @@ const SPIN_GUARD: u64 = 1_000_000;
 /// Growths of the window that found no new key, after which it stops growing.
 const FRUITLESS_GROWTHS: u32 = 2;
 
-#[track_caller]
-pub(crate) fn check_per_key_limit(limit: usize) {
-    assert!(
-        limit > 0,
-        "tollgate: the per-key limit must be at least 1 (a limit of 0 would never run anything)"
-    );
-}
-
 /// The key function of a map that has rates or retries but no per-key limit: every item
 /// has the same key.
 pub type Unkeyed<T> = fn(&T);
@@ -274,7 +266,10 @@ pub struct PerKey<T, K, KF, P = NoRetry, G = NoSharedLimits> {
 impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
     #[track_caller]
     pub(crate) fn new(key_fn: KF, limit: usize) -> Self {
-        check_per_key_limit(limit);
+        crate::limit::check::at_least_one(
+            limit,
+            "tollgate: the per-key limit must be at least 1 (a limit of 0 would never run anything)",
+        );
         Self {
             key_fn,
             scheduler: KeyScheduler::new(limit),
