@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use futures_lite::stream::{self, Iter};
 use pin_project_lite::pin_project;
 
+use super::control::MapControl;
 use super::engine::{Admission, Core, DebugFields, DefaultWindow, Engine};
 use super::keyed::PerKey;
 use super::results::{Collect, InOrder, Indexed, OutputForm, Plain, TryCollect, output_vec};
@@ -600,7 +601,7 @@ where
     ///
     /// If `control` is attached to another map that has not ended.
     #[track_caller]
-    pub fn control(mut self, control: &crate::MapControl) -> Self {
+    pub fn control(mut self, control: &MapControl) -> Self {
         self.core.engine.attach(control.shared());
         self
     }

@@ -7,8 +7,9 @@
 //! - refill: the [`Admission`] decides which items to pull and start, the plain
 //!   [`Window`] (pull while a slot is free and the window allows) or the per-key
 //!   scheduler ([`PerKey`](super::keyed::PerKey));
-//! - after a budget of work, wake the task and yield, so a long run of ready futures
-//!   cannot starve the executor; a stream also yields after a streak of ready items.
+//! - a poll yields after `YIELD_EVERY` units of work (its yield allowance): it wakes the
+//!   task and returns, so a long run of ready futures cannot starve the executor; a
+//!   stream also yields after a streak of ready items.
 //!
 //! A panic that unwinds through a poll (from a future, the function, the key function or
 //! the source) drops everything in flight and marks the engine as panicked: polled again,
@@ -33,8 +34,9 @@ use super::results::{Buffer, Results};
 use super::steering::{ControlHooks, Steering};
 use crate::limit::check::at_least_one;
 
-/// Units of work (a child poll, a pull or a start) one poll may do before yielding.
-const BUDGET: usize = 512;
+/// A poll yields after this many units of work (a child poll, a pull or a start): its
+/// yield allowance.
+const YIELD_EVERY: usize = 512;
 /// Items a stream may yield in a row, without ever returning `Pending`, before it yields.
 const STREAK: u32 = 256;
 
@@ -88,15 +90,15 @@ pub(crate) trait Admission<T, O>: DefaultWindow + ControlHooks {
         ControlFlow::Continue(())
     }
 
-    /// Pulls and starts items while the admission allows and the budget lasts. Outputs
-    /// of futures ready at once go to `results`; a break from it stops the map.
+    /// Pulls and starts items while the admission allows and the yield allowance lasts.
+    /// Outputs of futures ready at once go to `results`; a break from it stops the map.
     fn fill<S, F, W, R>(
         engine: &mut Engine<W::IntoFuture, Self>,
         source: Pin<&mut S>,
         f: &mut F,
         results: &mut R,
         cx: &mut Context<'_>,
-        budget: &mut usize,
+        allowance: &mut usize,
     ) -> ControlFlow<()>
     where
         Self: Sized,
@@ -440,16 +442,16 @@ impl<Fut: Future, A> Engine<Fut, A> {
     }
 
     /// Ends a round that has nothing to hand out: `true` when the poll must return
-    /// `Pending`, because the budget is spent (after asking to be polled again: plenty was
-    /// done in this poll, the executor runs the others first) or because nothing woke
+    /// `Pending`, because the yield allowance is spent (after asking to be polled again:
+    /// plenty was done in this poll, the executor runs the others first) or because nothing woke
     /// since the pass looked (the task is registered for the next wake-up). `false`: a
     /// wake-up came in meanwhile, run another round.
     #[inline(always)]
-    fn should_park<T>(&mut self, cx: &mut Context<'_>, budget: usize) -> bool
+    fn should_park<T>(&mut self, cx: &mut Context<'_>, allowance: usize) -> bool
     where
         A: Admission<T, Fut::Output>,
     {
-        if budget == 0 {
+        if allowance == 0 {
             cx.waker().wake_by_ref();
             return true;
         }
@@ -508,7 +510,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
         f: &mut F,
         results: &mut R,
         cx: &mut Context<'_>,
-        budget: &mut usize,
+        allowance: &mut usize,
     ) -> ControlFlow<()>
     where
         A: Admission<T, Fut::Output>,
@@ -529,9 +531,9 @@ impl<Fut: Future, A> Engine<Fut, A> {
                     None => ControlFlow::Continue(()),
                 }
             })?;
-            *budget = budget.saturating_sub(polled);
+            *allowance = allowance.saturating_sub(polled);
         }
-        A::fill(self, source, f, results, cx, budget)
+        A::fill(self, source, f, results, cx, allowance)
     }
 
     /// Drives everything to the end, handing outputs to `results`. `Ready(Break)` means
@@ -555,13 +557,13 @@ impl<Fut: Future, A> Engine<Fut, A> {
         R: Results<Fut::Output>,
     {
         let poll = StopOnUnwind::run(self, |engine| {
-            let mut budget = BUDGET;
+            let mut allowance = YIELD_EVERY;
             loop {
                 // Until `register`, wake-ups only mark their futures: one that wakes itself
                 // during this pass costs no trip through the executor.
                 engine.pool.enter();
                 if engine
-                    .pass(source.as_mut(), f, results, cx, &mut budget)
+                    .pass(source.as_mut(), f, results, cx, &mut allowance)
                     .is_break()
                 {
                     engine.steering.broke = true;
@@ -571,7 +573,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
                 if engine.is_done() {
                     return Poll::Ready(ControlFlow::Continue(()));
                 }
-                if engine.should_park(cx, budget) {
+                if engine.should_park(cx, allowance) {
                     return Poll::Pending;
                 }
             }
@@ -726,7 +728,7 @@ where
             return Poll::Pending;
         }
         StopOnUnwind::run(this.engine, |engine| {
-            let mut budget = BUDGET;
+            let mut allowance = YIELD_EVERY;
             engine.pool.enter();
             if let Some(value) = results.pop() {
                 // Yielding `value` released a place in the window: refill before
@@ -739,11 +741,11 @@ where
                 ) {
                     AfterYield::Hold => {}
                     AfterYield::Fill => {
-                        let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut budget);
+                        let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut allowance);
                         engine.note_if_steered();
                     }
                     AfterYield::Pass => {
-                        let _ = engine.pass(source.as_mut(), f, results, cx, &mut budget);
+                        let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
                         engine.note_if_steered();
                     }
                 }
@@ -751,9 +753,9 @@ where
                 return Poll::Ready(Some(value));
             }
             loop {
-                let _ = engine.pass(source.as_mut(), f, results, cx, &mut budget);
+                let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
                 if let Some(value) = results.pop() {
-                    let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut budget);
+                    let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut allowance);
                     engine.note_if_steered();
                     *streak += 1;
                     return Poll::Ready(Some(value));
@@ -763,7 +765,7 @@ where
                     return Poll::Ready(None);
                 }
                 *streak = 0;
-                if engine.should_park(cx, budget) {
+                if engine.should_park(cx, allowance) {
                     if engine.steering.shared.is_some() {
                         engine.after_poll(false);
                     }

@@ -12,9 +12,9 @@
 //! - completed outputs wait in a small buffer (`results.rs`): in input order (a reorder
 //!   buffer) or completion order. The window bounds how many items may be pulled and not
 //!   yet handed out, which bounds that buffer;
-//! - after a budget of work in one poll it yields to the executor, and a stream yields once
-//!   after a long run of ready items, so a stream of ready futures cannot starve its task's
-//!   neighbours.
+//! - after a few hundred units of work in one poll (its yield allowance) it yields to the
+//!   executor, and a stream yields once after a long run of ready items, so a stream of
+//!   ready futures cannot starve its task's neighbours.
 //!
 //! The collecting futures move each output straight into the result vector when it is
 //! next in line.

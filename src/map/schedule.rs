@@ -23,10 +23,10 @@ macro_rules! scheduling_methods {
         start = $start:literal,
         finish = $finish:literal $(,)?
     ) => {
-        impl<$($param,)* M> $Map<$($param,)* $crate::map::Window, M>
+        impl<$($param,)* M> $Map<$($param,)* $crate::map::window::Window, M>
         where
             $($bounds)*
-            M: $crate::futures::OutputForm,
+            M: $crate::map::results::OutputForm,
         {
             /// Attaches a [`MapControl`](crate::MapControl): read the map's progress,
             /// drain it, or change its limit while it runs, from any task or thread.
@@ -55,7 +55,7 @@ macro_rules! scheduling_methods {
             /// steers one map at a time; once that map ended, the control may be attached
             /// again).
             #[track_caller]
-            pub fn control(mut self, control: &$crate::MapControl) -> Self {
+            pub fn control(mut self, control: &$crate::map::control::MapControl) -> Self {
                 self.engine_mut().attach(control.shared());
                 self
             }
@@ -79,10 +79,10 @@ macro_rules! scheduling_methods {
             /// ```
             pub fn rate(
                 self,
-                rate: $crate::Rate,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>>, M> {
+                rate: $crate::limit::rate::Rate,
+            ) -> $Map<$($param,)* $crate::map::keyed::PerKey<$item, (), $crate::map::keyed::Unkeyed<$item>>, M> {
                 self.replace_admission(|_| {
-                    let mut admission = $crate::map::PerKey::unkeyed();
+                    let mut admission = $crate::map::keyed::PerKey::unkeyed();
                     admission.set_rate(rate);
                     admission
                 })
@@ -113,24 +113,24 @@ macro_rules! scheduling_methods {
             /// ```
             pub fn retry<$($rg),*>(
                 self,
-                policy: $crate::RetryPolicy<$item, $err>,
+                policy: $crate::retry::RetryPolicy<$item, $err>,
             ) -> $Map<
                 $($param,)*
-                $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>, $crate::RetryPolicy<$item, $err>>,
+                $crate::map::keyed::PerKey<$item, (), $crate::map::keyed::Unkeyed<$item>, $crate::retry::RetryPolicy<$item, $err>>,
                 M,
             >
             where
                 $item: $crate::map::keyed::RetryItem,
                 $($rbounds)*
             {
-                self.replace_admission(|_| $crate::map::PerKey::unkeyed().with_policy(policy))
+                self.replace_admission(|_| $crate::map::keyed::PerKey::unkeyed().with_policy(policy))
             }
         }
 
-        impl<$($param,)* P, M> $Map<$($param,)* $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>, P>, M>
+        impl<$($param,)* P, M> $Map<$($param,)* $crate::map::keyed::PerKey<$item, (), $crate::map::keyed::Unkeyed<$item>, P>, M>
         where
             $($bounds)*
-            M: $crate::futures::OutputForm,
+            M: $crate::map::results::OutputForm,
         {
             /// Adds a per-key limit to a map that has a rate or a retry policy already,
             /// keeping them: see [`per_key`](Self::per_key) on the plain map.
@@ -155,7 +155,7 @@ macro_rules! scheduling_methods {
                 self,
                 key_fn: KF,
                 limit: usize,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P>, M>
+            ) -> $Map<$($param,)* $crate::map::keyed::PerKey<$item, K, KF, P>, M>
             where
                 K: std::hash::Hash + Eq + Clone,
                 KF: FnMut(&$item) -> K,
@@ -165,12 +165,12 @@ macro_rules! scheduling_methods {
             }
         }
 
-        impl<$($param,)* K, KF, P, M> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P>, M>
+        impl<$($param,)* K, KF, P, M> $Map<$($param,)* $crate::map::keyed::PerKey<$item, K, KF, P>, M>
         where
             K: std::hash::Hash + Eq + Clone,
             KF: FnMut(&$item) -> K,
             $($bounds)*
-            M: $crate::futures::OutputForm,
+            M: $crate::map::results::OutputForm,
         {
             /// Asks `limits` before every start: per-key caps or rates kept outside the
             /// map, such as a fleet's through a store (`tollgate-redis`), or another
@@ -219,20 +219,20 @@ macro_rules! scheduling_methods {
             pub fn shared_limits<L>(
                 self,
                 limits: L,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P, $crate::futures::WithSharedLimits<K, L>>, M>
+            ) -> $Map<$($param,)* $crate::map::keyed::PerKey<$item, K, KF, P, $crate::map::keyed::WithSharedLimits<K, L>>, M>
             where
-                L: $crate::SharedLimits<K>,
+                L: $crate::map::keyed::SharedLimits<K>,
             {
                 self.replace_admission(|admission| admission.with_shared(limits))
             }
         }
 
-        impl<$($param,)* K, KF, P, G, M> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P, G>, M>
+        impl<$($param,)* K, KF, P, G, M> $Map<$($param,)* $crate::map::keyed::PerKey<$item, K, KF, P, G>, M>
         where
             K: std::hash::Hash + Eq + Clone,
             KF: FnMut(&$item) -> K,
             $($bounds)*
-            M: $crate::futures::OutputForm,
+            M: $crate::map::results::OutputForm,
         {
             /// Limits how many items start per unit of time over the whole map (all keys
             /// together). Items wait for the rate without holding a slot.
@@ -248,7 +248,7 @@ macro_rules! scheduling_methods {
             /// # let _ = out;
             /// # });
             /// ```
-            pub fn rate(mut self, rate: $crate::Rate) -> Self {
+            pub fn rate(mut self, rate: $crate::limit::rate::Rate) -> Self {
                 self.admission_mut().set_rate(rate);
                 self
             }
@@ -267,7 +267,7 @@ macro_rules! scheduling_methods {
             /// # futures_lite::future::block_on(async {
             /// let control = MapControl::new();
             #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).control(&control);")]
-            /// control.set_per_key_limit(3).unwrap();
+            /// control.set_default_key_limit(3).unwrap();
             #[doc = concat!("let out = map", $finish, ";")]
             /// assert_eq!(control.progress().finished(), 8);
             /// # let _ = out;
@@ -280,7 +280,7 @@ macro_rules! scheduling_methods {
             /// steers one map at a time; once that map ended, the control may be attached
             /// again).
             #[track_caller]
-            pub fn control(mut self, control: &$crate::MapControl<K>) -> Self {
+            pub fn control(mut self, control: &$crate::map::control::MapControl<K>) -> Self {
                 self.engine_mut().attach(control.shared());
                 self.admission_mut()
                     .set_board(std::sync::Arc::clone(control.key_board()));
@@ -307,7 +307,7 @@ macro_rules! scheduling_methods {
             /// # let _ = out;
             /// # });
             /// ```
-            pub fn per_key_rate(mut self, rate: $crate::Rate) -> Self {
+            pub fn per_key_rate(mut self, rate: $crate::limit::rate::Rate) -> Self {
                 self.admission_mut().set_per_key_rate(rate);
                 self
             }
@@ -360,8 +360,8 @@ macro_rules! scheduling_methods {
             /// ```
             pub fn retry<$($rg),*>(
                 self,
-                policy: $crate::RetryPolicy<$item, $err>,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, $crate::RetryPolicy<$item, $err>, G>, M>
+                policy: $crate::retry::RetryPolicy<$item, $err>,
+            ) -> $Map<$($param,)* $crate::map::keyed::PerKey<$item, K, KF, $crate::retry::RetryPolicy<$item, $err>, G>, M>
             where
                 $item: $crate::map::keyed::RetryItem,
                 $($rbounds)*

@@ -76,7 +76,7 @@ impl<T, O> Admission<T, O> for Window {
         f: &mut F,
         results: &mut R,
         cx: &mut Context<'_>,
-        budget: &mut usize,
+        allowance: &mut usize,
     ) -> ControlFlow<()>
     where
         S: Stream<Item = T>,
@@ -88,9 +88,9 @@ impl<T, O> Admission<T, O> for Window {
         // A controlled map checks for a drain before each pull, in its own copy of the
         // loop: the plain map's loop has no trace of it.
         if engine.steering.shared.is_some() {
-            fill_window::<true, _, _, _, _, _, _>(engine, source, f, results, cx, budget)
+            fill_window::<true, _, _, _, _, _, _>(engine, source, f, results, cx, allowance)
         } else {
-            fill_window::<false, _, _, _, _, _, _>(engine, source, f, results, cx, budget)
+            fill_window::<false, _, _, _, _, _, _>(engine, source, f, results, cx, allowance)
         }
     }
 }
@@ -132,7 +132,7 @@ fn fill_window<const STEERED: bool, T, O, S, F, W, R>(
     f: &mut F,
     results: &mut R,
     cx: &mut Context<'_>,
-    budget: &mut usize,
+    allowance: &mut usize,
 ) -> ControlFlow<()>
 where
     S: Stream<Item = T>,
@@ -160,20 +160,20 @@ where
         None
     };
     let mut drain = false;
-    // One bound for the loop (the window's room, capped by the budget), measured again
+    // One bound for the loop (the window's room, capped by the yield allowance), measured again
     // when it runs out only if collecting in order may have released items meanwhile,
     // and the pool checked only when a future stays in flight: one ready at once takes
     // no slot.
     let mut room = window
         .saturating_sub(*next_seq - results.released())
-        .min(*budget);
+        .min(*allowance);
     loop {
         if room == 0 {
             if !R::RELEASES_ON_ACCEPT {
                 break;
             }
             let held = *next_seq - results.released();
-            room = window.saturating_sub(held).min(*budget);
+            room = window.saturating_sub(held).min(*allowance);
             if room == 0 {
                 break;
             }
@@ -185,7 +185,7 @@ where
         match source.as_mut().poll_next(cx) {
             Poll::Ready(Some(item)) => {
                 room -= 1;
-                *budget -= 1;
+                *allowance -= 1;
                 let seq = *next_seq;
                 *next_seq += 1;
                 match pool.start(f(item).into_future(), seq) {

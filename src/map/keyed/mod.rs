@@ -737,12 +737,12 @@ where
             let now = self.now();
             self.scheduler.change_rate(Gcra::new(rate), now);
         }
-        if let Some(rate) = settings.per_key_rate {
+        if let Some(rate) = settings.default_key_rate {
             self.timed = true;
             let now = self.now();
             self.scheduler.change_per_key_rate(Gcra::new(rate), now);
         }
-        if let Some(limit) = settings.per_key_limit {
+        if let Some(limit) = settings.default_key_limit {
             let now = self.now();
             self.scheduler.set_per_key(limit, now);
         }
