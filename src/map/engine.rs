@@ -646,6 +646,21 @@ impl<S, Fut, R, A> Core<S, Fut, R, A> {
             streak: self.streak,
         }
     }
+
+    /// The same core with another admission, made from the current one; see
+    /// [`Engine::with_admission`].
+    pub(crate) fn with_admission<B: DefaultWindow>(
+        self,
+        ordered: bool,
+        admission: impl FnOnce(A) -> B,
+    ) -> Core<S, Fut, R, B> {
+        Core {
+            source: self.source,
+            engine: self.engine.with_admission(ordered, admission),
+            results: self.results,
+            streak: self.streak,
+        }
+    }
 }
 
 impl<S: Stream, Fut: Future, R, A> Core<S, Fut, R, A> {
@@ -660,21 +675,6 @@ impl<S: Stream, Fut: Future, R, A> Core<S, Fut, R, A> {
             source,
             results,
             streak: 0,
-        }
-    }
-
-    /// The same core with another admission, made from the current one; see
-    /// [`Engine::with_admission`].
-    pub(crate) fn with_admission<B: DefaultWindow>(
-        self,
-        ordered: bool,
-        admission: impl FnOnce(A) -> B,
-    ) -> Core<S, Fut, R, B> {
-        Core {
-            source: self.source,
-            engine: self.engine.with_admission(ordered, admission),
-            results: self.results,
-            streak: self.streak,
         }
     }
 
