@@ -90,7 +90,7 @@ where
     /// everything. `limit` is the map's default key limit: every key has it (a control
     /// changes it with [`set_default_key_limit`](MapControl::set_default_key_limit)).
     ///
-    /// Input is pulled ahead of the running work, up to the [window](MapAsync::window),
+    /// Input is pulled ahead of the running work, up to the [window](Self::window),
     /// to find items of other keys. With a per-key limit the default window is
     /// 64 × the global limit: with input sorted by key in runs of `r` items, filling
     /// every global slot needs a window of about `(global / per_key) × r`; interleaved
