@@ -52,8 +52,9 @@ pub mod futures {
     pub use crate::limit::rate::{UntilKeyReady, UntilReady};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::map::{
-        GatherLimit, Indexed, MapAsync, MapBounded, MapUnordered, NoRetry, NoSharedLimits,
-        OutputForm, PerKey, Plain, TryMapAsync, Unkeyed, Window, WithSharedLimits,
+        BoundedMap, Collected, CompletionOrder, Delivery, GatherLimit, Gathered, Indexed,
+        InputOrder, MapAsync, MapBounded, MapUnordered, NoRetry, NoSharedLimits, OutputForm,
+        PerKey, Plain, TryCollected, TryMapAsync, Unkeyed, Window, WithSharedLimits,
     };
     pub use crate::race::Race;
     pub use crate::retry::Retry;

@@ -468,12 +468,12 @@ matrix! {
                 yield_now().await;
             }
             per_key_in_force.store(4, SeqCst);
-            control.set_per_key_limit(4).unwrap();
+            control.set_default_key_limit(4).unwrap();
             while flight.now() != 4 {
                 yield_now().await;
             }
             per_key_in_force.store(2, SeqCst);
-            control.set_per_key_limit(2).unwrap();
+            control.set_default_key_limit(2).unwrap();
             for _ in 0..30 {
                 release.send(()).await.unwrap();
             }
@@ -574,13 +574,13 @@ matrix! {
         let map = map_async(0..50u32, 4, |n| async move { n })
             .control(&control)
             .per_key(|n| n % 3, 1);
-        assert!(control.set_per_key_limit(2).is_ok(), "the map has keys now");
+        assert!(control.set_default_key_limit(2).is_ok(), "the map has keys now");
         let out = map.await;
         assert_eq!(out.len(), 50);
         let progress = control.progress();
         assert_eq!((progress.pulled(), progress.finished()), (50, 50));
         assert!(
-            control.set_per_key_limit(3).unwrap_err().is_not_attached(),
+            control.set_default_key_limit(3).unwrap_err().is_not_attached(),
             "its map ended"
         );
     }
@@ -611,13 +611,13 @@ fn settings_the_map_cannot_take_are_errors() {
     assert!(plain.set_limit(4).is_ok());
     for error in [
         plain.set_rate(Rate::per_second(5)).unwrap_err(),
-        plain.set_per_key_rate(Rate::per_second(5)).unwrap_err(),
-        plain.set_per_key_limit(2).unwrap_err(),
+        plain.set_default_key_rate(Rate::per_second(5)).unwrap_err(),
+        plain.set_default_key_limit(2).unwrap_err(),
     ] {
         assert!(!error.is_not_attached());
     }
     assert_eq!(
-        plain.set_per_key_limit(2).unwrap_err().to_string(),
+        plain.set_default_key_limit(2).unwrap_err().to_string(),
         "the map cannot change its per-key limit: it was built without `.per_key`"
     );
 
@@ -626,9 +626,9 @@ fn settings_the_map_cannot_take_are_errors() {
         .rate(Rate::per_second(5))
         .control(&rated);
     assert!(rated.set_rate(Rate::per_second(50)).is_ok());
-    assert!(rated.set_per_key_limit(2).is_err(), "no key function");
+    assert!(rated.set_default_key_limit(2).is_err(), "no key function");
     let error: tollgate::Error = rated
-        .set_per_key_rate(Rate::per_second(5))
+        .set_default_key_rate(Rate::per_second(5))
         .unwrap_err()
         .into();
     assert!(error.to_string().contains("per-key rate"));

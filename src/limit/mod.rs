@@ -2,5 +2,6 @@
 //! and the rate limiters (how many start per unit of time).
 
 pub(crate) mod bulkhead;
+pub(crate) mod check;
 pub(crate) mod rate;
 pub(crate) mod semaphore;

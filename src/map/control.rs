@@ -29,6 +29,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use crate::limit::check::at_least_one;
 use crate::limit::rate::Rate;
 // atomic-waker's own (not the loom shim): the control is std-only, like its other atomics.
 use atomic_waker::AtomicWaker;
@@ -99,9 +100,9 @@ impl Figures {
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Settings {
     pub(crate) limit: Option<usize>,
-    pub(crate) per_key_limit: Option<usize>,
+    pub(crate) default_key_limit: Option<usize>,
     pub(crate) rate: Option<Rate>,
-    pub(crate) per_key_rate: Option<Rate>,
+    pub(crate) default_key_rate: Option<Rate>,
 }
 
 /// What the control and its map share (the per-key figures live beside it, typed by key).
@@ -643,14 +644,19 @@ impl<K> MapControl<K> {
     /// If `limit` is 0.
     #[track_caller]
     pub fn set_limit(&self, limit: usize) -> Result<(), ControlError> {
-        super::engine::check_limit(limit);
+        at_least_one(
+            limit,
+            "tollgate: MapControl::set_limit: the concurrency limit must be at least 1 (a limit of 0 would never run anything)",
+        );
         self.shared
             .change(0, "limit", |settings| settings.limit = Some(limit))
     }
 
-    /// Changes the per-key limit of a map with [`per_key`](crate::futures::MapAsync::per_key)
-    /// while it runs: raised, keys with waiting items start more at once; lowered, a key
-    /// running more than the new limit starts nothing until it runs fewer.
+    /// Changes the default key limit of a map with
+    /// [`per_key`](crate::futures::MapAsync::per_key) while it runs: the map-wide default
+    /// for every key without a setting of its own (the limit `.per_key(key_fn, limit)`
+    /// set). Raised, keys with waiting items start more at once; lowered, a key running
+    /// more than the new limit starts nothing until it runs fewer.
     ///
     /// # Examples
     ///
@@ -659,7 +665,7 @@ impl<K> MapControl<K> {
     /// # futures_lite::future::block_on(async {
     /// let control = MapControl::new();
     /// let map = map_async(0..20u32, 8, |n| async move { n }).per_key(|n| n % 2, 1).control(&control);
-    /// control.set_per_key_limit(4).unwrap();
+    /// control.set_default_key_limit(4).unwrap();
     /// assert_eq!(map.await.len(), 20);
     /// # });
     /// ```
@@ -673,11 +679,14 @@ impl<K> MapControl<K> {
     ///
     /// If `limit` is 0.
     #[track_caller]
-    pub fn set_per_key_limit(&self, limit: usize) -> Result<(), ControlError> {
-        super::keyed::check_per_key_limit(limit);
+    pub fn set_default_key_limit(&self, limit: usize) -> Result<(), ControlError> {
+        at_least_one(
+            limit,
+            "tollgate: MapControl::set_default_key_limit: the per-key limit must be at least 1 (a limit of 0 would never run anything)",
+        );
         self.shared
             .change(CAN_PER_KEY, "per-key limit", |settings| {
-                settings.per_key_limit = Some(limit);
+                settings.default_key_limit = Some(limit);
             })
     }
 
@@ -711,8 +720,10 @@ impl<K> MapControl<K> {
             .change(CAN_RATE, "rate", |settings| settings.rate = Some(rate))
     }
 
-    /// Changes (or sets) each key's rate of a map with
-    /// [`per_key`](crate::futures::MapAsync::per_key) while it runs. Each key's state
+    /// Changes (or sets) the default key rate of a map with
+    /// [`per_key`](crate::futures::MapAsync::per_key) while it runs: the map-wide default
+    /// for every key without a setting of its own (the rate
+    /// [`per_key_rate`](crate::futures::MapAsync::per_key_rate) set). Each key's state
     /// carries over as for [`set_rate`](Self::set_rate); keys waiting for their time
     /// under the old rate are woken when the new one lets them start earlier.
     ///
@@ -725,7 +736,7 @@ impl<K> MapControl<K> {
     /// let map = map_async(0..6u32, 4, |n| async move { n })
     ///     .per_key(|n| n % 2, 2)
     ///     .control(&control);
-    /// control.set_per_key_rate(Rate::per_second(10_000).burst(4)).unwrap();
+    /// control.set_default_key_rate(Rate::per_second(10_000).burst(4)).unwrap();
     /// assert_eq!(map.await.len(), 6);
     /// # });
     /// ```
@@ -734,10 +745,10 @@ impl<K> MapControl<K> {
     ///
     /// A [`ControlError`] if the map has no key function, or if the control is
     /// attached to no map.
-    pub fn set_per_key_rate(&self, rate: Rate) -> Result<(), ControlError> {
+    pub fn set_default_key_rate(&self, rate: Rate) -> Result<(), ControlError> {
         self.shared
             .change(CAN_RATE | CAN_PER_KEY, "per-key rate", |settings| {
-                settings.per_key_rate = Some(rate);
+                settings.default_key_rate = Some(rate);
             })
     }
 }

@@ -7,8 +7,9 @@
 //! - refill: the [`Admission`] decides which items to pull and start, the plain
 //!   [`Window`] (pull while a slot is free and the window allows) or the per-key
 //!   scheduler ([`PerKey`](super::keyed::PerKey));
-//! - after a budget of work, wake the task and yield, so a long run of ready futures
-//!   cannot starve the executor; a stream also yields after a streak of ready items.
+//! - a poll yields after `YIELD_EVERY` units of work (its yield allowance): it wakes the
+//!   task and returns, so a long run of ready futures cannot starve the executor; a
+//!   stream also yields after a streak of ready items.
 //!
 //! A panic that unwinds through a poll (from a future, the function, the key function or
 //! the source) drops everything in flight and marks the engine as panicked: polled again,
@@ -22,28 +23,22 @@ use std::future::{Future, IntoFuture};
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use futures_lite::Stream;
 use pin_project_lite::pin_project;
 
-use super::control::{Figures, Settings, Shared};
-use super::pool::{Pool, Started};
+use super::control::{Figures, Shared};
+use super::pool::Pool;
 use super::results::{Buffer, Results};
+use super::steering::{ControlHooks, Steering};
+use crate::limit::check::at_least_one;
 
-/// Units of work (a child poll, a pull or a start) one poll may do before yielding.
-const BUDGET: usize = 512;
+/// A poll yields after this many units of work (a child poll, a pull or a start): its
+/// yield allowance.
+const YIELD_EVERY: usize = 512;
 /// Items a stream may yield in a row, without ever returning `Pending`, before it yields.
 const STREAK: u32 = 256;
-
-#[track_caller]
-pub(crate) fn check_limit(limit: usize) {
-    assert!(
-        limit > 0,
-        "tollgate: the concurrency limit must be at least 1 (a limit of 0 would never run anything)"
-    );
-}
 
 #[track_caller]
 fn check_window(window: usize, limit: usize) {
@@ -55,7 +50,7 @@ fn check_window(window: usize, limit: usize) {
 
 /// Decides which pulled items start, and when to pull more. `T` is the item type, `O`
 /// the output of the futures.
-pub(crate) trait Admission<T, O>: DefaultWindow {
+pub(crate) trait Admission<T, O>: DefaultWindow + ControlHooks {
     /// Items pulled and not started yet.
     fn waiting(&self) -> usize;
 
@@ -70,34 +65,6 @@ pub(crate) trait Admission<T, O>: DefaultWindow {
 
     /// Forgets every waiting item and every running one (the pool was cleared).
     fn clear(&mut self);
-
-    /// The running totals for a control, with `pulled` items pulled and `in_pool`
-    /// futures in flight (the engine fills in `pulled` and `not_started`). Without a
-    /// scheduler every pulled item started at once and is finished once it left the
-    /// pool: nothing to count per item.
-    #[inline]
-    fn figures(&self, pulled: usize, in_pool: usize) -> Figures {
-        let pulled = pulled as u64;
-        Figures {
-            started: pulled,
-            attempts: pulled,
-            finished: pulled - in_pool as u64,
-            ..Figures::default()
-        }
-    }
-
-    /// Removes every pulled item that has not started (a drain) and returns their input
-    /// positions. Items waiting for a retry stay: they have started.
-    fn take_unstarted(&mut self) -> Vec<usize> {
-        Vec::new()
-    }
-
-    /// Applies the settings a control asked for (the control let through only those the
-    /// admission can take).
-    fn apply(&mut self, _settings: &Settings) {}
-
-    /// Publishes the per-key figures if the control asked for them.
-    fn publish_keys(&mut self, _shared: &Shared) {}
 
     /// Polls the admission's timer, if it waits for a time; `true` once that time has
     /// come (run another round: an item may start now).
@@ -123,15 +90,15 @@ pub(crate) trait Admission<T, O>: DefaultWindow {
         ControlFlow::Continue(())
     }
 
-    /// Pulls and starts items while the admission allows and the budget lasts. Outputs
-    /// of futures ready at once go to `results`; a break from it stops the map.
+    /// Pulls and starts items while the admission allows and the yield allowance lasts.
+    /// Outputs of futures ready at once go to `results`; a break from it stops the map.
     fn fill<S, F, W, R>(
         engine: &mut Engine<W::IntoFuture, Self>,
         source: Pin<&mut S>,
         f: &mut F,
         results: &mut R,
         cx: &mut Context<'_>,
-        budget: &mut usize,
+        allowance: &mut usize,
     ) -> ControlFlow<()>
     where
         Self: Sized,
@@ -167,172 +134,6 @@ pub(crate) enum AfterYield {
     Pass,
 }
 
-/// The admission of a map without per-key limits: an item is pulled when a slot is free
-/// and the window allows, and starts at once.
-///
-/// It is the default type parameter of every bounded map; see
-/// [`MapAsync::per_key`](crate::futures::MapAsync::per_key) for the other one.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Window {
-    _private: (),
-}
-
-/// Ordered mode's default window, in multiples of the limit.
-const ORDERED_WINDOW: usize = 4;
-
-impl DefaultWindow for Window {
-    #[inline]
-    fn default_window(limit: usize, ordered: bool) -> usize {
-        if ordered {
-            limit.saturating_mul(ORDERED_WINDOW)
-        } else {
-            limit
-        }
-    }
-}
-
-impl<T, O> Admission<T, O> for Window {
-    #[inline(always)]
-    fn waiting(&self) -> usize {
-        0
-    }
-
-    /// Always refill: the yielded output freed a place in the window (which is the limit
-    /// by default for completion order), and refilling it at once keeps `limit` futures
-    /// in flight. Poll the woken futures too only when every slot is taken (then
-    /// finishing some is the only way to start more): otherwise they wait until the
-    /// buffer runs dry and are polled in one batch, instead of one look at the ready set
-    /// per yielded output.
-    #[inline(always)]
-    fn after_yield(_backlog: usize, _limit: usize, full: bool) -> AfterYield {
-        if full {
-            AfterYield::Pass
-        } else {
-            AfterYield::Fill
-        }
-    }
-
-    #[inline(always)]
-    fn finished(&mut self, _index: usize, _seq: usize, output: O) -> Option<O> {
-        Some(output)
-    }
-
-    #[inline(always)]
-    fn clear(&mut self) {}
-
-    #[inline(always)]
-    fn fill<S, F, W, R>(
-        engine: &mut Engine<W::IntoFuture, Self>,
-        source: Pin<&mut S>,
-        f: &mut F,
-        results: &mut R,
-        cx: &mut Context<'_>,
-        budget: &mut usize,
-    ) -> ControlFlow<()>
-    where
-        S: Stream<Item = T>,
-        F: FnMut(T) -> W,
-        W: IntoFuture,
-        W::IntoFuture: Future<Output = O>,
-        R: Results<O>,
-    {
-        // A controlled map checks for a drain before each pull, in its own copy of the
-        // loop: the plain map's loop has no trace of it.
-        if engine.steering.shared.is_some() {
-            fill_window::<true, _, _, _, _, _, _>(engine, source, f, results, cx, budget)
-        } else {
-            fill_window::<false, _, _, _, _, _, _>(engine, source, f, results, cx, budget)
-        }
-    }
-}
-
-/// [`Window`]'s fill: pull while a slot is free and the window allows, and start each
-/// item at once. `STEERED`: a control is attached (a drain stops the pulling).
-#[inline(always)]
-fn fill_window<const STEERED: bool, T, O, S, F, W, R>(
-    engine: &mut Engine<W::IntoFuture, Window>,
-    mut source: Pin<&mut S>,
-    f: &mut F,
-    results: &mut R,
-    cx: &mut Context<'_>,
-    budget: &mut usize,
-) -> ControlFlow<()>
-where
-    S: Stream<Item = T>,
-    F: FnMut(T) -> W,
-    W: IntoFuture,
-    W::IntoFuture: Future<Output = O>,
-    R: Results<O>,
-{
-    if engine.input_done || engine.pool.is_full() {
-        return ControlFlow::Continue(());
-    }
-    let Engine {
-        pool,
-        window,
-        next_seq,
-        input_done,
-        steering,
-        ..
-    } = &mut *engine;
-    // The drain flag, looked at before each pull of a controlled map (a drain asked from
-    // inside `f` or a future stops the very next start).
-    let draining = if STEERED {
-        steering.shared.as_deref().map(Shared::draining_flag)
-    } else {
-        None
-    };
-    let mut drain = false;
-    // One bound for the loop (the window's room, capped by the budget), measured again
-    // when it runs out only if collecting in order may have released items meanwhile,
-    // and the pool checked only when a future stays in flight: one ready at once takes
-    // no slot.
-    let mut room = window
-        .saturating_sub(*next_seq - results.released())
-        .min(*budget);
-    loop {
-        if room == 0 {
-            if !R::RELEASES_ON_ACCEPT {
-                break;
-            }
-            let held = *next_seq - results.released();
-            room = window.saturating_sub(held).min(*budget);
-            if room == 0 {
-                break;
-            }
-        }
-        if STEERED && draining.is_some_and(|draining| draining.load(Ordering::Relaxed)) {
-            drain = true;
-            break;
-        }
-        match source.as_mut().poll_next(cx) {
-            Poll::Ready(Some(item)) => {
-                room -= 1;
-                *budget -= 1;
-                let seq = *next_seq;
-                *next_seq += 1;
-                match pool.start(f(item).into_future(), seq) {
-                    Started::Ready(output) => results.accept(seq, output)?,
-                    Started::Pending(_) => {
-                        if pool.is_full() {
-                            break;
-                        }
-                    }
-                }
-            }
-            Poll::Ready(None) => {
-                *input_done = true;
-                break;
-            }
-            Poll::Pending => break,
-        }
-    }
-    if STEERED && drain {
-        engine.begin_drain::<T, R>(results);
-    }
-    ControlFlow::Continue(())
-}
-
 /// Where a map is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -361,52 +162,16 @@ pub(crate) struct Engine<Fut, A> {
     pub(crate) steering: Steering,
 }
 
-/// The map's side of a [`MapControl`](super::MapControl), if one is attached.
-#[derive(Debug, Default)]
-pub(crate) struct Steering {
-    /// The control, until the map ends: an ended map lets go of it, so nothing it does
-    /// afterwards (a stream polled after its end) reaches the control, which another map
-    /// may have been attached to since.
-    pub(crate) shared: Option<Arc<Shared>>,
-    /// The settings' generation last applied.
-    seen: u64,
-    /// A drain took effect.
-    drained: bool,
-    /// The results stopped the map (`try_map_async`'s first error).
-    broke: bool,
-    /// Pulled items a drain (or a stop) dropped unstarted.
-    not_started: usize,
-    /// The figures as of the end of the map's last poll (published, or noted by a stream
-    /// before it handed out an output): a map dropped between two polls ends with them.
-    last: Figures,
-}
-
-impl Steering {
-    /// Tells the control the map ended with `figures` (what still ran or waited then is
-    /// cancelled) and lets go of it.
-    fn end(&mut self, figures: Figures) {
-        if let Some(shared) = self.shared.take() {
-            shared.end(&figures.at_end());
-        }
-    }
-}
-
-impl Drop for Steering {
-    /// A dropped map has ended too, cancelling what it ran: its last figures are exact,
-    /// since nothing in a map moves between its polls.
-    fn drop(&mut self) {
-        let last = self.last;
-        self.end(last);
-    }
-}
-
 impl<Fut, A> Engine<Fut, A> {
     #[track_caller]
     pub(crate) fn new(limit: usize, expected: usize, ordered: bool, admission: A) -> Self
     where
         A: DefaultWindow,
     {
-        check_limit(limit);
+        at_least_one(
+            limit,
+            "tollgate: the concurrency limit must be at least 1 (a limit of 0 would never run anything)",
+        );
         Self {
             pool: Pool::new(limit, expected),
             admission,
@@ -535,10 +300,6 @@ impl<Fut, A> Engine<Fut, A> {
 /// The admission's part of a map's `Debug`, without bounds on the item type.
 pub(crate) trait DebugFields {
     fn fields(&self, s: &mut fmt::DebugStruct<'_, '_>);
-}
-
-impl DebugFields for Window {
-    fn fields(&self, _s: &mut fmt::DebugStruct<'_, '_>) {}
 }
 
 impl<Fut: Future, A> Engine<Fut, A> {
@@ -681,16 +442,16 @@ impl<Fut: Future, A> Engine<Fut, A> {
     }
 
     /// Ends a round that has nothing to hand out: `true` when the poll must return
-    /// `Pending`, because the budget is spent (after asking to be polled again: plenty was
-    /// done in this poll, the executor runs the others first) or because nothing woke
+    /// `Pending`, because the yield allowance is spent (after asking to be polled again:
+    /// plenty was done in this poll, the executor runs the others first) or because nothing woke
     /// since the pass looked (the task is registered for the next wake-up). `false`: a
     /// wake-up came in meanwhile, run another round.
     #[inline(always)]
-    fn should_park<T>(&mut self, cx: &mut Context<'_>, budget: usize) -> bool
+    fn should_park<T>(&mut self, cx: &mut Context<'_>, allowance: usize) -> bool
     where
         A: Admission<T, Fut::Output>,
     {
-        if budget == 0 {
+        if allowance == 0 {
             cx.waker().wake_by_ref();
             return true;
         }
@@ -749,7 +510,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
         f: &mut F,
         results: &mut R,
         cx: &mut Context<'_>,
-        budget: &mut usize,
+        allowance: &mut usize,
     ) -> ControlFlow<()>
     where
         A: Admission<T, Fut::Output>,
@@ -770,9 +531,9 @@ impl<Fut: Future, A> Engine<Fut, A> {
                     None => ControlFlow::Continue(()),
                 }
             })?;
-            *budget = budget.saturating_sub(polled);
+            *allowance = allowance.saturating_sub(polled);
         }
-        A::fill(self, source, f, results, cx, budget)
+        A::fill(self, source, f, results, cx, allowance)
     }
 
     /// Drives everything to the end, handing outputs to `results`. `Ready(Break)` means
@@ -796,13 +557,13 @@ impl<Fut: Future, A> Engine<Fut, A> {
         R: Results<Fut::Output>,
     {
         let poll = StopOnUnwind::run(self, |engine| {
-            let mut budget = BUDGET;
+            let mut allowance = YIELD_EVERY;
             loop {
                 // Until `register`, wake-ups only mark their futures: one that wakes itself
                 // during this pass costs no trip through the executor.
                 engine.pool.enter();
                 if engine
-                    .pass(source.as_mut(), f, results, cx, &mut budget)
+                    .pass(source.as_mut(), f, results, cx, &mut allowance)
                     .is_break()
                 {
                     engine.steering.broke = true;
@@ -812,7 +573,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
                 if engine.is_done() {
                     return Poll::Ready(ControlFlow::Continue(()));
                 }
-                if engine.should_park(cx, budget) {
+                if engine.should_park(cx, allowance) {
                     return Poll::Pending;
                 }
             }
@@ -885,6 +646,21 @@ impl<S, Fut, R, A> Core<S, Fut, R, A> {
             streak: self.streak,
         }
     }
+
+    /// The same core with another admission, made from the current one; see
+    /// [`Engine::with_admission`].
+    pub(crate) fn with_admission<B: DefaultWindow>(
+        self,
+        ordered: bool,
+        admission: impl FnOnce(A) -> B,
+    ) -> Core<S, Fut, R, B> {
+        Core {
+            source: self.source,
+            engine: self.engine.with_admission(ordered, admission),
+            results: self.results,
+            streak: self.streak,
+        }
+    }
 }
 
 impl<S: Stream, Fut: Future, R, A> Core<S, Fut, R, A> {
@@ -899,21 +675,6 @@ impl<S: Stream, Fut: Future, R, A> Core<S, Fut, R, A> {
             source,
             results,
             streak: 0,
-        }
-    }
-
-    /// The same core with another admission, made from the current one; see
-    /// [`Engine::with_admission`].
-    pub(crate) fn with_admission<B: DefaultWindow>(
-        self,
-        ordered: bool,
-        admission: impl FnOnce(A) -> B,
-    ) -> Core<S, Fut, R, B> {
-        Core {
-            source: self.source,
-            engine: self.engine.with_admission(ordered, admission),
-            results: self.results,
-            streak: self.streak,
         }
     }
 
@@ -967,7 +728,7 @@ where
             return Poll::Pending;
         }
         StopOnUnwind::run(this.engine, |engine| {
-            let mut budget = BUDGET;
+            let mut allowance = YIELD_EVERY;
             engine.pool.enter();
             if let Some(value) = results.pop() {
                 // Yielding `value` released a place in the window: refill before
@@ -980,11 +741,11 @@ where
                 ) {
                     AfterYield::Hold => {}
                     AfterYield::Fill => {
-                        let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut budget);
+                        let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut allowance);
                         engine.note_if_steered();
                     }
                     AfterYield::Pass => {
-                        let _ = engine.pass(source.as_mut(), f, results, cx, &mut budget);
+                        let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
                         engine.note_if_steered();
                     }
                 }
@@ -992,9 +753,9 @@ where
                 return Poll::Ready(Some(value));
             }
             loop {
-                let _ = engine.pass(source.as_mut(), f, results, cx, &mut budget);
+                let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
                 if let Some(value) = results.pop() {
-                    let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut budget);
+                    let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut allowance);
                     engine.note_if_steered();
                     *streak += 1;
                     return Poll::Ready(Some(value));
@@ -1004,7 +765,7 @@ where
                     return Poll::Ready(None);
                 }
                 *streak = 0;
-                if engine.should_park(cx, budget) {
+                if engine.should_park(cx, allowance) {
                     if engine.steering.shared.is_some() {
                         engine.after_poll(false);
                     }

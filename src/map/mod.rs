@@ -12,35 +12,38 @@
 //! - completed outputs wait in a small buffer (`results.rs`): in input order (a reorder
 //!   buffer) or completion order. The window bounds how many items may be pulled and not
 //!   yet handed out, which bounds that buffer;
-//! - after a budget of work in one poll it yields to the executor, and a stream yields once
-//!   after a long run of ready items, so a stream of ready futures cannot starve its task's
-//!   neighbours.
+//! - after a few hundred units of work in one poll (its yield allowance) it yields to the
+//!   executor, and a stream yields once after a long run of ready items, so a stream of
+//!   ready futures cannot starve its task's neighbours.
 //!
 //! The collecting futures move each output straight into the result vector when it is
 //! next in line.
 
-mod collect;
+mod bounded;
 mod control;
+mod delivery;
 mod engine;
 pub(crate) mod keyed;
 mod pool;
 mod results;
 mod schedule;
-mod stream;
+mod steering;
+mod window;
 
 use std::future::IntoFuture;
 
 use futures_lite::stream::{self as lite_stream, Iter, Stream};
 
-pub use self::collect::{GatherLimit, MapAsync, TryMapAsync};
+pub use self::bounded::{BoundedMap, GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync};
 pub use self::control::{ControlError, KeyProgress, MapControl, Progress};
-pub use self::engine::Window;
-pub(crate) use self::keyed::check_per_key_limit;
+pub use self::delivery::{
+    Collected, CompletionOrder, Delivery, Gathered, InputOrder, TryCollected,
+};
 pub use self::keyed::{
     Answer, LaterReason, NoRetry, NoSharedLimits, PerKey, SharedLimits, Unkeyed, WithSharedLimits,
 };
 pub use self::results::{Indexed, OutputForm, Plain};
-pub use self::stream::{MapBounded, MapUnordered};
+pub use self::window::Window;
 
 /// Bounded concurrent mapping for any [`Stream`]: channels, paginated APIs, other
 /// combinators.
@@ -96,7 +99,7 @@ pub trait BoundedStreamExt: Stream {
         F: FnMut(Self::Item) -> Fut,
         Fut: IntoFuture,
     {
-        MapBounded::new(self, limit, f)
+        BoundedMap::new(self, limit, f)
     }
 
     /// Maps each item to a future and runs at most `limit` of them at once, yielding
@@ -142,7 +145,7 @@ pub trait BoundedStreamExt: Stream {
         F: FnMut(Self::Item) -> Fut,
         Fut: IntoFuture,
     {
-        MapUnordered::new(self, limit, f)
+        BoundedMap::new(self, limit, f)
     }
 }
 
@@ -215,7 +218,7 @@ where
     F: FnMut(I::Item) -> Fut,
     Fut: IntoFuture,
 {
-    MapAsync::new(items.into_iter(), limit, f)
+    BoundedMap::new(lite_stream::iter(items), limit, f)
 }
 
 /// Runs `f` over `items` with at most `limit` futures in flight and collects the `Ok`
@@ -265,7 +268,7 @@ where
     F: FnMut(I::Item) -> Fut,
     Fut: IntoFuture<Output = Result<T, E>>,
 {
-    TryMapAsync::new(items.into_iter(), limit, f)
+    BoundedMap::new(lite_stream::iter(items), limit, f)
 }
 
 /// Runs `items`' mapped futures with at most `limit` in flight and yields their outputs as
@@ -310,7 +313,7 @@ where
     F: FnMut(I::Item) -> Fut,
     Fut: IntoFuture,
 {
-    MapUnordered::new(lite_stream::iter(items), limit, f)
+    BoundedMap::new(lite_stream::iter(items), limit, f)
 }
 
 /// Runs `futures` with at most `limit` in flight, collecting their outputs in input order.
@@ -355,5 +358,5 @@ where
     I: IntoIterator,
     I::Item: IntoFuture,
 {
-    GatherLimit::new(futures.into_iter(), limit)
+    BoundedMap::new(lite_stream::iter(futures), limit, ())
 }

@@ -11,6 +11,7 @@
 //! reorder buffer (whose head is its position).
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::marker::PhantomData;
 use std::ops::ControlFlow;
 
@@ -103,7 +104,7 @@ enum Place<T> {
 
 /// The reorder buffer: `waiting[k]` is the place of item `head + k`. A stream yields
 /// its outputs in the form `M`.
-pub(crate) struct InOrder<T, M = Plain> {
+pub struct InOrder<T, M = Plain> {
     waiting: VecDeque<Place<T>>,
     head: usize,
     form: PhantomData<M>,
@@ -162,6 +163,15 @@ impl<T, M> InOrder<T, M> {
     }
 }
 
+impl<T, M> fmt::Debug for InOrder<T, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InOrder")
+            .field("head", &self.head)
+            .field("waiting", &self.waiting.len())
+            .finish()
+    }
+}
+
 impl<T, M> Results<T> for InOrder<T, M> {
     const RELEASES_ON_ACCEPT: bool = false;
 
@@ -207,7 +217,7 @@ impl<T, M: OutputForm> Buffer<T> for InOrder<T, M> {
 /// Two vectors instead of a ring buffer (half the instructions per output): finished
 /// outputs are pushed on `incoming`; `outgoing` holds older ones, the next one last, and
 /// when it runs dry `incoming` is reversed into its place.
-pub(crate) struct InCompletionOrder<T, M: OutputForm = Plain> {
+pub struct InCompletionOrder<T, M: OutputForm = Plain> {
     incoming: Vec<M::Output<T>>,
     outgoing: Vec<M::Output<T>>,
     yielded: usize,
@@ -239,6 +249,15 @@ impl<T, M: OutputForm> InCompletionOrder<T, M> {
         let value = self.outgoing.pop();
         self.yielded += 1;
         value
+    }
+}
+
+impl<T, M: OutputForm> fmt::Debug for InCompletionOrder<T, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InCompletionOrder")
+            .field("backlog", &self.backlog())
+            .field("yielded", &self.yielded)
+            .finish()
     }
 }
 

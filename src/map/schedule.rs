@@ -1,375 +1,487 @@
-//! The scheduling methods every bounded map has: rates (`rate`, `per_key_rate`), retries
-//! that give their slots back (`retry`), the window's cap (`max_window`), `per_key`
-//! after those, and `control` (a [`MapControl`](super::MapControl)). One macro writes them
-//! for [`MapAsync`](super::MapAsync), [`TryMapAsync`](super::TryMapAsync),
-//! [`MapBounded`](super::MapBounded) and [`MapUnordered`](super::MapUnordered), so the four
-//! cannot drift apart; each type only says how to reach its engine (`engine_mut`) and
-//! swap its admission (`replace_admission`).
+//! The scheduling methods of every bounded map, written once on
+//! [`BoundedMap`](super::BoundedMap): `per_key`, rates (`rate`, `per_key_rate`), retries
+//! that give their slots back (`retry`), the window's cap (`max_window`), `shared_limits`
+//! and `control` (a [`MapControl`]). Each comes in the form its admission needs: on the
+//! plain [`Window`] a method installs the scheduler ([`PerKey`]), on a map that has one it
+//! changes its settings.
 
-/// Writes the scheduling methods of a map type.
-///
-/// - `$Map<$($param),*>`: the type without its last two parameters, the admission and
-///   the output form (which every method keeps as it is);
-/// - `where`: the bounds of its impls; `item`: its item type;
-/// - `retry`: the generics, error type and bounds of its `retry` methods;
-/// - `start` / `finish`: code that builds such a map over `0..8u32` with futures of
-///   `Result<u32, ()>`, and that runs it, for the doc examples.
-macro_rules! scheduling_methods {
-    (
-        $Map:ident < $($param:ident),* >
-        where [$($bounds:tt)*]
-        item = $item:ty,
-        retry = <$($rg:ident),*> $err:ident where [$($rbounds:tt)*],
-        start = $start:literal,
-        finish = $finish:literal $(,)?
-    ) => {
-        impl<$($param,)* M> $Map<$($param,)* $crate::map::Window, M>
-        where
-            $($bounds)*
-            M: $crate::futures::OutputForm,
-        {
-            /// Attaches a [`MapControl`](crate::MapControl): read the map's progress,
-            /// drain it, or change its limit while it runs, from any task or thread.
-            ///
-            /// Put it last, after `per_key`, `rate` and `retry`: those change what the
-            /// control can steer (a map with `per_key` takes a `MapControl<K>` naming
-            /// its keys). Without a control the map publishes nothing and pays nothing.
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// use tollgate::MapControl;
-            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-            /// # futures_lite::future::block_on(async {
-            /// let control = MapControl::new();
-            #[doc = concat!("let map = ", $start, ".control(&control);")]
-            #[doc = concat!("let out = map", $finish, ";")]
-            /// assert_eq!(control.progress().finished(), 8);
-            /// # let _ = out;
-            /// # });
-            /// ```
-            ///
-            /// # Panics
-            ///
-            /// If `control` is attached to another map that has not ended (one control
-            /// steers one map at a time; once that map ended, the control may be attached
-            /// again).
-            #[track_caller]
-            pub fn control(mut self, control: &$crate::MapControl) -> Self {
-                self.engine_mut().attach(control.shared());
-                self
-            }
+use std::future::IntoFuture;
+use std::hash::Hash;
+use std::sync::Arc;
 
-            /// Limits how many items start per unit of time over the whole map: no two
-            /// starts closer than the rate allows (beyond its burst), whatever the
-            /// limit. Items wait for the rate without holding a slot.
-            ///
-            /// Combine with [`per_key`](Self::per_key) (first) for a rate per host.
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// use tollgate::Rate;
-            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-            /// # futures_lite::future::block_on(async {
-            #[doc = concat!("let map = ", $start, ".rate(Rate::per_second(1_000).burst(8));")]
-            #[doc = concat!("let out = map", $finish, ";")]
-            /// # let _ = out;
-            /// # });
-            /// ```
-            pub fn rate(
-                self,
-                rate: $crate::Rate,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>>, M> {
-                self.replace_admission(|_| {
-                    let mut admission = $crate::map::PerKey::unkeyed();
-                    admission.set_rate(rate);
-                    admission
-                })
-            }
+use futures_lite::Stream;
 
-            /// Retries failed items inside the map: a failed attempt gives back its slot,
-            /// the item waits for its pause without holding one, and the freed slot
-            /// serves other items meanwhile. See [`RetryPolicy`](crate::RetryPolicy)
-            /// for the settings (attempts, backoff, the server's `Retry-After`, a retry
-            /// budget, a hook) and for what the output of a retried item is.
-            ///
-            /// The map's function is called again with a clone of the item, hence
-            /// `Clone`. Combine with [`per_key`](Self::per_key) (first) to pause a whole
-            /// host on a 429 and to keep a retry budget per host.
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// use std::time::Duration;
-            /// use tollgate::RetryPolicy;
-            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-            /// # futures_lite::future::block_on(async {
-            /// let policy = RetryPolicy::new().attempts(3).interval(Duration::from_millis(1));
-            #[doc = concat!("let map = ", $start, ".retry(policy);")]
-            #[doc = concat!("let out = map", $finish, ";")]
-            /// # let _ = out;
-            /// # });
-            /// ```
-            pub fn retry<$($rg),*>(
-                self,
-                policy: $crate::RetryPolicy<$item, $err>,
-            ) -> $Map<
-                $($param,)*
-                $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>, $crate::RetryPolicy<$item, $err>>,
-                M,
-            >
-            where
-                $item: $crate::map::keyed::RetryItem,
-                $($rbounds)*
-            {
-                self.replace_admission(|_| $crate::map::PerKey::unkeyed().with_policy(policy))
-            }
-        }
+use super::bounded::BoundedMap;
+use super::control::MapControl;
+use super::delivery::Delivery;
+use super::keyed::{
+    NoRetry, NoSharedLimits, PerKey, RetryItem, SharedLimits, Unkeyed, WithSharedLimits,
+};
+use super::window::Window;
+use crate::limit::check::at_least_one;
+use crate::limit::rate::Rate;
+use crate::retry::RetryPolicy;
 
-        impl<$($param,)* P, M> $Map<$($param,)* $crate::map::PerKey<$item, (), $crate::map::Unkeyed<$item>, P>, M>
-        where
-            $($bounds)*
-            M: $crate::futures::OutputForm,
-        {
-            /// Adds a per-key limit to a map that has a rate or a retry policy already,
-            /// keeping them: see [`per_key`](Self::per_key) on the plain map.
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// use tollgate::Rate;
-            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-            /// # futures_lite::future::block_on(async {
-            #[doc = concat!("let map = ", $start, ".rate(Rate::per_second(1_000)).per_key(|n| n % 2, 1);")]
-            #[doc = concat!("let out = map", $finish, ";")]
-            /// # let _ = out;
-            /// # });
-            /// ```
-            ///
-            /// # Panics
-            ///
-            /// If `limit` is 0.
-            #[track_caller]
-            pub fn per_key<K, KF>(
-                self,
-                key_fn: KF,
-                limit: usize,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P>, M>
-            where
-                K: std::hash::Hash + Eq + Clone,
-                KF: FnMut(&$item) -> K,
-            {
-                $crate::map::check_per_key_limit(limit);
-                self.replace_admission(|admission| admission.with_key(key_fn, limit))
-            }
-        }
+/// The map with the scheduler of `.rate` or `.retry` and no key function (a private
+/// shorthand: the type is the public one).
+type UnkeyedMap<S, F, Fut, P, D> =
+    BoundedMap<S, F, Fut, PerKey<<S as Stream>::Item, (), Unkeyed<<S as Stream>::Item>, P>, D>;
 
-        impl<$($param,)* K, KF, P, M> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P>, M>
-        where
-            K: std::hash::Hash + Eq + Clone,
-            KF: FnMut(&$item) -> K,
-            $($bounds)*
-            M: $crate::futures::OutputForm,
-        {
-            /// Asks `limits` before every start: per-key caps or rates kept outside the
-            /// map, such as a fleet's through a store (`tollgate-redis`), or another
-            /// map's. An item starts when the map's own limits allow it **and** its key
-            /// was granted a permit, which it holds until its attempt ends.
-            ///
-            /// The guarantee is the one the map gives for its own per-key limits: an item
-            /// whose key waits for its shared limits holds no slot, and items of other
-            /// keys start meanwhile. The map asks for one item of a key at a time, and
-            /// only while a slot is free for the answer, so a permit is held by a running
-            /// item, not by an item waiting for a slot. A key told to come back later
-            /// sleeps like a key waiting for its rate.
-            ///
-            /// The map's futures must return `Result<_, E>` with `E: From<L::Error>`: when
-            /// the limits cannot answer (a store out of reach) or revoke a permit (a lease
-            /// that could not be renewed: the attempt is cancelled), the item's attempt
-            /// ends with that error, and a [`retry`](Self::retry) policy sees it like any
-            /// other failure.
-            ///
-            /// # Examples
-            ///
-            /// See [`SharedLimits`](crate::SharedLimits) for an implementation.
-            ///
-            /// ```
-            /// # use std::future::{Pending, Ready, ready};
-            /// # use tollgate::{Answer, SharedLimits};
-            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-            /// # struct Open;
-            /// # impl SharedLimits<u32> for Open {
-            /// #     type Permit = ();
-            /// #     type Error = ();
-            /// #     type Ask = Ready<Answer<(), ()>>;
-            /// #     type Wake = Pending<()>;
-            /// #     type Revoked = Pending<()>;
-            /// #     fn ask(&self, _key: &u32) -> Self::Ask { ready(Answer::Granted(())) }
-            /// #     fn wake(&self, _key: &u32) -> Option<Self::Wake> { None }
-            /// #     fn revoked(&self, _permit: &()) -> Option<Self::Revoked> { None }
-            /// # }
-            /// # futures_lite::future::block_on(async {
-            /// let limits = Open; // a fleet's store, say
-            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).shared_limits(limits);")]
-            #[doc = concat!("let out = map", $finish, ";")]
-            /// # let _ = out;
-            /// # });
-            /// ```
-            pub fn shared_limits<L>(
-                self,
-                limits: L,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P, $crate::futures::WithSharedLimits<K, L>>, M>
-            where
-                L: $crate::SharedLimits<K>,
-            {
-                self.replace_admission(|admission| admission.with_shared(limits))
-            }
-        }
+/// The map with the scheduler of a key function (a private shorthand: the type is the
+/// public one).
+type KeyedMap<S, F, Fut, K, KF, P, G, D> =
+    BoundedMap<S, F, Fut, PerKey<<S as Stream>::Item, K, KF, P, G>, D>;
 
-        impl<$($param,)* K, KF, P, G, M> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, P, G>, M>
-        where
-            K: std::hash::Hash + Eq + Clone,
-            KF: FnMut(&$item) -> K,
-            $($bounds)*
-            M: $crate::futures::OutputForm,
-        {
-            /// Limits how many items start per unit of time over the whole map (all keys
-            /// together). Items wait for the rate without holding a slot.
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// use tollgate::Rate;
-            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-            /// # futures_lite::future::block_on(async {
-            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).rate(Rate::per_second(1_000));")]
-            #[doc = concat!("let out = map", $finish, ";")]
-            /// # let _ = out;
-            /// # });
-            /// ```
-            pub fn rate(mut self, rate: $crate::Rate) -> Self {
-                self.admission_mut().set_rate(rate);
-                self
-            }
+/// The retry policy of a map over `S`'s items failing with `E`.
+type ItemPolicy<S, E> = RetryPolicy<<S as Stream>::Item, E>;
 
-            /// Attaches a [`MapControl`](crate::MapControl): read the map's progress
-            /// (its busiest keys too), drain it, or change its limits and rates while it
-            /// runs, from any task or thread.
-            ///
-            /// Put it last, after `per_key`, `rate` and `retry`.
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// use tollgate::MapControl;
-            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-            /// # futures_lite::future::block_on(async {
-            /// let control = MapControl::new();
-            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).control(&control);")]
-            /// control.set_per_key_limit(3).unwrap();
-            #[doc = concat!("let out = map", $finish, ";")]
-            /// assert_eq!(control.progress().finished(), 8);
-            /// # let _ = out;
-            /// # });
-            /// ```
-            ///
-            /// # Panics
-            ///
-            /// If `control` is attached to another map that has not ended (one control
-            /// steers one map at a time; once that map ended, the control may be attached
-            /// again).
-            #[track_caller]
-            pub fn control(mut self, control: &$crate::MapControl<K>) -> Self {
-                self.engine_mut().attach(control.shared());
-                self.admission_mut()
-                    .set_board(std::sync::Arc::clone(control.key_board()));
-                self
-            }
-
-            /// Limits how many items of one key start per unit of time: a crawl delay or
-            /// a request quota per host.
-            ///
-            /// An item whose key must wait for its rate holds no global slot: items of
-            /// other keys start meanwhile, and keys take turns. One timer serves the
-            /// whole map, set for the earliest time an item may start. The rate is this
-            /// map's alone; to share one with other code, use a
-            /// [`KeyedRateLimiter`](crate::KeyedRateLimiter) inside the function.
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// use tollgate::Rate;
-            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-            /// # futures_lite::future::block_on(async {
-            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).per_key_rate(Rate::per_second(1_000).burst(2));")]
-            #[doc = concat!("let out = map", $finish, ";")]
-            /// # let _ = out;
-            /// # });
-            /// ```
-            pub fn per_key_rate(mut self, rate: $crate::Rate) -> Self {
-                self.admission_mut().set_per_key_rate(rate);
-                self
-            }
-
-            /// Caps how far the window may grow: 1024 × the global limit by default, or
-            /// the window if larger; a window set with `.window(n)` does not grow unless
-            /// a max window is set too.
-            ///
-            /// While global slots sit idle because every waiting item's key is full or
-            /// waiting for its time, the map pulls further ahead to find other keys: the
-            /// window doubles, as long as doubling keeps finding new keys, up to this
-            /// cap, and returns to its set size once the backlog is gone. Input that
-            /// keeps the slots busy never grows it. Every item pulled is held until it
-            /// is handed out, so this caps the map's memory.
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-            /// # futures_lite::future::block_on(async {
-            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).max_window(10_000);")]
-            #[doc = concat!("let out = map", $finish, ";")]
-            /// # let _ = out;
-            /// # });
-            /// ```
-            pub fn max_window(mut self, max_window: usize) -> Self {
-                self.admission_mut().set_max_window(max_window);
-                self
-            }
-
-            /// Retries failed items inside the map, each key on its own: a failed
-            /// attempt gives back its global and per-key slots, the item re-enters its
-            /// key's queue with a time before which it may not start, and the freed
-            /// slots serve other items meanwhile. The policy may pause the whole key
-            /// ([`RetryPolicy::pause_key`](crate::RetryPolicy::pause_key)) and keeps
-            /// its retry budget per key. See [`RetryPolicy`](crate::RetryPolicy).
-            ///
-            /// # Examples
-            ///
-            /// ```
-            /// use std::time::Duration;
-            /// use tollgate::RetryPolicy;
-            /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-            /// # futures_lite::future::block_on(async {
-            /// let policy = RetryPolicy::new().interval(Duration::from_millis(1)).budget(0.2, 10);
-            #[doc = concat!("let map = ", $start, ".per_key(|n| n % 4, 2).retry(policy);")]
-            #[doc = concat!("let out = map", $finish, ";")]
-            /// # let _ = out;
-            /// # });
-            /// ```
-            pub fn retry<$($rg),*>(
-                self,
-                policy: $crate::RetryPolicy<$item, $err>,
-            ) -> $Map<$($param,)* $crate::map::PerKey<$item, K, KF, $crate::RetryPolicy<$item, $err>, G>, M>
-            where
-                $item: $crate::map::keyed::RetryItem,
-                $($rbounds)*
-            {
-                self.replace_admission(|admission| admission.with_policy(policy))
-            }
-        }
-    };
+impl<S, F, Fut: IntoFuture, D: Delivery> BoundedMap<S, F, Fut, Window, D> {
+    /// Attaches a [`MapControl`](crate::MapControl): read the map's progress,
+    /// drain it, or change its limit while it runs, from any task or thread.
+    ///
+    /// Put it last, after `per_key`, `rate` and `retry`: those change what the
+    /// control can steer (a map with `per_key` takes a `MapControl<K>` naming
+    /// its keys). Without a control the map publishes nothing and pays nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::MapControl;
+    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+    /// # futures_lite::future::block_on(async {
+    /// let control = MapControl::new();
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).control(&control);
+    /// let out = map.await;
+    /// assert_eq!(control.progress().finished(), 8);
+    /// # let _ = out;
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `control` is attached to another map that has not ended (one control
+    /// steers one map at a time; once that map ended, the control may be attached
+    /// again).
+    #[track_caller]
+    pub fn control(mut self, control: &MapControl) -> Self {
+        self.engine_mut().attach(control.shared());
+        self
+    }
 }
 
-pub(crate) use scheduling_methods;
+impl<S, F, Fut, D> BoundedMap<S, F, Fut, Window, D>
+where
+    S: Stream,
+    F: FnMut(S::Item) -> Fut,
+    Fut: IntoFuture,
+    D: Delivery,
+{
+    /// Adds a per-key limit: at most `limit` items of one key (a URL's host, a tenant, a
+    /// shard, as named by `key_fn`) run at once, within the map's global limit, without
+    /// either limit blocking the other.
+    ///
+    /// An item starts only when its key and the global limit both have room. Items whose
+    /// key is full wait in a per-key queue **without holding a global slot**, and items
+    /// of other keys go ahead, so host-sorted input still fills every global slot. Keys
+    /// with waiting items take turns, so none starves; a key that runs fewer than `limit`
+    /// items gets a turn for its next one at once. Within a key, items start in input
+    /// order. Outputs keep the map's order (input order, or completion order for
+    /// `amap_iter` and `map_unordered`), and `try_map_async`'s first error still stops
+    /// everything. `limit` is the map's default key limit: every key has it (a control
+    /// changes it with [`set_default_key_limit`](MapControl::set_default_key_limit)).
+    ///
+    /// Input is pulled ahead of the running work, up to the [window](Self::window),
+    /// to find items of other keys. With a per-key limit the default window is
+    /// 64 × the global limit: with input sorted by key in runs of `r` items, filling
+    /// every global slot needs a window of about `(global / per_key) × r`; interleaved
+    /// input needs very little. Memory stays bounded by the window whatever the order.
+    ///
+    /// The global limit is `map_async`'s argument and the per-key limit sits beside its
+    /// key function, so the two cannot be swapped by accident.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// async fn fetch(url: String) -> Result<String, std::io::Error> {
+    ///     tollgate::sleep(Duration::from_millis(1)).await; // the network, simulated
+    ///     Ok(format!("<html>{url}</html>"))
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // Sorted by host: the naive crawler would leave most global slots idle here.
+    /// let urls: Vec<String> = ["a.example", "b.example", "c.example"]
+    ///     .iter()
+    ///     .flat_map(|host| (0..10).map(move |i| format!("https://{host}/{i}")))
+    ///     .collect();
+    /// let host = |url: &String| url.split('/').nth(2).unwrap_or_default().to_owned();
+    /// // 6 requests at once, at most 2 per host.
+    /// let pages = tollgate::map_async(urls, 6, fetch).per_key(host, 2).await;
+    /// assert_eq!(pages.len(), 30);
+    /// assert!(pages.iter().all(Result::is_ok));
+    /// # });
+    /// ```
+    ///
+    /// # With a `KeyedBulkhead`
+    ///
+    /// The per-key limit caps this map alone. When several maps (or other code) hit the
+    /// same hosts and the cap must hold across all of them, also run each request
+    /// through a shared [`KeyedBulkhead`](crate::KeyedBulkhead) inside `f`. Its options
+    /// then mean what they say: an `acquire_timeout` or `max_waiting` turns "the host is
+    /// busy with the others' work" into a [`BulkheadError`](crate::BulkheadError) item
+    /// instead of a long wait. Within one map the bulkhead never makes an item wait while
+    /// it holds a global slot as long as the per-key limit is no larger than the
+    /// bulkhead's limit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{BulkheadError, KeyedBulkhead, map_async, sleep};
+    ///
+    /// async fn crawl(per_host: &KeyedBulkhead<String>, urls: Vec<String>) -> Vec<Result<(), BulkheadError>> {
+    ///     let host = |url: &String| url.split('/').nth(2).unwrap_or_default().to_owned();
+    ///     map_async(urls, 8, |url| async move {
+    ///         let host = url.split('/').nth(2).unwrap_or_default().to_owned();
+    ///         per_host.run(&host, sleep(Duration::from_millis(1))).await
+    ///     })
+    ///     .per_key(host, 2)
+    ///     .await
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let per_host = KeyedBulkhead::new(2);
+    /// let urls = |n| (0..n).map(|i| format!("https://example.com/{i}")).collect();
+    /// // Two crawls at once: together they still send at most 2 requests to the host.
+    /// let (a, b) = futures_lite::future::zip(crawl(&per_host, urls(10)), crawl(&per_host, urls(10))).await;
+    /// assert!(a.iter().chain(&b).all(Result::is_ok));
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is 0. Polling panics if `key_fn` does (after dropping the work in
+    /// flight and the items waiting for their key).
+    #[track_caller]
+    pub fn per_key<K, KF>(
+        self,
+        key_fn: KF,
+        limit: usize,
+    ) -> BoundedMap<S, F, Fut, PerKey<S::Item, K, KF>, D>
+    where
+        K: Hash + Eq + Clone,
+        KF: FnMut(&S::Item) -> K,
+    {
+        self.replace_admission(|_| PerKey::new(key_fn, limit))
+    }
+
+    /// Limits how many items start per unit of time over the whole map: no two
+    /// starts closer than the rate allows (beyond its burst), whatever the
+    /// limit. Items wait for the rate without holding a slot.
+    ///
+    /// Combine with [`per_key`](Self::per_key) (first) for a rate per host.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Rate;
+    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+    /// # futures_lite::future::block_on(async {
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).rate(Rate::per_second(1_000).burst(8));
+    /// let out = map.await;
+    /// # let _ = out;
+    /// # });
+    /// ```
+    pub fn rate(self, rate: Rate) -> UnkeyedMap<S, F, Fut, NoRetry, D> {
+        self.replace_admission(|_| {
+            let mut admission = PerKey::unkeyed();
+            admission.set_rate(rate);
+            admission
+        })
+    }
+
+    /// Retries failed items inside the map: a failed attempt gives back its slot,
+    /// the item waits for its pause without holding one, and the freed slot
+    /// serves other items meanwhile. See [`RetryPolicy`](crate::RetryPolicy)
+    /// for the settings (attempts, backoff, the server's `Retry-After`, a retry
+    /// budget, a hook) and for what the output of a retried item is.
+    ///
+    /// The map's function is called again with a clone of the item, hence
+    /// `Clone`. Combine with [`per_key`](Self::per_key) (first) to pause a whole
+    /// host on a 429 and to keep a retry budget per host.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::RetryPolicy;
+    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+    /// # futures_lite::future::block_on(async {
+    /// let policy = RetryPolicy::new().attempts(3).interval(Duration::from_millis(1));
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).retry(policy);
+    /// let out = map.await;
+    /// # let _ = out;
+    /// # });
+    /// ```
+    pub fn retry<Value, Error>(
+        self,
+        policy: RetryPolicy<S::Item, Error>,
+    ) -> UnkeyedMap<S, F, Fut, ItemPolicy<S, Error>, D>
+    where
+        S::Item: RetryItem,
+        Fut: IntoFuture<Output = Result<Value, Error>>,
+    {
+        self.replace_admission(|_| PerKey::unkeyed().with_policy(policy))
+    }
+}
+
+impl<S, F, Fut, P, D> BoundedMap<S, F, Fut, PerKey<S::Item, (), Unkeyed<S::Item>, P>, D>
+where
+    S: Stream,
+    F: FnMut(S::Item) -> Fut,
+    Fut: IntoFuture,
+    D: Delivery,
+{
+    /// Adds a per-key limit to a map that has a rate or a retry policy already,
+    /// keeping them: see [`per_key`](Self::per_key) on the plain map.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Rate;
+    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+    /// # futures_lite::future::block_on(async {
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).rate(Rate::per_second(1_000)).per_key(|n| n % 2, 1);
+    /// let out = map.await;
+    /// # let _ = out;
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is 0.
+    #[track_caller]
+    pub fn per_key<K, KF>(
+        self,
+        key_fn: KF,
+        limit: usize,
+    ) -> KeyedMap<S, F, Fut, K, KF, P, NoSharedLimits, D>
+    where
+        K: Hash + Eq + Clone,
+        KF: FnMut(&S::Item) -> K,
+    {
+        at_least_one(
+            limit,
+            "tollgate: the per-key limit must be at least 1 (a limit of 0 would never run anything)",
+        );
+        self.replace_admission(|admission| admission.with_key(key_fn, limit))
+    }
+}
+
+impl<S, F, Fut, K, KF, P, D> BoundedMap<S, F, Fut, PerKey<S::Item, K, KF, P>, D>
+where
+    K: Hash + Eq + Clone,
+    KF: FnMut(&S::Item) -> K,
+    S: Stream,
+    F: FnMut(S::Item) -> Fut,
+    Fut: IntoFuture,
+    D: Delivery,
+{
+    /// Asks `limits` before every start: per-key caps or rates kept outside the
+    /// map, such as a fleet's through a store (`tollgate-redis`), or another
+    /// map's. An item starts when the map's own limits allow it **and** its key
+    /// was granted a permit, which it holds until its attempt ends.
+    ///
+    /// The guarantee is the one the map gives for its own per-key limits: an item
+    /// whose key waits for its shared limits holds no slot, and items of other
+    /// keys start meanwhile. The map asks for one item of a key at a time, and
+    /// only while a slot is free for the answer, so a permit is held by a running
+    /// item, not by an item waiting for a slot. A key told to come back later
+    /// sleeps like a key waiting for its rate.
+    ///
+    /// The map's futures must return `Result<_, E>` with `E: From<L::Error>`: when
+    /// the limits cannot answer (a store out of reach) or revoke a permit (a lease
+    /// that could not be renewed: the attempt is cancelled), the item's attempt
+    /// ends with that error, and a [`retry`](Self::retry) policy sees it like any
+    /// other failure.
+    ///
+    /// # Examples
+    ///
+    /// See [`SharedLimits`](crate::SharedLimits) for an implementation.
+    ///
+    /// ```
+    /// # use std::future::{Pending, Ready, ready};
+    /// # use tollgate::{Answer, SharedLimits};
+    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+    /// # struct Open;
+    /// # impl SharedLimits<u32> for Open {
+    /// #     type Permit = ();
+    /// #     type Error = ();
+    /// #     type Ask = Ready<Answer<(), ()>>;
+    /// #     type Wake = Pending<()>;
+    /// #     type Revoked = Pending<()>;
+    /// #     fn ask(&self, _key: &u32) -> Self::Ask { ready(Answer::Granted(())) }
+    /// #     fn wake(&self, _key: &u32) -> Option<Self::Wake> { None }
+    /// #     fn revoked(&self, _permit: &()) -> Option<Self::Revoked> { None }
+    /// # }
+    /// # futures_lite::future::block_on(async {
+    /// let limits = Open; // a fleet's store, say
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).shared_limits(limits);
+    /// let out = map.await;
+    /// # let _ = out;
+    /// # });
+    /// ```
+    pub fn shared_limits<L>(
+        self,
+        limits: L,
+    ) -> KeyedMap<S, F, Fut, K, KF, P, WithSharedLimits<K, L>, D>
+    where
+        L: SharedLimits<K>,
+    {
+        self.replace_admission(|admission| admission.with_shared(limits))
+    }
+}
+
+impl<S, F, Fut, K, KF, P, G, D> BoundedMap<S, F, Fut, PerKey<S::Item, K, KF, P, G>, D>
+where
+    K: Hash + Eq + Clone,
+    KF: FnMut(&S::Item) -> K,
+    S: Stream,
+    F: FnMut(S::Item) -> Fut,
+    Fut: IntoFuture,
+    D: Delivery,
+{
+    /// Limits how many items start per unit of time over the whole map (all keys
+    /// together). Items wait for the rate without holding a slot.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Rate;
+    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+    /// # futures_lite::future::block_on(async {
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).rate(Rate::per_second(1_000));
+    /// let out = map.await;
+    /// # let _ = out;
+    /// # });
+    /// ```
+    pub fn rate(mut self, rate: Rate) -> Self {
+        self.admission_mut().set_rate(rate);
+        self
+    }
+
+    /// Attaches a [`MapControl`]: read the map's progress
+    /// (its busiest keys too), drain it, or change its limits and rates while it
+    /// runs, from any task or thread.
+    ///
+    /// Put it last, after `per_key`, `rate` and `retry`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::MapControl;
+    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+    /// # futures_lite::future::block_on(async {
+    /// let control = MapControl::new();
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).control(&control);
+    /// control.set_default_key_limit(3).unwrap();
+    /// let out = map.await;
+    /// assert_eq!(control.progress().finished(), 8);
+    /// # let _ = out;
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `control` is attached to another map that has not ended (one control
+    /// steers one map at a time; once that map ended, the control may be attached
+    /// again).
+    #[track_caller]
+    pub fn control(mut self, control: &MapControl<K>) -> Self {
+        self.engine_mut().attach(control.shared());
+        self.admission_mut()
+            .set_board(Arc::clone(control.key_board()));
+        self
+    }
+
+    /// Limits how many items of one key start per unit of time: a crawl delay or
+    /// a request quota per host.
+    ///
+    /// An item whose key must wait for its rate holds no global slot: items of
+    /// other keys start meanwhile, and keys take turns. One timer serves the
+    /// whole map, set for the earliest time an item may start. The rate is this
+    /// map's alone; to share one with other code, use a
+    /// [`KeyedRateLimiter`](crate::KeyedRateLimiter) inside the function.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Rate;
+    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+    /// # futures_lite::future::block_on(async {
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).per_key_rate(Rate::per_second(1_000).burst(2));
+    /// let out = map.await;
+    /// # let _ = out;
+    /// # });
+    /// ```
+    pub fn per_key_rate(mut self, rate: Rate) -> Self {
+        self.admission_mut().set_per_key_rate(rate);
+        self
+    }
+
+    /// Caps how far the window may grow: 1024 × the global limit by default, or
+    /// the window if larger; a window set with `.window(n)` does not grow unless
+    /// a max window is set too.
+    ///
+    /// While global slots sit idle because every waiting item's key is full or
+    /// waiting for its time, the map pulls further ahead to find other keys: the
+    /// window doubles, as long as doubling keeps finding new keys, up to this
+    /// cap, and returns to its set size once the backlog is gone. Input that
+    /// keeps the slots busy never grows it. Every item pulled is held until it
+    /// is handed out, so this caps the map's memory.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+    /// # futures_lite::future::block_on(async {
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).max_window(10_000);
+    /// let out = map.await;
+    /// # let _ = out;
+    /// # });
+    /// ```
+    pub fn max_window(mut self, max_window: usize) -> Self {
+        self.admission_mut().set_max_window(max_window);
+        self
+    }
+
+    /// Retries failed items inside the map, each key on its own: a failed
+    /// attempt gives back its global and per-key slots, the item re-enters its
+    /// key's queue with a time before which it may not start, and the freed
+    /// slots serve other items meanwhile. The policy may pause the whole key
+    /// ([`RetryPolicy::pause_key`](crate::RetryPolicy::pause_key)) and keeps
+    /// its retry budget per key. See [`RetryPolicy`](crate::RetryPolicy).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::RetryPolicy;
+    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
+    /// # futures_lite::future::block_on(async {
+    /// let policy = RetryPolicy::new().interval(Duration::from_millis(1)).budget(0.2, 10);
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).retry(policy);
+    /// let out = map.await;
+    /// # let _ = out;
+    /// # });
+    /// ```
+    pub fn retry<Value, Error>(
+        self,
+        policy: RetryPolicy<S::Item, Error>,
+    ) -> KeyedMap<S, F, Fut, K, KF, ItemPolicy<S, Error>, G, D>
+    where
+        S::Item: RetryItem,
+        Fut: IntoFuture<Output = Result<Value, Error>>,
+    {
+        self.replace_admission(|admission| admission.with_policy(policy))
+    }
+}

@@ -30,9 +30,9 @@ use self::stats::Limiter;
 /// Panics with `what` when `limit` is not a valid bulkhead limit.
 #[track_caller]
 pub(crate) fn check_limit(limit: usize, what: &str) {
-    assert!(
-        limit > 0,
-        "{what}: a limit of 0 would refuse all work; use at least 1"
+    crate::limit::check::at_least_one(
+        limit,
+        "tollgate bulkhead: a limit of 0 would refuse all work; use at least 1",
     );
     assert!(
         limit <= crate::Semaphore::MAX_PERMITS,

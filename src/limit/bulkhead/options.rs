@@ -23,16 +23,17 @@ impl Options {
     /// names the caller in the panic message; the limit itself lives in the caps).
     #[track_caller]
     pub(crate) const fn new(limit: usize, what: Kind) -> Self {
-        if limit == 0 {
+        crate::limit::check::at_least_one(
+            limit,
             match what {
-                Kind::Bulkhead => panic!(
+                Kind::Bulkhead => {
                     "tollgate::Bulkhead::new: a limit of 0 would refuse all work; use at least 1"
-                ),
-                Kind::Keyed => panic!(
+                }
+                Kind::Keyed => {
                     "tollgate::KeyedBulkhead::new: a limit of 0 would refuse all work; use at least 1"
-                ),
-            }
-        }
+                }
+            },
+        );
         assert!(
             limit <= crate::Semaphore::MAX_PERMITS,
             "tollgate bulkhead: a limit above Semaphore::MAX_PERMITS (2^31 - 1)"

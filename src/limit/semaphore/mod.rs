@@ -135,10 +135,7 @@ impl Semaphore {
         /// [`MAX_PERMITS`](Self::MAX_PERMITS). In a `static`, that is a compile-time error.
         #[track_caller]
         pub const fn new(permits: usize) -> Self {
-            assert!(
-                permits > 0,
-                "tollgate::Semaphore::new: 0 permits would block every acquire forever; use at least 1"
-            );
+            crate::limit::check::at_least_one(permits, "tollgate::Semaphore::new: 0 permits would block every acquire forever; use at least 1");
             assert!(
                 permits <= Self::MAX_PERMITS,
                 "tollgate::Semaphore::new: more than Semaphore::MAX_PERMITS (2^31 - 1) permits"
@@ -529,9 +526,9 @@ impl Semaphore {
     /// [`new`](Self::new) does.
     #[track_caller]
     pub fn set_limit(&self, limit: usize) {
-        assert!(
-            limit > 0,
-            "tollgate::Semaphore::set_limit: a limit of 0 would block every acquire forever; use at least 1"
+        crate::limit::check::at_least_one(
+            limit,
+            "tollgate::Semaphore::set_limit: a limit of 0 would block every acquire forever; use at least 1",
         );
         assert!(
             limit <= Self::MAX_PERMITS,

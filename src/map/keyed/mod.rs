@@ -38,6 +38,7 @@ use super::control::{CAN_PER_KEY, CAN_RATE, Figures, KeyProgress, Settings, Shar
 use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
 use super::pool::Started;
 use super::results::Results;
+use super::steering::ControlHooks;
 use crate::events;
 use crate::limit::rate::Rate;
 use crate::limit::rate::gcra::{Gcra, instant_at, nanos_since_origin};
@@ -52,14 +53,6 @@ const MAX_WINDOW: usize = 1024;
 const SPIN_GUARD: u64 = 1_000_000;
 /// Growths of the window that found no new key, after which it stops growing.
 const FRUITLESS_GROWTHS: u32 = 2;
-
-#[track_caller]
-pub(crate) fn check_per_key_limit(limit: usize) {
-    assert!(
-        limit > 0,
-        "tollgate: the per-key limit must be at least 1 (a limit of 0 would never run anything)"
-    );
-}
 
 /// The key function of a map that has rates or retries but no per-key limit: every item
 /// has the same key.
@@ -273,7 +266,10 @@ pub struct PerKey<T, K, KF, P = NoRetry, G = NoSharedLimits> {
 impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
     #[track_caller]
     pub(crate) fn new(key_fn: KF, limit: usize) -> Self {
-        check_per_key_limit(limit);
+        crate::limit::check::at_least_one(
+            limit,
+            "tollgate: the per-key limit must be at least 1 (a limit of 0 would never run anything)",
+        );
         Self {
             key_fn,
             scheduler: KeyScheduler::new(limit),
@@ -694,46 +690,11 @@ impl<T, K, KF, P, G> DefaultWindow for PerKey<T, K, KF, P, G> {
     }
 }
 
-impl<T, O, K, KF, P, G> Admission<T, O> for PerKey<T, K, KF, P, G>
+impl<T, K, KF, P, G> ControlHooks for PerKey<T, K, KF, P, G>
 where
     K: Hash + Eq + Clone,
-    KF: FnMut(&T) -> K,
-    P: Attempts<T, O>,
-    G: GateOutput<K, O>,
+    G: Gate<K>,
 {
-    fn waiting(&self) -> usize {
-        self.scheduler.waiting()
-    }
-
-    /// Only once fewer than `limit` outputs are left to hand out. The window is large
-    /// (64 x the limit by default), so a consumer slower than the work lets it fill up
-    /// with finished outputs; refilling after every yield would then start one item per
-    /// output, one at a time (and its key would come and go from the scheduler each
-    /// time). Handing out the backlog first restarts the work in batches of `limit`.
-    fn after_yield(backlog: usize, limit: usize, _full: bool) -> AfterYield {
-        if backlog < limit {
-            AfterYield::Pass
-        } else {
-            AfterYield::Hold
-        }
-    }
-
-    fn finished(&mut self, index: usize, seq: usize, output: O) -> Option<O> {
-        let running = self.running[index]
-            .take()
-            .expect("a running slot has a key");
-        // The permit goes back before the item may be queued for another attempt.
-        self.gate.release(index);
-        self.attempt_done(running, seq, output)
-    }
-
-    fn clear(&mut self) {
-        self.scheduler.clear();
-        self.gate.clear();
-        self.running.clear();
-        self.wake_at = None;
-    }
-
     fn figures(&self, _pulled: usize, _in_pool: usize) -> Figures {
         let Counts {
             started,
@@ -776,12 +737,12 @@ where
             let now = self.now();
             self.scheduler.change_rate(Gcra::new(rate), now);
         }
-        if let Some(rate) = settings.per_key_rate {
+        if let Some(rate) = settings.default_key_rate {
             self.timed = true;
             let now = self.now();
             self.scheduler.change_per_key_rate(Gcra::new(rate), now);
         }
-        if let Some(limit) = settings.per_key_limit {
+        if let Some(limit) = settings.default_key_limit {
             let now = self.now();
             self.scheduler.set_per_key(limit, now);
         }
@@ -812,6 +773,47 @@ where
                 .collect();
             *board.lock().unwrap_or_else(PoisonError::into_inner) = busiest;
         }
+    }
+}
+
+impl<T, O, K, KF, P, G> Admission<T, O> for PerKey<T, K, KF, P, G>
+where
+    K: Hash + Eq + Clone,
+    KF: FnMut(&T) -> K,
+    P: Attempts<T, O>,
+    G: GateOutput<K, O>,
+{
+    fn waiting(&self) -> usize {
+        self.scheduler.waiting()
+    }
+
+    /// Only once fewer than `limit` outputs are left to hand out. The window is large
+    /// (64 x the limit by default), so a consumer slower than the work lets it fill up
+    /// with finished outputs; refilling after every yield would then start one item per
+    /// output, one at a time (and its key would come and go from the scheduler each
+    /// time). Handing out the backlog first restarts the work in batches of `limit`.
+    fn after_yield(backlog: usize, limit: usize, _full: bool) -> AfterYield {
+        if backlog < limit {
+            AfterYield::Pass
+        } else {
+            AfterYield::Hold
+        }
+    }
+
+    fn finished(&mut self, index: usize, seq: usize, output: O) -> Option<O> {
+        let running = self.running[index]
+            .take()
+            .expect("a running slot has a key");
+        // The permit goes back before the item may be queued for another attempt.
+        self.gate.release(index);
+        self.attempt_done(running, seq, output)
+    }
+
+    fn clear(&mut self) {
+        self.scheduler.clear();
+        self.gate.clear();
+        self.running.clear();
+        self.wake_at = None;
     }
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
