@@ -1,0 +1,151 @@
+//! One key's entry in the scheduler: its waiting items, how many run, its settings, its
+//! rate state, its pause and what it spent of its retry budget; and when, by all of
+//! these, it may start its next item.
+//!
+//! Invariants: items back from a failed attempt go before fresh ones once their time has
+//! come (they were pulled earlier), and fresh ones start in the order they were pulled;
+//! a key is idle (forgetting it changes nothing) only with nothing running or waiting and
+//! its rate, pause and retry budget deciding like a fresh key's.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, VecDeque};
+
+use super::budget::{RetryBudget, Spent};
+use super::settings::KeySettings;
+use crate::limit::rate::gcra::Gcra;
+
+/// An item back from a failed attempt, with the time before which it may not start.
+#[derive(Debug)]
+pub(super) struct Delayed<T> {
+    pub(super) not_before: u64,
+    /// Its place in the input: ties start in input order.
+    pub(super) order: u64,
+    pub(super) item: T,
+}
+
+impl<T> PartialEq for Delayed<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl<T> Eq for Delayed<T> {}
+impl<T> PartialOrd for Delayed<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Delayed<T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.not_before, self.order).cmp(&(other.not_before, other.order))
+    }
+}
+
+/// Where a key is in the scheduler's lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    /// In no line: nothing to start, no room, or asking its shared limits.
+    Out,
+    /// In `turns`: may start now (checked again when its turn comes).
+    Turn,
+    /// In `askers`: may ask its shared limits for a permit now.
+    Ask,
+    /// In `sleepers`, waking at this time.
+    Asleep(u64),
+}
+
+#[derive(Debug)]
+pub(super) struct KeyState<T> {
+    pub(super) running: usize,
+    pub(super) fresh: VecDeque<T>,
+    /// Items back from a failed attempt, earliest first.
+    pub(super) delayed: BinaryHeap<Reverse<Delayed<T>>>,
+    /// The limit and rate the key is held to.
+    pub(super) settings: KeySettings,
+    /// GCRA state of the key's rate (0: fresh).
+    pub(super) tat: u64,
+    /// No start before this time (a pause asked by the server).
+    pub(super) paused_until: u64,
+    /// What the key spent of its retry budget.
+    pub(super) spent: Spent,
+    pub(super) place: Place,
+}
+
+impl<T> KeyState<T> {
+    pub(super) fn new(settings: KeySettings) -> Self {
+        Self {
+            running: 0,
+            fresh: VecDeque::new(),
+            delayed: BinaryHeap::new(),
+            settings,
+            tat: 0,
+            paused_until: 0,
+            spent: Spent::default(),
+            place: Place::Out,
+        }
+    }
+
+    pub(super) fn has_items(&self) -> bool {
+        !self.fresh.is_empty() || !self.delayed.is_empty()
+    }
+
+    pub(super) fn items(&self) -> usize {
+        self.fresh.len() + self.delayed.len()
+    }
+
+    /// When the key may start its next item (by its own limits): `None` without an item
+    /// or without room.
+    pub(super) fn ready_at(&self) -> Option<u64> {
+        if self.running >= self.settings.limit {
+            return None;
+        }
+        let work = if !self.fresh.is_empty() {
+            0
+        } else {
+            self.delayed.peek()?.0.not_before
+        };
+        let rate = self
+            .settings
+            .rate
+            .as_ref()
+            .map_or(0, |rate| rate.allowed_at(self.tat));
+        Some(work.max(rate).max(self.paused_until))
+    }
+
+    /// Takes the item to start at `now`, counted as running: a retry whose time has come,
+    /// else the oldest fresh item (a first attempt: `budget` gets its share back), else
+    /// the earliest retry. `None` without an item.
+    pub(super) fn take_item(&mut self, now: u64, budget: Option<&RetryBudget>) -> Option<T> {
+        let item = match self.delayed.peek() {
+            Some(Reverse(delayed)) if delayed.not_before <= now => {
+                self.delayed.pop().expect("peeked").0.item
+            }
+            _ => match self.fresh.pop_front() {
+                Some(item) => {
+                    if let Some(budget) = budget {
+                        budget.refill(&mut self.spent);
+                    }
+                    item
+                }
+                None => self.delayed.pop()?.0.item,
+            },
+        };
+        self.running += 1;
+        Some(item)
+    }
+
+    /// Whether forgetting the key changes nothing (or only errs on the careful side): no
+    /// work, and its rate, pause and retry budget would decide like a fresh key's (a
+    /// budget with credit is forgotten with it: a fresh key has less), with the map
+    /// having pulled `pulled` items so far.
+    ///
+    /// A key's own settings do not keep it: they are forgotten with the key, so the keys
+    /// remembered stay bounded by the work in hand and the keys seen recently. How long a
+    /// key's own setting outlives its work is to be decided here.
+    pub(super) fn is_idle(&self, now: u64, pulled: u64) -> bool {
+        self.running == 0
+            && !self.has_items()
+            && Gcra::is_idle(self.tat, now)
+            && self.paused_until <= now
+            && self.spent.is_settled(pulled)
+    }
+}
