@@ -59,6 +59,8 @@ const NOT_ASKED: Asked = Asked {
 /// The keys' standing with the map's shared limits.
 #[derive(Debug)]
 pub(super) struct Asks<K> {
+    /// Whether the map has shared limits: every start needs a permit of them.
+    gated: bool,
     /// Keys that may ask their shared limits now, in the order they get to.
     askers: VecDeque<K>,
     /// Where keys stand (an entry goes with its key).
@@ -74,12 +76,24 @@ pub(super) struct Asks<K> {
 impl<K> Asks<K> {
     pub(super) fn new() -> Self {
         Self {
+            gated: false,
             askers: VecDeque::new(),
             asked: HashMap::new(),
             granted: 0,
             asking: 0,
             warming_up: false,
         }
+    }
+
+    /// Whether every start needs a permit of the map's shared limits.
+    #[inline]
+    pub(super) fn gated(&self) -> bool {
+        self.gated
+    }
+
+    /// Every start needs a permit of the map's shared limits from now on.
+    pub(super) fn set_gated(&mut self) {
+        self.gated = true;
     }
 
     /// Permits in hand over all keys.
@@ -128,10 +142,15 @@ impl<K> Asks<K> {
 }
 
 impl<K: Hash + Eq + Clone> Asks<K> {
-    /// Where `key` goes next and from when: with a permit in hand, to its turn when its
-    /// own limits let it start; while it asks, nowhere; else to ask, when its own limits
-    /// would let it start and its "later" has passed.
+    /// Where `key` goes next and from when: in a map without shared limits, to its turn
+    /// when its own limits let it start. In a map with them: with a permit in hand, the
+    /// same; while it asks, nowhere; else to ask, when its own limits would let it start
+    /// and its "later" has passed.
+    #[inline]
     pub(super) fn line<T>(&self, key: &K, state: &KeyState<T>) -> (Option<u64>, Place) {
+        if !self.gated {
+            return (state.ready_at(), Place::Turn);
+        }
         let asked = self.asked.get(key).unwrap_or(&NOT_ASKED);
         if asked.granted > 0 {
             (state.ready_at(), Place::Turn)

@@ -71,6 +71,7 @@ pub(super) struct KeyState<T> {
 }
 
 impl<T> KeyState<T> {
+    #[inline]
     pub(super) fn new(settings: KeySettings) -> Self {
         Self {
             running: 0,
@@ -94,6 +95,7 @@ impl<T> KeyState<T> {
 
     /// When the key may start its next item (by its own limits): `None` without an item
     /// or without room.
+    #[inline]
     pub(super) fn ready_at(&self) -> Option<u64> {
         if self.running >= self.settings.limit {
             return None;
@@ -114,6 +116,7 @@ impl<T> KeyState<T> {
     /// Takes the item to start at `now`, counted as running: a retry whose time has come,
     /// else the oldest fresh item (a first attempt: `budget` gets its share back), else
     /// the earliest retry. `None` without an item.
+    #[inline]
     pub(super) fn take_item(&mut self, now: u64, budget: Option<&RetryBudget>) -> Option<T> {
         let item = match self.delayed.peek() {
             Some(Reverse(delayed)) if delayed.not_before <= now => {

@@ -48,8 +48,6 @@ pub(crate) enum Next<K, T> {
 pub(crate) struct KeyScheduler<K, T> {
     /// The default key limit and default key rate, which new keys get.
     defaults: KeySettings,
-    /// Whether a start needs a permit of the map's shared limits.
-    gated: bool,
     rate: Option<MapRate>,
     budget: Option<RetryBudget>,
     /// Keys with running or waiting items, or a rate or pause still in force.
@@ -112,7 +110,6 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn new(default_limit: usize) -> Self {
         Self {
             defaults: KeySettings::defaults(default_limit, None),
-            gated: false,
             rate: None,
             budget: None,
             keys: HashMap::new(),
@@ -150,7 +147,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         debug_assert!(self.keys.is_empty(), "rekeyed before the first item");
         let mut scheduler = KeyScheduler::new(default_limit);
         scheduler.defaults.rate = self.defaults.rate;
-        scheduler.gated = self.gated;
+        if self.asks.gated() {
+            scheduler.set_gated();
+        }
         scheduler.rate = self.rate;
         scheduler.budget = self.budget;
         scheduler
@@ -164,13 +163,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Every start needs a permit of the map's shared limits from now on (before any item
     /// is pushed).
     pub(crate) fn set_gated(&mut self) {
-        self.gated = true;
+        self.asks.set_gated();
     }
 
     /// `key`'s entry, made with the default settings if the key is new (sweeping the idle
     /// keys first when the map has doubled its keys since the last sweep).
     fn state(&mut self, key: K, now: u64) -> (K, &mut KeyState<T>) {
-        if !self.keys.contains_key(&key) && self.keys.len() >= 2 * self.swept_at.max(32) {
+        if self.keys.len() >= 2 * self.swept_at.max(32) && !self.keys.contains_key(&key) {
             let pulled = self.pulled;
             self.keys.retain(|_, state| !state.is_idle(now, pulled));
             self.swept_at = self.keys.len();
@@ -187,32 +186,41 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         }
     }
 
-    /// Where `key` goes next and from when, by its own limits and, in a map with shared
-    /// limits (`gated`), its standing with them (`asks`).
-    #[inline]
-    fn line_of(gated: bool, asks: &Asks<K>, key: &K, state: &KeyState<T>) -> (Option<u64>, Place) {
-        if gated {
-            asks.line(key, state)
-        } else {
-            (state.ready_at(), Place::Turn)
-        }
-    }
-
     /// Puts a key that is out of the lines where it belongs at `now`.
     fn place(&mut self, key: K, now: u64) {
         let state = self.keys.get_mut(&key).expect("a placed key has state");
-        let (ready, line) = Self::line_of(self.gated, &self.asks, &key, state);
-        let place = match ready {
+        Self::put(
+            state,
+            key,
+            now,
+            &mut self.asks,
+            &mut self.turns,
+            &mut self.sleepers,
+        );
+    }
+
+    /// Puts `key`, of entry `state`, out of the lines, where it belongs at `now`: in
+    /// `turns`, in the askers of `asks`, among the `sleepers`, or nowhere.
+    #[inline]
+    fn put(
+        state: &mut KeyState<T>,
+        key: K,
+        now: u64,
+        asks: &mut Asks<K>,
+        turns: &mut VecDeque<K>,
+        sleepers: &mut Sleepers<K>,
+    ) {
+        let (ready, line) = asks.line(&key, state);
+        state.place = match ready {
             None => Place::Out,
             Some(at) if at <= now => line,
             Some(at) => Place::Asleep(at),
         };
-        state.place = place;
-        match place {
+        match state.place {
             Place::Out => {}
-            Place::Ask => self.asks.push_asker(key),
-            Place::Turn => self.turns.push_back(key),
-            Place::Asleep(at) => self.sleepers.push(at, key),
+            Place::Ask => asks.push_asker(key),
+            Place::Turn => turns.push_back(key),
+            Place::Asleep(at) => sleepers.push(at, key),
         }
     }
 
@@ -226,9 +234,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             Place::Out => true,
             // An asker that got a permit or may start is checked when it is popped.
             Place::Turn | Place::Ask => false,
-            Place::Asleep(at) => Self::line_of(self.gated, &self.asks, key, state)
-                .0
-                .is_none_or(|ready| ready < at),
+            Place::Asleep(at) => self.asks.line(key, state).0.is_none_or(|ready| ready < at),
         };
         if again {
             self.place(key.clone(), now);
@@ -312,13 +318,20 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 continue;
             };
             state.place = Place::Out;
-            let ready = match Self::line_of(self.gated, &self.asks, &key, state) {
+            let ready = match self.asks.line(&key, state) {
                 (at, Place::Turn) => at,
                 _ => None,
             };
             if ready.is_none_or(|at| at > now) {
                 // Paused or full since it got its turn: back where it belongs.
-                self.place(key, now);
+                Self::put(
+                    state,
+                    key,
+                    now,
+                    &mut self.asks,
+                    &mut self.turns,
+                    &mut self.sleepers,
+                );
                 continue;
             }
             let item = state
@@ -329,7 +342,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                     .decide(state.tat, now)
                     .expect("the key's rate allows it");
             }
-            if self.gated {
+            if self.asks.gated() {
                 self.asks.take_permit(&key);
             }
             if let Some(rate) = &mut self.rate {
@@ -337,8 +350,16 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             }
             self.waiting -= 1;
             // Still room and work: back of the line (or asleep), so other keys go first.
-            self.place(key.clone(), now);
-            return Next::Start(key, item);
+            let started = key.clone();
+            Self::put(
+                state,
+                key,
+                now,
+                &mut self.asks,
+                &mut self.turns,
+                &mut self.sleepers,
+            );
+            return Next::Start(started, item);
         }
         match self.sleepers.earliest() {
             Some(at) => Next::NotBefore(at),
@@ -531,7 +552,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         }
         if quiet && state.is_idle(now, self.pulled) {
             self.keys.remove(key);
-            if self.gated {
+            if self.asks.gated() {
                 self.asks.forget(key);
             }
         } else {
