@@ -7,38 +7,13 @@
 //! a key is idle (forgetting it changes nothing) only with nothing running or waiting and
 //! its rate, pause and retry budget deciding like a fresh key's.
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use super::budget::{RetryBudget, Spent};
+use super::pacing::Due;
 use super::settings::KeySettings;
 use crate::limit::rate::gcra::Gcra;
-
-/// An item back from a failed attempt, with the time before which it may not start.
-#[derive(Debug)]
-pub(super) struct Delayed<T> {
-    pub(super) not_before: u64,
-    /// Its place in the input: ties start in input order.
-    pub(super) order: u64,
-    pub(super) item: T,
-}
-
-impl<T> PartialEq for Delayed<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl<T> Eq for Delayed<T> {}
-impl<T> PartialOrd for Delayed<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<T> Ord for Delayed<T> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.not_before, self.order).cmp(&(other.not_before, other.order))
-    }
-}
 
 /// Where a key is in the scheduler's lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,8 +32,9 @@ pub(super) enum Place {
 pub(super) struct KeyState<T> {
     pub(super) running: usize,
     pub(super) fresh: VecDeque<T>,
-    /// Items back from a failed attempt, earliest first.
-    pub(super) delayed: BinaryHeap<Reverse<Delayed<T>>>,
+    /// Items back from a failed attempt, earliest first (due when they may start; ties
+    /// in input order).
+    pub(super) delayed: BinaryHeap<Reverse<Due<T>>>,
     /// The limit and rate the key is held to.
     pub(super) settings: KeySettings,
     /// GCRA state of the key's rate (0: fresh).
@@ -103,7 +79,7 @@ impl<T> KeyState<T> {
         let work = if !self.fresh.is_empty() {
             0
         } else {
-            self.delayed.peek()?.0.not_before
+            self.delayed.peek()?.0.at
         };
         let rate = self
             .settings
@@ -113,14 +89,25 @@ impl<T> KeyState<T> {
         Some(work.max(rate).max(self.paused_until))
     }
 
+    /// Queues an item back from a failed attempt (no longer running), not to start before
+    /// `not_before`; `order` is its place in the input.
+    pub(super) fn push_retry(&mut self, item: T, order: u64, not_before: u64) {
+        self.running -= 1;
+        self.delayed.push(Reverse(Due {
+            at: not_before,
+            order,
+            value: item,
+        }));
+    }
+
     /// Takes the item to start at `now`, counted as running: a retry whose time has come,
     /// else the oldest fresh item (a first attempt: `budget` gets its share back), else
     /// the earliest retry. `None` without an item.
     #[inline]
     pub(super) fn take_item(&mut self, now: u64, budget: Option<&RetryBudget>) -> Option<T> {
         let item = match self.delayed.peek() {
-            Some(Reverse(delayed)) if delayed.not_before <= now => {
-                self.delayed.pop().expect("peeked").0.item
+            Some(Reverse(delayed)) if delayed.at <= now => {
+                self.delayed.pop().expect("peeked").0.value
             }
             _ => match self.fresh.pop_front() {
                 Some(item) => {
@@ -129,7 +116,7 @@ impl<T> KeyState<T> {
                     }
                     item
                 }
-                None => self.delayed.pop()?.0.item,
+                None => self.delayed.pop()?.0.value,
             },
         };
         self.running += 1;

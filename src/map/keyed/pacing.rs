@@ -13,26 +13,27 @@ use std::collections::BinaryHeap;
 
 use crate::limit::rate::gcra::Gcra;
 
-/// A key asleep until `at`; `order` breaks ties in the order keys fell asleep.
+/// Something due at `at`: a key asleep until then, or an item back from a failed attempt
+/// that may not start before then. `order` breaks ties: the lower goes first.
 #[derive(Debug)]
-struct Sleeper<K> {
-    at: u64,
-    order: u64,
-    key: K,
+pub(super) struct Due<X> {
+    pub(super) at: u64,
+    pub(super) order: u64,
+    pub(super) value: X,
 }
 
-impl<K> PartialEq for Sleeper<K> {
+impl<X> PartialEq for Due<X> {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
-impl<K> Eq for Sleeper<K> {}
-impl<K> PartialOrd for Sleeper<K> {
+impl<X> Eq for Due<X> {}
+impl<X> PartialOrd for Due<X> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl<K> Ord for Sleeper<K> {
+impl<X> Ord for Due<X> {
     fn cmp(&self, other: &Self) -> Ordering {
         (self.at, self.order).cmp(&(other.at, other.order))
     }
@@ -41,7 +42,7 @@ impl<K> Ord for Sleeper<K> {
 /// Keys waiting only for time, earliest first.
 #[derive(Debug)]
 pub(super) struct Sleepers<K> {
-    heap: BinaryHeap<Reverse<Sleeper<K>>>,
+    heap: BinaryHeap<Reverse<Due<K>>>,
     /// The tie-breaker of the next key to fall asleep.
     order: u64,
 }
@@ -57,10 +58,10 @@ impl<K> Sleepers<K> {
     /// `key` sleeps until `at`.
     pub(super) fn push(&mut self, at: u64, key: K) {
         self.order += 1;
-        self.heap.push(Reverse(Sleeper {
+        self.heap.push(Reverse(Due {
             at,
             order: self.order,
-            key,
+            value: key,
         }));
     }
 
@@ -70,7 +71,7 @@ impl<K> Sleepers<K> {
         if self.heap.peek()?.0.at > now {
             return None;
         }
-        let Reverse(Sleeper { at, key, .. }) = self.heap.pop().expect("peeked");
+        let Reverse(Due { at, value: key, .. }) = self.heap.pop().expect("peeked");
         Some((at, key))
     }
 

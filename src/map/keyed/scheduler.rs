@@ -25,7 +25,7 @@ use std::hash::Hash;
 
 use super::asking::Asks;
 use super::budget::RetryBudget;
-use super::key::{Delayed, KeyState, Place};
+use super::key::{KeyState, Place};
 use super::pacing::{MapRate, Sleepers};
 use super::settings::KeySettings;
 use super::shared::LaterReason;
@@ -43,6 +43,15 @@ pub(crate) enum Next<K, T> {
     Nothing,
 }
 
+/// The lines a key waits in (besides the askers of a map with shared limits).
+#[derive(Debug)]
+struct Lines<K> {
+    /// Keys that may start now, in the order they get a turn.
+    turns: VecDeque<K>,
+    /// Keys waiting only for time.
+    sleepers: Sleepers<K>,
+}
+
 /// Per-key caps, rates and pauses over a stream of pulled items.
 #[derive(Debug)]
 pub(crate) struct KeyScheduler<K, T> {
@@ -55,11 +64,9 @@ pub(crate) struct KeyScheduler<K, T> {
     /// `keys.len()` after the last sweep of idle keys: the next sweep comes when it
     /// doubles, so sweeping costs O(1) per key, amortised.
     swept_at: usize,
-    /// Keys that may start now, in the order they get a turn.
-    turns: VecDeque<K>,
     /// Where keys stand with the shared limits (a map with them only).
     asks: Asks<K>,
-    sleepers: Sleepers<K>,
+    lines: Lines<K>,
     waiting: usize,
     /// Items pushed so far: the clock a spent retry budget lapses on.
     pulled: u64,
@@ -86,9 +93,9 @@ impl<K, T> KeyScheduler<K, T> {
     /// Forgets every key, waiting item and running count (the running work was dropped).
     pub(crate) fn clear(&mut self) {
         self.keys.clear();
-        self.turns.clear();
+        self.lines.turns.clear();
         self.asks.clear();
-        self.sleepers.clear();
+        self.lines.sleepers.clear();
         self.waiting = 0;
         self.swept_at = 0;
     }
@@ -114,9 +121,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             budget: None,
             keys: HashMap::new(),
             swept_at: 0,
-            turns: VecDeque::new(),
             asks: Asks::new(),
-            sleepers: Sleepers::new(),
+            lines: Lines {
+                turns: VecDeque::new(),
+                sleepers: Sleepers::new(),
+            },
             waiting: 0,
             pulled: 0,
         }
@@ -189,27 +198,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Puts a key that is out of the lines where it belongs at `now`.
     fn place(&mut self, key: K, now: u64) {
         let state = self.keys.get_mut(&key).expect("a placed key has state");
-        Self::put(
-            state,
-            key,
-            now,
-            &mut self.asks,
-            &mut self.turns,
-            &mut self.sleepers,
-        );
+        Self::put(state, key, now, &mut self.asks, &mut self.lines);
     }
 
     /// Puts `key`, of entry `state`, out of the lines, where it belongs at `now`: in
-    /// `turns`, in the askers of `asks`, among the `sleepers`, or nowhere.
+    /// the turns or sleepers of `lines`, in the askers of `asks`, or nowhere.
     #[inline]
-    fn put(
-        state: &mut KeyState<T>,
-        key: K,
-        now: u64,
-        asks: &mut Asks<K>,
-        turns: &mut VecDeque<K>,
-        sleepers: &mut Sleepers<K>,
-    ) {
+    fn put(state: &mut KeyState<T>, key: K, now: u64, asks: &mut Asks<K>, lines: &mut Lines<K>) {
         let (ready, line) = asks.line(&key, state);
         state.place = match ready {
             None => Place::Out,
@@ -219,8 +214,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         match state.place {
             Place::Out => {}
             Place::Ask => asks.push_asker(key),
-            Place::Turn => turns.push_back(key),
-            Place::Asleep(at) => sleepers.push(at, key),
+            Place::Turn => lines.turns.push_back(key),
+            Place::Asleep(at) => lines.sleepers.push(at, key),
         }
     }
 
@@ -267,12 +262,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// not to start before `not_before`. `order` is its place in the input.
     pub(crate) fn retry(&mut self, key: &K, item: T, order: u64, not_before: u64, now: u64) {
         let state = self.keys.get_mut(key).expect("a running key has state");
-        state.running -= 1;
-        state.delayed.push(std::cmp::Reverse(Delayed {
-            not_before,
-            order,
-            item,
-        }));
+        state.push_retry(item, order, not_before);
         self.waiting += 1;
         self.replace(key, now);
     }
@@ -304,14 +294,14 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         if let Some(rate) = &self.rate {
             // Keys waiting to ask wait for the map's rate too (asking for a permit that
             // could not start would hold it idle).
-            if !self.turns.is_empty() || self.asks.has_askers() {
+            if !self.lines.turns.is_empty() || self.asks.has_askers() {
                 let at = rate.allowed_at();
                 if at > now {
                     return Next::NotBefore(at);
                 }
             }
         }
-        while let Some(key) = self.turns.pop_front() {
+        while let Some(key) = self.lines.turns.pop_front() {
             // A key forgotten since it got its turn (a drain took its items, then its
             // last item finished): nothing to start.
             let Some(state) = self.keys.get_mut(&key) else {
@@ -324,14 +314,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             };
             if ready.is_none_or(|at| at > now) {
                 // Paused or full since it got its turn: back where it belongs.
-                Self::put(
-                    state,
-                    key,
-                    now,
-                    &mut self.asks,
-                    &mut self.turns,
-                    &mut self.sleepers,
-                );
+                Self::put(state, key, now, &mut self.asks, &mut self.lines);
                 continue;
             }
             let item = state
@@ -351,17 +334,10 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             self.waiting -= 1;
             // Still room and work: back of the line (or asleep), so other keys go first.
             let started = key.clone();
-            Self::put(
-                state,
-                key,
-                now,
-                &mut self.asks,
-                &mut self.turns,
-                &mut self.sleepers,
-            );
+            Self::put(state, key, now, &mut self.asks, &mut self.lines);
             return Next::Start(started, item);
         }
-        match self.sleepers.earliest() {
+        match self.lines.sleepers.earliest() {
             Some(at) => Next::NotBefore(at),
             None => Next::Nothing,
         }
@@ -369,7 +345,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 
     /// Moves the keys whose time has come from the sleepers to their line.
     fn wake(&mut self, now: u64) {
-        while let Some((at, key)) = self.sleepers.pop_due(now) {
+        while let Some((at, key)) = self.lines.sleepers.pop_due(now) {
             match self.keys.get(&key) {
                 Some(state) if state.place == Place::Asleep(at) => self.place(key, now),
                 _ => {} // stale: the key moved after this entry was made

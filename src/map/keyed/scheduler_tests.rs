@@ -86,7 +86,7 @@ fn idle_keys_are_forgotten() {
         scheduler.finish(&key, 0);
     }
     assert_eq!(scheduler.active_keys(), 0);
-    assert!(scheduler.turns.is_empty());
+    assert!(scheduler.lines.turns.is_empty());
 }
 
 #[test]
