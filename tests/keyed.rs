@@ -437,7 +437,7 @@ fn the_limits_cannot_be_swapped_and_the_window_defaults_to_64_times_the_limit() 
     let keyed = map_async(0..10, 8, |n| async move { n }).per_key(|n| n % 2, 2);
     let shown = format!("{keyed:?}");
     assert!(
-        shown.contains("limit: 8") && shown.contains("per_key_limit: 2"),
+        shown.contains("limit: 8") && shown.contains("default_key_limit: 2"),
         "{shown}"
     );
     assert!(shown.contains("window: 512"), "{shown}");

@@ -17,8 +17,15 @@
 //! [`PerKey`] is the engine's admission for this; the maps' `per_key`, `rate` and `retry`
 //! methods install it (a map without a key function gets the unit key).
 
+mod asking;
+mod budget;
+mod key;
+mod pacing;
 mod scheduler;
+mod settings;
 mod shared;
+mod timer;
+mod window;
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -34,6 +41,8 @@ use futures_lite::Stream;
 use self::scheduler::{KeyScheduler, Next};
 pub use self::shared::{Answer, LaterReason, NoSharedLimits, SharedLimits, WithSharedLimits};
 use self::shared::{Gate, GateOutput, Heard};
+use self::timer::MapTimer;
+use self::window::Growth;
 use super::control::{CAN_PER_KEY, CAN_RATE, Figures, KeyProgress, Settings, Shared};
 use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
 use super::pool::Started;
@@ -41,18 +50,12 @@ use super::results::Results;
 use super::steering::ControlHooks;
 use crate::events;
 use crate::limit::rate::Rate;
-use crate::limit::rate::gcra::{Gcra, instant_at, nanos_since_origin};
+use crate::limit::rate::gcra::{Gcra, nanos_since_origin};
 use crate::retry::{Plan, RetryPolicy};
-use crate::runtime::{RtSleep, now};
+use crate::runtime::now;
 
 /// The default window of a map with per-key limits, in multiples of the global limit.
 const PER_KEY_WINDOW: usize = 64;
-/// The default max window, in multiples of the global limit.
-const MAX_WINDOW: usize = 1024;
-/// How much later the timer is set when it fired and the clock disagrees (1 ms).
-const SPIN_GUARD: u64 = 1_000_000;
-/// Growths of the window that found no new key, after which it stops growing.
-const FRUITLESS_GROWTHS: u32 = 2;
 
 /// The key function of a map that has rates or retries but no per-key limit: every item
 /// has the same key.
@@ -241,19 +244,10 @@ pub struct PerKey<T, K, KF, P = NoRetry, G = NoSharedLimits> {
     policy: P,
     /// Whether any start depends on the time (a rate, or retries that wait).
     timed: bool,
-    /// The one timer, set for `wake_at`.
-    timer: Option<Pin<Box<RtSleep>>>,
-    /// When the timer should fire (nanoseconds since the rate origin), and whether it is
-    /// set for that time already.
-    wake_at: Option<u64>,
-    timer_at: Option<u64>,
-    /// The time the timer last fired for.
-    fired_at: Option<u64>,
-    /// Items the window has grown by, its cap, and growths that found no new key.
-    grown: usize,
-    max_window: Option<usize>,
-    keys_at_growth: usize,
-    fruitless: u32,
+    /// The one timer, for the earliest time an item may start.
+    timer: MapTimer,
+    /// How far the window has grown, and may.
+    growth: Growth,
     /// Whether the map has a key function (not the unit key of `.rate`/`.retry`).
     keyed: bool,
     counts: Counts,
@@ -276,14 +270,8 @@ impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
             running: Vec::new(),
             policy: NoRetry::default(),
             timed: false,
-            timer: None,
-            wake_at: None,
-            timer_at: None,
-            fired_at: None,
-            grown: 0,
-            max_window: None,
-            keys_at_growth: 0,
-            fruitless: 0,
+            timer: MapTimer::default(),
+            growth: Growth::default(),
             keyed: true,
             counts: Counts::default(),
             board: None,
@@ -309,12 +297,12 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
     }
 
     pub(crate) fn set_per_key_rate(&mut self, rate: Rate) {
-        self.scheduler.set_per_key_rate(Gcra::new(rate));
+        self.scheduler.set_default_rate(Gcra::new(rate));
         self.timed = true;
     }
 
     pub(crate) fn set_max_window(&mut self, max_window: usize) {
-        self.max_window = Some(max_window);
+        self.growth.set_max_window(max_window);
     }
 
     /// Publishes the busiest keys on `board` for a control.
@@ -357,13 +345,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
             policy: policy(self.policy),
             timed: self.timed,
             timer: self.timer,
-            wake_at: self.wake_at,
-            timer_at: self.timer_at,
-            fired_at: self.fired_at,
-            grown: self.grown,
-            max_window: self.max_window,
-            keys_at_growth: self.keys_at_growth,
-            fruitless: self.fruitless,
+            growth: self.growth,
             keyed: self.keyed,
             counts: self.counts,
             board: self.board,
@@ -385,14 +367,8 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
             running: Vec::new(),
             policy: self.policy,
             timed: self.timed,
-            timer: None,
-            wake_at: None,
-            timer_at: None,
-            fired_at: None,
-            grown: 0,
-            max_window: self.max_window,
-            keys_at_growth: 0,
-            fruitless: 0,
+            timer: MapTimer::default(),
+            growth: self.growth.reset(),
             keyed: true,
             counts: self.counts,
             // The board was typed by the old key: a control attached before `.per_key`
@@ -451,73 +427,9 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
             .retry(&key, waiting, seq as u64, not_before, now);
         None
     }
-
-    /// Grows the window when global slots are idle and every waiting item's key is full
-    /// or waiting for time, as long as growing keeps finding new keys; shrinks it back
-    /// once the items held fit in the window again.
-    fn adjust_window(
-        &mut self,
-        (window, window_set): (usize, bool),
-        held: usize,
-        limit: usize,
-        stuck: bool,
-    ) -> usize {
-        if held < window {
-            self.grown = 0;
-            self.fruitless = 0;
-            return window;
-        }
-        // A window the user set is a bound, unless a max window says how far it may grow.
-        let default_max = if window_set {
-            window
-        } else {
-            limit.saturating_mul(MAX_WINDOW)
-        };
-        let max = self.max_window.unwrap_or(default_max).max(window);
-        let current = window + self.grown;
-        if stuck && held >= current && current < max && self.fruitless < FRUITLESS_GROWTHS {
-            let keys = self.scheduler.active_keys();
-            if self.grown > 0 && keys <= self.keys_at_growth {
-                self.fruitless += 1;
-            } else {
-                self.fruitless = 0;
-            }
-            self.keys_at_growth = keys;
-            self.grown = current.saturating_mul(2).min(max) - window;
-        }
-        window + self.grown
-    }
 }
 
 impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
-    /// Polls the one timer, set for `wake_at`; `true` once that time has come.
-    fn poll_wake_at(&mut self, cx: &mut Context<'_>) -> bool {
-        let Some(mut at) = self.wake_at else {
-            return false;
-        };
-        if self.fired_at == Some(at) {
-            // The timer fired for this time, yet the clock read since says it has not
-            // come: the timer's clock and ours round differently. Wait a little longer
-            // rather than spin.
-            at = at.saturating_add(SPIN_GUARD);
-            self.wake_at = Some(at);
-        }
-        let timer = self
-            .timer
-            .get_or_insert_with(|| Box::pin(RtSleep::at(instant_at(at))));
-        if self.timer_at != Some(at) {
-            timer.set(RtSleep::at(instant_at(at)));
-            self.timer_at = Some(at);
-        }
-        if timer.as_mut().poll(cx).is_ready() {
-            self.wake_at = None;
-            self.timer_at = None;
-            self.fired_at = Some(at);
-            return true;
-        }
-        false
-    }
-
     /// Polls the shared limits' asks, wake-ups and revocations, and tells the scheduler
     /// what they answered; `true` if anything came (run another round: an item may
     /// start, or an attempt must end).
@@ -661,10 +573,10 @@ fn nanos(duration: Duration) -> u64 {
 
 impl<T, K, KF, P, G> DebugFields for PerKey<T, K, KF, P, G> {
     fn fields(&self, s: &mut fmt::DebugStruct<'_, '_>) {
-        s.field("per_key_limit", &self.scheduler.per_key())
+        s.field("default_key_limit", &self.scheduler.default_limit())
             .field("waiting_for_key", &self.scheduler.waiting())
             .field("active_keys", &self.scheduler.active_keys())
-            .field("window_grown_by", &self.grown);
+            .field("window_grown_by", &self.growth.grown());
     }
 }
 
@@ -740,11 +652,11 @@ where
         if let Some(rate) = settings.default_key_rate {
             self.timed = true;
             let now = self.now();
-            self.scheduler.change_per_key_rate(Gcra::new(rate), now);
+            self.scheduler.change_default_rate(Gcra::new(rate), now);
         }
         if let Some(limit) = settings.default_key_limit {
             let now = self.now();
-            self.scheduler.set_per_key(limit, now);
+            self.scheduler.set_default_limit(limit, now);
         }
     }
 
@@ -813,12 +725,12 @@ where
         self.scheduler.clear();
         self.gate.clear();
         self.running.clear();
-        self.wake_at = None;
+        self.timer.wake_at(None);
     }
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
         let heard = G::ACTIVE && self.poll_gate(cx);
-        heard | self.poll_wake_at(cx)
+        heard | self.timer.poll(cx)
     }
 
     fn revoke<Fut, R>(
@@ -855,7 +767,7 @@ where
         R: Results<O>,
     {
         let limit = engine.pool.limit();
-        engine.admission.wake_at = None;
+        engine.admission.timer.wake_at(None);
         loop {
             let mut progressed = false;
             let now = engine.admission.now();
@@ -871,7 +783,7 @@ where
                 let (key, waiting) = match admission.scheduler.next(now) {
                     Next::Start(key, waiting) => (key, waiting),
                     Next::NotBefore(at) => {
-                        admission.wake_at = Some(at);
+                        admission.timer.wake_at(Some(at));
                         stuck = !admission.scheduler.rate_blocks(now);
                         break;
                     }
@@ -915,11 +827,13 @@ where
             // keys with waiting items can take turns; then try to start again.
             if *budget > 0 && !engine.input_done {
                 let held = engine.next_seq - results.released();
-                let window = engine.admission.adjust_window(
+                let admission = &mut engine.admission;
+                let window = admission.growth.adjust(
                     (engine.window, engine.window_set),
                     held,
                     limit,
                     stuck,
+                    admission.scheduler.active_keys(),
                 );
                 if held < window {
                     match source.as_mut().poll_next(cx) {
@@ -945,7 +859,7 @@ where
             if !progressed {
                 if engine.pool.is_full() {
                     // A finish wakes the map before any timed start could use a slot.
-                    engine.admission.wake_at = None;
+                    engine.admission.timer.wake_at(None);
                 }
                 return ControlFlow::Continue(());
             }

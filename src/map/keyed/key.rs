@@ -1,0 +1,141 @@
+//! One key's entry in the scheduler: its waiting items, how many run, its settings, its
+//! rate state, its pause and what it spent of its retry budget; and when, by all of
+//! these, it may start its next item.
+//!
+//! Invariants: items back from a failed attempt go before fresh ones once their time has
+//! come (they were pulled earlier), and fresh ones start in the order they were pulled;
+//! a key is idle (forgetting it changes nothing) only with nothing running or waiting and
+//! its rate, pause and retry budget deciding like a fresh key's.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use super::budget::{RetryBudget, Spent};
+use super::pacing::Due;
+use super::settings::KeySettings;
+use crate::limit::rate::gcra::Gcra;
+
+/// Where a key is in the scheduler's lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    /// In no line: nothing to start, no room, or asking its shared limits.
+    Out,
+    /// In `turns`: may start now (checked again when its turn comes).
+    Turn,
+    /// In `askers`: may ask its shared limits for a permit now.
+    Ask,
+    /// In `sleepers`, waking at this time.
+    Asleep(u64),
+}
+
+#[derive(Debug)]
+pub(super) struct KeyState<T> {
+    pub(super) running: usize,
+    pub(super) fresh: VecDeque<T>,
+    /// Items back from a failed attempt, earliest first (due when they may start; ties
+    /// in input order).
+    pub(super) delayed: BinaryHeap<Reverse<Due<T>>>,
+    /// The limit and rate the key is held to.
+    pub(super) settings: KeySettings,
+    /// GCRA state of the key's rate (0: fresh).
+    pub(super) tat: u64,
+    /// No start before this time (a pause asked by the server).
+    pub(super) paused_until: u64,
+    /// What the key spent of its retry budget.
+    pub(super) spent: Spent,
+    pub(super) place: Place,
+}
+
+impl<T> KeyState<T> {
+    #[inline]
+    pub(super) fn new(settings: KeySettings) -> Self {
+        Self {
+            running: 0,
+            fresh: VecDeque::new(),
+            delayed: BinaryHeap::new(),
+            settings,
+            tat: 0,
+            paused_until: 0,
+            spent: Spent::default(),
+            place: Place::Out,
+        }
+    }
+
+    pub(super) fn has_items(&self) -> bool {
+        !self.fresh.is_empty() || !self.delayed.is_empty()
+    }
+
+    pub(super) fn items(&self) -> usize {
+        self.fresh.len() + self.delayed.len()
+    }
+
+    /// When the key may start its next item (by its own limits): `None` without an item
+    /// or without room.
+    #[inline]
+    pub(super) fn ready_at(&self) -> Option<u64> {
+        if self.running >= self.settings.limit {
+            return None;
+        }
+        let work = if !self.fresh.is_empty() {
+            0
+        } else {
+            self.delayed.peek()?.0.at
+        };
+        let rate = self
+            .settings
+            .rate
+            .as_ref()
+            .map_or(0, |rate| rate.allowed_at(self.tat));
+        Some(work.max(rate).max(self.paused_until))
+    }
+
+    /// Queues an item back from a failed attempt (no longer running), not to start before
+    /// `not_before`; `order` is its place in the input.
+    pub(super) fn push_retry(&mut self, item: T, order: u64, not_before: u64) {
+        self.running -= 1;
+        self.delayed.push(Reverse(Due {
+            at: not_before,
+            order,
+            value: item,
+        }));
+    }
+
+    /// Takes the item to start at `now`, counted as running: a retry whose time has come,
+    /// else the oldest fresh item (a first attempt: `budget` gets its share back), else
+    /// the earliest retry. `None` without an item.
+    #[inline]
+    pub(super) fn take_item(&mut self, now: u64, budget: Option<&RetryBudget>) -> Option<T> {
+        let item = match self.delayed.peek() {
+            Some(Reverse(delayed)) if delayed.at <= now => {
+                self.delayed.pop().expect("peeked").0.value
+            }
+            _ => match self.fresh.pop_front() {
+                Some(item) => {
+                    if let Some(budget) = budget {
+                        budget.refill(&mut self.spent);
+                    }
+                    item
+                }
+                None => self.delayed.pop()?.0.value,
+            },
+        };
+        self.running += 1;
+        Some(item)
+    }
+
+    /// Whether forgetting the key changes nothing (or only errs on the careful side): no
+    /// work, and its rate, pause and retry budget would decide like a fresh key's (a
+    /// budget with credit is forgotten with it: a fresh key has less), with the map
+    /// having pulled `pulled` items so far.
+    ///
+    /// A key's own settings do not keep it: they are forgotten with the key, so the keys
+    /// remembered stay bounded by the work in hand and the keys seen recently. How long a
+    /// key's own setting outlives its work is to be decided here.
+    pub(super) fn is_idle(&self, now: u64, pulled: u64) -> bool {
+        self.running == 0
+            && !self.has_items()
+            && Gcra::is_idle(self.tat, now)
+            && self.paused_until <= now
+            && self.spent.is_settled(pulled)
+    }
+}
