@@ -807,7 +807,7 @@ mod tests {
     #[test]
     fn a_panic_inside_a_map_polled_during_another_panic_still_marks_it() {
         during_another_panic(|| {
-            let mut map = pin!(crate::map_async(0..4u32, 2, |n| async move {
+            let mut map = pin!(crate::map::map_async(0..4u32, 2, |n| async move {
                 assert!(n != 1, "item 1 fails");
                 n
             }));
@@ -825,7 +825,7 @@ mod tests {
     fn a_map_polled_during_another_panic_runs_to_the_end() {
         during_another_panic(|| {
             let out =
-                futures_lite::future::block_on(crate::map_async(0..100u32, 4, |n| async move {
+                futures_lite::future::block_on(crate::map::map_async(0..100u32, 4, |n| async move {
                     futures_lite::future::yield_now().await;
                     n * 2
                 }));
