@@ -43,10 +43,7 @@ use std::time::{Duration, Instant};
 
 use tollgate::{Bulkhead, MapControl, Rate, RetryPolicy, map_async, race, run_sync};
 
-#[path = "support/progress.rs"]
-mod progress;
-#[path = "../tests/support/simulated_network.rs"]
-mod simulated_network;
+use tollgate_testkit::{progress, simulated_network};
 
 use simulated_network::{FetchError, Network, Outcome, host_of};
 

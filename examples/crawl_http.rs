@@ -31,12 +31,7 @@
 //! tokio-world client (hyper over tokio's socket, via hyper-util). The example checks its
 //! own invariants and exits non-zero if one breaks.
 
-#[path = "../tests/support/http_client.rs"]
-mod http_client;
-#[path = "../tests/support/http_server.rs"]
-mod http_server;
-#[path = "support/progress.rs"]
-mod progress;
+use tollgate_testkit::{http_client, http_server, progress};
 
 use std::collections::BTreeMap;
 use std::fmt;

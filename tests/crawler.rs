@@ -2,8 +2,7 @@
 //! broken mirror, all mirrors down is reported, and no request is left running.
 
 mod common;
-#[path = "support/simulated_network.rs"]
-mod simulated_network;
+use tollgate_testkit::simulated_network;
 
 use std::time::Duration;
 

@@ -12,10 +12,7 @@
 //! sliding-window helpers, scripted `429`s, and the client's reading of `Retry-After`.
 
 mod common;
-#[path = "support/http_client.rs"]
-mod http_client;
-#[path = "support/http_server.rs"]
-mod http_server;
+use tollgate_testkit::{http_client, http_server};
 
 use std::fmt;
 use std::io::{Read, Write};

@@ -10,10 +10,7 @@
 //! - a hedged mirror race sends the second request only when the first mirror is slow.
 
 mod common;
-#[path = "support/http_client.rs"]
-mod http_client;
-#[path = "support/http_server.rs"]
-mod http_server;
+use tollgate_testkit::{http_client, http_server};
 
 use std::time::Duration;
 

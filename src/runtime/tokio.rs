@@ -1,9 +1,13 @@
 //! Tokio runtime ids, their liveness, and tokio's clock (feature `tokio` only).
 //!
-//! Tokio exposes no "has this runtime shut down?" query, so the first time tollgate sees
-//! a runtime it spawns a task that never finishes and holds a token. A runtime drops
-//! all its tasks when it shuts down, and with them the token: a dead `Weak` means a dead
-//! runtime. One such task per runtime, ever.
+//! Tokio exposes no "has this runtime shut down?" query, so the first time a runtime's key
+//! is taken ([`current_id`]: `RuntimeKey::current`, which a bulkhead that is not `.global()`
+//! calls) tollgate spawns a sentinel on it: a task that never finishes and holds a token.
+//! A runtime drops all its tasks when it shuts down, and with them the token: a dead `Weak`
+//! means a dead runtime, whose caps can be forgotten. One such task per runtime, ever: it
+//! is polled once, never wakes, and costs its allocation, one entry in [`SENTINELS`]
+//! (entries of dead runtimes are dropped at the next registration) and one alive task in
+//! tokio's metrics. The only task tollgate spawns.
 
 use std::cell::Cell;
 use std::collections::HashMap;

@@ -24,8 +24,7 @@
 //! Releases are sent by the store's keeper thread, in batches, after the permit is dropped:
 //! a pair's time is the grant's round trip plus handing the release over.
 
-#[path = "../tests/support/redis_server.rs"]
-mod redis_server;
+use tollgate_testkit::redis_server;
 
 use std::time::{Duration, Instant};
 

@@ -32,8 +32,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::gcra::{Gcra, Rate};
-use super::{ASYNC_CLOCK, BLOCKING_CLOCK, Clock, Phase, RateLimitError, poll_wait_until, read};
-use crate::runtime::RtSleep;
+use super::wait::ReservedWait;
+use super::{ASYNC_CLOCK, BLOCKING_CLOCK, Clock, RateLimitError, read};
 use crate::sync::lock;
 
 /// How many shards a keyed limiter splits its keys over (a power of two).
@@ -553,10 +553,8 @@ pin_project_lite::pin_project! {
         limiter: &'a KeyedRateLimiter<K>,
         key: K,
         hash: u64,
-        clock: Clock,
-        phase: Phase,
         #[pin]
-        timer: RtSleep,
+        wait: ReservedWait,
     }
 
     impl<K> PinnedDrop for UntilKeyReady<'_, K>
@@ -565,7 +563,7 @@ pin_project_lite::pin_project! {
         K: Eq,
     {
         fn drop(this: Pin<&mut Self>) {
-            if let Phase::Waiting { reserved_tat, .. } = this.phase {
+            if let Some(reserved_tat) = this.wait.reserved_tat() {
                 this.limiter.give_back(this.hash, &this.key, reserved_tat);
             }
         }
@@ -578,9 +576,7 @@ impl<'a, K: Hash + Eq> UntilKeyReady<'a, K> {
             limiter,
             hash: hash_of(&key),
             key,
-            clock,
-            phase: Phase::Unpolled,
-            timer: RtSleep::after(Duration::ZERO),
+            wait: ReservedWait::new(clock),
         }
     }
 }
@@ -589,30 +585,10 @@ impl<K: Hash + Eq + Clone> Future for UntilKeyReady<'_, K> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.project();
-        let start_at = match *this.phase {
-            Phase::Unpolled => {
-                let (_, now) = read(*this.clock);
-                let (reserved_tat, start_at) = this.limiter.reserve(*this.hash, this.key, now);
-                if start_at <= now {
-                    *this.phase = Phase::Done;
-                    return Poll::Ready(());
-                }
-                *this.phase = Phase::Waiting {
-                    start_at,
-                    reserved_tat,
-                };
-                this.timer
-                    .as_mut()
-                    .set(RtSleep::after(Duration::from_nanos(start_at - now)));
-                start_at
-            }
-            Phase::Waiting { start_at, .. } => start_at,
-            Phase::Done => panic!("`UntilKeyReady` polled after completion"),
-        };
-        std::task::ready!(poll_wait_until(this.timer, *this.clock, start_at, cx));
-        *this.phase = Phase::Done;
-        Poll::Ready(())
+        let this = self.project();
+        let (limiter, hash, key) = (*this.limiter, *this.hash, &*this.key);
+        this.wait
+            .poll(cx, "UntilKeyReady", |now| limiter.reserve(hash, key, now))
     }
 }
 

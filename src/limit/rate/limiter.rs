@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::gcra::{Gcra, Rate};
-use super::{ASYNC_CLOCK, BLOCKING_CLOCK, Clock, Phase, RateLimitError, poll_wait_until, read};
-use crate::runtime::RtSleep;
+use super::wait::ReservedWait;
+use super::{ASYNC_CLOCK, BLOCKING_CLOCK, Clock, RateLimitError, read};
 
 /// A limit on how many starts happen per unit of time: at most [`Rate`]'s burst at once,
 /// then one per interval (GCRA, the generic cell rate algorithm, on one atomic word).
@@ -285,15 +285,13 @@ pin_project_lite::pin_project! {
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct UntilReady<'a> {
         limiter: &'a RateLimiter,
-        clock: Clock,
-        phase: Phase,
         #[pin]
-        timer: RtSleep,
+        wait: ReservedWait,
     }
 
     impl PinnedDrop for UntilReady<'_> {
         fn drop(this: Pin<&mut Self>) {
-            if let Phase::Waiting { reserved_tat, .. } = this.phase {
+            if let Some(reserved_tat) = this.wait.reserved_tat() {
                 this.limiter.give_back(reserved_tat);
             }
         }
@@ -304,9 +302,7 @@ impl<'a> UntilReady<'a> {
     fn new(limiter: &'a RateLimiter, clock: Clock) -> Self {
         Self {
             limiter,
-            clock,
-            phase: Phase::Unpolled,
-            timer: RtSleep::after(Duration::ZERO),
+            wait: ReservedWait::new(clock),
         }
     }
 }
@@ -315,30 +311,9 @@ impl Future for UntilReady<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.project();
-        let start_at = match *this.phase {
-            Phase::Unpolled => {
-                let (_, now) = read(*this.clock);
-                let (reserved_tat, start_at) = this.limiter.reserve(now);
-                if start_at <= now {
-                    *this.phase = Phase::Done;
-                    return Poll::Ready(());
-                }
-                *this.phase = Phase::Waiting {
-                    start_at,
-                    reserved_tat,
-                };
-                this.timer
-                    .as_mut()
-                    .set(RtSleep::after(Duration::from_nanos(start_at - now)));
-                start_at
-            }
-            Phase::Waiting { start_at, .. } => start_at,
-            Phase::Done => panic!("`UntilReady` polled after completion"),
-        };
-        std::task::ready!(poll_wait_until(this.timer, *this.clock, start_at, cx));
-        *this.phase = Phase::Done;
-        Poll::Ready(())
+        let this = self.project();
+        let limiter = *this.limiter;
+        this.wait.poll(cx, "UntilReady", |now| limiter.reserve(now))
     }
 }
 

@@ -4,6 +4,7 @@
 //! - `limiter.rs`: [`RateLimiter`], one rate on one atomic word.
 //! - `keyed.rs`: [`KeyedRateLimiter`], one rate per key in a sharded map that forgets idle keys.
 //! - `error.rs`: [`RateLimitError`].
+//! - `wait.rs`: the reserved start and the sleep until it, behind both limiters' futures.
 //!
 //! Both limiters wait the same way: a waiter *reserves* its start at once (pushes the state
 //! one interval further even when that lies ahead) and sleeps until the reserved time. So
@@ -14,11 +15,9 @@ pub(crate) mod error;
 pub(crate) mod gcra;
 pub(crate) mod keyed;
 pub(crate) mod limiter;
+mod wait;
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use self::error::RateLimitError;
 pub use self::gcra::Rate;
@@ -26,7 +25,6 @@ pub use self::keyed::{KeyedRateLimiter, UntilKeyReady};
 pub use self::limiter::{RateLimiter, UntilReady};
 
 use self::gcra::nanos_since_origin;
-use crate::runtime::RtSleep;
 
 /// Where a limiter reads the time: [`crate::runtime::now`] for async callers (the clock of
 /// their runtime's timers), [`Instant::now`] for a blocked thread (whose timers run on the
@@ -44,37 +42,4 @@ pub(crate) const BLOCKING_CLOCK: Clock = Instant::now;
 pub(crate) fn read(clock: Clock) -> (Instant, u64) {
     let now = clock();
     (now, nanos_since_origin(now))
-}
-
-/// Sleeps on `timer` until `clock` reads `start_at` or later. The timer was set from the
-/// same clock, so one round is the rule; the loop only guards against a timer that fires a
-/// little early by the clock's own reading.
-pub(crate) fn poll_wait_until(
-    mut timer: Pin<&mut RtSleep>,
-    clock: Clock,
-    start_at: u64,
-    cx: &mut Context<'_>,
-) -> Poll<()> {
-    loop {
-        std::task::ready!(timer.as_mut().poll(cx));
-        let now = nanos_since_origin(clock());
-        if now >= start_at {
-            return Poll::Ready(());
-        }
-        timer.set(RtSleep::after(Duration::from_nanos(start_at - now)));
-    }
-}
-
-/// Where a waiting future is: not yet reserved (futures do nothing until polled), waiting
-/// for a reserved start, or done.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Phase {
-    Unpolled,
-    /// Waiting for `start_at`; `reserved_tat` is the state the reservation left, which
-    /// a cancelled waiter gives back if it is still the latest.
-    Waiting {
-        start_at: u64,
-        reserved_tat: u64,
-    },
-    Done,
 }

@@ -1,17 +1,21 @@
-//! The store tests' async helpers: the runtime matrix, which is the core crate's own (its
-//! `tests/common/mod.rs`, included by path so both crates' tests run on the same runtimes the
-//! same way), and [`until`]. The redis-server these tests use is in `support::redis_server`.
+//! The store tests' async helpers: the runtime matrix, which is the core crate's own (from
+//! `tollgate-testkit`, so both crates' tests run on the same runtimes the same way) with this
+//! crate's deadline, and [`until`]. The redis-server these tests use is in
+//! `support::redis_server`.
 
 #![allow(dead_code, unused_macros, unused_imports)]
 
 use std::time::{Duration, Instant};
 
-#[path = "../../../tests/common/mod.rs"]
-mod core_common;
+pub(crate) use tollgate_testkit::{InFlight, tokio_current, tokio_multi};
 
-// `matrix!` names `$crate::common::{TEST_DEADLINE, tokio_current, tokio_multi}`: the
-// runtimes are the core's, the deadline is this crate's own (below).
-pub(crate) use core_common::{InFlight, matrix, tokio_current, tokio_multi};
+/// The testkit's `matrix!` with this crate's [`TEST_DEADLINE`].
+macro_rules! matrix {
+    ($($tests:tt)*) => {
+        tollgate_testkit::matrix! { deadline = $crate::common::TEST_DEADLINE; $($tests)* }
+    };
+}
+pub(crate) use matrix;
 
 /// How long one matrix test body may run before it counts as hung: shorter than the core's,
 /// since no store test needs more than a few lease TTLs, and a hang in the store (a lost

@@ -92,8 +92,7 @@
 //! # Example
 //!
 //! ```ignore
-//! #[path = "../tests/support/http_server.rs"]
-//! mod http_server;
+//! use tollgate_testkit::http_server;
 //!
 //! let server = http_server::TestServer::builder()
 //!     .host("fast", Duration::from_millis(2))
@@ -112,8 +111,6 @@
 //! let limit = http_server::window_limit(10.0, 1, second + http_server::DEFAULT_RATE_ALLOWANCE);
 //! assert!(http_server::max_in_window(&times, second) <= limit);
 //! ```
-
-#![allow(dead_code)]
 
 use std::collections::HashSet;
 use std::io;

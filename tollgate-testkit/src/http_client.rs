@@ -3,9 +3,11 @@
 //! - [`get_smol`]: smol's `async-net` socket through `smol-hyper`'s IO adapter. It needs no
 //!   runtime of its own (async-io's reactor runs beside any executor), so it works under
 //!   smol, `run_sync`, tokio or `futures::executor`.
-//! - [`get_tokio`] (feature `tokio`): tokio's socket through `hyper-util`'s `TokioIo`, what a
-//!   tokio application would write. It must run inside a tokio runtime.
-//! - [`get`] picks `get_tokio` inside a tokio runtime (with the feature), `get_smol` elsewhere.
+//! - [`get_tokio`]: tokio's socket through `hyper-util`'s `TokioIo`, what a tokio application
+//!   would write. It must run inside a tokio runtime.
+//! - [`get`] picks `get_tokio` inside a tokio runtime, `get_smol` elsewhere. (Tests run on
+//!   tokio only with tollgate's `tokio` feature, which this crate cannot see: it asks tokio
+//!   whether a runtime is current instead.)
 //! - [`get_ok`]: [`get`], then any status but `2xx` as [`ClientError::Status`], with the
 //!   server's `Retry-After` (a delay in seconds or an HTTP date, see [`parse_retry_after`])
 //!   read into [`ClientError::retry_after`]: what a retry policy needs to wait as told.
@@ -19,8 +21,7 @@
 //! # Example
 //!
 //! ```ignore
-//! #[path = "../tests/support/http_client.rs"]
-//! mod http_client;
+//! use tollgate_testkit::http_client;
 //!
 //! let page = http_client::get("http://127.0.0.1:8080/index.html").await?;
 //! assert_eq!(page.status, 200);
@@ -30,8 +31,6 @@
 //!     Err(error) => println!("status {:?}, try again after {:?}", error.status(), error.retry_after()),
 //! }
 //! ```
-
-#![allow(dead_code)]
 
 use std::fmt;
 use std::io;
@@ -153,7 +152,6 @@ impl From<hyper::Error> for ClientError {
 /// [`ClientError`] when the URL is unsupported, the connection fails or the exchange fails.
 /// Any status, including `503`, is a [`Page`], not an error.
 pub async fn get(url: impl AsRef<str>) -> Result<Page, ClientError> {
-    #[cfg(feature = "tokio")]
     if tokio::runtime::Handle::try_current().is_ok() {
         return get_tokio(url).await;
     }
@@ -192,7 +190,6 @@ pub async fn get_smol(url: impl AsRef<str>) -> Result<Page, ClientError> {
 /// # Panics
 ///
 /// Outside a tokio runtime (tokio's socket needs its reactor).
-#[cfg(feature = "tokio")]
 pub async fn get_tokio(url: impl AsRef<str>) -> Result<Page, ClientError> {
     let target = Target::parse(url.as_ref())?;
     let stream = tokio::net::TcpStream::connect((target.host.as_str(), target.port))

@@ -6,9 +6,7 @@
 //! `429 Too Many Requests` at once and counted as a violation, and so is a request that
 //! arrives while the host is paused after a `429` with `Retry-After` it sent.
 //!
-//! Shared by `examples/crawl.rs` and `tests/crawler.rs` (included with `#[path]`).
-
-#![allow(dead_code)]
+//! Shared by `examples/crawl.rs` and `tests/crawler.rs`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

@@ -14,15 +14,10 @@
 //!   behind (`SCAN`, `ZCARD`, `TYPE`) and what Redis itself counts (`INFO commandstats`). It
 //!   is deliberately not the store's client: it is what the store is checked against.
 //!   [`RedisServer::connection`] is a redis-rs connection, for a test that writes into Redis
-//!   what the store would (the crate depends on redis-rs, so the example and the bench that
-//!   include this file by path have it too).
+//!   what the store would.
 //!
 //! `redis-server` must be on the `PATH`; `.ci/run` installs it. Without it these helpers
 //! panic with a message saying so, rather than letting a test pass having proved nothing.
-//!
-//! The file stands alone (no `super::`): the bench includes just this file.
-
-#![allow(dead_code)]
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -1,0 +1,40 @@
+//! What the tests, examples and benches of tollgate and tollgate-redis share. Never
+//! published; a dev-dependency only.
+//!
+//! - [`matrix!`] runs each async test body under smol, `run_sync` and (with the calling
+//!   crate's `tokio` feature) tokio current-thread and multi-thread; [`spawn`] spawns on
+//!   whichever is current.
+//! - The probes tests measure with: [`InFlight`] (peaks), [`DropFlag`] (cancellation),
+//!   [`poll_until_panic`], [`counting_waker`].
+//! - [`http_server`] and [`http_client`]: a loopback HTTP/1.1 server that judges a client's
+//!   politeness, and a one-request-per-connection hyper client for smol and tokio.
+//! - [`simulated_network`]: in-process hosts with latency and their own rate meter.
+//! - `redis_server` (feature `redis`): a `redis-server` of one's own, and a probe to look
+//!   inside Redis.
+//! - [`progress`]: the crawl examples' progress display.
+
+#![forbid(unsafe_code)]
+
+pub mod http_client;
+pub mod http_server;
+mod matrix;
+mod probes;
+pub mod progress;
+#[cfg(feature = "redis")]
+pub mod redis_server;
+pub mod simulated_network;
+
+pub use matrix::{TEST_DEADLINE, spawn, tokio_current, tokio_multi};
+pub use probes::{
+    CountingWaker, DropFlag, DropGuard, InFlight, InFlightGuard, assert_polled_again_panics,
+    counting_waker, drain, panic_message, poll_until_panic,
+};
+
+/// What [`matrix!`] expands to, reached through this crate so a caller needs no dependency
+/// of its own on them (and gets the same tollgate: Cargo builds one, with the command's
+/// features).
+#[doc(hidden)]
+pub mod __private {
+    pub use smol;
+    pub use tollgate;
+}

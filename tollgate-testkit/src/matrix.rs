@@ -1,0 +1,117 @@
+//! The runtime matrix every test runs on: [`matrix!`](crate::matrix), its runtimes, and
+//! [`spawn`] on whichever of them is current.
+
+use std::future::Future;
+
+/// Instantiates each async test body once per runtime:
+/// `smol` (`smol::block_on`), `run_sync` (tollgate's entry point) and, with the calling
+/// crate's `tokio` feature, `tokio_current` and `tokio_multi` (two workers). A test `foo`
+/// becomes `foo::smol`, `foo::run_sync`, `foo::tokio_current`, `foo::tokio_multi`. A body
+/// that makes no progress for [`TEST_DEADLINE`] (or the `deadline = EXPR;` given first)
+/// fails instead of hanging the run.
+///
+/// The `#[cfg(feature = "tokio")]` on the tokio tests is expanded in the calling crate, so it
+/// reads that crate's feature. Without it the tokio runtimes would only exercise the
+/// process-wide fallback, which smol already covers; the tokio-specific behaviour (runtime
+/// keys, tokio's clock) exists only with the feature.
+#[macro_export]
+macro_rules! matrix {
+    (deadline = $deadline:expr; $( $(#[$attr:meta])* async fn $name:ident() $body:block )*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(#[$attr])*
+            async fn body() $body
+
+            /// The body, failing instead of hanging if a wake-up is ever lost.
+            async fn guarded() {
+                $crate::__private::tollgate::timeout($deadline, body())
+                    .await
+                    .expect("test body hung: no progress before the deadline");
+            }
+
+            #[test]
+            fn smol() {
+                $crate::__private::smol::block_on(guarded());
+            }
+
+            #[test]
+            fn run_sync() {
+                $crate::__private::tollgate::run_sync(guarded());
+            }
+
+            #[cfg(feature = "tokio")]
+            #[test]
+            fn tokio_current() {
+                $crate::tokio_current().block_on(guarded());
+            }
+
+            #[cfg(feature = "tokio")]
+            #[test]
+            fn tokio_multi() {
+                $crate::tokio_multi().block_on(guarded());
+            }
+        }
+    )*};
+    ($( $(#[$attr:meta])* async fn $name:ident() $body:block )*) => {
+        $crate::matrix! {
+            deadline = $crate::TEST_DEADLINE;
+            $( $(#[$attr])* async fn $name() $body )*
+        }
+    };
+}
+
+/// How long one matrix test body may run before it counts as hung.
+pub const TEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// A tokio current-thread runtime with every driver enabled.
+///
+/// # Panics
+///
+/// If tokio cannot build it.
+pub fn tokio_current() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio current-thread runtime")
+}
+
+/// A tokio multi-thread runtime with two workers and every driver enabled.
+///
+/// # Panics
+///
+/// If tokio cannot build it.
+pub fn tokio_multi() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio multi-thread runtime")
+}
+
+/// Spawns on the runtime the caller runs on: tokio's when one is current, smol's global
+/// executor otherwise. The returned future yields the task's output and re-raises its panic.
+pub fn spawn<F>(future: F) -> impl Future<Output = F::Output> + Send
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    enum Task<T> {
+        Tokio(tokio::task::JoinHandle<T>),
+        Smol(smol::Task<T>),
+    }
+    let task = match tokio::runtime::Handle::try_current() {
+        Ok(handle) => Task::Tokio(handle.spawn(future)),
+        Err(_) => Task::Smol(smol::spawn(future)),
+    };
+    async move {
+        match task {
+            Task::Tokio(handle) => match handle.await {
+                Ok(output) => output,
+                Err(error) => std::panic::resume_unwind(error.into_panic()),
+            },
+            Task::Smol(task) => task.await,
+        }
+    }
+}
