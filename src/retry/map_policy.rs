@@ -74,7 +74,7 @@ type Hook<T, E> = Box<dyn FnMut(&RetryEvent<'_, T, E>) + Send>;
 ///         FetchError::Busy(after) => *after,
 ///         FetchError::NotFound => None,
 ///     })
-///     .on_retry(|event| eprintln!("retrying {} in {:?}", event.item(), event.delay()));
+///     .on_retry(|event| eprintln!("retrying {} in {:?}", event.item(), event.pause()));
 ///
 /// # futures_lite::future::block_on(async {
 /// let urls = (0..6).map(|i| format!("https://a.example/{i}")).chain(["https://a.example/missing".to_owned()]);
@@ -352,9 +352,9 @@ impl<T, E> RetryPolicy<T, E> {
     ///     eprintln!(
     ///         "{}: attempt {} failed ({}), next in {:?}",
     ///         event.item(),
-    ///         event.attempt(),
+    ///         event.attempt_number(),
     ///         event.error(),
-    ///         event.delay()
+    ///         event.pause()
     ///     );
     /// });
     /// # let _ = policy;
@@ -398,9 +398,9 @@ impl<T, E> RetryPolicy<T, E> {
         if let Some(hook) = self.on_retry.as_mut() {
             hook(&RetryEvent {
                 item,
-                attempt,
+                attempt_number: attempt,
                 error,
-                delay: plan.delay,
+                pause: plan.delay,
                 key_paused: plan.pause_key,
             });
         }
@@ -414,17 +414,17 @@ impl<T, E> RetryPolicy<T, E> {
 ///
 /// ```
 /// let policy = tollgate::RetryPolicy::<u32, &str>::new().on_retry(|event| {
-///     assert!(event.attempt() >= 1);
-///     println!("item {} failed: {}; again in {:?}", event.item(), event.error(), event.delay());
+///     assert!(event.attempt_number() >= 1);
+///     println!("item {} failed: {}; again in {:?}", event.item(), event.error(), event.pause());
 /// });
 /// # let _ = policy;
 /// ```
 #[derive(Debug)]
 pub struct RetryEvent<'a, T, E> {
     item: &'a T,
-    attempt: u32,
+    attempt_number: u32,
     error: &'a E,
-    delay: Duration,
+    pause: Duration,
     key_paused: Option<Duration>,
 }
 
@@ -434,9 +434,10 @@ impl<T, E> RetryEvent<'_, T, E> {
         self.item
     }
 
-    /// Which attempt failed (1 for the first).
-    pub fn attempt(&self) -> u32 {
-        self.attempt
+    /// Which attempt failed: its attempt number, 1 for the first (as
+    /// [`Attempt::number`](crate::Attempt::number) counts).
+    pub fn attempt_number(&self) -> u32 {
+        self.attempt_number
     }
 
     /// The error it failed with.
@@ -445,8 +446,8 @@ impl<T, E> RetryEvent<'_, T, E> {
     }
 
     /// The pause before the next attempt.
-    pub fn delay(&self) -> Duration {
-        self.delay
+    pub fn pause(&self) -> Duration {
+        self.pause
     }
 
     /// How long the item's whole key is paused, if the error paused it.

@@ -293,7 +293,7 @@ impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
 
     /// Gives each attempt at most `duration`; an attempt that takes longer is dropped and
     /// counts as a failed attempt (it is always retryable: [`.when`](Self::when) sees errors
-    /// only; [`Attempt::timed_out`] tells it apart).
+    /// only; [`Attempt::is_timed_out`] tells it apart).
     ///
     /// `Duration::ZERO` gives each attempt exactly one poll; by default there is no limit.
     /// To bound the whole retry, pauses included, use [`.timeout`](Self::timeout).
@@ -314,7 +314,7 @@ impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
     ///     .interval(Duration::ZERO)
     ///     .await
     ///     .unwrap_err();
-    /// assert!(failed.attempts().iter().all(|attempt| attempt.timed_out()));
+    /// assert!(failed.attempts().iter().all(|attempt| attempt.is_timed_out()));
     /// # });
     /// ```
     pub fn attempt_timeout(mut self, duration: Duration) -> Self {
@@ -327,7 +327,7 @@ impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
     ///
     /// An attempt still running then is dropped and recorded as timed out. A pause that
     /// would end at or after that point is not taken: the retry gives up at once instead
-    /// of sleeping for nothing. Either way the error's [`timed_out`](RetryError::timed_out)
+    /// of sleeping for nothing. Either way the error's [`is_timed_out`](RetryError::is_timed_out)
     /// is true. `Duration::ZERO` gives the first attempt exactly one poll. By default there
     /// is no limit; [`.attempt_timeout`](Self::attempt_timeout) bounds each attempt instead.
     ///
@@ -346,7 +346,7 @@ impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
     ///     .timeout(Duration::from_millis(20))
     ///     .await
     ///     .unwrap_err();
-    /// assert!(failed.timed_out());
+    /// assert!(failed.is_timed_out());
     /// assert!(failed.attempts_made() < 100);
     /// assert_eq!(failed.last_error(), Some(&"503"));
     /// # });

@@ -217,7 +217,7 @@ matrix! {
             .on_retry({
                 let most = Arc::clone(&most);
                 move |event| {
-                    most.fetch_max(event.attempt() + 1, Ordering::Relaxed);
+                    most.fetch_max(event.attempt_number() + 1, Ordering::Relaxed);
                 }
             });
         let map = map_async(0..200u32, 32, |i| async move { Ok::<_, SharedError>(i) })

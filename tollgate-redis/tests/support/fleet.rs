@@ -1204,7 +1204,7 @@ mod worker {
                 let summary = Arc::clone(&summary);
                 move |event| {
                     let mut summary = summary.lock().unwrap();
-                    summary.most_attempts = summary.most_attempts.max(event.attempt() + 1);
+                    summary.most_attempts = summary.most_attempts.max(event.attempt_number() + 1);
                     if event.error().is_fenced() {
                         summary.fenced += 1;
                     } else {
