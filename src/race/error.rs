@@ -132,12 +132,3 @@ impl<E> fmt::Display for RaceError<E> {
 }
 
 impl<E: fmt::Debug> std::error::Error for RaceError<E> {}
-
-impl<E> From<RaceError<E>> for crate::Error
-where
-    E: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    fn from(error: RaceError<E>) -> Self {
-        crate::Error::Race(error.map_errors(Into::into))
-    }
-}

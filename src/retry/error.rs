@@ -308,15 +308,6 @@ impl<E: fmt::Display> fmt::Display for RetryError<E> {
 
 impl<E: fmt::Debug + fmt::Display> std::error::Error for RetryError<E> {}
 
-impl<E> From<RetryError<E>> for crate::Error
-where
-    E: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    fn from(error: RetryError<E>) -> Self {
-        crate::Error::Retry(error.map_errors(Into::into))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
