@@ -263,16 +263,20 @@ impl RedisLimitsOptions {
     /// An [`is_unavailable`](RedisLimitsError::is_unavailable) error when the URL is invalid,
     /// Redis does not answer a `PING` within the wait, or it is older than 6.2; through
     /// Sentinel, also when no sentinel is given, none answers, or none names a master
-    /// that says it is one.
-    ///
-    /// # Panics
-    ///
-    /// If the operating system cannot start the keeper thread.
+    /// that says it is one; also when the operating system cannot start the keeper thread.
     ///
     /// # Cancel safety
     ///
     /// Dropping the future before it completes leaves nothing behind.
     pub async fn connect(self) -> Result<RedisLimits, RedisLimitsError> {
+        self.connect_with(std::thread::Builder::new()).await
+    }
+
+    /// [`connect`](Self::connect), with the keeper's thread made by `thread`.
+    async fn connect_with(
+        self,
+        thread: std::thread::Builder,
+    ) -> Result<RedisLimits, RedisLimitsError> {
         let target = match &self.sentinel {
             None => Target::direct(&self.url).map_err(|e| {
                 RedisLimitsError::unavailable(&self.url, format_args!("invalid url: {e}"))
@@ -285,11 +289,18 @@ impl RedisLimitsOptions {
         let address = target.address();
         let health = Arc::new(Health::default());
         let keeper = Keeper::start(
+            thread,
             target.clone(),
             Arc::clone(&health),
             self.lease_ttl,
             self.call_timeout,
-        );
+        )
+        .map_err(|e| {
+            RedisLimitsError::unavailable(
+                &address,
+                format_args!("cannot start the keeper thread: {e}"),
+            )
+        })?;
         let inner = Arc::new(Inner {
             target,
             address,
@@ -1101,7 +1112,10 @@ impl fmt::Debug for Inner {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_CALL_TIMEOUT, MAX_LEASE_TTL, RedisLimits, ServerInfo, micros_ceil, tag};
+    use super::{
+        MAX_CALL_TIMEOUT, MAX_LEASE_TTL, RedisLimits, RedisLimitsError, ServerInfo, micros_ceil,
+        tag,
+    };
     use std::time::Duration;
 
     const NANO: Duration = Duration::from_nanos(1);
@@ -1138,6 +1152,34 @@ mod tests {
             .poll_interval(Duration::MAX);
         assert_eq!(options.lease_ttl, MAX_LEASE_TTL);
         assert_eq!(options.call_timeout, MAX_CALL_TIMEOUT);
+    }
+
+    /// Regression: `connect` panicked (`expect`) when the keeper thread could not start.
+    /// A stack larger than the address space makes the operating system refuse the thread,
+    /// before anything is sent to Redis (there is no Redis at this address).
+    #[test]
+    fn connect_returns_an_error_when_the_keeper_thread_cannot_start() {
+        let connect = || {
+            RedisLimits::options("redis://127.0.0.1:1")
+                .connect_with(std::thread::Builder::new().stack_size(1 << 50))
+        };
+        let check = |result: Result<RedisLimits, RedisLimitsError>| {
+            let error = result.expect_err("no keeper thread, no store");
+            assert!(error.is_unavailable(), "{error}");
+            assert!(
+                error.to_string().contains("cannot start the keeper thread"),
+                "{error}"
+            );
+        };
+        check(futures_lite::future::block_on(connect()));
+        #[cfg(feature = "tokio")]
+        check(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(connect()),
+        );
     }
 
     #[test]
