@@ -6,8 +6,8 @@ use crate::limit::bulkhead::BulkheadError;
 use crate::limit::rate::RateLimitError;
 use crate::limit::semaphore::SemaphoreError;
 use crate::map::ControlError;
-use crate::race::RaceError;
-use crate::retry::RetryError;
+use crate::race::error::RaceError;
+use crate::retry::error::RetryError;
 use crate::runtime::RunSyncError;
 use crate::time::TimeoutError;
 

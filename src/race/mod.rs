@@ -46,7 +46,7 @@
 
 mod blocks;
 mod contestants;
-mod error;
+pub(crate) mod error;
 mod store;
 
 pub use contestants::IntoContestants;

@@ -6,7 +6,7 @@
 //! - `map_policy.rs`: [`RetryPolicy`], retries inside a map's scheduler.
 //! - `error.rs`: [`RetryError`], [`Attempt`] and the bounded record of attempts.
 
-mod error;
+pub(crate) mod error;
 mod map_policy;
 mod policy;
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use event_listener::EventListener;
 use futures_lite::future;
 
-use crate::RedisLimitsError;
+use crate::error::RedisLimitsError;
 use crate::lease::{Fence, Lease, SharedKeyedBulkheadPermit};
 use crate::rate::paused_key;
 use crate::scripts::{

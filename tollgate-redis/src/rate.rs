@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tollgate::Rate;
 
-use crate::RedisLimitsError;
 use crate::bulkhead::RateArgs;
+use crate::error::RedisLimitsError;
 use crate::scripts::{
     FULL, GCRA, GRANTED, PAUSE, PAUSE_CHECK, PAUSED, WARMING_UP, wait_from_reply,
 };

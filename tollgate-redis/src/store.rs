@@ -14,7 +14,7 @@ use futures_lite::future;
 use redis::aio::MultiplexedConnection;
 use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 
-use crate::RedisLimitsError;
+use crate::error::RedisLimitsError;
 use crate::health::{Admit, Attempt, Gate, Health, PROBE_WAIT};
 use crate::keeper::Keeper;
 use crate::target::Target;

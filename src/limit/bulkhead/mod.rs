@@ -35,7 +35,7 @@ pub(crate) fn check_limit(limit: usize, what: &str) {
         "{what}: a limit of 0 would refuse all work; use at least 1"
     );
     assert!(
-        limit <= crate::Semaphore::MAX_PERMITS,
+        limit <= crate::limit::semaphore::Semaphore::MAX_PERMITS,
         "{what}: a limit above Semaphore::MAX_PERMITS (2^31 - 1)"
     );
 }

@@ -34,7 +34,7 @@ impl Options {
             }
         }
         assert!(
-            limit <= crate::Semaphore::MAX_PERMITS,
+            limit <= crate::limit::semaphore::Semaphore::MAX_PERMITS,
             "tollgate bulkhead: a limit above Semaphore::MAX_PERMITS (2^31 - 1)"
         );
         Self {
