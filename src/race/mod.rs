@@ -21,8 +21,8 @@
 //! after `MIN_YIELD_EVERY` such polls, or as many as it has contestants), unless one
 //! woke itself (it yielded): then the executor gets its turn first.
 //!
-//! Where the contestants live ([`store`]): a tuple's inline in the race, a field each;
-//! an iterable's in boxed blocks ([`blocks`]).
+//! Where the contestants live ([`store`], each in a [`slot`]): a tuple's inline in the
+//! race, a field each; an iterable's in boxed blocks ([`blocks`]).
 //!
 //! What a race allocates: a tuple race, nothing (its timeout or hedge: one box for both,
 //! and the timer). An iterable race: one block for its first contestants, as many as the
@@ -47,6 +47,7 @@
 mod blocks;
 mod contestants;
 pub(crate) mod error;
+mod slot;
 mod store;
 
 pub use contestants::IntoContestants;
@@ -63,7 +64,8 @@ use std::time::Duration;
 use crate::runtime::RtSleep;
 use crate::time::{Sleep, sleep};
 use crate::wake::{Lender, Lent, WakeSet};
-use store::{Contestants, Slot, SlotOwn, SlotProj, Visit, VisitEach};
+use slot::{Slot, SlotOwn, SlotProj, Visit, VisitEach};
+use store::Contestants;
 
 /// A poll of a race yields after this many polls of woken contestants (a larger race after
 /// as many as it has contestants), so that the executor runs others.

@@ -115,7 +115,7 @@ impl<H: Holder> Acquire<H> {
         let (limiter, options) = (holder.limiter(), holder.options());
         let refuse = |reason| {
             limiter.counts().note_rejected();
-            Poll::Ready(Err(options.refuse(limiter.limit(), reason)))
+            Poll::Ready(Err(BulkheadError::refuse(options, limiter.limit(), reason)))
         };
         if let Some(refusal) = refusal {
             return refuse(match refusal {

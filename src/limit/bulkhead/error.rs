@@ -66,6 +66,14 @@ impl BulkheadError {
         }))
     }
 
+    /// A waiting acquire refused by a limiter with `options` and `limit`: reported (the
+    /// `tracing` feature's event), then the error.
+    #[cold]
+    pub(crate) fn refuse(options: &Options, limit: usize, reason: Reason) -> Self {
+        crate::events::rejected(options.name.as_str(), limit, &reason);
+        Self::new(options, limit, reason)
+    }
+
     /// The limiter's name, if it was given one.
     pub fn name(&self) -> Option<&str> {
         self.0.name.as_str()

@@ -5,7 +5,6 @@ use std::mem;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::error::{BulkheadError, Reason};
 use crate::runtime::RuntimeKey;
 
 /// Options shared by [`Bulkhead`](crate::Bulkhead) and
@@ -62,12 +61,6 @@ impl Options {
             Some(max) => max,
             None => usize::MAX,
         }
-    }
-
-    #[cold]
-    pub(crate) fn refuse(&self, limit: usize, reason: Reason) -> BulkheadError {
-        crate::events::rejected(self.name.as_str(), limit, &reason);
-        BulkheadError::new(self, limit, reason)
     }
 
     /// [`runtime`](Self::runtime) for a caller that [`register`](RuntimeKey::register)s
