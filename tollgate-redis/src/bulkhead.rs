@@ -13,7 +13,7 @@ use futures_lite::future;
 
 use crate::error::RedisLimitsError;
 use crate::lease::{Fence, Lease, SharedKeyedBulkheadPermit};
-use crate::rate::paused_key;
+use crate::rate::{RateArgs, paused_key};
 use crate::scripts::{
     CANCELLED, FULL, GRANT, GRANTED, IN_USE, PAUSED, RATE_LIMITED, WARMING_UP, wait_from_reply,
 };
@@ -483,14 +483,6 @@ impl Drop for Pending<'_> {
             self.store.keeper.cancel(lease);
         }
     }
-}
-
-/// The rate a start also takes (see `rate.lua`): the key's TAT, the interval and the burst
-/// tolerance in microseconds.
-pub(crate) struct RateArgs {
-    pub(crate) tat: String,
-    pub(crate) interval: u64,
-    pub(crate) tolerance: u64,
 }
 
 /// Asks Redis once for a lease in `set` under `limit`, unless the key is paused (its

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use tollgate::Rate;
 
-use crate::bulkhead::RateArgs;
 use crate::error::RedisLimitsError;
 use crate::scripts::{
     FULL, GCRA, GRANTED, PAUSE, PAUSE_CHECK, PAUSED, WARMING_UP, wait_from_reply,
@@ -243,6 +242,14 @@ pub(crate) fn state_key(store: &Inner, name: &str, key: &str, what: &str) -> Str
 /// it (a rate limiter, a bulkhead, a map's limits).
 pub(crate) fn paused_key(store: &Inner, name: &str, key: &str) -> String {
     state_key(store, name, key, "paused")
+}
+
+/// The rate a start also takes (see `rate.lua`): the key's TAT, the interval and the burst
+/// tolerance in microseconds.
+pub(crate) struct RateArgs {
+    pub(crate) tat: String,
+    pub(crate) interval: u64,
+    pub(crate) tolerance: u64,
 }
 
 /// What the scripts need to decide a start of `rate` for `key`.
