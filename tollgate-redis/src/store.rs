@@ -81,7 +81,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// - A call waits at most the call timeout, trying again while Redis refuses connections
 ///   or is loading: a Redis that is back within it is ridden through.
 /// - Once one call has failed after its whole call timeout, Redis counts as
-///   **unreachable** ([`StoreStats::unreachable`]): every ask fails at once, with an
+///   **unreachable** ([`StoreStats::is_unreachable`]): every ask fails at once, with an
 ///   [`is_unavailable`](RedisLimitsError::is_unavailable) error naming the address whose
 ///   [`retry_after`](RedisLimitsError::retry_after) is the time to the store's next **probe**.
 ///   An ask made when a probe is due is that probe (one at a time per store, the keeper's
