@@ -3,7 +3,7 @@
 //! with `acquire_many` (simulated downloads: a sleep proportional to the size).
 //!
 //! Many small files run side by side, a large one runs with few others, and a file larger
-//! than the whole cap is refused at once (`over_limit`) instead of waiting forever. Half way
+//! than the whole cap is refused at once (`is_over_limit`) instead of waiting forever. Half way
 //! through, the cap is lowered to a quarter (as if the link got slower), then raised again:
 //! downloads under way finish, and no new one starts until the bytes in flight are under the
 //! new cap. (A download asking for more than the lowered cap would step aside until the cap
@@ -233,7 +233,7 @@ fn main() {
             .join("; ")
     );
     let mut broken = meter.violations;
-    if refused.len() != 1 || !refused[0].over_limit() {
+    if refused.len() != 1 || !refused[0].is_over_limit() {
         broken.push(format!("expected one over-limit refusal, got {refused:?}"));
     }
     if bytes.available_permits() != bytes.limit() || bytes.limit() != options.cap_kib {

@@ -6,16 +6,17 @@ use crate::limit::bulkhead::BulkheadError;
 use crate::limit::rate::RateLimitError;
 use crate::limit::semaphore::SemaphoreError;
 use crate::map::ControlError;
-use crate::race::RaceError;
-use crate::retry::RetryError;
+use crate::race::error::RaceError;
+use crate::retry::error::RetryError;
 use crate::runtime::RunSyncError;
-use crate::testing::EventuallyError;
 use crate::time::TimeoutError;
 
-/// Any error tollgate returns, for code that wants one error type (`Box<dyn Error>` works
-/// too: each variant's error implements `std::error::Error + Send + Sync + 'static`).
+/// Any error tollgate's primitives return, for code that wants one error type
+/// (`Box<dyn Error>` works too: each variant's error implements
+/// `std::error::Error + Send + Sync + 'static`).
 ///
-/// Every specific error converts into it with `?`.
+/// Every specific error converts into it with `?`; the one exception is the test helper's
+/// [`EventuallyError`](crate::testing::EventuallyError), which a test reports as it is.
 ///
 /// # Examples
 ///
@@ -35,8 +36,6 @@ pub enum Error {
     Timeout(TimeoutError),
     /// [`try_run_sync`](crate::try_run_sync) was called inside a running runtime.
     RunSync(RunSyncError),
-    /// [`eventually`](crate::testing::eventually) gave up.
-    Eventually(EventuallyError),
     /// A [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead) refused.
     Bulkhead(BulkheadError),
     /// A [`Semaphore`](crate::Semaphore) gave no permits (closed, or asked for more than
@@ -58,7 +57,6 @@ impl fmt::Display for Error {
         match self {
             Error::Timeout(error) => error.fmt(f),
             Error::RunSync(error) => error.fmt(f),
-            Error::Eventually(error) => error.fmt(f),
             Error::Bulkhead(error) => error.fmt(f),
             Error::Semaphore(error) => error.fmt(f),
             Error::RateLimit(error) => error.fmt(f),
@@ -76,7 +74,6 @@ impl std::error::Error for Error {
         match self {
             Error::Timeout(error) => error.source(),
             Error::RunSync(error) => error.source(),
-            Error::Eventually(error) => error.source(),
             Error::Bulkhead(error) => error.source(),
             Error::Semaphore(error) => error.source(),
             Error::RateLimit(error) => error.source(),
@@ -100,9 +97,28 @@ macro_rules! from_error {
 from_error!(
     Timeout(TimeoutError),
     RunSync(RunSyncError),
-    Eventually(EventuallyError),
     Bulkhead(BulkheadError),
     Semaphore(SemaphoreError),
     RateLimit(RateLimitError),
     Control(ControlError)
 );
+
+// The two generic errors convert with their contestants' and attempts' errors boxed.
+
+impl<E> From<RaceError<E>> for Error
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn from(error: RaceError<E>) -> Self {
+        Error::Race(error.map_errors(Into::into))
+    }
+}
+
+impl<E> From<RetryError<E>> for Error
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn from(error: RetryError<E>) -> Self {
+        Error::Retry(error.map_errors(Into::into))
+    }
+}

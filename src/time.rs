@@ -112,7 +112,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// let error: TimeoutError = timeout(Duration::from_millis(1), sleep(Duration::from_secs(60)))
 ///     .await
 ///     .unwrap_err();
-/// assert_eq!(error.duration(), Duration::from_millis(1));
+/// assert_eq!(error.timeout(), Duration::from_millis(1));
 /// assert_eq!(error.to_string(), "timed out after 1ms");
 ///
 /// let io: std::io::Error = error.into();
@@ -130,8 +130,9 @@ impl TimeoutError {
         Self { after }
     }
 
-    /// The time limit that passed: the `duration` given to [`timeout`].
-    pub fn duration(&self) -> Duration {
+    /// The time limit that passed: the `duration` given to [`timeout`] (the same word as
+    /// [`RaceError::timeout`](crate::RaceError::timeout)).
+    pub fn timeout(&self) -> Duration {
         self.after
     }
 }

@@ -73,7 +73,7 @@ matrix! {
         let mut current = Some(held);
         while order.len() < WAITERS {
             drop(current.take());
-            assert!(bulkhead.try_acquire().is_none(), "try_acquire jumped the queue");
+            assert!(bulkhead.try_acquire().unwrap_err().is_busy(), "try_acquire jumped the queue");
             // Newest first: only the oldest may be ready.
             for index in (0..WAITERS).rev() {
                 if order.contains(&index) {
@@ -88,7 +88,7 @@ matrix! {
         }
         assert_eq!(order, (0..WAITERS).collect::<Vec<_>>());
         drop(current);
-        assert!(bulkhead.try_acquire().is_some());
+        assert!(bulkhead.try_acquire().is_ok());
     }
 
     async fn permits_are_conserved_over_100_000_acquires_with_random_cancellation() {
@@ -157,8 +157,8 @@ matrix! {
         assert!(stats.peak_in_flight <= LIMIT);
         // Every slot can be taken again, and no more.
         let all = spawn(async move {
-            let permits: Vec<_> = (0..LIMIT).map_while(|_| bulkhead.try_acquire()).collect();
-            (permits.len(), bulkhead.try_acquire().is_none())
+            let permits: Vec<_> = (0..LIMIT).map_while(|_| bulkhead.try_acquire().ok()).collect();
+            (permits.len(), bulkhead.try_acquire().unwrap_err().is_busy())
         })
         .await;
         assert_eq!(all, (LIMIT, true));
@@ -170,9 +170,9 @@ matrix! {
         let start = Instant::now();
         let error = bulkhead.acquire().await.unwrap_err();
         assert!(start.elapsed() >= Duration::from_millis(20));
-        assert!(error.timed_out());
+        assert!(error.is_timed_out());
         assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(20)));
-        assert!(!error.queue_full());
+        assert!(!error.is_queue_full());
         assert_eq!(error.name(), Some("slow-api"));
         assert_eq!(error.limit(), 1);
         assert_eq!(
@@ -203,9 +203,9 @@ matrix! {
         assert!(poll_once(second.as_mut()).await.is_none());
         let refused = poll_once(bulkhead.acquire()).await.expect("refused at once");
         let error = refused.unwrap_err();
-        assert!(error.queue_full());
+        assert!(error.is_queue_full());
         assert_eq!(error.max_waiting(), Some(2));
-        assert!(!error.timed_out());
+        assert!(!error.is_timed_out());
         assert_eq!(
             error.to_string(),
             "bulkhead `mail` (limit 1) has no free permit and 2 callers already waiting"
@@ -226,7 +226,7 @@ matrix! {
         let a = bulkhead.acquire().await.unwrap();
         let b = bulkhead.acquire().await.unwrap();
         let error = poll_once(bulkhead.acquire()).await.unwrap().unwrap_err();
-        assert!(error.queue_full());
+        assert!(error.is_queue_full());
         assert_eq!(error.max_waiting(), Some(0));
         assert_eq!(
             error.to_string(),
@@ -242,7 +242,7 @@ matrix! {
         let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::ZERO);
         let held = poll_once(bulkhead.acquire()).await.unwrap().unwrap();
         let error = poll_once(bulkhead.acquire()).await.unwrap().unwrap_err();
-        assert!(error.timed_out());
+        assert!(error.is_timed_out());
         assert_eq!(error.acquire_timeout(), Some(Duration::ZERO));
         assert_eq!(bulkhead.stats().waiting, 0);
         drop(held);
@@ -279,7 +279,7 @@ matrix! {
             drop(permit);
         })
         .await;
-        assert!(bulkhead.try_acquire_arc().is_some());
+        assert!(bulkhead.try_acquire_arc().is_ok());
     }
 }
 
@@ -314,7 +314,7 @@ fn blocking_callers_get_the_acquire_timeout_too() {
     let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_millis(10));
     let _held = bulkhead.try_acquire().unwrap();
     let error = bulkhead.acquire_blocking().unwrap_err();
-    assert!(error.timed_out());
+    assert!(error.is_timed_out());
     assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(10)));
     let mut called = false;
     assert!(bulkhead.run_blocking(|| called = true).is_err());
@@ -335,7 +335,7 @@ fn two_concurrent_run_sync_calls_get_a_cap_each() {
                     let a = PER_RUNTIME.acquire().await.unwrap();
                     let b = PER_RUNTIME.acquire().await.unwrap();
                     barrier.wait(); // both calls hold their full cap at once
-                    let full = PER_RUNTIME.try_acquire().is_none();
+                    let full = PER_RUNTIME.try_acquire().unwrap_err().is_busy();
                     let in_flight = PER_RUNTIME.runtime_stats().in_flight;
                     barrier.wait();
                     drop((a, b));
@@ -416,7 +416,7 @@ fn admissions_of_ended_runtimes_stay_in_the_totals() {
                 SCRIPT.acquire().await.unwrap(),
                 SCRIPT.acquire().await.unwrap(),
             );
-            assert!(SCRIPT.acquire().await.unwrap_err().queue_full());
+            assert!(SCRIPT.acquire().await.unwrap_err().is_queue_full());
             drop(held);
         });
     }
@@ -473,10 +473,10 @@ fn set_limit_and_close_reach_caps_nobody_owned_yet() {
         let one = API.try_acquire().unwrap();
         (one, API.try_acquire())
     });
-    assert!(both.is_some(), "a fresh cap has the new limit");
+    assert!(both.is_ok(), "a fresh cap has the new limit");
     API.close();
     let refused = run_sync(async { API.acquire().await.unwrap_err() });
-    assert!(refused.closed(), "{refused}");
+    assert!(refused.is_closed(), "{refused}");
     drop((first, second, both));
 }
 
@@ -493,8 +493,8 @@ fn six_runtimes_at_once_have_six_caps() {
             std::thread::spawn(move || {
                 run_sync(async {
                     let held = (WIDE.acquire().await.unwrap(), WIDE.acquire().await.unwrap());
-                    let refused = WIDE.try_acquire().is_none();
-                    let full = WIDE.acquire().await.unwrap_err().queue_full();
+                    let refused = WIDE.try_acquire().unwrap_err().is_busy();
+                    let full = WIDE.acquire().await.unwrap_err().is_queue_full();
                     barrier.wait();
                     let stats = WIDE.runtime_stats();
                     barrier.wait();
@@ -534,7 +534,7 @@ fn a_queued_waiter_of_an_ended_runtime_keeps_its_cap() {
         (held, waiter)
     });
     let fresh = run_sync(async { QUEUE.try_acquire().map(drop) });
-    assert!(fresh.is_some(), "a cap of its own, not the full one");
+    assert!(fresh.is_ok(), "a cap of its own, not the full one");
     assert_eq!(QUEUE.tracked_runtimes(), 2);
     drop(held);
     let permit = futures_lite::future::block_on(waiter.as_mut()).unwrap();
@@ -577,7 +577,7 @@ fn a_global_bulkhead_is_one_cap_across_runtimes() {
         })
     };
     barrier.wait();
-    let refused = run_sync(async { SHARED.try_acquire().is_none() });
+    let refused = run_sync(async { SHARED.try_acquire().unwrap_err().is_busy() });
     let stats = SHARED.stats();
     barrier.wait();
     holder.join().unwrap();
@@ -691,7 +691,7 @@ mod with_tokio {
                         .await
                         .unwrap();
                         barrier.wait();
-                        let full = PER_RUNTIME.try_acquire().is_none();
+                        let full = PER_RUNTIME.try_acquire().unwrap_err().is_busy();
                         barrier.wait();
                         drop(permits);
                         full
@@ -750,7 +750,7 @@ mod with_tokio {
         let _held = bulkhead.acquire().await.unwrap();
         let wall = Instant::now();
         let error = bulkhead.acquire().await.unwrap_err();
-        assert!(error.timed_out());
+        assert!(error.is_timed_out());
         assert_eq!(error.acquire_timeout(), Some(Duration::from_secs(3600)));
         assert!(wall.elapsed() < Duration::from_secs(10));
     }
@@ -776,7 +776,7 @@ mod with_tokio {
         let _held = BLOCKING.acquire().await.unwrap();
         let waited = tokio::task::spawn_blocking(|| BLOCKING.acquire_blocking().map(drop));
         let error = waited.await.unwrap().unwrap_err();
-        assert!(error.timed_out());
+        assert!(error.is_timed_out());
         assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(20)));
     }
 }
@@ -840,12 +840,12 @@ matrix! {
         bulkhead.close();
         for task in tasks {
             let error = task.await;
-            assert!(error.closed() && !error.timed_out() && !error.queue_full());
+            assert!(error.is_closed() && !error.is_timed_out() && !error.is_queue_full());
             assert_eq!(error.to_string(), "bulkhead `db` (limit 1) is closed");
         }
-        assert!(bulkhead.acquire().await.unwrap_err().closed());
-        assert!(bulkhead.try_acquire().is_none());
-        assert!(bulkhead.run(async {}).await.unwrap_err().closed());
+        assert!(bulkhead.acquire().await.unwrap_err().is_closed());
+        assert!(bulkhead.try_acquire().unwrap_err().is_closed());
+        assert!(bulkhead.run(async {}).await.unwrap_err().is_closed());
         let stats = bulkhead.stats();
         assert_eq!((stats.waiting, stats.in_flight), (0, 1));
         assert_eq!(stats.rejected, WAITERS as u64 + 2);
@@ -921,7 +921,10 @@ fn set_limit_and_close_reach_every_runtimes_cap_and_later_ones() {
                 barrier.wait(); // this runtime's cap exists
                 barrier.wait(); // the limit was raised
                 let more: Vec<_> = (0..3).map(|_| API.try_acquire().unwrap()).collect();
-                assert!(API.try_acquire().is_none(), "limit 4 in this runtime too");
+                assert!(
+                    API.try_acquire().unwrap_err().is_busy(),
+                    "limit 4 in this runtime too"
+                );
                 drop((held, more));
             })
         });
@@ -934,15 +937,15 @@ fn set_limit_and_close_reach_every_runtimes_cap_and_later_ones() {
     run_sync(async {
         assert_eq!(API.runtime_stats().limit, 4);
         let held: Vec<_> = (0..4).map(|_| API.try_acquire().unwrap()).collect();
-        assert!(API.try_acquire().is_none());
+        assert!(API.try_acquire().unwrap_err().is_busy());
         drop(held);
     });
     API.close();
     assert!(API.is_closed());
     assert!(run_sync(async {
-        API.acquire().await.unwrap_err().closed()
+        API.acquire().await.unwrap_err().is_closed()
     }));
-    assert!(API.acquire_blocking().unwrap_err().closed());
+    assert!(API.acquire_blocking().unwrap_err().is_closed());
 }
 
 #[test]
@@ -952,12 +955,18 @@ fn a_shrunk_bulkhead_admits_nobody_until_its_permits_out_are_below_the_new_limit
     bulkhead.set_limit(1);
     let mut held = held.into_iter();
     drop(held.next());
-    assert!(bulkhead.try_acquire().is_none(), "2 out, limit 1");
+    assert!(
+        bulkhead.try_acquire().unwrap_err().is_busy(),
+        "2 out, limit 1"
+    );
     drop(held.next());
-    assert!(bulkhead.try_acquire().is_none(), "1 out, limit 1");
+    assert!(
+        bulkhead.try_acquire().unwrap_err().is_busy(),
+        "1 out, limit 1"
+    );
     drop(held.next());
     let permit = bulkhead.try_acquire().unwrap();
-    assert!(bulkhead.try_acquire().is_none());
+    assert!(bulkhead.try_acquire().unwrap_err().is_busy());
     drop(permit);
     let stats = bulkhead.runtime_stats();
     assert_eq!(

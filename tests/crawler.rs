@@ -122,7 +122,7 @@ matrix! {
             .await
             .unwrap_err();
         assert_eq!(failed.errors().len(), 2);
-        assert!(!failed.timed_out());
+        assert!(!failed.is_timed_out());
         assert!(failed.errors().iter().all(|(_, e)| matches!(e, FetchError::Unreachable(_))));
     }
 

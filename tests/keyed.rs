@@ -523,7 +523,7 @@ mod with_a_shared_keyed_bulkhead {
             assert_eq!(refused.len(), 40);
             let timed_out = refused
                 .iter()
-                .filter(|r| r.as_ref().is_err_and(|e| e.timed_out()))
+                .filter(|r| r.as_ref().is_err_and(|e| e.is_timed_out()))
                 .count();
             assert_eq!(timed_out, 40, "every request of the second crawl gave up");
             assert!(counters.max_host_peak() <= 2);

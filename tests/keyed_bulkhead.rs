@@ -70,7 +70,7 @@ matrix! {
                                 drop(poll_once(acquire.as_mut()).await);
                             }
                             1 => {
-                                if let Some(_permit) = per_key.try_acquire(&key) {
+                                if let Ok(_permit) = per_key.try_acquire(&key) {
                                     let _inside = in_flight[key].enter();
                                     yield_now().await;
                                 }
@@ -133,7 +133,7 @@ matrix! {
         let per_host = KeyedBulkhead::<String>::new(1).name("per-host").max_waiting(0);
         let a = per_host.acquire("a.example").await.unwrap();
         let refused = per_host.acquire("a.example").await.unwrap_err();
-        assert!(refused.queue_full());
+        assert!(refused.is_queue_full());
         assert_eq!(refused.max_waiting(), Some(0));
         assert_eq!(refused.name(), Some("per-host"));
         assert_eq!(per_host.stats("a.example").rejected, 1);
@@ -143,7 +143,7 @@ matrix! {
         let timed = KeyedBulkhead::<String>::new(1).acquire_timeout(Duration::from_millis(10));
         let _held = timed.acquire("a").await.unwrap();
         let error = timed.acquire("a").await.unwrap_err();
-        assert!(error.timed_out());
+        assert!(error.is_timed_out());
         assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(10)));
         assert_eq!(timed.stats("a").waiting, 0);
     }
@@ -152,8 +152,8 @@ matrix! {
     async fn try_acquire_arc_gives_a_static_permit_that_frees_the_key_when_dropped() {
         let per_host = Arc::new(KeyedBulkhead::<String>::new(1));
         let permit = per_host.try_acquire_arc("example.com").unwrap();
-        assert!(per_host.try_acquire_arc("example.com").is_none());
-        assert!(per_host.try_acquire_arc("other.example").is_some());
+        assert!(per_host.try_acquire_arc("example.com").unwrap_err().is_busy());
+        assert!(per_host.try_acquire_arc("other.example").is_ok());
         assert_eq!(per_host.runtime_stats("example.com").in_flight, 1);
         spawn(async move {
             yield_now().await;
@@ -166,7 +166,7 @@ matrix! {
         let mut waiter = pin!(per_host.acquire("example.com"));
         assert!(poll_once(waiter.as_mut()).await.is_none());
         drop(held);
-        assert!(per_host.try_acquire_arc("example.com").is_none(), "jumped the queue");
+        assert!(per_host.try_acquire_arc("example.com").unwrap_err().is_busy(), "jumped the queue");
         drop(waiter.await.unwrap());
         assert!(per_host.is_empty());
     }
@@ -198,7 +198,7 @@ fn eviction_racing_with_acquire_on_threads_never_doubles_a_cap() {
                     rng ^= rng >> 7;
                     rng ^= rng << 17;
                     let key = (rng >> 8) as usize % KEYS;
-                    if let Some(_permit) = per_key.try_acquire(&key) {
+                    if let Ok(_permit) = per_key.try_acquire(&key) {
                         let _inside = in_flight[key].enter();
                         std::thread::yield_now();
                     }
@@ -248,7 +248,7 @@ fn blocking_threads_share_each_keys_cap_and_get_the_acquire_timeout() {
     let timed = KeyedBulkhead::<String>::new(1).acquire_timeout(Duration::from_millis(10));
     let held = timed.try_acquire("a").unwrap();
     let error = timed.acquire_blocking("a").unwrap_err();
-    assert!(error.timed_out());
+    assert!(error.is_timed_out());
     let mut called = false;
     assert!(timed.run_blocking("a", || called = true).is_err());
     assert!(!called);
@@ -331,7 +331,7 @@ fn two_concurrent_run_sync_calls_get_a_cap_per_key_each_unless_global() {
                     let own = PER_RUNTIME.acquire("example.com").await.unwrap();
                     let shared = GLOBAL.try_acquire("example.com");
                     barrier.wait(); // both calls hold their key's slot
-                    let got_shared = shared.is_some();
+                    let got_shared = shared.is_ok();
                     barrier.wait();
                     drop((own, shared));
                     got_shared
@@ -392,7 +392,10 @@ fn two_tokio_runtimes_get_a_cap_per_key_each() {
                         .unwrap()
                         .unwrap();
                     barrier.wait();
-                    let full = PER_RUNTIME.try_acquire("example.com").is_none();
+                    let full = PER_RUNTIME
+                        .try_acquire("example.com")
+                        .unwrap_err()
+                        .is_busy();
                     barrier.wait();
                     drop(permit);
                     full
@@ -410,19 +413,19 @@ fn two_tokio_runtimes_get_a_cap_per_key_each() {
 fn set_limit_reaches_every_key_and_keys_used_later() {
     let per_host = KeyedBulkhead::<String>::new(1);
     let a = per_host.try_acquire("a.example").unwrap();
-    assert!(per_host.try_acquire("a.example").is_none());
+    assert!(per_host.try_acquire("a.example").unwrap_err().is_busy());
     per_host.set_limit(2);
     let a2 = per_host.try_acquire("a.example").unwrap();
-    assert!(per_host.try_acquire("a.example").is_none());
+    assert!(per_host.try_acquire("a.example").unwrap_err().is_busy());
     let b: Vec<_> = (0..2)
         .map(|_| per_host.try_acquire("b.example").unwrap())
         .collect();
-    assert!(per_host.try_acquire("b.example").is_none());
+    assert!(per_host.try_acquire("b.example").unwrap_err().is_busy());
     assert_eq!(per_host.stats("b.example").limit, 2);
     per_host.set_limit(1);
     drop(a);
     assert!(
-        per_host.try_acquire("a.example").is_none(),
+        per_host.try_acquire("a.example").unwrap_err().is_busy(),
         "1 out, limit 1"
     );
     drop((a2, b));
@@ -438,10 +441,10 @@ fn close_refuses_the_waiters_of_every_key_and_keys_used_later() {
     futures_lite::future::block_on(async {
         assert!(poll_once(waiter.as_mut()).await.is_none());
         per_host.close();
-        assert!(waiter.await.unwrap_err().closed());
-        assert!(per_host.acquire("b.example").await.unwrap_err().closed());
+        assert!(waiter.await.unwrap_err().is_closed());
+        assert!(per_host.acquire("b.example").await.unwrap_err().is_closed());
     });
-    assert!(per_host.try_acquire("c.example").is_none());
+    assert!(per_host.try_acquire("c.example").unwrap_err().is_closed());
     assert!(per_host.is_closed());
     drop(held);
     assert!(per_host.is_empty(), "refused keys are forgotten too");

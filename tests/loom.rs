@@ -501,11 +501,11 @@ fn close_against_waiters_wakes_each_with_an_answer() {
         let Poll::Ready(Err(error)) = poll(&mut second, &second_waker) else {
             panic!("the second waiter must be refused: only one permit was ever released")
         };
-        assert!(error.closed());
+        assert!(error.is_closed());
         if let Err(error) = &first {
-            assert!(error.closed());
+            assert!(error.is_closed());
         }
-        assert!(semaphore.try_acquire().unwrap_err().closed());
+        assert!(semaphore.try_acquire().unwrap_err().is_closed());
         drop(first);
         assert_eq!(semaphore.available_permits(), 1);
         assert_eq!(semaphore.waiting(), 0);
@@ -525,7 +525,7 @@ fn close_wakes_a_blocked_thread() {
         };
         semaphore.close();
         let answer = blocked.join().unwrap();
-        assert!(answer.unwrap_err().closed());
+        assert!(answer.unwrap_err().is_closed());
         drop(held);
         assert_eq!(semaphore.available_permits(), 1);
     });
@@ -713,7 +713,7 @@ fn lowering_the_max_weight_against_a_grow_serves_or_refuses_the_waiter_aside() {
         assert!(wakes.0.load(Ordering::SeqCst) > 0, "never woken");
         match poll(&mut big, &waker) {
             Poll::Ready(Ok(guard)) => assert_eq!(guard.permits(), 2),
-            Poll::Ready(Err(error)) => assert!(error.over_limit(), "{error}"),
+            Poll::Ready(Err(error)) => assert!(error.is_over_limit(), "{error}"),
             Poll::Pending => panic!("woken without an answer"),
         }
         drop(big);

@@ -167,7 +167,7 @@ fn open(gate: &Mutex<GateState>) {
 
 fn error_indices(result: Result<usize, tollgate::RaceError<usize>>) -> BTreeSet<usize> {
     let failed = result.expect_err("every contestant fails");
-    assert!(!failed.timed_out());
+    assert!(!failed.is_timed_out());
     for (index, error) in failed.errors() {
         assert_eq!(index, error, "an error is reported under its contestant");
     }

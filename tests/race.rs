@@ -137,7 +137,7 @@ matrix! {
             .await
             .unwrap_err();
         assert_eq!(failed.errors(), [(2, 2), (0, 0), (1, 1)]);
-        assert!(!failed.timed_out());
+        assert!(!failed.is_timed_out());
         assert_eq!(failed.timeout(), None);
         assert_eq!(failed.to_string(), "all 3 contestants failed");
 
@@ -201,7 +201,7 @@ matrix! {
         .unwrap_err();
         let dropped: Vec<bool> = flags.iter().map(DropFlag::is_set).collect();
         assert_eq!(dropped, [true, true]);
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         assert_eq!(failed.timeout(), Some(Duration::from_millis(20)));
         assert_eq!(failed.errors(), [(0, "mirror down")]);
         assert_eq!(failed.to_string(), "race timed out after 20ms with 1 failure");
@@ -219,7 +219,7 @@ matrix! {
             .timeout(Duration::ZERO)
             .await
             .unwrap_err();
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         assert!(failed.errors().is_empty());
         assert_eq!(polls.load(Ordering::SeqCst), 3);
         assert_eq!(failed.to_string(), "race timed out after 0ns with 0 failures");
@@ -233,7 +233,7 @@ matrix! {
             .await
             .unwrap_err();
         assert!(failed.errors().is_empty());
-        assert!(!failed.timed_out());
+        assert!(!failed.is_timed_out());
         assert_eq!(failed.to_string(), "race had no contestants");
         // A timeout does not make an empty race wait.
         let start = Instant::now();
@@ -241,7 +241,7 @@ matrix! {
             .timeout(Duration::from_secs(3600))
             .await
             .unwrap_err();
-        assert!(!failed.timed_out());
+        assert!(!failed.is_timed_out());
         assert!(start.elapsed() < Duration::from_secs(30));
     }
 
@@ -1166,7 +1166,7 @@ matrix! {
         .unwrap_err();
         assert_eq!(failed.errors(), [(0, 0), (1, 1), (2, 2)]);
         assert_eq!(failed.started(), 3);
-        assert!(!failed.timed_out());
+        assert!(!failed.is_timed_out());
         assert_eq!(failed.to_string(), "all 3 contestants failed");
         assert_eq!(tally.polls(), [1, 2, 2]);
         assert!(start.elapsed() < AT_ONCE);
@@ -1196,7 +1196,7 @@ matrix! {
         .unwrap_err();
         assert_eq!(failed.errors(), [(1, 1), (2, 2), (0, 0)]);
         assert_eq!(failed.started(), 3);
-        assert!(!failed.timed_out());
+        assert!(!failed.is_timed_out());
     }
 
     async fn hedged_timeout_bounds_the_whole_race() {
@@ -1218,7 +1218,7 @@ matrix! {
         .await
         .unwrap_err();
         let dropped: Vec<bool> = flags.iter().map(DropFlag::is_set).collect();
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         assert_eq!(failed.errors(), [(0, 0)]);
         // 0 failed, so 1 started at once; 2 was never started, and has no entry.
         assert_eq!(failed.started(), 2);
@@ -1245,7 +1245,7 @@ matrix! {
         .timeout(Duration::from_millis(20))
         .await
         .unwrap_err();
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         assert_eq!(failed.errors(), [(0, 0)]);
         assert_eq!(failed.started(), 2);
         // 1 may be polled again when the timeout wakes the race (a select loop): 2 never.
@@ -1259,7 +1259,7 @@ matrix! {
             .timeout(Duration::from_secs(3600))
             .await
             .unwrap_err();
-        assert!(!failed.timed_out());
+        assert!(!failed.is_timed_out());
         assert_eq!(failed.started(), 0);
         assert_eq!(failed.to_string(), "race had no contestants");
     }
@@ -1396,7 +1396,7 @@ mod paused_clock {
         .timeout(Duration::from_secs(3600))
         .await
         .unwrap_err();
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         assert_eq!(failed.errors().len(), 1);
         assert_eq!(
             failed.to_string(),
@@ -1466,7 +1466,7 @@ mod paused_clock {
         .timeout(DELAY + DELAY / 2)
         .await
         .unwrap_err();
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         assert_eq!(failed.started(), 2);
         assert_eq!(
             std::mem::take(&mut *starts.lock().unwrap()),

@@ -51,11 +51,11 @@ matrix! {
         for (i, attempt) in failed.attempts().iter().enumerate() {
             assert_eq!(attempt.error(), Some(&format!("attempt {}: 503", i + 1)));
             assert_eq!(attempt.number() as usize, i + 1);
-            assert!(!attempt.timed_out());
-            assert!(attempt.duration() >= Duration::from_millis(2), "{:?}", attempt.duration());
+            assert!(!attempt.is_timed_out());
+            assert!(attempt.elapsed() >= Duration::from_millis(2), "{:?}", attempt.elapsed());
         }
         assert!(!failed.is_permanent());
-        assert!(!failed.timed_out());
+        assert!(!failed.is_timed_out());
         assert_eq!(failed.last_error().map(String::as_str), Some("attempt 4: 503"));
         assert_eq!(failed.to_string(), "all 4 attempts failed; the last: attempt 4: 503");
         assert_eq!(failed.clone().into_last_error().unwrap(), "attempt 4: 503");
@@ -88,11 +88,11 @@ matrix! {
         .unwrap_err();
         assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
         assert_eq!(failed.attempts().len(), 2);
-        assert!(!failed.timed_out(), "each attempt timed out, not the retry");
+        assert!(!failed.is_timed_out(), "each attempt timed out, not the retry");
         for attempt in failed.attempts() {
-            assert!(attempt.timed_out());
+            assert!(attempt.is_timed_out());
             assert_eq!(attempt.error(), None);
-            assert!(attempt.duration() >= Duration::from_millis(10), "{:?}", attempt.duration());
+            assert!(attempt.elapsed() >= Duration::from_millis(10), "{:?}", attempt.elapsed());
         }
         assert_eq!(failed.last_error(), None);
         assert_eq!(failed.to_string(), "all 2 attempts failed; the last timed out");
@@ -184,9 +184,9 @@ matrix! {
         .timeout(Duration::from_millis(20))
         .await
         .unwrap_err();
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         assert_eq!(failed.attempts().len(), 1);
-        assert!(failed.attempts()[0].timed_out());
+        assert!(failed.attempts()[0].is_timed_out());
         assert!(start.elapsed() >= Duration::from_millis(20));
         assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
         assert_eq!(
@@ -203,7 +203,7 @@ matrix! {
             .await
             .unwrap_err();
         assert!(start.elapsed() < Duration::from_secs(10), "slept: {:?}", start.elapsed());
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         assert_eq!(failed.attempts().len(), 1);
         assert_eq!(
             failed.to_string(),
@@ -222,9 +222,9 @@ matrix! {
         .timeout(Duration::from_millis(40))
         .await
         .unwrap_err();
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         assert!(failed.attempts_made() >= 2, "{}", failed.attempts_made());
-        assert!(failed.attempts().iter().all(|attempt| attempt.timed_out()));
+        assert!(failed.attempts().iter().all(|attempt| attempt.is_timed_out()));
 
         // A zero timeout gives the first attempt exactly one poll.
         let mut calls = 0;
@@ -235,7 +235,7 @@ matrix! {
         .timeout(Duration::ZERO)
         .await
         .unwrap_err();
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         assert_eq!((failed.attempts_made(), calls), (1, 1));
     }
 
@@ -449,7 +449,7 @@ matrix! {
             .timeout(Duration::from_secs(60))
             .await
             .unwrap_err();
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         assert_eq!(failed.attempts_made(), 1);
     }
 
@@ -489,7 +489,7 @@ matrix! {
             .timeout(Duration::from_millis(20))
             .await
             .unwrap_err();
-        assert!(failed.timed_out());
+        assert!(failed.is_timed_out());
         let made = failed.attempts_made();
         assert_eq!(failed.attempts().len(), (made as usize).min(16));
         assert_eq!(failed.attempts_dropped(), made - failed.attempts().len() as u32);
@@ -759,9 +759,9 @@ mod paused_clock {
         .unwrap_err();
         let ms = Duration::from_millis;
         let attempts = failed.attempts();
-        assert_close(&[attempts[0].duration()], &[ms(250)]);
-        assert!(attempts[1].timed_out());
-        assert_close(&[attempts[1].duration()], &[Duration::from_secs(3600)]);
+        assert_close(&[attempts[0].elapsed()], &[ms(250)]);
+        assert!(attempts[1].is_timed_out());
+        assert_close(&[attempts[1].elapsed()], &[Duration::from_secs(3600)]);
         assert!(
             wall.elapsed() < Duration::from_secs(10),
             "{:?}",

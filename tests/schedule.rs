@@ -221,7 +221,7 @@ matrix! {
                 .interval(Duration::from_secs(60))
                 .retry_after(|after: &Duration| Some(*after))
                 .on_retry(move |event| {
-                    hook_seen.lock().unwrap().push((*event.item(), event.attempt(), event.delay()));
+                    hook_seen.lock().unwrap().push((*event.item(), event.attempt_number(), event.pause()));
                 }),
         )
         .await;

@@ -695,11 +695,11 @@ matrix! {
         assert_eq!(semaphore.waiting(), 0);
         for task in tasks {
             let error = task.await;
-            assert!(error.closed(), "{error}");
+            assert!(error.is_closed(), "{error}");
             assert_eq!(error.to_string(), "the semaphore is closed");
         }
-        assert!(semaphore.acquire().await.unwrap_err().closed());
-        assert!(semaphore.try_acquire_many(1).unwrap_err().closed());
+        assert!(semaphore.acquire().await.unwrap_err().is_closed());
+        assert!(semaphore.try_acquire_many(1).unwrap_err().is_closed());
         // The permits held before the close stay valid and come back.
         assert_eq!(held.permits(), 2);
         drop(held);
@@ -729,7 +729,7 @@ matrix! {
         }
         // The head wants 4 and one permit is free: the waiter for 1 behind it waits too.
         assert_eq!(semaphore.available_permits(), 1);
-        assert!(semaphore.try_acquire().unwrap_err().no_permits());
+        assert!(semaphore.try_acquire().unwrap_err().is_busy());
         assert!(order.lock().unwrap().is_empty());
         drop(held);
         for task in tasks {
@@ -814,7 +814,7 @@ fn a_request_above_the_max_weight_fails_at_once_and_one_above_the_limit_waits() 
         "by default the limit it was created with"
     );
     let error = futures_lite::future::block_on(semaphore.acquire_many(5)).unwrap_err();
-    assert!(error.over_limit());
+    assert!(error.is_over_limit());
     assert_eq!(
         (error.requested(), error.limit(), error.max_weight()),
         (5, 4, 4)
@@ -823,9 +823,9 @@ fn a_request_above_the_max_weight_fails_at_once_and_one_above_the_limit_waits() 
         semaphore
             .acquire_many_blocking(usize::MAX)
             .unwrap_err()
-            .over_limit()
+            .is_over_limit()
     );
-    assert!(semaphore.try_acquire_many(5).unwrap_err().over_limit());
+    assert!(semaphore.try_acquire_many(5).unwrap_err().is_over_limit());
     assert_eq!(semaphore.waiting(), 0, "nothing queued");
 
     // A grow raises the default max weight, a shrink keeps it.
@@ -833,10 +833,10 @@ fn a_request_above_the_max_weight_fails_at_once_and_one_above_the_limit_waits() 
     semaphore.set_limit(3);
     assert_eq!(semaphore.max_weight(), 6);
     assert!(
-        semaphore.try_acquire_many(6).unwrap_err().no_permits(),
+        semaphore.try_acquire_many(6).unwrap_err().is_busy(),
         "may fit once the limit grows back"
     );
-    assert!(semaphore.try_acquire_many(7).unwrap_err().over_limit());
+    assert!(semaphore.try_acquire_many(7).unwrap_err().is_over_limit());
 
     // Set by hand, above every limit so far: requests up to it wait.
     semaphore.set_max_weight(10);
@@ -845,7 +845,7 @@ fn a_request_above_the_max_weight_fails_at_once_and_one_above_the_limit_waits() 
     assert!(poll(&mut big, &waker).is_pending());
     let mut medium = semaphore.acquire_many(5);
     assert!(poll(&mut medium, &waker).is_pending());
-    assert!(semaphore.try_acquire_many(11).unwrap_err().over_limit());
+    assert!(semaphore.try_acquire_many(11).unwrap_err().is_over_limit());
     assert_eq!(semaphore.waiting(), 2);
     // Lowered below a waiter's request: that waiter fails, the other waits on.
     semaphore.set_max_weight(8);
@@ -853,7 +853,7 @@ fn a_request_above_the_max_weight_fails_at_once_and_one_above_the_limit_waits() 
     let Poll::Ready(Err(error)) = poll(&mut big, &waker) else {
         panic!("a waiter above the lowered max weight must be refused");
     };
-    assert!(error.over_limit());
+    assert!(error.is_over_limit());
     assert_eq!((error.requested(), error.max_weight()), (10, 8));
     assert!(poll(&mut medium, &waker).is_pending());
     assert_eq!(semaphore.waiting(), 1);
@@ -864,15 +864,15 @@ fn a_request_above_the_max_weight_fails_at_once_and_one_above_the_limit_waits() 
         panic!("the waiter within the max weight is served once the limit fits it");
     };
     assert!(
-        semaphore.try_acquire_many(9).unwrap_err().over_limit(),
+        semaphore.try_acquire_many(9).unwrap_err().is_over_limit(),
         "above the max weight, though 7 permits are free"
     );
     drop(medium);
     assert_eq!(semaphore.available_permits(), 12);
     // Though all 12 are free: the max weight caps each request.
-    assert!(semaphore.try_acquire_many(9).unwrap_err().over_limit());
+    assert!(semaphore.try_acquire_many(9).unwrap_err().is_over_limit());
     let error = futures_lite::future::block_on(semaphore.acquire_many(9)).unwrap_err();
-    assert!(error.over_limit());
+    assert!(error.is_over_limit());
     assert_eq!((error.limit(), error.max_weight()), (12, 8));
     // Nothing of the refused waiter is left behind.
     assert_eq!(semaphore.try_acquire_many(8).unwrap().permits(), 8);
@@ -988,10 +988,10 @@ fn close_wakes_every_blocked_thread_with_the_error() {
         .unwrap();
         semaphore.close();
         for thread in threads {
-            assert!(thread.join().unwrap().closed());
+            assert!(thread.join().unwrap().is_closed());
         }
     });
-    assert!(semaphore.acquire_blocking().unwrap_err().closed());
+    assert!(semaphore.acquire_blocking().unwrap_err().is_closed());
     drop(held);
     assert_eq!(semaphore.available_permits(), 3);
 }
@@ -1001,7 +1001,7 @@ fn the_errors_say_what_happened() {
     let semaphore = Semaphore::new(2);
     let held = semaphore.try_acquire_many(2).unwrap();
     let busy = semaphore.try_acquire().unwrap_err();
-    assert!(busy.no_permits() && !busy.closed() && !busy.over_limit());
+    assert!(busy.is_busy() && !busy.is_closed() && !busy.is_over_limit());
     assert_eq!(busy.to_string(), "no semaphore permit is free right now");
     assert_eq!(
         semaphore.try_acquire_many(2).unwrap_err().to_string(),
@@ -1048,7 +1048,7 @@ impl Meter {
 matrix! {
     /// Regression (item 10 of the defects found by attacking the crate): a downloader
     /// capping the KiB in flight lowered its cap from 1024 to 256 and raised it again;
-    /// every request above 256 queued meanwhile failed with `over_limit` (11 of 600). They
+    /// every request above 256 queued meanwhile failed with `is_over_limit` (11 of 600). They
     /// now step aside and wait for the cap to grow back, while the requests that fit the
     /// lowered cap go on.
     async fn downloads_queued_while_the_cap_is_lowered_wait_for_it_to_grow_back() {
@@ -1155,7 +1155,7 @@ matrix! {
         assert_eq!(semaphore.available_permits(), 1);
         // Back: the large request is at the head again, and newcomers queue behind it.
         semaphore.set_limit(8);
-        assert!(semaphore.try_acquire().unwrap_err().no_permits());
+        assert!(semaphore.try_acquire().unwrap_err().is_busy());
         drop((held, small, newcomer));
         assert_eq!(large.await.unwrap(), 8);
         assert_eq!((semaphore.available_permits(), semaphore.waiting()), (8, 0));
@@ -1192,7 +1192,7 @@ fn a_request_back_from_aside_is_served_at_its_place() {
     semaphore.set_limit(8); // a, c, e back in line in arrival order
     let mut g = semaphore.acquire();
     assert!(poll(&mut g, waker).is_pending(), "queues behind e");
-    assert!(semaphore.try_acquire().unwrap_err().no_permits());
+    assert!(semaphore.try_acquire().unwrap_err().is_busy());
     drop((b, d, f));
     let Poll::Ready(Ok(a)) = poll(&mut a, waker) else {
         panic!("a, the oldest, was not served first");

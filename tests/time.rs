@@ -27,7 +27,7 @@ matrix! {
         let start = Instant::now();
         let result = timeout(Duration::from_millis(20), sleep(Duration::from_secs(60))).await;
         let error = result.unwrap_err();
-        assert_eq!(error.duration(), Duration::from_millis(20));
+        assert_eq!(error.timeout(), Duration::from_millis(20));
         assert!(start.elapsed() >= Duration::from_millis(20));
         assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
     }
@@ -98,7 +98,7 @@ matrix! {
 fn timeout_error_is_an_io_timed_out_error_with_a_lowercase_message() {
     let error = tollgate::run_sync(timeout(Duration::ZERO, future::pending::<()>())).unwrap_err();
     assert_eq!(error.to_string(), "timed out after 0ns");
-    assert_eq!(error.duration(), Duration::ZERO);
+    assert_eq!(error.timeout(), Duration::ZERO);
     let io: std::io::Error = error.into();
     assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
     let umbrella: tollgate::Error = error.into();

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::ops::ControlFlow;
 use std::pin::Pin;
 
-use super::store::{Slot, VisitEach};
+use super::slot::{Slot, VisitEach};
 
 /// Places in each block after the first.
 const MORE: usize = 32;

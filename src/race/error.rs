@@ -27,7 +27,7 @@ use std::time::Duration;
 ///     .await
 ///     .unwrap_err();
 /// assert_eq!(failed.to_string(), "all 2 contestants failed");
-/// assert!(!failed.timed_out());
+/// assert!(!failed.is_timed_out());
 /// assert_eq!(failed.errors().len(), 2);
 /// assert_eq!(failed.started(), 2);
 /// assert_eq!(failed.into_errors(), [(0, "a"), (1, "b")]);
@@ -65,11 +65,11 @@ impl<E> RaceError<E> {
 
     /// Whether the race ended because its [timeout](crate::futures::Race::timeout) passed
     /// (rather than because every contestant failed).
-    pub fn timed_out(&self) -> bool {
+    pub fn is_timed_out(&self) -> bool {
         self.timed_out.is_some()
     }
 
-    /// The timeout that passed, when [`timed_out`](Self::timed_out).
+    /// The timeout that passed, when [`is_timed_out`](Self::is_timed_out).
     pub fn timeout(&self) -> Option<Duration> {
         self.timed_out
     }
@@ -94,7 +94,7 @@ impl<E> RaceError<E> {
     ///     .timeout(Duration::from_millis(5))
     ///     .await
     ///     .unwrap_err();
-    /// assert!(failed.timed_out());
+    /// assert!(failed.is_timed_out());
     /// assert_eq!(failed.started(), 1);
     /// # });
     /// ```
@@ -132,12 +132,3 @@ impl<E> fmt::Display for RaceError<E> {
 }
 
 impl<E: fmt::Debug> std::error::Error for RaceError<E> {}
-
-impl<E> From<RaceError<E>> for crate::Error
-where
-    E: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    fn from(error: RaceError<E>) -> Self {
-        crate::Error::Race(error.map_errors(Into::into))
-    }
-}

@@ -17,11 +17,12 @@
 //! its first pending contestant: a select round over hundreds of contestants that keep
 //! their wakers (sockets, timers) is one wasted poll each, and measured, it costs more
 //! than lending each a waker from the start. Contestants woken during a poll of the race
-//! (one finishing wakes the next) are polled again within it, up to a budget, unless one
+//! (one finishing wakes the next) are polled again within it (a poll of the race yields
+//! after `MIN_YIELD_EVERY` such polls, or as many as it has contestants), unless one
 //! woke itself (it yielded): then the executor gets its turn first.
 //!
-//! Where the contestants live ([`store`]): a tuple's inline in the race, a field each;
-//! an iterable's in boxed blocks ([`blocks`]).
+//! Where the contestants live ([`store`], each in a [`slot`]): a tuple's inline in the
+//! race, a field each; an iterable's in boxed blocks ([`blocks`]).
 //!
 //! What a race allocates: a tuple race, nothing (its timeout or hedge: one box for both,
 //! and the timer). An iterable race: one block for its first contestants, as many as the
@@ -45,7 +46,8 @@
 
 mod blocks;
 mod contestants;
-mod error;
+pub(crate) mod error;
+mod slot;
 mod store;
 
 pub use contestants::IntoContestants;
@@ -62,11 +64,12 @@ use std::time::Duration;
 use crate::runtime::RtSleep;
 use crate::time::{Sleep, sleep};
 use crate::wake::{Lender, Lent, WakeSet};
-use store::{Contestants, Slot, SlotOwn, SlotProj, Visit, VisitEach};
+use slot::{Slot, SlotOwn, SlotProj, Visit, VisitEach};
+use store::Contestants;
 
-/// At least this many polls of woken contestants in one poll of a race (more in a larger
-/// race: as many as it has contestants), then it lets the executor run others.
-const MIN_BUDGET: usize = 32;
+/// A poll of a race yields after this many polls of woken contestants (a larger race after
+/// as many as it has contestants), so that the executor runs others.
+const MIN_YIELD_EVERY: usize = 32;
 
 /// A race of more contestants than this (and than a select loop for good holds) turns to
 /// its wake set at its first pending contestant, in its first poll, rather than after a
@@ -716,7 +719,7 @@ where
     ///     .timeout(Duration::from_millis(5))
     ///     .await
     ///     .unwrap_err();
-    /// assert!(failed.timed_out());
+    /// assert!(failed.is_timed_out());
     /// assert_eq!(failed.to_string(), "race timed out after 5ms with 0 failures");
     /// # });
     /// ```
@@ -724,7 +727,7 @@ where
     /// # Errors
     ///
     /// When the time is up, the race drops every contestant still running and fails with a
-    /// [`RaceError`] whose [`timed_out`](RaceError::timed_out) is true and that carries
+    /// [`RaceError`] whose [`is_timed_out`](RaceError::is_timed_out) is true and that carries
     /// the errors collected until then.
     pub fn timeout(mut self, duration: Duration) -> Self {
         *self.extra().project().timeout = Some(duration);
@@ -857,7 +860,7 @@ where
             return Poll::Ready(Err(self.fail(None)));
         }
         // Register, then look: a contestant woken during this poll and not polled yet (it
-        // yielded, or the budget ran out) gets its next poll in the next poll of the race,
+        // yielded, or the yield allowance ran out) gets its next poll in the next poll of the race,
         // after the executor has had its turn.
         if let Some(woken) = this.wake {
             woken.set.register(cx);
@@ -1029,18 +1032,19 @@ where
             unreachable!("a race past its select loop has a wake set");
         };
         woken.set.enter();
-        // Polls left in this poll of the race for contestants woken during it.
-        let mut budget = len.max(MIN_BUDGET);
+        // The yield allowance: polls left in this poll of the race for contestants woken
+        // during it.
+        let mut allowance = len.max(MIN_YIELD_EVERY);
         // Poll the woken contestants, again while polling them wakes others (one finishing
-        // wakes the next, say): within the budget, until one yields.
+        // wakes the next, say): within the allowance, until one yields.
         {
             let Woken { set, lending } = woken;
-            while winner.is_none() && !yielded && budget > 0 && set.any() {
+            while winner.is_none() && !yielded && allowance > 0 && set.any() {
                 let _ = set.drain(|index| {
-                    if budget == 0 {
+                    if allowance == 0 {
                         return ControlFlow::Break(());
                     }
-                    budget -= 1;
+                    allowance -= 1;
                     match poll_one::<C>(this.store.as_mut(), this.core, index, set, lending) {
                         Polled::Won(value) => {
                             winner = Some(value);

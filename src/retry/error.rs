@@ -27,14 +27,14 @@ pub(super) const KEPT_LAST: usize = 8;
 /// let second = &failed.attempts()[1];
 /// assert_eq!(second.number(), 2);
 /// assert_eq!(second.error(), Some(&"503"));
-/// assert!(!second.timed_out());
+/// assert!(!second.is_timed_out());
 /// # });
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Attempt<E> {
     /// `None`: timed out.
     error: Option<E>,
-    duration: Duration,
+    elapsed: Duration,
     number: u32,
 }
 
@@ -52,13 +52,13 @@ impl<E> Attempt<E> {
     /// Whether the attempt was dropped because time ran out: its
     /// [`attempt_timeout`](crate::futures::Retry::attempt_timeout), or the retry's
     /// [`timeout`](crate::futures::Retry::timeout) while it was running.
-    pub fn timed_out(&self) -> bool {
+    pub fn is_timed_out(&self) -> bool {
         self.error.is_none()
     }
 
     /// How long the attempt ran, on the clock of [`sleep`](crate::sleep)'s timers.
-    pub fn duration(&self) -> Duration {
-        self.duration
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
     }
 
     /// Which attempt this was, counting from 1 (the first try) over every attempt made,
@@ -70,7 +70,7 @@ impl<E> Attempt<E> {
     fn map_error<E2>(self, f: impl FnOnce(E) -> E2) -> Attempt<E2> {
         Attempt {
             error: self.error.map(f),
-            duration: self.duration,
+            elapsed: self.elapsed,
             number: self.number,
         }
     }
@@ -111,12 +111,12 @@ impl<E> Record<E> {
     }
 
     /// Records a failed (`Some`) or timed-out (`None`) attempt.
-    pub(super) fn push(&mut self, error: Option<E>, duration: Duration) {
+    pub(super) fn push(&mut self, error: Option<E>, elapsed: Duration) {
         // At most `u32::MAX` attempts are ever made, so this cannot saturate in practice.
         self.made = self.made.saturating_add(1);
         let attempt = Attempt {
             error,
-            duration,
+            elapsed,
             number: self.made,
         };
         if self.first.len() < KEPT_FIRST {
@@ -176,8 +176,8 @@ impl<E> Record<E> {
 ///     .await
 ///     .unwrap_err();
 /// assert_eq!(failed.attempts().len(), 2);
-/// assert!(failed.attempts().iter().all(|attempt| attempt.timed_out()));
-/// assert!(!failed.timed_out()); // each attempt did, the retry as a whole did not
+/// assert!(failed.attempts().iter().all(|attempt| attempt.is_timed_out()));
+/// assert!(!failed.is_timed_out()); // each attempt did, the retry as a whole did not
 /// assert_eq!(failed.to_string(), "all 2 attempts failed; the last timed out");
 /// # });
 /// ```
@@ -256,8 +256,8 @@ impl<E> RetryError<E> {
     /// or would have passed during the next pause.
     ///
     /// Attempts that hit their own [`attempt_timeout`](crate::futures::Retry::attempt_timeout)
-    /// do not count here; see [`Attempt::timed_out`].
-    pub fn timed_out(&self) -> bool {
+    /// do not count here; see [`Attempt::is_timed_out`].
+    pub fn is_timed_out(&self) -> bool {
         matches!(self.stop, Stop::TimedOut(_))
     }
 
@@ -307,15 +307,6 @@ impl<E: fmt::Display> fmt::Display for RetryError<E> {
 }
 
 impl<E: fmt::Debug + fmt::Display> std::error::Error for RetryError<E> {}
-
-impl<E> From<RetryError<E>> for crate::Error
-where
-    E: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    fn from(error: RetryError<E>) -> Self {
-        crate::Error::Retry(error.map_errors(Into::into))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::policy::{Pause, Policy, Rng};
+use super::policy::{Policy, Rng, policy_setters};
 use crate::events::RetryReason;
 
 type Predicate<E> = Box<dyn FnMut(&E) -> bool + Send>;
@@ -74,7 +74,7 @@ type Hook<T, E> = Box<dyn FnMut(&RetryEvent<'_, T, E>) + Send>;
 ///         FetchError::Busy(after) => *after,
 ///         FetchError::NotFound => None,
 ///     })
-///     .on_retry(|event| eprintln!("retrying {} in {:?}", event.item(), event.delay()));
+///     .on_retry(|event| eprintln!("retrying {} in {:?}", event.item(), event.pause()));
 ///
 /// # futures_lite::future::block_on(async {
 /// let urls = (0..6).map(|i| format!("https://a.example/{i}")).chain(["https://a.example/missing".to_owned()]);
@@ -152,83 +152,12 @@ impl<T, E> RetryPolicy<T, E> {
         self.budget
     }
 
-    /// Gives each item at most `attempts` attempts in total, the first included.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let policy = tollgate::RetryPolicy::<u32, ()>::new().attempts(5);
-    /// assert_eq!(policy.max_attempts(), 5);
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// If `attempts` is 0.
-    #[track_caller]
-    #[must_use]
-    pub fn attempts(mut self, attempts: u32) -> Self {
-        self.policy.set_attempts(attempts);
-        self
-    }
-
-    /// Pauses `interval` after every failure (no jitter unless [`jitter`](Self::jitter)
-    /// sets one).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let policy = tollgate::RetryPolicy::<u32, ()>::new().interval(Duration::from_millis(250));
-    /// # let _ = policy;
-    /// ```
-    #[must_use]
-    pub fn interval(mut self, interval: Duration) -> Self {
-        self.policy.pause = Pause::Fixed(interval);
-        self
-    }
-
-    /// Pauses `initial` after the first failure, `factor` times longer after each next
-    /// one, never longer than `max` (jitter 0.5 unless [`jitter`](Self::jitter) says
-    /// otherwise).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let policy = tollgate::RetryPolicy::<u32, ()>::new()
-    ///     .backoff(Duration::from_millis(50), 2.0, Duration::from_secs(5));
-    /// # let _ = policy;
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// If `factor` is below 1.0 or not finite.
-    #[track_caller]
-    #[must_use]
-    pub fn backoff(mut self, initial: Duration, factor: f64, max: Duration) -> Self {
-        self.policy.set_backoff(initial, factor, max);
-        self
-    }
-
-    /// Cuts each pause by a random fraction of up to `fraction`, so items that failed
-    /// together do not come back together.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let policy = tollgate::RetryPolicy::<u32, ()>::new().jitter(0.2);
-    /// # let _ = policy;
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// If `fraction` is not within `0.0..=1.0`.
-    #[track_caller]
-    #[must_use]
-    pub fn jitter(mut self, fraction: f64) -> Self {
-        self.policy.set_jitter(fraction);
-        self
-    }
+    policy_setters!(
+        new: "tollgate::RetryPolicy::<u32, &str>::new()",
+        end: "# let _ = retried;",
+        zero: "`Duration::ZERO` lets the item's next attempt start as soon as the map's and its key's limits allow.",
+        #[must_use]
+    );
 
     /// Retries only errors for which `retryable` returns true; the others are the item's
     /// output at once.
@@ -352,9 +281,9 @@ impl<T, E> RetryPolicy<T, E> {
     ///     eprintln!(
     ///         "{}: attempt {} failed ({}), next in {:?}",
     ///         event.item(),
-    ///         event.attempt(),
+    ///         event.attempt_number(),
     ///         event.error(),
-    ///         event.delay()
+    ///         event.pause()
     ///     );
     /// });
     /// # let _ = policy;
@@ -398,9 +327,9 @@ impl<T, E> RetryPolicy<T, E> {
         if let Some(hook) = self.on_retry.as_mut() {
             hook(&RetryEvent {
                 item,
-                attempt,
+                attempt_number: attempt,
                 error,
-                delay: plan.delay,
+                pause: plan.delay,
                 key_paused: plan.pause_key,
             });
         }
@@ -414,17 +343,17 @@ impl<T, E> RetryPolicy<T, E> {
 ///
 /// ```
 /// let policy = tollgate::RetryPolicy::<u32, &str>::new().on_retry(|event| {
-///     assert!(event.attempt() >= 1);
-///     println!("item {} failed: {}; again in {:?}", event.item(), event.error(), event.delay());
+///     assert!(event.attempt_number() >= 1);
+///     println!("item {} failed: {}; again in {:?}", event.item(), event.error(), event.pause());
 /// });
 /// # let _ = policy;
 /// ```
 #[derive(Debug)]
 pub struct RetryEvent<'a, T, E> {
     item: &'a T,
-    attempt: u32,
+    attempt_number: u32,
     error: &'a E,
-    delay: Duration,
+    pause: Duration,
     key_paused: Option<Duration>,
 }
 
@@ -434,9 +363,10 @@ impl<T, E> RetryEvent<'_, T, E> {
         self.item
     }
 
-    /// Which attempt failed (1 for the first).
-    pub fn attempt(&self) -> u32 {
-        self.attempt
+    /// Which attempt failed: its attempt number, 1 for the first (as
+    /// [`Attempt::number`](crate::Attempt::number) counts).
+    pub fn attempt_number(&self) -> u32 {
+        self.attempt_number
     }
 
     /// The error it failed with.
@@ -445,8 +375,8 @@ impl<T, E> RetryEvent<'_, T, E> {
     }
 
     /// The pause before the next attempt.
-    pub fn delay(&self) -> Duration {
-        self.delay
+    pub fn pause(&self) -> Duration {
+        self.pause
     }
 
     /// How long the item's whole key is paused, if the error paused it.

@@ -6,7 +6,7 @@
 //! - `map_policy.rs`: [`RetryPolicy`], retries inside a map's scheduler.
 //! - `error.rs`: [`RetryError`], [`Attempt`] and the bounded record of attempts.
 
-mod error;
+pub(crate) mod error;
 mod map_policy;
 mod policy;
 
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use futures_core::TryFuture;
 
 use self::error::{Record, Stop};
-use self::policy::{Pause, Policy, Rng};
+use self::policy::{Policy, Rng, policy_setters};
 use crate::events::RetryReason;
 use crate::runtime::now;
 use crate::time::{Sleep, Timeout, sleep, timeout};
@@ -267,33 +267,15 @@ impl<F, Fut: TryFuture, P> fmt::Debug for Retry<F, Fut, P> {
 }
 
 impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
-    /// Makes at most `attempts` attempts in total, the first try included (default 3).
-    /// `1` means no retry.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # futures_lite::future::block_on(async {
-    /// let failed = tollgate::retry(|| async { Err::<(), _>("503") })
-    ///     .attempts(1)
-    ///     .await
-    ///     .unwrap_err();
-    /// assert_eq!(failed.to_string(), "the only attempt failed: 503");
-    /// # });
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// Panics if `attempts` is 0: a retry that never tries anything has no result to give.
-    #[track_caller]
-    pub fn attempts(mut self, attempts: u32) -> Self {
-        self.policy.set_attempts(attempts);
-        self
-    }
+    policy_setters!(
+        new: "tollgate::retry(|| async { Err::<(), _>(\"503\") })",
+        end: "assert!(futures_lite::future::block_on(retried).is_err());",
+        zero: "`Duration::ZERO` starts the next attempt at once, yet the retry still yields to the executor between attempts, so other tasks and timers (a timeout around it) run.",
+    );
 
     /// Gives each attempt at most `duration`; an attempt that takes longer is dropped and
     /// counts as a failed attempt (it is always retryable: [`.when`](Self::when) sees errors
-    /// only; [`Attempt::timed_out`] tells it apart).
+    /// only; [`Attempt::is_timed_out`] tells it apart).
     ///
     /// `Duration::ZERO` gives each attempt exactly one poll; by default there is no limit.
     /// To bound the whole retry, pauses included, use [`.timeout`](Self::timeout).
@@ -314,7 +296,7 @@ impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
     ///     .interval(Duration::ZERO)
     ///     .await
     ///     .unwrap_err();
-    /// assert!(failed.attempts().iter().all(|attempt| attempt.timed_out()));
+    /// assert!(failed.attempts().iter().all(|attempt| attempt.is_timed_out()));
     /// # });
     /// ```
     pub fn attempt_timeout(mut self, duration: Duration) -> Self {
@@ -327,7 +309,7 @@ impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
     ///
     /// An attempt still running then is dropped and recorded as timed out. A pause that
     /// would end at or after that point is not taken: the retry gives up at once instead
-    /// of sleeping for nothing. Either way the error's [`timed_out`](RetryError::timed_out)
+    /// of sleeping for nothing. Either way the error's [`is_timed_out`](RetryError::is_timed_out)
     /// is true. `Duration::ZERO` gives the first attempt exactly one poll. By default there
     /// is no limit; [`.attempt_timeout`](Self::attempt_timeout) bounds each attempt instead.
     ///
@@ -346,103 +328,13 @@ impl<F, Fut: TryFuture, P> Retry<F, Fut, P> {
     ///     .timeout(Duration::from_millis(20))
     ///     .await
     ///     .unwrap_err();
-    /// assert!(failed.timed_out());
+    /// assert!(failed.is_timed_out());
     /// assert!(failed.attempts_made() < 100);
     /// assert_eq!(failed.last_error(), Some(&"503"));
     /// # });
     /// ```
     pub fn timeout(mut self, duration: Duration) -> Self {
         self.policy.timeout = Some(duration);
-        self
-    }
-
-    /// Pauses a fixed `interval` between attempts, with no jitter unless
-    /// [`.jitter`](Self::jitter) adds some. Replaces the default backoff.
-    ///
-    /// `Duration::ZERO` starts the next attempt at once, yet the retry still yields to the
-    /// executor between attempts, so other tasks and timers (a timeout around it) run.
-    /// `Duration::MAX` is a pause that never ends.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    ///
-    /// # futures_lite::future::block_on(async {
-    /// let failed = tollgate::retry(|| async { Err::<(), _>("503") })
-    ///     .interval(Duration::from_millis(1))
-    ///     .await
-    ///     .unwrap_err();
-    /// assert_eq!(failed.attempts_made(), 3);
-    /// # });
-    /// ```
-    pub fn interval(mut self, interval: Duration) -> Self {
-        self.policy.pause = Pause::Fixed(interval);
-        self
-    }
-
-    /// Pauses with exponential backoff: `initial` after the first failure, then multiplied
-    /// by `factor` after each further failure, never more than `max`.
-    ///
-    /// The default is `backoff(100 ms, 2.0, 10 s)`. The backoff's jitter is 0.5 unless
-    /// [`.jitter`](Self::jitter) says otherwise. An `initial` above `max` pauses `max`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    ///
-    /// # futures_lite::future::block_on(async {
-    /// // Pauses of 1 ms, 2 ms, 4 ms, 5 ms, 5 ms (each cut by up to 10 %).
-    /// let failed = tollgate::retry(|| async { Err::<(), _>("503") })
-    ///     .attempts(6)
-    ///     .backoff(Duration::from_millis(1), 2.0, Duration::from_millis(5))
-    ///     .jitter(0.1)
-    ///     .await
-    ///     .unwrap_err();
-    /// assert_eq!(failed.attempts_made(), 6);
-    /// # });
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// Panics if `factor` is below 1 or not finite.
-    #[track_caller]
-    pub fn backoff(mut self, initial: Duration, factor: f64, max: Duration) -> Self {
-        self.policy.set_backoff(initial, factor, max);
-        self
-    }
-
-    /// Randomises each pause: it is cut by a random share of up to `fraction`, drawn
-    /// uniformly. A pause `p` becomes a pause in `[p × (1 − fraction), p]`.
-    ///
-    /// `0.0` turns jitter off; `1.0` is "full jitter" (anywhere from 0 to `p`). The pause
-    /// never grows, so a backoff's `max` stays the longest pause. Jitter keeps many callers
-    /// that failed together from retrying in lockstep. Defaults: 0.5 for a backoff, 0 for
-    /// an [`interval`](Self::interval); set here, it applies to either.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    ///
-    /// # futures_lite::future::block_on(async {
-    /// // Each pause between 0 and 2 ms.
-    /// let failed = tollgate::retry(|| async { Err::<(), _>("503") })
-    ///     .interval(Duration::from_millis(2))
-    ///     .jitter(1.0)
-    ///     .await
-    ///     .unwrap_err();
-    /// assert_eq!(failed.attempts_made(), 3);
-    /// # });
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// Panics if `fraction` is not within `0.0..=1.0`.
-    #[track_caller]
-    pub fn jitter(mut self, fraction: f64) -> Self {
-        self.policy.set_jitter(fraction);
         self
     }
 

@@ -68,6 +68,11 @@ impl Policy {
         self.attempts = attempts;
     }
 
+    /// Sets a fixed pause between attempts.
+    pub(super) fn set_interval(&mut self, interval: Duration) {
+        self.pause = Pause::Fixed(interval);
+    }
+
     /// Sets an exponential backoff, after checking its factor.
     #[track_caller]
     pub(super) fn set_backoff(&mut self, initial: Duration, factor: f64, max: Duration) {
@@ -142,6 +147,123 @@ impl Policy {
         Duration::try_from_secs_f64(base.as_secs_f64() * factor).map_or(base, |p| p.min(base))
     }
 }
+
+/// The builder methods that set a [`Policy`] (attempts, pauses, jitter), written once for
+/// [`Retry`](crate::futures::Retry) and [`RetryPolicy`](crate::RetryPolicy), each of which
+/// holds one in a `policy` field. `$new` builds the type in the examples (for an operation
+/// that always fails), `$end` is the examples' last line, `$zero` says what a zero
+/// interval means for it, `$meta` are attributes every method gets.
+macro_rules! policy_setters {
+    (
+        new: $new:literal,
+        end: $end:literal,
+        zero: $zero:literal,
+        $(#[$meta:meta])*
+    ) => {
+        /// Makes at most `attempts` attempts in total, the first try included (default 3).
+        /// `1` means no retry.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = concat!("let retried = ", $new, ".attempts(1);")]
+        #[doc = $end]
+        /// ```
+        ///
+        /// # Panics
+        ///
+        /// Panics if `attempts` is 0: a retry that never tries anything has no result to give.
+        #[track_caller]
+        $(#[$meta])*
+        pub fn attempts(mut self, attempts: u32) -> Self {
+            self.policy.set_attempts(attempts);
+            self
+        }
+
+        /// Pauses a fixed `interval` between attempts, with no jitter unless
+        /// [`.jitter`](Self::jitter) adds some. Replaces the default backoff.
+        ///
+        #[doc = $zero]
+        /// `Duration::MAX` is a pause that never ends.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::Duration;
+        ///
+        #[doc = concat!("let retried = ", $new, ".interval(Duration::from_millis(1));")]
+        #[doc = $end]
+        /// ```
+        $(#[$meta])*
+        pub fn interval(mut self, interval: ::std::time::Duration) -> Self {
+            self.policy.set_interval(interval);
+            self
+        }
+
+        /// Pauses with exponential backoff: `initial` after the first failure, then multiplied
+        /// by `factor` after each further failure, never more than `max`.
+        ///
+        /// The default is `backoff(100 ms, 2.0, 10 s)`. The backoff's jitter is 0.5 unless
+        /// [`.jitter`](Self::jitter) says otherwise. An `initial` above `max` pauses `max`.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::Duration;
+        ///
+        /// // Pauses of 1 ms, 2 ms, 4 ms, 5 ms, 5 ms (each cut by up to 10 %).
+        #[doc = concat!("let retried = ", $new, "")]
+        ///     .attempts(6)
+        ///     .backoff(Duration::from_millis(1), 2.0, Duration::from_millis(5))
+        ///     .jitter(0.1);
+        #[doc = $end]
+        /// ```
+        ///
+        /// # Panics
+        ///
+        /// Panics if `factor` is below 1 or not finite.
+        #[track_caller]
+        $(#[$meta])*
+        pub fn backoff(
+            mut self,
+            initial: ::std::time::Duration,
+            factor: f64,
+            max: ::std::time::Duration,
+        ) -> Self {
+            self.policy.set_backoff(initial, factor, max);
+            self
+        }
+
+        /// Randomises each pause: it is cut by a random share of up to `fraction`, drawn
+        /// uniformly. A pause `p` becomes a pause in `[p × (1 − fraction), p]`.
+        ///
+        /// `0.0` turns jitter off; `1.0` is "full jitter" (anywhere from 0 to `p`). The pause
+        /// never grows, so a backoff's `max` stays the longest pause. Jitter keeps many callers
+        /// that failed together from retrying in lockstep. Defaults: 0.5 for a backoff, 0 for
+        /// an [`interval`](Self::interval); set here, it applies to either.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::Duration;
+        ///
+        /// // Each pause between 0 and 2 ms.
+        #[doc = concat!("let retried = ", $new, ".interval(Duration::from_millis(2)).jitter(1.0);")]
+        #[doc = $end]
+        /// ```
+        ///
+        /// # Panics
+        ///
+        /// Panics if `fraction` is not within `0.0..=1.0`.
+        #[track_caller]
+        $(#[$meta])*
+        pub fn jitter(mut self, fraction: f64) -> Self {
+            self.policy.set_jitter(fraction);
+            self
+        }
+    };
+}
+pub(super) use policy_setters;
 
 /// A tiny PRNG for jitter (splitmix64), seeded from std's per-process random hash keys.
 ///

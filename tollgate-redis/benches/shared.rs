@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use tollgate::Rate;
 use tollgate_redis::{
-    RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter,
+    RedisLimits, RedisLimitsError, SharedKeyLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter,
 };
 
 use redis_server::{CommandStat, Probe, RedisServer};
@@ -39,7 +39,7 @@ use redis_server::{CommandStat, Probe, RedisServer};
 /// Keys the concurrent pairs spread over: as many as a crawl's busy hosts.
 const KEYS: usize = 256;
 /// A per-key limit no bench reaches: it measures the store, not waiting for room.
-const ROOMY: u32 = 1_000_000;
+const ROOMY: usize = 1_000_000;
 const CONCURRENT: usize = 64;
 
 fn connect(server: &RedisServer, namespace: &str, ttl: Duration) -> RedisLimits {
@@ -72,7 +72,7 @@ async fn pairs(bulkhead: &SharedKeyedBulkhead, keys: &[String], count: u64, task
 /// with `None`, under the map's own per-key limit only).
 async fn map_items(limits: Option<&SharedKeyLimits>, keys: &[String], count: u64, tasks: usize) {
     let items = 0..count;
-    let work = |i: u64| async move { Ok::<u64, SharedError>(i) };
+    let work = |i: u64| async move { Ok::<u64, RedisLimitsError>(i) };
     let key = |i: &u64| keys[*i as usize % keys.len()].clone();
     let done = match limits {
         Some(limits) => {
@@ -156,8 +156,8 @@ fn shared(c: &mut Criterion) {
     });
     group.finish();
     let limits = SharedKeyLimits::new(&store, "map")
-        .limit_per_key(ROOMY)
-        .rate_per_key(Rate::per_second(1_000_000).burst(1_000));
+        .per_key_limit(ROOMY)
+        .per_key_rate(Rate::per_second(1_000_000).burst(1_000));
     smol::block_on(map_items(Some(&limits), &keys, 1, 1)); // past the namespace's warm-up
     let mut group = c.benchmark_group("map_item");
     group.throughput(Throughput::Elements(1));

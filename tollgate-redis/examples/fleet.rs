@@ -14,7 +14,7 @@
 //! start (an item whose host is busy holds no slot):
 //!
 //! ```ignore
-//! let per_host = SharedKeyLimits::new(&store, "hosts").limit_per_key(2).rate_per_key(rate);
+//! let per_host = SharedKeyLimits::new(&store, "hosts").per_key_limit(2).per_key_rate(rate);
 //! map_async(urls, 64, get).per_key(host, 2).shared_limits(per_host).retry(policy).await
 //! ```
 //!

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use event_listener::EventListener;
 use futures_lite::future;
 
-use crate::SharedError;
-use crate::lease::{Fence, Lease, SharedPermit};
-use crate::rate::paused_key;
+use crate::error::RedisLimitsError;
+use crate::lease::{Fence, Lease, SharedKeyedBulkheadPermit};
+use crate::rate::{RateArgs, paused_key};
 use crate::scripts::{
     CANCELLED, FULL, GRANT, GRANTED, IN_USE, PAUSED, RATE_LIMITED, WARMING_UP, wait_from_reply,
 };
@@ -23,7 +23,30 @@ use crate::store::{Call, Inner, KeyLocal, RedisLimits, tag};
 /// interval.
 const FIRST_PAUSE: Duration = Duration::from_millis(1);
 
-/// At most `limit_per_key` permits per key at once across every process that uses the same
+/// The panic message of a bulkhead's limit of 0.
+const BULKHEAD_ZERO: &str = "a bulkhead needs a limit of at least 1";
+
+/// A per-key limit as the grant script takes it. Limits are `usize`, as in tollgate, but a
+/// key's leases are the members of one Redis sorted set, and Redis holds at most
+/// 2^32 - 1 members in one: a limit above `u32::MAX` could never be reached, so it is
+/// refused. (The script compares it with the set's size in Lua numbers, exact up to 2^53.)
+///
+/// # Panics
+///
+/// If `limit` is 0 (`zero` is the message) or above `u32::MAX`.
+#[track_caller]
+pub(crate) fn per_key_limit(limit: usize, zero: &str) -> u32 {
+    assert!(limit > 0, "tollgate-redis: {zero}");
+    match u32::try_from(limit) {
+        Ok(limit) => limit,
+        Err(_) => panic!(
+            "tollgate-redis: a per-key limit of {limit} is above u32::MAX, the most leases \
+             a Redis sorted set can hold"
+        ),
+    }
+}
+
+/// At most `limit` permits per key at once across every process that uses the same
 /// Redis, namespace and name: the shared counterpart of tollgate's
 /// [`KeyedBulkhead`](tollgate::KeyedBulkhead).
 ///
@@ -49,7 +72,7 @@ const FIRST_PAUSE: Duration = Duration::from_millis(1);
 /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
 /// let body = per_host.run("example.com", async { "fetched" }).await?;
 /// assert_eq!(body, "fetched");
-/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # Ok::<(), tollgate_redis::RedisLimitsError>(())
 /// # });
 /// ```
 pub struct SharedKeyedBulkhead {
@@ -59,22 +82,20 @@ pub struct SharedKeyedBulkhead {
 }
 
 impl SharedKeyedBulkhead {
-    /// A bulkhead named `name` in `store`, allowing `limit_per_key` permits per key across
-    /// the fleet. Bulkheads of the same store, namespace and name share their leases.
+    /// A bulkhead named `name` in `store`, allowing `limit` permits per key across the
+    /// fleet. Bulkheads of the same store, namespace and name share their leases.
     ///
     /// # Panics
     ///
-    /// If `limit_per_key` is 0.
+    /// If `limit` is 0, or above `u32::MAX`: a key's leases are the members of one Redis
+    /// sorted set, which holds at most 2^32 - 1.
     #[track_caller]
-    pub fn new(store: &RedisLimits, name: impl Into<String>, limit_per_key: u32) -> Self {
-        assert!(
-            limit_per_key > 0,
-            "tollgate-redis: a bulkhead needs a limit of at least 1"
-        );
+    pub fn new(store: &RedisLimits, name: impl Into<String>, limit: usize) -> Self {
+        let limit = per_key_limit(limit, BULKHEAD_ZERO);
         Self {
             store: Arc::clone(&store.inner),
             name: name.into(),
-            limit: AtomicU32::new(limit_per_key),
+            limit: AtomicU32::new(limit),
         }
     }
 
@@ -84,8 +105,8 @@ impl SharedKeyedBulkhead {
     }
 
     /// The limit per key this process grants up to.
-    pub fn limit(&self) -> u32 {
-        self.limit.load(Ordering::Relaxed)
+    pub fn limit(&self) -> usize {
+        self.limit.load(Ordering::Relaxed) as usize
     }
 
     /// Changes the limit per key for the grants this process asks for from now on. Leases
@@ -95,14 +116,11 @@ impl SharedKeyedBulkhead {
     ///
     /// # Panics
     ///
-    /// If `limit_per_key` is 0.
+    /// If `limit` is 0 or above `u32::MAX`, as [`new`](Self::new).
     #[track_caller]
-    pub fn set_limit(&self, limit_per_key: u32) {
-        assert!(
-            limit_per_key > 0,
-            "tollgate-redis: a bulkhead needs a limit of at least 1"
-        );
-        self.limit.store(limit_per_key, Ordering::Relaxed);
+    pub fn set_limit(&self, limit: usize) {
+        let limit = per_key_limit(limit, BULKHEAD_ZERO);
+        self.limit.store(limit, Ordering::Relaxed);
     }
 
     fn lease_set(&self, key: &str) -> String {
@@ -114,7 +132,7 @@ impl SharedKeyedBulkhead {
     /// Unlike tollgate's local `try_acquire`, this is one round trip to Redis, and it does
     /// not queue behind tasks of this process waiting in [`acquire`](Self::acquire). A
     /// scheduler can call it without holding anything, and use the error's
-    /// [`retry_after`](SharedError::retry_after) to know when to ask again.
+    /// [`retry_after`](RedisLimitsError::retry_after) to know when to ask again.
     ///
     /// # Examples
     ///
@@ -126,24 +144,27 @@ impl SharedKeyedBulkhead {
     /// let held = per_host.try_acquire("example.com").await?;
     /// let busy = per_host.try_acquire("example.com").await.unwrap_err();
     /// assert!(busy.is_full());
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     ///
     /// # Errors
     ///
-    /// [`is_full`](SharedError::is_full) when the key holds its limit across the fleet;
-    /// [`is_paused`](SharedError::is_paused) while the key is paused (see
-    /// [`acquire`](Self::acquire)); [`is_warming_up`](SharedError::is_warming_up) during
-    /// the first TTL after Redis lost its data; [`is_unavailable`](SharedError::is_unavailable)
+    /// [`is_full`](RedisLimitsError::is_full) when the key holds its limit across the fleet;
+    /// [`is_paused`](RedisLimitsError::is_paused) while the key is paused (see
+    /// [`acquire`](Self::acquire)); [`is_warming_up`](RedisLimitsError::is_warming_up) during
+    /// the first TTL after Redis lost its data; [`is_unavailable`](RedisLimitsError::is_unavailable)
     /// when Redis did not answer within the store's wait. Each but the last with the time to
-    /// wait as its [`retry_after`](SharedError::retry_after).
+    /// wait as its [`retry_after`](RedisLimitsError::retry_after).
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: a lease granted by a call that is dropped before its reply is read is
     /// released by the keeper.
-    pub async fn try_acquire(&self, key: &str) -> Result<SharedPermit, SharedError> {
+    pub async fn try_acquire(
+        &self,
+        key: &str,
+    ) -> Result<SharedKeyedBulkheadPermit, RedisLimitsError> {
         let set = self.lease_set(key);
         let local = self.store.local(&set);
         let paused = paused_key(&self.store, &self.name, key);
@@ -155,13 +176,13 @@ impl SharedKeyedBulkhead {
         set: String,
         local: Arc<KeyLocal>,
         paused: &str,
-    ) -> Result<SharedPermit, SharedError> {
+    ) -> Result<SharedKeyedBulkheadPermit, RedisLimitsError> {
         loop {
             match grant_once(
                 &self.store,
                 set.clone(),
                 Arc::clone(&local),
-                self.limit(),
+                self.limit.load(Ordering::Relaxed),
                 paused,
                 None,
             )
@@ -198,13 +219,13 @@ impl SharedKeyedBulkhead {
     /// let permit = per_host.acquire("example.com").await?;
     /// // ... fetch, watching `permit.is_fenced()` ...
     /// drop(permit);
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     ///
     /// # Errors
     ///
-    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
+    /// [`is_unavailable`](RedisLimitsError::is_unavailable) when Redis did not answer within the
     /// store's wait: nothing is granted while Redis is unreachable (fail closed), and the
     /// next call tries again, so the process recovers on its own when Redis is back.
     ///
@@ -212,7 +233,7 @@ impl SharedKeyedBulkhead {
     ///
     /// Cancelling it gives up this task's place in the key's local queue; a lease granted
     /// in the meantime is released.
-    pub async fn acquire(&self, key: &str) -> Result<SharedPermit, SharedError> {
+    pub async fn acquire(&self, key: &str) -> Result<SharedKeyedBulkheadPermit, RedisLimitsError> {
         let set = self.lease_set(key);
         let local = self.store.local(&set);
         let paused = paused_key(&self.store, &self.name, key);
@@ -270,19 +291,23 @@ impl SharedKeyedBulkhead {
     ///     Err(e) if e.is_fenced() => { /* cancelled: retry it later */ }
     ///     Err(e) => return Err(e),
     /// }
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     ///
     /// # Errors
     ///
-    /// As [`acquire`](Self::acquire), and [`is_fenced`](SharedError::is_fenced) when the
+    /// As [`acquire`](Self::acquire), and [`is_fenced`](RedisLimitsError::is_fenced) when the
     /// work was cancelled because its permit was fenced.
     ///
     /// # Cancel safety
     ///
     /// Dropping it drops the work and releases the permit.
-    pub async fn run<F: IntoFuture>(&self, key: &str, work: F) -> Result<F::Output, SharedError> {
+    pub async fn run<F: IntoFuture>(
+        &self,
+        key: &str,
+        work: F,
+    ) -> Result<F::Output, RedisLimitsError> {
         let permit = self.acquire(key).await?;
         let fenced = permit.fenced();
         let work = work.into_future();
@@ -290,7 +315,7 @@ impl SharedKeyedBulkhead {
         future::or(
             async {
                 fenced.await;
-                Err(SharedError::fenced())
+                Err(RedisLimitsError::fenced())
             },
             async { Ok(work.await) },
         )
@@ -317,7 +342,7 @@ impl SharedKeyedBulkhead {
     ///         pages
     ///     })
     ///     .await?;
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     ///
@@ -328,7 +353,7 @@ impl SharedKeyedBulkhead {
     /// # Cancel safety
     ///
     /// Dropping it drops the work and releases the permit.
-    pub async fn run_with<F, W>(&self, key: &str, work: F) -> Result<W::Output, SharedError>
+    pub async fn run_with<F, W>(&self, key: &str, work: F) -> Result<W::Output, RedisLimitsError>
     where
         F: FnOnce(Fence) -> W,
         W: IntoFuture,
@@ -345,7 +370,7 @@ impl SharedKeyedBulkhead {
     /// The listener is registered when this is called, so call it before
     /// [`try_acquire`](Self::try_acquire) and a release that lands while the try is in
     /// flight is not missed. Releases by other processes are not seen: ask again after the
-    /// error's [`retry_after`](SharedError::retry_after) or a poll interval at the latest.
+    /// error's [`retry_after`](RedisLimitsError::retry_after) or a poll interval at the latest.
     /// This is what lets a scheduler wait for a remote permit without holding anything.
     ///
     /// # Examples
@@ -361,7 +386,7 @@ impl SharedKeyedBulkhead {
     /// drop(held);
     /// released.await;
     /// let permit = per_host.try_acquire("example.com").await?;
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     ///
@@ -383,18 +408,18 @@ impl SharedKeyedBulkhead {
     /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
     /// let permit = per_host.acquire("example.com").await?;
     /// assert!(per_host.in_use("example.com").await? >= 1);
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     ///
     /// # Errors
     ///
-    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer.
+    /// [`is_unavailable`](RedisLimitsError::is_unavailable) when Redis did not answer.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub async fn in_use(&self, key: &str) -> Result<usize, SharedError> {
+    pub async fn in_use(&self, key: &str) -> Result<usize, RedisLimitsError> {
         let set = self.lease_set(key);
         let mut invocation = IN_USE.prepare_invoke();
         invocation.key(&set);
@@ -460,14 +485,6 @@ impl Drop for Pending<'_> {
     }
 }
 
-/// The rate a start also takes (see `rate.lua`): the key's TAT, the interval and the burst
-/// tolerance in microseconds.
-pub(crate) struct RateArgs {
-    pub(crate) tat: String,
-    pub(crate) interval: u64,
-    pub(crate) tolerance: u64,
-}
-
 /// Asks Redis once for a lease in `set` under `limit`, unless the key is paused (its
 /// "paused until" is `paused`), and with a start of `rate` when given, all decided together.
 /// `Ok(None)`: granted, but the reply came after the lease's fence point (the permit would
@@ -479,9 +496,9 @@ pub(crate) async fn grant_once(
     limit: u32,
     paused: &str,
     rate: Option<&RateArgs>,
-) -> Result<Option<SharedPermit>, SharedError> {
+) -> Result<Option<SharedKeyedBulkheadPermit>, RedisLimitsError> {
     if !store.keeper.stats.running() {
-        return Err(SharedError::unavailable(
+        return Err(RedisLimitsError::unavailable(
             &store.address,
             "the store's keeper thread has stopped (a panic): nothing would renew the lease",
         ));
@@ -538,19 +555,19 @@ pub(crate) async fn grant_once(
                 return Ok(None);
             }
             store.keeper.hold(Arc::clone(&lease));
-            Ok(Some(SharedPermit {
+            Ok(Some(SharedKeyedBulkheadPermit {
                 lease,
                 store: Arc::clone(store),
             }))
         }
-        FULL => Err(SharedError::full(after)),
-        RATE_LIMITED => Err(SharedError::rate_limited(after)),
-        PAUSED => Err(SharedError::paused(after)),
-        WARMING_UP => Err(SharedError::warming_up(after)),
+        FULL => Err(RedisLimitsError::full(after)),
+        RATE_LIMITED => Err(RedisLimitsError::rate_limited(after)),
+        PAUSED => Err(RedisLimitsError::paused(after)),
+        WARMING_UP => Err(RedisLimitsError::warming_up(after)),
         // Only a grant whose caller gave up meets its tombstone; a caller still here
         // cannot (its id is new), so this is unreachable in practice.
-        CANCELLED => Err(SharedError::full(after)),
-        other => Err(SharedError::unavailable(
+        CANCELLED => Err(RedisLimitsError::full(after)),
+        other => Err(RedisLimitsError::unavailable(
             &store.address,
             format_args!("unexpected reply {other} from the grant script"),
         )),

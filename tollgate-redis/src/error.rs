@@ -1,4 +1,4 @@
-//! `SharedError`: every way a shared limit can say no.
+//! `RedisLimitsError`: every way a shared limit can say no.
 
 use std::fmt;
 use std::time::Duration;
@@ -23,11 +23,11 @@ use std::time::Duration;
 ///     Err(e) if e.is_unavailable() => eprintln!("{e}"), // names the Redis address
 ///     Err(e) => return Err(e),
 /// }
-/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # Ok::<(), tollgate_redis::RedisLimitsError>(())
 /// # });
 /// ```
 #[derive(Clone, PartialEq, Eq)]
-pub struct SharedError {
+pub struct RedisLimitsError {
     kind: Kind,
 }
 
@@ -55,7 +55,7 @@ enum Kind {
     },
 }
 
-impl SharedError {
+impl RedisLimitsError {
     pub(crate) fn unavailable(address: &str, reason: impl fmt::Display) -> Self {
         Self {
             kind: Kind::Unavailable {
@@ -145,7 +145,7 @@ impl SharedError {
     ///     .unwrap_err();
     /// assert!(error.is_unavailable());
     /// assert_eq!(error.retry_after(), None);
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn is_unavailable(&self) -> bool {
@@ -171,7 +171,7 @@ impl SharedError {
     ///     }
     ///     Err(e) => return Err(e),
     /// }
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn address(&self) -> Option<&str> {
@@ -205,7 +205,7 @@ impl SharedError {
     ///     }
     /// };
     /// # drop(page);
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn is_fenced(&self) -> bool {
@@ -228,7 +228,7 @@ impl SharedError {
     /// assert!(busy.is_full());
     /// println!("look again in {:?}", busy.retry_after().unwrap());
     /// # drop(held);
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn is_full(&self) -> bool {
@@ -252,7 +252,7 @@ impl SharedError {
     /// let early = per_host.check_key("example.com").await.unwrap_err();
     /// assert!(early.is_rate_limited());
     /// assert!(early.retry_after().unwrap() <= Duration::from_secs(1));
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn is_rate_limited(&self) -> bool {
@@ -282,7 +282,7 @@ impl SharedError {
     /// let paused = per_host.check_key("example.com").await.unwrap_err();
     /// assert!(paused.is_paused());
     /// assert!(paused.retry_after().unwrap() <= Duration::from_secs(30));
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn is_paused(&self) -> bool {
@@ -308,7 +308,7 @@ impl SharedError {
     ///     }
     ///     Err(e) => return Err(e),
     /// }
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn is_warming_up(&self) -> bool {
@@ -343,7 +343,7 @@ impl SharedError {
     ///         },
     ///     }
     /// }
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn retry_after(&self) -> Option<Duration> {
@@ -358,7 +358,7 @@ impl SharedError {
     }
 }
 
-impl fmt::Display for SharedError {
+impl fmt::Display for RedisLimitsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             Kind::Unavailable {
@@ -397,13 +397,13 @@ impl fmt::Display for SharedError {
     }
 }
 
-impl fmt::Debug for SharedError {
+impl fmt::Debug for RedisLimitsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SharedError({self})")
+        write!(f, "RedisLimitsError({self})")
     }
 }
 
-impl std::error::Error for SharedError {}
+impl std::error::Error for RedisLimitsError {}
 
 #[cfg(test)]
 mod tests {
@@ -412,7 +412,7 @@ mod tests {
     #[test]
     fn each_kind_answers_only_its_own_accessor() {
         let after = Duration::from_millis(250);
-        let unavailable = SharedError::unavailable("127.0.0.1:6379", "connection refused");
+        let unavailable = RedisLimitsError::unavailable("127.0.0.1:6379", "connection refused");
         assert!(unavailable.is_unavailable());
         assert_eq!(unavailable.address(), Some("127.0.0.1:6379"));
         assert_eq!(unavailable.retry_after(), None);
@@ -420,7 +420,8 @@ mod tests {
             unavailable.to_string(),
             "redis at 127.0.0.1:6379 is unavailable: connection refused"
         );
-        let unreachable = SharedError::unreachable("127.0.0.1:6379", "no answer within 2s", after);
+        let unreachable =
+            RedisLimitsError::unreachable("127.0.0.1:6379", "no answer within 2s", after);
         assert!(unreachable.is_unavailable());
         assert_eq!(unreachable.address(), Some("127.0.0.1:6379"));
         assert_eq!(unreachable.retry_after(), Some(after));
@@ -431,11 +432,11 @@ mod tests {
         );
         assert_eq!(unreachable.without_retry_after().retry_after(), None);
         let kinds = [
-            (SharedError::fenced(), "fenced"),
-            (SharedError::full(after), "full"),
-            (SharedError::rate_limited(after), "rate"),
-            (SharedError::paused(after), "paused"),
-            (SharedError::warming_up(after), "warming"),
+            (RedisLimitsError::fenced(), "fenced"),
+            (RedisLimitsError::full(after), "full"),
+            (RedisLimitsError::rate_limited(after), "rate"),
+            (RedisLimitsError::paused(after), "paused"),
+            (RedisLimitsError::warming_up(after), "warming"),
         ];
         for (error, kind) in kinds {
             let flags = [

@@ -90,15 +90,21 @@ pub(crate) fn margin(ttl: Duration) -> Duration {
 }
 
 impl Keeper {
+    /// Starts the keeper on a thread `thread` makes (named here).
+    ///
+    /// # Errors
+    ///
+    /// The operating system's, when it cannot start the thread.
     pub(crate) fn start(
+        thread: std::thread::Builder,
         target: Target,
         health: Arc<Health>,
         ttl: Duration,
         wait: Duration,
-    ) -> Self {
+    ) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel();
         let stats = Arc::new(KeeperStats::default());
-        let thread = Thread {
+        let keeper = Thread {
             rx,
             target,
             ttl,
@@ -118,23 +124,22 @@ impl Keeper {
         stats.running.store(true, Ordering::Release);
         let watch = Arc::clone(&stats);
         let (ending, ended) = mpsc::channel::<()>();
-        std::thread::Builder::new()
+        thread
             .name("tollgate-redis-keeper".to_owned())
             .spawn(move || {
                 let _ending = ending;
                 // A panic here (a bug) must not go unnoticed: grants check this flag and
                 // fail closed, since nothing would renew or release their leases.
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| thread.run()));
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| keeper.run()));
                 watch.running.store(false, Ordering::Release);
-            })
-            .expect("tollgate-redis: cannot start the keeper thread");
-        Self {
+            })?;
+        Ok(Self {
             tx,
             ended: Mutex::new(ended),
             flush_wait: 2 * wait,
             stats,
             life: ttl - margin(ttl),
-        }
+        })
     }
 
     pub(crate) fn hold(&self, lease: Arc<Lease>) {

@@ -1,4 +1,4 @@
-//! A lease as this process sees it (`Lease`), the permit that owns one (`SharedPermit`), and
+//! A lease as this process sees it (`Lease`), the permit that owns one (`SharedKeyedBulkheadPermit`), and
 //! the fencing signal (`Fence`, `Fenced`).
 //!
 //! A lease's fence point is a local `Instant`: the send time of the last grant or renewal
@@ -91,7 +91,8 @@ impl Lease {
 
 /// A permit of a [`SharedKeyedBulkhead`](crate::SharedKeyedBulkhead): one lease in its key's
 /// lease set in Redis, renewed by this process's keeper while the permit lives, released
-/// when it is dropped.
+/// when it is dropped. A map's [`SharedKeyLimits`](crate::SharedKeyLimits), which share
+/// their leases with the bulkhead of the same name, hold the same permit for each item.
 ///
 /// Dropping the permit queues the release for the keeper thread, which sends it at once
 /// (batched with other releases); another task of this process waiting for the key asks
@@ -108,17 +109,17 @@ impl Lease {
 /// let permit = per_host.acquire("example.com").await?;
 /// assert!(!permit.is_fenced());
 /// drop(permit); // released for the whole fleet
-/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # Ok::<(), tollgate_redis::RedisLimitsError>(())
 /// # });
 /// ```
 #[clippy::has_significant_drop]
 #[must_use = "the permit is released as soon as it is dropped"]
-pub struct SharedPermit {
+pub struct SharedKeyedBulkheadPermit {
     pub(crate) lease: Arc<Lease>,
     pub(crate) store: Arc<Inner>,
 }
 
-impl SharedPermit {
+impl SharedKeyedBulkheadPermit {
     /// Whether the permit is fenced: its process could not renew the lease before it would
     /// lapse, so the fleet may already have given the key's room to someone else. Work
     /// holding a fenced permit should stop.
@@ -148,22 +149,22 @@ impl SharedPermit {
     }
 }
 
-impl Drop for SharedPermit {
+impl Drop for SharedKeyedBulkheadPermit {
     fn drop(&mut self) {
         self.store.keeper.release(Arc::clone(&self.lease));
     }
 }
 
-impl fmt::Debug for SharedPermit {
+impl fmt::Debug for SharedKeyedBulkheadPermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SharedPermit")
+        f.debug_struct("SharedKeyedBulkheadPermit")
             .field("lease", &self.lease.id)
             .field("fenced", &self.is_fenced())
             .finish()
     }
 }
 
-/// The fencing signal of one [`SharedPermit`], cloneable and movable into the work that
+/// The fencing signal of one [`SharedKeyedBulkheadPermit`], cloneable and movable into the work that
 /// the permit covers (see [`SharedKeyedBulkhead::run_with`](crate::SharedKeyedBulkhead::run_with)).
 ///
 /// A `Fence` kept after its permit is dropped reports the permit fenced once the last fence
@@ -175,7 +176,7 @@ pub struct Fence {
 }
 
 impl Fence {
-    /// Whether the permit is fenced (see [`SharedPermit::is_fenced`]).
+    /// Whether the permit is fenced (see [`SharedKeyedBulkheadPermit::is_fenced`]).
     pub fn is_fenced(&self) -> bool {
         self.lease.is_fenced()
     }
@@ -202,7 +203,7 @@ impl fmt::Debug for Fence {
     }
 }
 
-/// The future of [`SharedPermit::fenced`] and [`Fence::fenced`].
+/// The future of [`SharedKeyedBulkheadPermit::fenced`] and [`Fence::fenced`].
 ///
 /// It completes when the keeper fences the lease, or on its own when the lease's fence
 /// point passes without a renewal (so a process resumed from a pause sees it at once).

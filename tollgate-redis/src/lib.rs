@@ -37,7 +37,7 @@
 //! rate.until_key_ready(host).await?;
 //! let page = in_flight.run(host, async { "<html>" }).await?;
 //! # let _ = page;
-//! # Ok::<(), tollgate_redis::SharedError>(())
+//! # Ok::<(), tollgate_redis::RedisLimitsError>(())
 //! # });
 //! ```
 //!
@@ -45,9 +45,9 @@
 //!
 //! - **Redis unreachable**: nothing new is granted (fail closed), and fast. A call waits at
 //!   most the store's [`call_timeout`](RedisLimitsOptions::call_timeout), retrying, then
-//!   fails with an [`is_unavailable`](SharedError::is_unavailable) error naming the
+//!   fails with an [`is_unavailable`](RedisLimitsError::is_unavailable) error naming the
 //!   address; from then on every ask fails at once, its
-//!   [`retry_after`](SharedError::retry_after) the time to the store's next probe (probes
+//!   [`retry_after`](RedisLimitsError::retry_after) the time to the store's next probe (probes
 //!   one at a time, from a fifth of a second apart up to two seconds), until a probe
 //!   reaches Redis: no restart needed (see [`RedisLimits`]). Permits held through an outage
 //!   longer than the fencing point (four fifths of the TTL after their last renewal) are
@@ -103,7 +103,7 @@
 //! `tokio`: inside a tokio runtime the connection is driven by that runtime. Renewals and
 //! releases run on the store's keeper thread, whatever the runtime.
 //!
-//! [`is_warming_up`]: SharedError::is_warming_up
+//! [`is_warming_up`]: RedisLimitsError::is_warming_up
 //! [`run_with`]: SharedKeyedBulkhead::run_with
 
 #![forbid(unsafe_code)]
@@ -131,8 +131,8 @@ mod store;
 mod target;
 
 pub use crate::bulkhead::SharedKeyedBulkhead;
-pub use crate::error::SharedError;
-pub use crate::lease::{Fence, SharedPermit};
+pub use crate::error::RedisLimitsError;
+pub use crate::lease::{Fence, SharedKeyedBulkheadPermit};
 pub use crate::limits::SharedKeyLimits;
 pub use crate::rate::{MAX_PAUSE, SharedKeyedRateLimiter};
 /// Re-exported from `tollgate` (it needs no Redis): the fleet design without shared state.

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use tollgate::{Answer, LaterReason, Rate, SharedLimits};
 
-use crate::SharedError;
-use crate::bulkhead::{Released, grant_once, lease_set};
-use crate::lease::{Fenced, SharedPermit};
+use crate::bulkhead::{Released, grant_once, lease_set, per_key_limit};
+use crate::error::RedisLimitsError;
+use crate::lease::{Fenced, SharedKeyedBulkheadPermit};
 use crate::rate::{check_pause, pause, paused_key, rate_args, take_start};
 use crate::store::{Inner, RedisLimits};
 
@@ -30,10 +30,10 @@ use crate::store::{Inner, RedisLimits};
 /// [poll interval](crate::RedisLimitsOptions::poll_interval), or as soon as one of its
 /// permits is released in this process) and sleeps in the map holding no slot. A permit
 /// that is fenced cancels its item's attempt, whose output becomes the
-/// [`is_fenced`](SharedError::is_fenced) error; when Redis is out of reach, the ask fails
+/// [`is_fenced`](RedisLimitsError::is_fenced) error; when Redis is out of reach, the ask fails
 /// (after the store's [call timeout](crate::RedisLimitsOptions::call_timeout), then at once
 /// until a probe reaches Redis) and the key's next item ends with the
-/// [`is_unavailable`](SharedError::is_unavailable) error (fail closed). Add a `RetryPolicy`
+/// [`is_unavailable`](RedisLimitsError::is_unavailable) error (fail closed). Add a `RetryPolicy`
 /// to the map to try such items again (see [`RedisLimits`](crate::RedisLimits)).
 ///
 /// State is shared by name: a `SharedKeyLimits` named `"per-host"` shares its leases with
@@ -45,37 +45,38 @@ use crate::store::{Inner, RedisLimits};
 ///
 /// ```no_run
 /// use tollgate::{Rate, map_async};
-/// use tollgate_redis::{RedisLimits, SharedError, SharedKeyLimits};
+/// use tollgate_redis::{RedisLimits, RedisLimitsError, SharedKeyLimits};
 ///
 /// # futures_lite::future::block_on(async {
 /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
 /// // 2 requests in flight and 10 per second per host, for every crawler of the fleet.
 /// let per_host = SharedKeyLimits::new(&store, "per-host")
-///     .limit_per_key(2)
-///     .rate_per_key(Rate::per_second(10));
+///     .per_key_limit(2)
+///     .per_key_rate(Rate::per_second(10));
 ///
 /// let urls = vec![("example.com", "/a"), ("example.org", "/b")];
 /// let pages = map_async(urls, 64, |(host, path)| async move {
-///     Ok::<_, SharedError>(format!("{host}{path}"))
+///     Ok::<_, RedisLimitsError>(format!("{host}{path}"))
 /// })
 /// .per_key(|(host, _)| host.to_string(), 2)
 /// .shared_limits(per_host)
 /// .await;
 /// assert_eq!(pages.len(), 2);
-/// # Ok::<(), SharedError>(())
+/// # Ok::<(), RedisLimitsError>(())
 /// # });
 /// ```
 #[derive(Clone)]
 pub struct SharedKeyLimits {
     store: Arc<Inner>,
     name: Arc<str>,
+    /// Checked at most `u32::MAX` (see [`per_key_limit`](Self::per_key_limit)).
     limit: Option<u32>,
     rate: Option<Rate>,
 }
 
 impl SharedKeyLimits {
     /// Limits named `name` in `store`, with neither a cap nor a rate yet: add them with
-    /// [`limit_per_key`](Self::limit_per_key) and [`rate_per_key`](Self::rate_per_key).
+    /// [`per_key_limit`](Self::per_key_limit) and [`per_key_rate`](Self::per_key_rate).
     ///
     /// # Examples
     ///
@@ -83,9 +84,9 @@ impl SharedKeyLimits {
     /// # use tollgate_redis::{RedisLimits, SharedKeyLimits};
     /// # futures_lite::future::block_on(async {
     /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
-    /// let per_host = SharedKeyLimits::new(&store, "per-host").limit_per_key(4);
+    /// let per_host = SharedKeyLimits::new(&store, "per-host").per_key_limit(4);
     /// assert_eq!(per_host.limit(), Some(4));
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn new(store: &RedisLimits, name: impl Into<String>) -> Self {
@@ -97,23 +98,22 @@ impl SharedKeyLimits {
         }
     }
 
-    /// At most `limit` items of a key in flight across the fleet (a lease each).
+    /// At most `limit` items of a key in flight across the fleet (a lease each): the
+    /// fleet's counterpart of a map's `.per_key(key_fn, limit)`.
     ///
     /// # Panics
     ///
-    /// If `limit` is 0.
+    /// If `limit` is 0, or above `u32::MAX`: a key's leases are the members of one Redis
+    /// sorted set, which holds at most 2^32 - 1.
     #[track_caller]
-    pub fn limit_per_key(mut self, limit: u32) -> Self {
-        assert!(
-            limit > 0,
-            "tollgate-redis: a per-key limit must be at least 1"
-        );
-        self.limit = Some(limit);
+    pub fn per_key_limit(mut self, limit: usize) -> Self {
+        self.limit = Some(per_key_limit(limit, "a per-key limit must be at least 1"));
         self
     }
 
-    /// At most `rate` starts per key across the fleet (GCRA on Redis's clock).
-    pub fn rate_per_key(mut self, rate: Rate) -> Self {
+    /// At most `rate` starts per key across the fleet (GCRA on Redis's clock): the fleet's
+    /// counterpart of a map's `.per_key_rate(rate)`.
+    pub fn per_key_rate(mut self, rate: Rate) -> Self {
         self.rate = Some(rate);
         self
     }
@@ -123,12 +123,12 @@ impl SharedKeyLimits {
         &self.name
     }
 
-    /// The cap per key, if any.
-    pub fn limit(&self) -> Option<u32> {
-        self.limit
+    /// The cap per key, if any (set by [`per_key_limit`](Self::per_key_limit)).
+    pub fn limit(&self) -> Option<usize> {
+        self.limit.map(|limit| limit as usize)
     }
 
-    /// The rate per key, if any.
+    /// The rate per key, if any (set by [`per_key_rate`](Self::per_key_rate)).
     pub fn rate(&self) -> Option<Rate> {
         self.rate
     }
@@ -151,24 +151,27 @@ impl SharedKeyLimits {
     /// # use tollgate_redis::{RedisLimits, SharedKeyLimits};
     /// # futures_lite::future::block_on(async {
     /// # let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
-    /// let per_host = SharedKeyLimits::new(&store, "per-host").rate_per_key(Rate::per_second(10));
+    /// let per_host = SharedKeyLimits::new(&store, "per-host").per_key_rate(Rate::per_second(10));
     /// per_host.pause_key("example.com", Duration::from_secs(30)).await?;
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     ///
     /// # Errors
     ///
-    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
+    /// [`is_unavailable`](RedisLimitsError::is_unavailable) when Redis did not answer within the
     /// store's wait: the pause was then perhaps not set.
-    pub async fn pause_key(&self, key: &str, duration: Duration) -> Result<(), SharedError> {
+    pub async fn pause_key(&self, key: &str, duration: Duration) -> Result<(), RedisLimitsError> {
         pause(&self.store, &self.name, key, duration).await
     }
 
     /// One ask: a lease (and a rate start, decided together), a rate start alone, or with
     /// neither, a look at the pause. The pause is checked in every case, in the script that
     /// decides.
-    async fn ask_once(&self, key: &str) -> Answer<Option<SharedPermit>, SharedError> {
+    async fn ask_once(
+        &self,
+        key: &str,
+    ) -> Answer<Option<SharedKeyedBulkheadPermit>, RedisLimitsError> {
         let store = &self.store;
         let paused = paused_key(store, &self.name, key);
         let rate = self
@@ -211,7 +214,7 @@ impl SharedKeyLimits {
 
 /// Why a refusal that is not a failure tells the key to come back later; `None` for a
 /// failure (the store out of reach), which ends the item's attempt.
-fn later_reason(error: &SharedError) -> Option<LaterReason> {
+fn later_reason(error: &RedisLimitsError) -> Option<LaterReason> {
     if error.is_full() {
         Some(LaterReason::Full)
     } else if error.is_rate_limited() {
@@ -240,9 +243,9 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl<K: AsRef<str>> SharedLimits<K> for SharedKeyLimits {
     /// The lease, with a cap (`None` for a rate alone: nothing to give back).
-    type Permit = Option<SharedPermit>;
-    type Error = SharedError;
-    type Ask = BoxFuture<Answer<Option<SharedPermit>, SharedError>>;
+    type Permit = Option<SharedKeyedBulkheadPermit>;
+    type Error = RedisLimitsError;
+    type Ask = BoxFuture<Answer<Option<SharedKeyedBulkheadPermit>, RedisLimitsError>>;
     type Wake = Released;
     type Revoked = Revoked;
 
@@ -260,13 +263,13 @@ impl<K: AsRef<str>> SharedLimits<K> for SharedKeyLimits {
         Some(Released::of(local))
     }
 
-    fn revoked(&self, permit: &Option<SharedPermit>) -> Option<Revoked> {
+    fn revoked(&self, permit: &Option<SharedKeyedBulkheadPermit>) -> Option<Revoked> {
         let fenced = permit.as_ref()?.fenced();
         Some(Revoked { fenced })
     }
 }
 
-/// Completes with the [`is_fenced`](SharedError::is_fenced) error when a map's permit is
+/// Completes with the [`is_fenced`](RedisLimitsError::is_fenced) error when a map's permit is
 /// fenced (see [`SharedKeyLimits`]).
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 #[derive(Debug)]
@@ -275,11 +278,11 @@ pub struct Revoked {
 }
 
 impl Future for Revoked {
-    type Output = SharedError;
+    type Output = RedisLimitsError;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SharedError> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<RedisLimitsError> {
         Pin::new(&mut self.fenced)
             .poll(cx)
-            .map(|()| SharedError::fenced())
+            .map(|()| RedisLimitsError::fenced())
     }
 }

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use tollgate::Rate;
 
-use crate::SharedError;
-use crate::bulkhead::RateArgs;
+use crate::error::RedisLimitsError;
 use crate::scripts::{
     FULL, GCRA, GRANTED, PAUSE, PAUSE_CHECK, PAUSED, WARMING_UP, wait_from_reply,
 };
@@ -15,7 +14,7 @@ use crate::store::{Call, Inner, RedisLimits, micros, micros_ceil, tag};
 
 /// The longest pause [`pause_key`](SharedKeyedRateLimiter::pause_key) sets: 100 years of 365
 /// days. A longer one (`Duration::MAX` for "until further notice") is set as this, so it
-/// reads as a very long pause everywhere (a [`retry_after`](SharedError::retry_after) of up
+/// reads as a very long pause everywhere (a [`retry_after`](RedisLimitsError::retry_after) of up
 /// to 100 years, waiters sleeping through it), never as none.
 ///
 /// Why this bound: a pause is kept in Redis as the Redis time it ends, in microseconds, and
@@ -37,7 +36,7 @@ use crate::store::{Call, Inner, RedisLimits, micros, micros_ceil, tag};
 /// per_host.pause_key("example.com", Duration::MAX).await?;
 /// let paused = per_host.check_key("example.com").await.unwrap_err();
 /// assert!(paused.retry_after().unwrap() > MAX_PAUSE - Duration::from_secs(60));
-/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # Ok::<(), tollgate_redis::RedisLimitsError>(())
 /// # });
 /// ```
 pub const MAX_PAUSE: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
@@ -64,7 +63,7 @@ pub const MAX_PAUSE: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 /// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(10));
 /// per_host.until_key_ready("example.com").await?;
 /// // ... fetch ...
-/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # Ok::<(), tollgate_redis::RedisLimitsError>(())
 /// # });
 /// ```
 pub struct SharedKeyedRateLimiter {
@@ -108,23 +107,23 @@ impl SharedKeyedRateLimiter {
     /// per_host.check_key("example.com").await?;
     /// let early = per_host.check_key("example.com").await.unwrap_err();
     /// assert!(early.is_rate_limited() && early.retry_after().is_some());
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     ///
     /// # Errors
     ///
-    /// [`is_rate_limited`](SharedError::is_rate_limited), [`is_paused`](SharedError::is_paused)
-    /// or [`is_warming_up`](SharedError::is_warming_up) with the time until a start can be
-    /// taken ([`retry_after`](SharedError::retry_after)); nothing is taken then.
-    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
+    /// [`is_rate_limited`](RedisLimitsError::is_rate_limited), [`is_paused`](RedisLimitsError::is_paused)
+    /// or [`is_warming_up`](RedisLimitsError::is_warming_up) with the time until a start can be
+    /// taken ([`retry_after`](RedisLimitsError::retry_after)); nothing is taken then.
+    /// [`is_unavailable`](RedisLimitsError::is_unavailable) when Redis did not answer within the
     /// store's wait (fail closed).
     ///
     /// # Cancel safety
     ///
     /// A call dropped after Redis took the start loses that start (under-use, never
     /// over-use).
-    pub async fn check_key(&self, key: &str) -> Result<(), SharedError> {
+    pub async fn check_key(&self, key: &str) -> Result<(), RedisLimitsError> {
         take_start(
             &self.store,
             &paused_key(&self.store, &self.name, key),
@@ -150,20 +149,20 @@ impl SharedKeyedRateLimiter {
     /// let per_host = SharedKeyedRateLimiter::new(&store, "fetch", Rate::every(Duration::from_millis(50)));
     /// per_host.until_key_ready("example.com").await?;
     /// per_host.until_key_ready("example.com").await?; // about 50 ms later
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     ///
     /// # Errors
     ///
-    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
+    /// [`is_unavailable`](RedisLimitsError::is_unavailable) when Redis did not answer within the
     /// store's wait.
     ///
     /// # Cancel safety
     ///
     /// Cancelling it gives up this task's place in the key's local queue; nothing is taken
     /// unless Redis had already taken the start (as [`check_key`](Self::check_key)).
-    pub async fn until_key_ready(&self, key: &str) -> Result<(), SharedError> {
+    pub async fn until_key_ready(&self, key: &str) -> Result<(), RedisLimitsError> {
         let local = self
             .store
             .local(&state_key(&self.store, &self.name, key, "tat"));
@@ -206,20 +205,20 @@ impl SharedKeyedRateLimiter {
     /// // The server answered 429 with `Retry-After: 30`.
     /// per_host.pause_key("example.com", Duration::from_secs(30)).await?;
     /// assert!(per_host.check_key("example.com").await.unwrap_err().is_paused());
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     ///
     /// # Errors
     ///
-    /// [`is_unavailable`](SharedError::is_unavailable) when Redis did not answer within the
+    /// [`is_unavailable`](RedisLimitsError::is_unavailable) when Redis did not answer within the
     /// store's wait: the pause was then perhaps not set.
     ///
     /// # Cancel safety
     ///
     /// A call dropped before its reply may or may not have set the pause; calling again is
     /// harmless (a pause never shortens another).
-    pub async fn pause_key(&self, key: &str, duration: Duration) -> Result<(), SharedError> {
+    pub async fn pause_key(&self, key: &str, duration: Duration) -> Result<(), RedisLimitsError> {
         pause(&self.store, &self.name, key, duration).await
     }
 }
@@ -245,6 +244,14 @@ pub(crate) fn paused_key(store: &Inner, name: &str, key: &str) -> String {
     state_key(store, name, key, "paused")
 }
 
+/// The rate a start also takes (see `rate.lua`): the key's TAT, the interval and the burst
+/// tolerance in microseconds.
+pub(crate) struct RateArgs {
+    pub(crate) tat: String,
+    pub(crate) interval: u64,
+    pub(crate) tolerance: u64,
+}
+
 /// What the scripts need to decide a start of `rate` for `key`.
 pub(crate) fn rate_args(store: &Inner, name: &str, key: &str, rate: Rate) -> RateArgs {
     let interval = micros_ceil(rate.interval()).max(1);
@@ -260,7 +267,7 @@ pub(crate) async fn take_start(
     store: &Inner,
     paused: &str,
     rate: &RateArgs,
-) -> Result<(), SharedError> {
+) -> Result<(), RedisLimitsError> {
     let epoch = store.epoch_key();
     let mut invocation = GCRA.prepare_invoke();
     invocation
@@ -275,10 +282,10 @@ pub(crate) async fn take_start(
     let after = wait_from_reply(after);
     match code {
         GRANTED => Ok(()),
-        FULL => Err(SharedError::rate_limited(after)),
-        PAUSED => Err(SharedError::paused(after)),
-        WARMING_UP => Err(SharedError::warming_up(after)),
-        other => Err(SharedError::unavailable(
+        FULL => Err(RedisLimitsError::rate_limited(after)),
+        PAUSED => Err(RedisLimitsError::paused(after)),
+        WARMING_UP => Err(RedisLimitsError::warming_up(after)),
+        other => Err(RedisLimitsError::unavailable(
             &store.address,
             format_args!("unexpected reply {other} from the rate script"),
         )),
@@ -287,14 +294,14 @@ pub(crate) async fn take_start(
 
 /// Whether a key is paused now (`pause_check.lua`), for limits with neither a cap nor a
 /// rate: `Ok` when it is not.
-pub(crate) async fn check_pause(store: &Inner, paused: &str) -> Result<(), SharedError> {
+pub(crate) async fn check_pause(store: &Inner, paused: &str) -> Result<(), RedisLimitsError> {
     let mut invocation = PAUSE_CHECK.prepare_invoke();
     invocation.key(paused);
     let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
     match code {
         GRANTED => Ok(()),
-        PAUSED => Err(SharedError::paused(wait_from_reply(after))),
-        other => Err(SharedError::unavailable(
+        PAUSED => Err(RedisLimitsError::paused(wait_from_reply(after))),
+        other => Err(RedisLimitsError::unavailable(
             &store.address,
             format_args!("unexpected reply {other} from the pause check script"),
         )),
@@ -307,7 +314,7 @@ pub(crate) async fn pause(
     name: &str,
     key: &str,
     duration: Duration,
-) -> Result<(), SharedError> {
+) -> Result<(), RedisLimitsError> {
     let paused = paused_key(store, name, key);
     let mut invocation = PAUSE.prepare_invoke();
     invocation.key(&paused).arg(micros(duration.min(MAX_PAUSE)));

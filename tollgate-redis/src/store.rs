@@ -14,7 +14,7 @@ use futures_lite::future;
 use redis::aio::MultiplexedConnection;
 use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 
-use crate::SharedError;
+use crate::error::RedisLimitsError;
 use crate::health::{Admit, Attempt, Gate, Health, PROBE_WAIT};
 use crate::keeper::Keeper;
 use crate::target::Target;
@@ -81,9 +81,9 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// - A call waits at most the call timeout, trying again while Redis refuses connections
 ///   or is loading: a Redis that is back within it is ridden through.
 /// - Once one call has failed after its whole call timeout, Redis counts as
-///   **unreachable** ([`StoreStats::unreachable`]): every ask fails at once, with an
-///   [`is_unavailable`](SharedError::is_unavailable) error naming the address whose
-///   [`retry_after`](SharedError::retry_after) is the time to the store's next **probe**.
+///   **unreachable** ([`StoreStats::is_unreachable`]): every ask fails at once, with an
+///   [`is_unavailable`](RedisLimitsError::is_unavailable) error naming the address whose
+///   [`retry_after`](RedisLimitsError::retry_after) is the time to the store's next **probe**.
 ///   An ask made when a probe is due is that probe (one at a time per store, the keeper's
 ///   renewals and releases included); one that meets a probe under way waits for its
 ///   outcome, a fifth of a second at most. The first probe comes a fifth of a second after
@@ -94,28 +94,28 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// So a map whose retry policy gives up ends within about two call timeouts of an outage
 /// whatever its size, and one whose policy honours `retry_after`
-/// (`.retry_after(SharedError::retry_after)`) waits the outage out on a few attempts:
+/// (`.retry_after(RedisLimitsError::retry_after)`) waits the outage out on a few attempts:
 ///
 /// ```no_run
 /// use tollgate::{RetryPolicy, map_async};
-/// use tollgate_redis::{RedisLimits, SharedError, SharedKeyLimits};
+/// use tollgate_redis::{RedisLimits, RedisLimitsError, SharedKeyLimits};
 ///
 /// # futures_lite::future::block_on(async {
 /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
-/// let per_host = SharedKeyLimits::new(&store, "per-host").limit_per_key(2);
+/// let per_host = SharedKeyLimits::new(&store, "per-host").per_key_limit(2);
 /// let policy = RetryPolicy::new()
 ///     .attempts(10)
-///     .when(|e: &SharedError| e.is_unavailable() || e.is_fenced())
+///     .when(|e: &RedisLimitsError| e.is_unavailable() || e.is_fenced())
 ///     // While Redis is out of reach: the time to the store's next probe.
-///     .retry_after(SharedError::retry_after);
+///     .retry_after(RedisLimitsError::retry_after);
 /// let hosts = ["example.com", "example.org"];
-/// let pages = map_async(0..100usize, 16, |i| async move { Ok::<_, SharedError>(i) })
+/// let pages = map_async(0..100usize, 16, |i| async move { Ok::<_, RedisLimitsError>(i) })
 ///     .per_key(|i| hosts[i % 2], 2)
 ///     .shared_limits(per_host)
 ///     .retry(policy)
 ///     .await;
 /// # let _ = pages;
-/// # Ok::<(), SharedError>(())
+/// # Ok::<(), RedisLimitsError>(())
 /// # });
 /// ```
 ///
@@ -133,7 +133,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 ///     .connect()
 ///     .await?;
 /// assert_eq!(store.address(), "127.0.0.1:6379");
-/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # Ok::<(), tollgate_redis::RedisLimitsError>(())
 /// # });
 /// ```
 #[derive(Clone)]
@@ -161,7 +161,7 @@ pub struct RedisLimits {
 /// assert_eq!(store.namespace(), "crawler");
 /// assert_eq!(store.lease_ttl(), Duration::from_secs(20));
 /// assert_eq!(store.call_timeout(), Duration::from_secs(2));
-/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # Ok::<(), tollgate_redis::RedisLimitsError>(())
 /// # });
 /// ```
 #[derive(Clone, Debug)]
@@ -211,7 +211,7 @@ impl RedisLimitsOptions {
     }
 
     /// How long one call may wait for Redis, connecting included (2 s by default), before
-    /// it fails with an [`is_unavailable`](SharedError::is_unavailable) error. Calls are
+    /// it fails with an [`is_unavailable`](RedisLimitsError::is_unavailable) error. Calls are
     /// retried within this wait while Redis refuses connections or is loading. Once one
     /// call has failed after the whole wait, asks fail at once until a probe reaches Redis
     /// (see [`RedisLimits`]).
@@ -260,36 +260,47 @@ impl RedisLimitsOptions {
     ///
     /// # Errors
     ///
-    /// An [`is_unavailable`](SharedError::is_unavailable) error when the URL is invalid,
+    /// An [`is_unavailable`](RedisLimitsError::is_unavailable) error when the URL is invalid,
     /// Redis does not answer a `PING` within the wait, or it is older than 6.2; through
     /// Sentinel, also when no sentinel is given, none answers, or none names a master
-    /// that says it is one.
-    ///
-    /// # Panics
-    ///
-    /// If the operating system cannot start the keeper thread.
+    /// that says it is one; also when the operating system cannot start the keeper thread.
     ///
     /// # Cancel safety
     ///
     /// Dropping the future before it completes leaves nothing behind.
-    pub async fn connect(self) -> Result<RedisLimits, SharedError> {
+    pub async fn connect(self) -> Result<RedisLimits, RedisLimitsError> {
+        self.connect_with(std::thread::Builder::new()).await
+    }
+
+    /// [`connect`](Self::connect), with the keeper's thread made by `thread`.
+    async fn connect_with(
+        self,
+        thread: std::thread::Builder,
+    ) -> Result<RedisLimits, RedisLimitsError> {
         let target = match &self.sentinel {
             None => Target::direct(&self.url).map_err(|e| {
-                SharedError::unavailable(&self.url, format_args!("invalid url: {e}"))
+                RedisLimitsError::unavailable(&self.url, format_args!("invalid url: {e}"))
             })?,
             Some((urls, master)) => Target::sentinel(urls, master).map_err(|e| {
                 let urls = urls.join(",");
-                SharedError::unavailable(&urls, format_args!("invalid sentinel urls: {e}"))
+                RedisLimitsError::unavailable(&urls, format_args!("invalid sentinel urls: {e}"))
             })?,
         };
         let address = target.address();
         let health = Arc::new(Health::default());
         let keeper = Keeper::start(
+            thread,
             target.clone(),
             Arc::clone(&health),
             self.lease_ttl,
             self.call_timeout,
-        );
+        )
+        .map_err(|e| {
+            RedisLimitsError::unavailable(
+                &address,
+                format_args!("cannot start the keeper thread: {e}"),
+            )
+        })?;
         let inner = Arc::new(Inner {
             target,
             address,
@@ -313,7 +324,7 @@ impl RedisLimitsOptions {
             .inner
             .query::<String>(&Call::Cmd(&ping))
             .await
-            .map_err(SharedError::without_retry_after)?;
+            .map_err(RedisLimitsError::without_retry_after)?;
         Ok(store)
     }
 }
@@ -367,7 +378,7 @@ impl RedisLimits {
     /// );
     /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
     /// # let _ = per_host;
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn sentinel<I>(sentinels: I, master: impl Into<String>) -> RedisLimitsOptions
@@ -391,7 +402,7 @@ impl RedisLimits {
     /// # Cancel safety
     ///
     /// As [`RedisLimitsOptions::connect`].
-    pub async fn connect(url: impl Into<String>) -> Result<Self, SharedError> {
+    pub async fn connect(url: impl Into<String>) -> Result<Self, RedisLimitsError> {
         Self::options(url).connect().await
     }
 
@@ -407,7 +418,7 @@ impl RedisLimits {
     /// # futures_lite::future::block_on(async {
     /// let store = RedisLimits::connect("redis://127.0.0.1:6379/2").await?;
     /// assert_eq!(store.address(), "127.0.0.1:6379");
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn address(&self) -> &str {
@@ -429,7 +440,7 @@ impl RedisLimits {
     ///     .connect()
     ///     .await?;
     /// assert_eq!(crawler.namespace(), "crawler");
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn namespace(&self) -> &str {
@@ -453,7 +464,7 @@ impl RedisLimits {
     ///     .await?;
     /// // A killed process's permits come back after this; its leases are renewed every second.
     /// assert_eq!(quick.lease_ttl(), Duration::from_secs(3));
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn lease_ttl(&self) -> Duration {
@@ -476,7 +487,7 @@ impl RedisLimits {
     ///     .connect()
     ///     .await?;
     /// assert_eq!(impatient.call_timeout(), Duration::from_millis(500));
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn call_timeout(&self) -> Duration {
@@ -497,7 +508,7 @@ impl RedisLimits {
     /// // Every clone of the store is the same process-side store, with the same counts.
     /// assert_eq!(store.clone().stats().leases_held(), 1);
     /// drop(permit);
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn stats(&self) -> StoreStats {
@@ -532,9 +543,9 @@ impl fmt::Debug for RedisLimits {
 /// let permit = per_host.acquire("example.com").await?;
 /// let stats = store.stats();
 /// assert_eq!(stats.leases_held(), 1);
-/// assert!(stats.keeper_running());
+/// assert!(stats.is_keeper_running());
 /// println!("{} renewals, {} releases, {} fenced", stats.renewal_calls(), stats.release_calls(), stats.fenced());
-/// # Ok::<(), tollgate_redis::SharedError>(())
+/// # Ok::<(), tollgate_redis::RedisLimitsError>(())
 /// # });
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -563,7 +574,7 @@ impl StoreStats {
     /// assert_eq!(store.stats().leases_held(), 2);
     /// // A dropped permit leaves the count once the keeper thread has taken its release.
     /// drop((a, b));
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn leases_held(&self) -> usize {
@@ -589,7 +600,7 @@ impl StoreStats {
     /// tollgate::sleep(store.lease_ttl()).await;
     /// // About three calls for the TTL, each renewing all 100 leases.
     /// println!("{} renewal calls", store.stats().renewal_calls() - before);
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn renewal_calls(&self) -> u64 {
@@ -616,7 +627,7 @@ impl StoreStats {
     /// // The keeper thread sends the ten releases in the background, batched: often in one call.
     /// tollgate::sleep(std::time::Duration::from_millis(100)).await;
     /// println!("{} release calls", store.stats().release_calls() - before);
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn release_calls(&self) -> u64 {
@@ -637,7 +648,7 @@ impl StoreStats {
     /// if fenced > 0 {
     ///     eprintln!("{fenced} permits fenced: their leases could not be renewed in time");
     /// }
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     pub fn fenced(&self) -> u64 {
@@ -646,7 +657,7 @@ impl StoreStats {
 
     /// Whether the keeper thread (renewals, releases) is running. It stops only on a bug
     /// (a panic, reported by the panic hook); grants then fail with an
-    /// [`is_unavailable`](SharedError::is_unavailable) error, and held permits are fenced
+    /// [`is_unavailable`](RedisLimitsError::is_unavailable) error, and held permits are fenced
     /// at their fence point.
     ///
     /// # Examples
@@ -656,11 +667,11 @@ impl StoreStats {
     ///
     /// # futures_lite::future::block_on(async {
     /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
-    /// assert!(store.stats().keeper_running());
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// assert!(store.stats().is_keeper_running());
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
-    pub fn keeper_running(&self) -> bool {
+    pub fn is_keeper_running(&self) -> bool {
         self.keeper_running
     }
 
@@ -675,13 +686,13 @@ impl StoreStats {
     ///
     /// # futures_lite::future::block_on(async {
     /// let store = RedisLimits::connect("redis://127.0.0.1:6379").await?;
-    /// if store.stats().unreachable() {
+    /// if store.stats().is_unreachable() {
     ///     eprintln!("redis at {} is out of reach; asks fail at once", store.address());
     /// }
-    /// # Ok::<(), tollgate_redis::SharedError>(())
+    /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
-    pub fn unreachable(&self) -> bool {
+    pub fn is_unreachable(&self) -> bool {
         self.unreachable
     }
 }
@@ -873,7 +884,7 @@ impl Inner {
 
     /// Fails at once if a call would be refused now because Redis counts as unreachable
     /// (see [`Health`]): a check before preparing a call that would have to be undone.
-    pub(crate) fn fail_fast(&self) -> Result<(), SharedError> {
+    pub(crate) fn fail_fast(&self) -> Result<(), RedisLimitsError> {
         match self.health.refusal(Instant::now()) {
             Some((reason, after)) => Err(self.unreachable(&reason, after)),
             None => Ok(()),
@@ -881,13 +892,16 @@ impl Inner {
     }
 
     /// The error of a call refused because Redis counts as unreachable.
-    fn unreachable(&self, reason: &str, retry_after: Duration) -> SharedError {
-        SharedError::unreachable(&self.address, reason, retry_after)
+    fn unreachable(&self, reason: &str, retry_after: Duration) -> RedisLimitsError {
+        RedisLimitsError::unreachable(&self.address, reason, retry_after)
     }
 
     /// Runs one call, retrying within the bounded wait while the failure can pass; fails
     /// closed with an `unavailable` error naming the address after it.
-    pub(crate) async fn query<T: FromRedisValue>(&self, call: &Call<'_>) -> Result<T, SharedError> {
+    pub(crate) async fn query<T: FromRedisValue>(
+        &self,
+        call: &Call<'_>,
+    ) -> Result<T, RedisLimitsError> {
         self.query_counted(call).await.map(|(value, _)| value)
     }
 
@@ -900,7 +914,7 @@ impl Inner {
     pub(crate) async fn query_counted<T: FromRedisValue>(
         &self,
         call: &Call<'_>,
-    ) -> Result<(T, u32), SharedError> {
+    ) -> Result<(T, u32), RedisLimitsError> {
         let begin = Instant::now();
         let deadline = begin + self.wait;
         let mut waited = false;
@@ -968,7 +982,7 @@ impl Inner {
                             Some(attempt) => attempt.reached(),
                             None => self.health.reached(),
                         }
-                        return Err(SharedError::unavailable(&self.address, error));
+                        return Err(RedisLimitsError::unavailable(&self.address, error));
                     }
                     error.to_string()
                 }
@@ -1003,7 +1017,7 @@ impl Inner {
 /// Why a call got no connection, or no reply on it.
 enum Failure {
     /// Redis counts as unreachable and this call is not the probe: fail at once.
-    Refused(SharedError),
+    Refused(RedisLimitsError),
     /// No connection before the call's deadline (no turn to try, or no answer in time).
     Late,
     /// The attempt, or the call on the connection, failed.
@@ -1098,7 +1112,10 @@ impl fmt::Debug for Inner {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_CALL_TIMEOUT, MAX_LEASE_TTL, RedisLimits, ServerInfo, micros_ceil, tag};
+    use super::{
+        MAX_CALL_TIMEOUT, MAX_LEASE_TTL, RedisLimits, RedisLimitsError, ServerInfo, micros_ceil,
+        tag,
+    };
     use std::time::Duration;
 
     const NANO: Duration = Duration::from_nanos(1);
@@ -1135,6 +1152,34 @@ mod tests {
             .poll_interval(Duration::MAX);
         assert_eq!(options.lease_ttl, MAX_LEASE_TTL);
         assert_eq!(options.call_timeout, MAX_CALL_TIMEOUT);
+    }
+
+    /// Regression: `connect` panicked (`expect`) when the keeper thread could not start.
+    /// A stack larger than the address space makes the operating system refuse the thread,
+    /// before anything is sent to Redis (there is no Redis at this address).
+    #[test]
+    fn connect_returns_an_error_when_the_keeper_thread_cannot_start() {
+        let connect = || {
+            RedisLimits::options("redis://127.0.0.1:1")
+                .connect_with(std::thread::Builder::new().stack_size(1 << 50))
+        };
+        let check = |result: Result<RedisLimits, RedisLimitsError>| {
+            let error = result.expect_err("no keeper thread, no store");
+            assert!(error.is_unavailable(), "{error}");
+            assert!(
+                error.to_string().contains("cannot start the keeper thread"),
+                "{error}"
+            );
+        };
+        check(futures_lite::future::block_on(connect()));
+        #[cfg(feature = "tokio")]
+        check(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(connect()),
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use common::{InFlight, connect, matrix, until};
 use futures_lite::future;
 use support::redis_server::{RedisServer, TestRedis, unique_namespace};
 use tollgate::{Answer, LaterReason, Rate, RetryPolicy, SharedLimits, map_async};
-use tollgate_redis::{RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead};
+use tollgate_redis::{RedisLimits, RedisLimitsError, SharedKeyLimits, SharedKeyedBulkhead};
 
 /// In flight per key, and every start's time.
 struct Seen {
@@ -61,8 +61,8 @@ matrix! {
         let seen = Seen::new(KEYS);
         let run = |store: &RedisLimits| {
             let limits = SharedKeyLimits::new(store, "per-host")
-                .limit_per_key(2)
-                .rate_per_key(rate);
+                .per_key_limit(2)
+                .per_key_rate(rate);
             let seen = Arc::clone(&seen);
             let items: Vec<usize> = (0..12 * KEYS).collect();
             map_async(items, 16, move |i| {
@@ -73,7 +73,7 @@ matrix! {
                     seen.starts.lock().unwrap()[key].push(Instant::now());
                     tollgate::sleep(Duration::from_millis(15)).await;
                     drop(in_flight);
-                    Ok::<_, SharedError>(i)
+                    Ok::<_, RedisLimitsError>(i)
                 }
             })
             // The map's own cap per key is larger: the fleet's is what holds.
@@ -125,7 +125,7 @@ matrix! {
         let started = Arc::new(Mutex::new(Vec::new()));
         let free_done = Arc::new(AtomicUsize::new(0));
         let input: Vec<&str> = ["busy"; 5].into_iter().chain(["free"; 10]).collect();
-        let limits = SharedKeyLimits::new(&mine, "per-host").limit_per_key(1);
+        let limits = SharedKeyLimits::new(&mine, "per-host").per_key_limit(1);
         let map = {
             let (started, free_done) = (Arc::clone(&started), Arc::clone(&free_done));
             map_async(input, 2, move |host: &str| {
@@ -136,7 +136,7 @@ matrix! {
                     if host == "free" {
                         free_done.fetch_add(1, Ordering::SeqCst);
                     }
-                    Ok::<_, SharedError>(host)
+                    Ok::<_, RedisLimitsError>(host)
                 }
             })
             .per_key(|host| host.to_string(), 1)
@@ -163,12 +163,12 @@ matrix! {
         let ns = unique_namespace("map-down");
         let ttl = Duration::from_millis(500);
         let s = connect(&server.url(), &ns, ttl, Duration::from_millis(200)).await;
-        let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
+        let limits = SharedKeyLimits::new(&s, "per-host").per_key_limit(2);
         server.kill();
         let calls = AtomicUsize::new(0);
         let out = map_async(0..3, 4, |i| {
             calls.fetch_add(1, Ordering::SeqCst);
-            async move { Ok::<_, SharedError>(i) }
+            async move { Ok::<_, RedisLimitsError>(i) }
         })
         .per_key(|_| "host", 2)
         .shared_limits(limits.clone())
@@ -191,7 +191,7 @@ matrix! {
                     retried.fetch_add(1, Ordering::SeqCst);
                 }
             });
-        let map = map_async(0..3, 4, |i| async move { Ok::<_, SharedError>(i) })
+        let map = map_async(0..3, 4, |i| async move { Ok::<_, RedisLimitsError>(i) })
             .per_key(|_| "host", 2)
             .shared_limits(limits)
             .retry(policy);
@@ -211,14 +211,14 @@ matrix! {
         let ns = unique_namespace("map-fence");
         let ttl = Duration::from_millis(600);
         let s = connect(&server.url(), &ns, ttl, Duration::from_millis(200)).await;
-        let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
+        let limits = SharedKeyLimits::new(&s, "per-host").per_key_limit(2);
         let started = AtomicUsize::new(0);
         let map = map_async(0..2, 4, |_| {
             started.fetch_add(1, Ordering::SeqCst);
             async {
                 // Would never end: only the fence does.
                 future::pending::<()>().await;
-                Ok::<u32, SharedError>(0)
+                Ok::<u32, RedisLimitsError>(0)
             }
         })
         .per_key(|_| "host", 2)
@@ -244,8 +244,8 @@ matrix! {
         let s = connect(&redis.url(), &ns, ttl, Duration::from_secs(2)).await;
         // One start per second, one in flight.
         let limits = SharedKeyLimits::new(&s, "per-host")
-            .limit_per_key(1)
-            .rate_per_key(Rate::per_second(1));
+            .per_key_limit(1)
+            .per_key_rate(Rate::per_second(1));
         let ask = |limits: &SharedKeyLimits| SharedLimits::<&str>::ask(limits, &"k");
         // The first ask of a fresh namespace meets the warm-up (and a rate that starts
         // with it): wait them out.
@@ -294,10 +294,10 @@ matrix! {
         // A fresh namespace: nothing is granted for one lease TTL.
         let ttl = Duration::from_secs(1);
         let s = connect(&redis.url(), &ns, ttl, Duration::from_secs(2)).await;
-        let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
+        let limits = SharedKeyLimits::new(&s, "per-host").per_key_limit(2);
         let control = tollgate::MapControl::new();
         let started = Instant::now();
-        let map = map_async(0..8usize, 8, |i| async move { Ok::<_, SharedError>(i) })
+        let map = map_async(0..8usize, 8, |i| async move { Ok::<_, RedisLimitsError>(i) })
             .per_key(|i| format!("host-{}", i % 4), 2)
             .shared_limits(limits)
             .control(&control);
@@ -331,11 +331,15 @@ matrix! {
 fn a_map_with_shared_limits_is_send() {
     fn assert_send<T: Send>(_: &T) {}
     fn check(limits: SharedKeyLimits) {
-        let map = map_async(vec![1u32, 2], 2, |n| async move { Ok::<_, SharedError>(n) })
-            .per_key(|n| n.to_string(), 1)
-            .shared_limits(limits)
-            .retry(RetryPolicy::new())
-            .into_future();
+        let map = map_async(
+            vec![1u32, 2],
+            2,
+            |n| async move { Ok::<_, RedisLimitsError>(n) },
+        )
+        .per_key(|n| n.to_string(), 1)
+        .shared_limits(limits)
+        .retry(RetryPolicy::new())
+        .into_future();
         assert_send(&map);
     }
     let _ = check;

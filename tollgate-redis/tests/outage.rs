@@ -19,7 +19,7 @@ use support::dead_port::{DeadPort, most_within};
 use support::redis_server::{RedisServer, unique_namespace};
 use tollgate::{Answer, Rate, RetryPolicy, SharedLimits, map_async};
 use tollgate_redis::{
-    RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter,
+    RedisLimits, RedisLimitsError, SharedKeyLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter,
 };
 
 const WAIT: Duration = Duration::from_millis(300);
@@ -36,7 +36,7 @@ const PROBE_CAP: Duration = Duration::from_millis(2_500);
 async fn until_back<T, F, Fut>(within: Duration, mut ask: F) -> T
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, SharedError>>,
+    Fut: Future<Output = Result<T, RedisLimitsError>>,
 {
     let until = Instant::now() + within;
     loop {
@@ -55,7 +55,7 @@ where
 }
 
 /// Checks a fail-fast error: unavailable, naming the address, with a time to the next probe.
-fn assert_fails_fast(error: &SharedError, address: &str) {
+fn assert_fails_fast(error: &RedisLimitsError, address: &str) {
     assert!(error.is_unavailable(), "{error}");
     assert_eq!(error.address(), Some(address));
     let after = error
@@ -72,7 +72,7 @@ matrix! {
         let s = connect(&server.url(), &ns, Duration::from_millis(500), WAIT).await;
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 2);
         let rate = SharedKeyedRateLimiter::new(&s, "fetch", Rate::per_second(100));
-        let limits = SharedKeyLimits::new(&s, "fetch").limit_per_key(2);
+        let limits = SharedKeyLimits::new(&s, "fetch").per_key_limit(2);
         drop(bulkhead.acquire("k").await.unwrap());
         server.kill();
         let address = server.address();
@@ -84,7 +84,7 @@ matrix! {
         assert!(first.is_unavailable(), "{first}");
         assert!(waited >= WAIT, "gave up after {waited:?}");
         assert!(first.retry_after().is_some(), "{first}");
-        assert!(s.stats().unreachable());
+        assert!(s.stats().is_unreachable());
 
         // Then every ask fails at once, whatever asks.
         for _ in 0..20 {
@@ -115,7 +115,7 @@ matrix! {
         let back = Instant::now();
         let permit = until_back(PROBE_CAP + Duration::from_secs(5), || bulkhead.try_acquire("k")).await;
         assert!(!permit.is_fenced());
-        assert!(!s.stats().unreachable());
+        assert!(!s.stats().is_unreachable());
         let took = back.elapsed();
         assert!(took < PROBE_CAP + s.lease_ttl() + Duration::from_secs(1), "back after {took:?}");
     }
@@ -169,13 +169,13 @@ matrix! {
         let ns = unique_namespace("map-fail-fast");
         let wait = Duration::from_secs(2);
         let s = connect(&server.url(), &ns, Duration::from_millis(500), wait).await;
-        let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
+        let limits = SharedKeyLimits::new(&s, "per-host").per_key_limit(2);
         server.kill();
         let ran = AtomicUsize::new(0);
         let begin = Instant::now();
         let out = map_async(0..1_000u32, 64, |i| {
             ran.fetch_add(1, Ordering::Relaxed);
-            async move { Ok::<_, SharedError>(i) }
+            async move { Ok::<_, RedisLimitsError>(i) }
         })
         .per_key(|i| format!("host{}", i % 8), 2)
         .shared_limits(limits)
@@ -205,22 +205,22 @@ matrix! {
         let mut server = RedisServer::start();
         let ns = unique_namespace("map-retry-after");
         let s = connect(&server.url(), &ns, Duration::from_millis(300), WAIT).await;
-        let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(2);
+        let limits = SharedKeyLimits::new(&s, "per-host").per_key_limit(2);
         server.kill();
         let most = Arc::new(AtomicU32::new(1));
         // Without a `retry_after`, 10 ms between attempts: six would be spent in two seconds.
         let policy = RetryPolicy::new()
             .attempts(6)
             .interval(Duration::from_millis(10))
-            .when(SharedError::is_unavailable)
-            .retry_after(SharedError::retry_after)
+            .when(RedisLimitsError::is_unavailable)
+            .retry_after(RedisLimitsError::retry_after)
             .on_retry({
                 let most = Arc::clone(&most);
                 move |event| {
-                    most.fetch_max(event.attempt() + 1, Ordering::Relaxed);
+                    most.fetch_max(event.attempt_number() + 1, Ordering::Relaxed);
                 }
             });
-        let map = map_async(0..200u32, 32, |i| async move { Ok::<_, SharedError>(i) })
+        let map = map_async(0..200u32, 32, |i| async move { Ok::<_, RedisLimitsError>(i) })
             .per_key(|i| format!("host{}", i % 4), 2)
             .shared_limits(limits)
             .retry(policy);

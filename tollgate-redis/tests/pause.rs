@@ -15,7 +15,7 @@ use futures_lite::future;
 use support::redis_server::{Probe, RedisServer, TestRedis, mark_warm, unique_namespace};
 use tollgate::{Answer, LaterReason, Rate, SharedLimits, map_async};
 use tollgate_redis::{
-    MAX_PAUSE, RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead,
+    MAX_PAUSE, RedisLimits, RedisLimitsError, SharedKeyLimits, SharedKeyedBulkhead,
     SharedKeyedRateLimiter,
 };
 
@@ -25,16 +25,16 @@ const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 fn every_kind(store: &RedisLimits, name: &str) -> [(&'static str, SharedKeyLimits); 4] {
     let rate = Rate::per_second(1000);
     [
-        ("a cap", SharedKeyLimits::new(store, name).limit_per_key(2)),
+        ("a cap", SharedKeyLimits::new(store, name).per_key_limit(2)),
         (
             "a rate",
-            SharedKeyLimits::new(store, name).rate_per_key(rate),
+            SharedKeyLimits::new(store, name).per_key_rate(rate),
         ),
         (
             "a cap and a rate",
             SharedKeyLimits::new(store, name)
-                .limit_per_key(2)
-                .rate_per_key(rate),
+                .per_key_limit(2)
+                .per_key_rate(rate),
         ),
         ("neither", SharedKeyLimits::new(store, name)),
     ]
@@ -77,7 +77,7 @@ matrix! {
                     if !is_paused {
                         free_done.fetch_add(1, Ordering::SeqCst);
                     }
-                    Ok::<_, SharedError>(host)
+                    Ok::<_, RedisLimitsError>(host)
                 }
             })
             .per_key(|host| host.to_string(), 2)
@@ -115,7 +115,7 @@ matrix! {
         let s = connect(&redis.url(), &ns, Duration::from_secs(2), Duration::from_secs(2)).await;
         mark_warm(&format!("redis://{}", s.address()), s.namespace());
         // The pause is shared by name: limits and a bulkhead both named "per-host".
-        let limits = SharedKeyLimits::new(&s, "per-host").limit_per_key(1);
+        let limits = SharedKeyLimits::new(&s, "per-host").per_key_limit(1);
         let bulkhead = SharedKeyedBulkhead::new(&s, "per-host", 1);
         let pause = Duration::from_millis(600);
         // Timed from before the pause is set: the pause ends after `begin + pause`.
@@ -226,7 +226,7 @@ matrix! {
             let started = AtomicUsize::new(0);
             let map = map_async(["k"; 8], 4, |_| {
                 started.fetch_add(1, Ordering::SeqCst);
-                async { Ok::<_, SharedError>(()) }
+                async { Ok::<_, RedisLimitsError>(()) }
             })
             .per_key(|key| key.to_string(), 2)
             .shared_limits(limits);

@@ -36,7 +36,7 @@ matrix! {
         assert!(left > MAX_LEASE_TTL - Duration::from_secs(60) && left <= MAX_LEASE_TTL, "{left:?}");
         let rate = SharedKeyedRateLimiter::new(&store, "fetch", Rate::per_second(10));
         assert!(rate.check_key("k").await.unwrap_err().is_warming_up());
-        let limits = SharedKeyLimits::new(&store, "fetch").limit_per_key(1);
+        let limits = SharedKeyLimits::new(&store, "fetch").per_key_limit(1);
         // A pause as long as the TTL, on a key of its own (a paused key is never granted).
         limits.pause_key("paused", MAX_LEASE_TTL).await.unwrap();
         assert_eq!(store.lease_ttl(), MAX_LEASE_TTL);
@@ -86,5 +86,42 @@ matrix! {
         let seen = released.get().unwrap().elapsed();
         drop(again.unwrap());
         assert!(seen < 2 * ttl + Duration::from_millis(500), "seen {seen:?} after the release");
+    }
+
+    async fn a_per_key_limit_is_taken_up_to_u32_max_and_refused_above() {
+        let redis = TestRedis::get();
+        let ns = unique_namespace("limit-bound");
+        let store = RedisLimits::options(redis.url()).namespace(&ns).connect().await.unwrap();
+        mark_warm(&redis.url(), &ns);
+        // The highest limit a lease set can count reaches the grant script whole.
+        let most = u32::MAX as usize;
+        let bulkhead = SharedKeyedBulkhead::new(&store, "fetch", most);
+        assert_eq!(bulkhead.limit(), most);
+        let permit = bulkhead.acquire("k").await.unwrap();
+        let limits = SharedKeyLimits::new(&store, "fetch").per_key_limit(most);
+        assert_eq!(limits.limit(), Some(most));
+        drop(permit);
+        // One more (only on targets where a `usize` can say it) panics, for every way in.
+        if let Some(above) = most.checked_add(1) {
+            let message = |outcome: std::thread::Result<()>| {
+                let payload = outcome.expect_err("a limit above u32::MAX must panic");
+                payload.downcast_ref::<String>().cloned().unwrap_or_default()
+            };
+            let expected = format!("a per-key limit of {above} is above u32::MAX");
+            let panics = [
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    drop(SharedKeyedBulkhead::new(&store, "fetch", above));
+                })),
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bulkhead.set_limit(above))),
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    drop(SharedKeyLimits::new(&store, "fetch").per_key_limit(above));
+                })),
+            ];
+            for outcome in panics {
+                let text = message(outcome);
+                assert!(text.contains(&expected), "{text}");
+            }
+            assert_eq!(bulkhead.limit(), most, "a refused limit changes nothing");
+        }
     }
 }

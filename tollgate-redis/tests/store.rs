@@ -29,7 +29,7 @@ async fn warm_up(store: &RedisLimits) {
 }
 
 /// Asks until `ask` succeeds, waiting out an unreachable store's time to its next probe.
-async fn back<T, Fut: std::future::Future<Output = Result<T, tollgate_redis::SharedError>>>(
+async fn back<T, Fut: std::future::Future<Output = Result<T, tollgate_redis::RedisLimitsError>>>(
     mut ask: impl FnMut() -> Fut,
 ) -> T {
     loop {
@@ -170,7 +170,7 @@ matrix! {
         assert!((5..=14).contains(&calls), "{calls} renewal calls in 3 TTLs");
         drop(permits);
         until(Duration::from_secs(5), "all released", || async { s.stats().leases_held() == 0 }).await;
-        assert!(s.stats().keeper_running());
+        assert!(s.stats().is_keeper_running());
     }
 
     async fn permits_are_fenced_and_run_cancelled_when_redis_stops_past_the_ttl() {
@@ -458,9 +458,9 @@ fn futures_and_handles_are_send_and_sync() {
     send_sync::<RedisLimits>();
     send_sync::<SharedKeyedBulkhead>();
     send_sync::<SharedKeyedRateLimiter>();
-    send_sync::<tollgate_redis::SharedPermit>();
+    send_sync::<tollgate_redis::SharedKeyedBulkheadPermit>();
     send_sync::<tollgate_redis::Fence>();
-    send_sync::<tollgate_redis::SharedError>();
+    send_sync::<tollgate_redis::RedisLimitsError>();
     send_sync::<tollgate_redis::futures::Fenced>();
     let _ = |store: RedisLimits, bulkhead: SharedKeyedBulkhead, rate: SharedKeyedRateLimiter| {
         send(&RedisLimits::connect("redis://127.0.0.1"));

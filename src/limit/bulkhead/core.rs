@@ -115,7 +115,7 @@ impl<H: Holder> Acquire<H> {
         let (limiter, options) = (holder.limiter(), holder.options());
         let refuse = |reason| {
             limiter.counts().note_rejected();
-            Poll::Ready(Err(options.refuse(limiter.limit(), reason)))
+            Poll::Ready(Err(BulkheadError::refuse(options, limiter.limit(), reason)))
         };
         if let Some(refusal) = refusal {
             return refuse(match refusal {
@@ -172,6 +172,19 @@ fn polled_after_completion(what: &str) -> ! {
     panic!("{what} polled after completion");
 }
 
+/// Why a `try_acquire` of `holder`'s cap found no permit.
+#[cold]
+#[inline(never)]
+fn try_error<H: Holder>(holder: &H) -> BulkheadError {
+    let limiter = holder.limiter();
+    let reason = match limiter.why_not(1) {
+        // One permit is never above a limit (at least 1); only closing is left.
+        Refusal::Closed | Refusal::OverLimit => Reason::Closed,
+        Refusal::QueueFull => Reason::Busy,
+    };
+    BulkheadError::new(holder.options(), limiter.limit(), reason)
+}
+
 /// Out of line: most acquires never start a timer.
 #[cold]
 #[inline(never)]
@@ -185,12 +198,16 @@ pub(crate) struct Permit<H: Holder> {
 }
 
 impl<H: Holder> Permit<H> {
-    /// A permit if one is free and nobody waits; otherwise the holder is dropped.
+    /// A permit if one is free and nobody waits; otherwise the holder is dropped, and the
+    /// error says whether the cap is busy or closed. Not counted as a refusal in the
+    /// statistics, and not reported as one.
     #[inline]
-    pub(crate) fn try_new(holder: H) -> Option<Self> {
-        // Not `then_some`: a permit built for a failed attempt would release a slot that
-        // was never taken.
-        holder.limiter().try_take(1).then(|| Self { holder })
+    pub(crate) fn try_new(holder: H) -> Result<Self, BulkheadError> {
+        if holder.limiter().try_take(1) {
+            Ok(Self { holder })
+        } else {
+            Err(try_error(&holder))
+        }
     }
 
     /// Waits on the calling thread, in the same queue as async callers, with the acquire

@@ -7,8 +7,10 @@ use super::options::{Name, Options};
 
 /// Why a [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead)
 /// refused: it had no free permit and either its acquire timeout passed
-/// ([`timed_out`](Self::timed_out)) or its queue was full ([`queue_full`](Self::queue_full)),
-/// or it was closed ([`closed`](Self::closed)).
+/// ([`is_timed_out`](Self::is_timed_out)) or its queue was full
+/// ([`is_queue_full`](Self::is_queue_full)), or (from `try_acquire` only) it had no free
+/// permit right now ([`is_busy`](Self::is_busy)), or it was closed
+/// ([`is_closed`](Self::is_closed)).
 ///
 /// It says which limiter ([`name`](Self::name), [`limit`](Self::limit)) and how it was
 /// configured ([`acquire_timeout`](Self::acquire_timeout),
@@ -26,7 +28,7 @@ use super::options::{Name, Options};
 /// let _busy = API.acquire().await?;
 /// let refused = API.acquire().await.unwrap_err();
 /// assert_eq!(refused.name(), Some("api"));
-/// assert!(refused.timed_out());
+/// assert!(refused.is_timed_out());
 /// assert_eq!(refused.acquire_timeout(), Some(Duration::ZERO));
 /// assert_eq!(refused.to_string(), "bulkhead `api` (limit 1) has no free permit and an acquire timeout of zero");
 /// # Ok::<(), tollgate::BulkheadError>(())
@@ -49,6 +51,7 @@ struct Refusal {
 pub(crate) enum Reason {
     TimedOut,
     QueueFull,
+    Busy,
     Closed,
 }
 
@@ -61,6 +64,14 @@ impl BulkheadError {
             max_waiting: options.max_waiting,
             reason,
         }))
+    }
+
+    /// A waiting acquire refused by a limiter with `options` and `limit`: reported (the
+    /// `tracing` feature's event), then the error.
+    #[cold]
+    pub(crate) fn refuse(options: &Options, limit: usize, reason: Reason) -> Self {
+        crate::events::rejected(options.name.as_str(), limit, &reason);
+        Self::new(options, limit, reason)
     }
 
     /// The limiter's name, if it was given one.
@@ -76,13 +87,30 @@ impl BulkheadError {
 
     /// True when the wait for a permit lasted the whole acquire timeout (or the timeout is
     /// zero and no permit was free).
-    pub fn timed_out(&self) -> bool {
+    pub fn is_timed_out(&self) -> bool {
         self.0.reason == Reason::TimedOut
     }
 
     /// True when the queue of waiters was already at its `max_waiting` bound.
-    pub fn queue_full(&self) -> bool {
+    pub fn is_queue_full(&self) -> bool {
         self.0.reason == Reason::QueueFull
+    }
+
+    /// True when a `try_acquire` found no free permit (or callers waiting before it): try
+    /// again later. The waiting forms wait instead (and fail with
+    /// [`is_timed_out`](Self::is_timed_out) or [`is_queue_full`](Self::is_queue_full)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let bulkhead = tollgate::Bulkhead::new(1).name("db");
+    /// let _held = bulkhead.try_acquire().unwrap();
+    /// let busy = bulkhead.try_acquire().unwrap_err();
+    /// assert!(busy.is_busy());
+    /// assert_eq!(busy.to_string(), "bulkhead `db` (limit 1) has no free permit right now");
+    /// ```
+    pub fn is_busy(&self) -> bool {
+        self.0.reason == Reason::Busy
     }
 
     /// True when the limiter was closed (before the call, or while the caller waited).
@@ -93,10 +121,10 @@ impl BulkheadError {
     /// let bulkhead = tollgate::Bulkhead::new(1).name("db");
     /// bulkhead.close();
     /// let refused = bulkhead.run_blocking(|| ()).unwrap_err();
-    /// assert!(refused.closed());
+    /// assert!(refused.is_closed());
     /// assert_eq!(refused.to_string(), "bulkhead `db` (limit 1) is closed");
     /// ```
-    pub fn closed(&self) -> bool {
+    pub fn is_closed(&self) -> bool {
         self.0.reason == Reason::Closed
     }
 
@@ -127,6 +155,7 @@ impl fmt::Display for BulkheadError {
                 write!(f, " had no free permit within {timeout:?}")
             }
             (Reason::Closed, _) => f.write_str(" is closed"),
+            (Reason::Busy, _) => f.write_str(" has no free permit right now"),
             (Reason::QueueFull, _) => match refusal.max_waiting.unwrap_or(0) {
                 0 => f.write_str(" has no free permit and takes no waiters"),
                 max => write!(f, " has no free permit and {max} callers already waiting"),

@@ -129,7 +129,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     /// let per_host = tollgate::KeyedBulkhead::<String>::new(1);
     /// let held = per_host.try_acquire("a.example").unwrap();
     /// per_host.set_limit(2);
-    /// assert!(per_host.try_acquire("a.example").is_some());
+    /// assert!(per_host.try_acquire("a.example").is_ok());
     /// assert_eq!(per_host.limit(), 2);
     /// # drop(held);
     /// ```
@@ -149,8 +149,8 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     }
 
     /// Closes every key's cap, and those of keys used later: every waiter wakes with a
-    /// [`BulkheadError`] whose [`closed`](BulkheadError::closed) is true, every later
-    /// acquire fails the same way at once (and `try_acquire` returns `None`). Permits out
+    /// [`BulkheadError`] whose [`is_closed`](BulkheadError::is_closed) is true, every later
+    /// acquire fails the same way at once (`try_acquire` too). Permits out
     /// stay valid.
     ///
     /// # Examples
@@ -158,7 +158,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     /// ```
     /// let per_host = tollgate::KeyedBulkhead::<String>::new(1);
     /// per_host.close();
-    /// assert!(per_host.acquire_blocking("a.example").unwrap_err().closed());
+    /// assert!(per_host.acquire_blocking("a.example").unwrap_err().is_closed());
     /// assert!(per_host.is_closed());
     /// assert!(per_host.is_empty());
     /// ```
@@ -291,11 +291,19 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     /// ```
     /// let per_host = tollgate::KeyedBulkhead::<String>::new(1);
     /// let held = per_host.try_acquire("a.example").unwrap();
-    /// assert!(per_host.try_acquire("a.example").is_none());
-    /// assert!(per_host.try_acquire("b.example").is_some());
+    /// assert!(per_host.try_acquire("a.example").unwrap_err().is_busy());
+    /// assert!(per_host.try_acquire("b.example").is_ok());
     /// drop(held);
     /// ```
-    pub fn try_acquire<Q>(&self, key: &Q) -> Option<KeyedBulkheadPermit<'_, K>>
+    ///
+    /// # Errors
+    ///
+    /// [`BulkheadError`]: [`is_busy`](BulkheadError::is_busy) when no permit of `key` is
+    /// free or someone waits for it (try again later), [`is_closed`](BulkheadError::is_closed)
+    /// when the keyed bulkhead is closed (no use trying again), as
+    /// [`Semaphore::try_acquire`](crate::Semaphore::try_acquire) tells them apart. A
+    /// failed `try_acquire` is not counted in [`stats`](Self::stats)' `rejected`.
+    pub fn try_acquire<Q>(&self, key: &Q) -> Result<KeyedBulkheadPermit<'_, K>, BulkheadError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -314,11 +322,18 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     ///
     /// let per_host = Arc::new(tollgate::KeyedBulkhead::<String>::new(1));
     /// let permit = per_host.try_acquire_arc("example.com").unwrap();
-    /// assert!(per_host.try_acquire_arc("example.com").is_none());
+    /// assert!(per_host.try_acquire_arc("example.com").unwrap_err().is_busy());
     /// std::thread::spawn(move || drop(permit)).join().unwrap();
     /// assert!(per_host.is_empty());
     /// ```
-    pub fn try_acquire_arc<Q>(self: &Arc<Self>, key: &Q) -> Option<KeyedBulkheadPermitArc<K>>
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    pub fn try_acquire_arc<Q>(
+        self: &Arc<Self>,
+        key: &Q,
+    ) -> Result<KeyedBulkheadPermitArc<K>, BulkheadError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,

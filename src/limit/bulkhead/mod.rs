@@ -35,7 +35,7 @@ pub(crate) fn check_limit(limit: usize, what: &str) {
         "tollgate bulkhead: a limit of 0 would refuse all work; use at least 1",
     );
     assert!(
-        limit <= crate::Semaphore::MAX_PERMITS,
+        limit <= crate::limit::semaphore::Semaphore::MAX_PERMITS,
         "{what}: a limit above Semaphore::MAX_PERMITS (2^31 - 1)"
     );
 }
@@ -60,8 +60,8 @@ pub(crate) fn check_limit(limit: usize, what: &str) {
 ///
 /// | option | default | effect |
 /// | --- | --- | --- |
-/// | [`acquire_timeout(d)`](Self::acquire_timeout) | wait forever | give up waiting for a permit after `d` ([`BulkheadError::timed_out`]); zero = take a free permit or fail at once |
-/// | [`max_waiting(n)`](Self::max_waiting) | unbounded | refuse at once when `n` callers already wait ([`BulkheadError::queue_full`]); 0 = no queue |
+/// | [`acquire_timeout(d)`](Self::acquire_timeout) | wait forever | give up waiting for a permit after `d` ([`BulkheadError::is_timed_out`]); zero = take a free permit or fail at once |
+/// | [`max_waiting(n)`](Self::max_waiting) | unbounded | refuse at once when `n` callers already wait ([`BulkheadError::is_queue_full`]); 0 = no queue |
 /// | [`name(s)`](Self::name) / [`with_name(s)`](Self::with_name) | none | named in [`BulkheadError`] |
 /// | [`global()`](Self::global) | one cap per runtime | one cap shared by every runtime |
 ///
@@ -81,7 +81,7 @@ pub(crate) fn check_limit(limit: usize, what: &str) {
 ///         scope.spawn(|| {
 ///             run_sync(async {
 ///                 let permits: Vec<_> = (0..8).map(|_| API.try_acquire().unwrap()).collect();
-///                 assert!(API.try_acquire().is_none()); // this runtime's cap is full
+///                 assert!(API.try_acquire().unwrap_err().is_busy()); // this runtime's cap is full
 ///                 barrier.wait();
 ///                 barrier.wait();
 ///                 drop(permits);
@@ -198,7 +198,7 @@ impl Bulkhead {
     ///
     /// let held: Vec<_> = (0..3).map(|_| API.try_acquire().unwrap()).collect();
     /// API.set_limit(2);
-    /// assert!(API.try_acquire().is_none());
+    /// assert!(API.try_acquire().unwrap_err().is_busy());
     /// drop(held);
     /// assert_eq!(API.runtime_stats().available(), 2);
     /// ```
@@ -214,9 +214,9 @@ impl Bulkhead {
     }
 
     /// Closes the bulkhead in every runtime (and in runtimes that use it later): every
-    /// waiter wakes with a [`BulkheadError`] whose [`closed`](BulkheadError::closed) is
-    /// true, every later acquire fails the same way at once (and `try_acquire` returns
-    /// `None`). Permits out stay valid.
+    /// waiter wakes with a [`BulkheadError`] whose [`is_closed`](BulkheadError::is_closed) is
+    /// true, every later acquire fails the same way at once (`try_acquire` too). Permits
+    /// out stay valid.
     ///
     /// # Examples
     ///
@@ -225,7 +225,7 @@ impl Bulkhead {
     /// let held = bulkhead.try_acquire().unwrap();
     /// bulkhead.close();
     /// assert!(bulkhead.is_closed());
-    /// assert!(bulkhead.acquire_blocking().unwrap_err().closed());
+    /// assert!(bulkhead.acquire_blocking().unwrap_err().is_closed());
     /// drop(held); // still fine
     /// ```
     pub fn close(&self) {
@@ -290,12 +290,20 @@ impl Bulkhead {
     /// ```
     /// let bulkhead = tollgate::Bulkhead::new(1);
     /// let permit = bulkhead.try_acquire().unwrap();
-    /// assert!(bulkhead.try_acquire().is_none());
+    /// assert!(bulkhead.try_acquire().unwrap_err().is_busy());
     /// drop(permit);
-    /// assert!(bulkhead.try_acquire().is_some());
+    /// assert!(bulkhead.try_acquire().is_ok());
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`BulkheadError`]: [`is_busy`](BulkheadError::is_busy) when no permit is free or
+    /// someone waits (try again later), [`is_closed`](BulkheadError::is_closed) when the
+    /// bulkhead is closed (no use trying again), as
+    /// [`Semaphore::try_acquire`](crate::Semaphore::try_acquire) tells them apart. A
+    /// failed `try_acquire` is not counted in [`stats`](Self::stats)' `rejected`.
     #[inline]
-    pub fn try_acquire(&self) -> Option<BulkheadPermit<'_>> {
+    pub fn try_acquire(&self) -> Result<BulkheadPermit<'_>, BulkheadError> {
         Permit::try_new(self.slot()).map(|inner| BulkheadPermit { inner })
     }
 
@@ -310,9 +318,13 @@ impl Bulkhead {
     /// let bulkhead = Arc::new(tollgate::Bulkhead::new(1));
     /// let permit = bulkhead.try_acquire_arc().unwrap();
     /// std::thread::spawn(move || drop(permit)).join().unwrap();
-    /// assert!(bulkhead.try_acquire().is_some());
+    /// assert!(bulkhead.try_acquire().is_ok());
     /// ```
-    pub fn try_acquire_arc(self: &Arc<Self>) -> Option<BulkheadPermitArc> {
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    pub fn try_acquire_arc(self: &Arc<Self>) -> Result<BulkheadPermitArc, BulkheadError> {
         Permit::try_new(self.arc_slot()).map(|inner| BulkheadPermitArc { inner })
     }
 

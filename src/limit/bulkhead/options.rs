@@ -5,7 +5,6 @@ use std::mem;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::error::{BulkheadError, Reason};
 use crate::runtime::RuntimeKey;
 
 /// Options shared by [`Bulkhead`](crate::Bulkhead) and
@@ -35,7 +34,7 @@ impl Options {
             },
         );
         assert!(
-            limit <= crate::Semaphore::MAX_PERMITS,
+            limit <= crate::limit::semaphore::Semaphore::MAX_PERMITS,
             "tollgate bulkhead: a limit above Semaphore::MAX_PERMITS (2^31 - 1)"
         );
         Self {
@@ -63,12 +62,6 @@ impl Options {
             Some(max) => max,
             None => usize::MAX,
         }
-    }
-
-    #[cold]
-    pub(crate) fn refuse(&self, limit: usize, reason: Reason) -> BulkheadError {
-        crate::events::rejected(self.name.as_str(), limit, &reason);
-        BulkheadError::new(self, limit, reason)
     }
 
     /// [`runtime`](Self::runtime) for a caller that [`register`](RuntimeKey::register)s
@@ -132,7 +125,7 @@ impl Name {
 /// examples, `$key` the arguments of its `acquire` there, `$permit` what a caller waits for.
 macro_rules! options_builder {
     (new: $new:literal, key: $key:literal, permit: $permit:literal, per: $per:literal) => {
-        #[doc = concat!("Gives up waiting for ", $permit, " after `duration`, with a [`BulkheadError`](crate::BulkheadError) whose [`timed_out`](crate::BulkheadError::timed_out) is true.")]
+        #[doc = concat!("Gives up waiting for ", $permit, " after `duration`, with a [`BulkheadError`](crate::BulkheadError) whose [`is_timed_out`](crate::BulkheadError::is_timed_out) is true.")]
         ///
         /// It bounds only the wait for a permit, not the work done with it.
         /// `Duration::ZERO` means "take a free permit or fail at once" (no queueing).
@@ -146,7 +139,7 @@ macro_rules! options_builder {
         /// # futures_lite::future::block_on(async {
         #[doc = concat!("let _held = limiter.acquire(", $key, ").await.unwrap();")]
         #[doc = concat!("let error = limiter.acquire(", $key, ").await.unwrap_err();")]
-        /// assert!(error.timed_out());
+        /// assert!(error.is_timed_out());
         /// assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(5)));
         /// # });
         /// ```
@@ -155,7 +148,7 @@ macro_rules! options_builder {
             self
         }
 
-        #[doc = concat!("Refuses at once, with a [`BulkheadError`](crate::BulkheadError) whose [`queue_full`](crate::BulkheadError::queue_full) is true, when no permit is free and `max_waiting` callers already wait", $per, ".")]
+        #[doc = concat!("Refuses at once, with a [`BulkheadError`](crate::BulkheadError) whose [`is_queue_full`](crate::BulkheadError::is_queue_full) is true, when no permit is free and `max_waiting` callers already wait", $per, ".")]
         ///
         /// `max_waiting(0)` means no queue at all: refuse whenever every permit is taken.
         ///
@@ -166,7 +159,7 @@ macro_rules! options_builder {
         /// # futures_lite::future::block_on(async {
         #[doc = concat!("let _held = limiter.acquire(", $key, ").await.unwrap();")]
         #[doc = concat!("let error = limiter.acquire(", $key, ").await.unwrap_err();")]
-        /// assert!(error.queue_full());
+        /// assert!(error.is_queue_full());
         /// assert_eq!(error.max_waiting(), Some(0));
         /// # });
         /// ```
@@ -222,7 +215,7 @@ macro_rules! options_builder {
         #[doc = concat!("let limiter = ", $new, "(1).global();")]
         #[doc = concat!("let held = limiter.try_acquire(", $key, ").unwrap();")]
         /// // Another runtime (each `run_sync` call is one) sees the same cap.
-        #[doc = concat!("assert!(run_sync(async { limiter.try_acquire(", $key, ").is_none() }));")]
+        #[doc = concat!("assert!(run_sync(async { limiter.try_acquire(", $key, ").unwrap_err().is_busy() }));")]
         /// drop(held);
         /// ```
         pub const fn global(mut self) -> Self {

@@ -433,13 +433,13 @@ mod tests {
     #[test]
     fn the_caps_of_ended_runtimes_are_reused() {
         let caps = PerRuntime::new(2);
-        let escaped = crate::run_sync(async {
+        let escaped = crate::runtime::run_sync(async {
             let cap = caps.find(RuntimeKey::current()).0;
             assert!(caps.cap(cap).try_take(1));
             cap
         });
         for _ in 0..100 {
-            crate::run_sync(async {
+            crate::runtime::run_sync(async {
                 let cap = caps.find(RuntimeKey::current()).0;
                 assert_ne!(cap, escaped, "that cap still has a permit out");
                 assert!(caps.cap(cap).try_take(1));
@@ -449,7 +449,7 @@ mod tests {
         assert_eq!(lock(&caps.owners).caps.len(), 2);
         caps.cap(escaped).release(1);
         for _ in 0..100 {
-            crate::run_sync(async {
+            crate::runtime::run_sync(async {
                 caps.find(RuntimeKey::current());
             });
         }
@@ -462,12 +462,12 @@ mod tests {
     #[test]
     fn a_cached_cap_that_changed_owners_is_looked_up_again() {
         let caps = PerRuntime::new(2);
-        let (ended, first) = crate::run_sync(async {
+        let (ended, first) = crate::runtime::run_sync(async {
             let key = RuntimeKey::current();
             (key, caps.find(key).0)
         });
         // The next runtime takes the ended one's idle cap, and keeps a permit of it out.
-        let (taken, escaped) = crate::run_sync(async {
+        let (taken, escaped) = crate::runtime::run_sync(async {
             let (index, cap) = caps.find(RuntimeKey::current());
             assert!(cap.try_take(1));
             (index, cap)

@@ -209,8 +209,8 @@ pub struct BulkheadStats {
     /// snapshot taken at the very moment the internal 29-bit admission counter wraps may
     /// read 2^29 low, once per 2^29 admissions.)
     pub admitted: u64,
-    /// Acquires refused with [`BulkheadError`](crate::BulkheadError) so far (a failed
-    /// `try_acquire` is not counted).
+    /// Waiting acquires refused with a [`BulkheadError`](crate::BulkheadError) so far (a
+    /// failed `try_acquire` is not counted).
     pub rejected: u64,
 }
 

@@ -3,17 +3,17 @@
 use std::fmt;
 
 /// Why a [`Semaphore`](crate::Semaphore) gave no permits: it is closed
-/// ([`closed`](Self::closed)), the request is above its
-/// [max weight](crate::Semaphore::max_weight) ([`over_limit`](Self::over_limit)), or (from
+/// ([`is_closed`](Self::is_closed)), the request is above its
+/// [max weight](crate::Semaphore::max_weight) ([`is_over_limit`](Self::is_over_limit)), or (from
 /// the `try_` forms only) not enough permits are free right now
-/// ([`no_permits`](Self::no_permits)).
+/// ([`is_busy`](Self::is_busy)).
 ///
 /// # Examples
 ///
 /// ```
 /// let semaphore = tollgate::Semaphore::new(4);
 /// let error = semaphore.try_acquire_many(5).unwrap_err();
-/// assert!(error.over_limit());
+/// assert!(error.is_over_limit());
 /// assert_eq!((error.requested(), error.limit(), error.max_weight()), (5, 4, 4));
 /// assert_eq!(
 ///     error.to_string(),
@@ -22,7 +22,7 @@ use std::fmt;
 ///
 /// semaphore.close();
 /// let error = semaphore.try_acquire().unwrap_err();
-/// assert!(error.closed());
+/// assert!(error.is_closed());
 /// assert_eq!(error.to_string(), "the semaphore is closed");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub struct SemaphoreError {
 pub(crate) enum Reason {
     Closed,
     OverLimit,
-    NoPermits,
+    Busy,
 }
 
 impl SemaphoreError {
@@ -51,7 +51,7 @@ impl SemaphoreError {
     }
 
     /// True when the semaphore was closed (before the call, or while it waited).
-    pub fn closed(&self) -> bool {
+    pub fn is_closed(&self) -> bool {
         self.reason == Reason::Closed
     }
 
@@ -60,14 +60,14 @@ impl SemaphoreError {
     /// [`set_max_weight`](crate::Semaphore::set_max_weight) lowered it while the request
     /// waited. (A request above the limit in force but not above the max weight waits for
     /// the limit to grow instead.)
-    pub fn over_limit(&self) -> bool {
+    pub fn is_over_limit(&self) -> bool {
         self.reason == Reason::OverLimit
     }
 
     /// True when a `try_` acquire found too few free permits (or others waiting before
     /// it). The async and blocking forms wait instead.
-    pub fn no_permits(&self) -> bool {
-        self.reason == Reason::NoPermits
+    pub fn is_busy(&self) -> bool {
+        self.reason == Reason::Busy
     }
 
     /// How many permits were asked for.
@@ -96,10 +96,8 @@ impl fmt::Display for SemaphoreError {
                 f,
                 "asked a semaphore for {requested} permits, more than its max weight of {max_weight}"
             ),
-            Reason::NoPermits if requested == 1 => {
-                f.write_str("no semaphore permit is free right now")
-            }
-            Reason::NoPermits => {
+            Reason::Busy if requested == 1 => f.write_str("no semaphore permit is free right now"),
+            Reason::Busy => {
                 write!(f, "{requested} semaphore permits are not free right now")
             }
         }

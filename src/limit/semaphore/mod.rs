@@ -65,7 +65,7 @@ use self::error::Reason;
 /// # futures_lite::future::block_on(async {
 /// let first = DOWNLOADS.acquire().await?;
 /// let second = DOWNLOADS.acquire().await?;
-/// assert!(DOWNLOADS.try_acquire().unwrap_err().no_permits());
+/// assert!(DOWNLOADS.try_acquire().unwrap_err().is_busy());
 /// drop(first);
 /// assert_eq!(DOWNLOADS.available_permits(), 1);
 /// # drop(second);
@@ -152,7 +152,7 @@ impl Semaphore {
         let reason = match self.core.why_not(count(n)) {
             Refusal::Closed => Reason::Closed,
             Refusal::OverLimit => Reason::OverLimit,
-            Refusal::QueueFull => Reason::NoPermits,
+            Refusal::QueueFull => Reason::Busy,
         };
         self.error(reason, n)
     }
@@ -170,15 +170,15 @@ impl Semaphore {
     /// ```
     /// let semaphore = tollgate::Semaphore::new(1);
     /// let permit = semaphore.try_acquire().unwrap();
-    /// assert!(semaphore.try_acquire().unwrap_err().no_permits());
+    /// assert!(semaphore.try_acquire().unwrap_err().is_busy());
     /// drop(permit);
     /// assert!(semaphore.try_acquire().is_ok());
     /// ```
     ///
     /// # Errors
     ///
-    /// [`SemaphoreError`]: [`no_permits`](SemaphoreError::no_permits) when no permit is
-    /// free or someone waits (try again later), [`closed`](SemaphoreError::closed) when
+    /// [`SemaphoreError`]: [`is_busy`](SemaphoreError::is_busy) when no permit is
+    /// free or someone waits (try again later), [`is_closed`](SemaphoreError::is_closed) when
     /// the semaphore is closed (no use trying again). A `Result` rather than an `Option`
     /// so that a retry loop can tell the two apart.
     #[inline]
@@ -193,16 +193,16 @@ impl Semaphore {
     /// ```
     /// let semaphore = tollgate::Semaphore::new(10);
     /// let seven = semaphore.try_acquire_many(7).unwrap();
-    /// assert!(semaphore.try_acquire_many(4).unwrap_err().no_permits());
+    /// assert!(semaphore.try_acquire_many(4).unwrap_err().is_busy());
     /// assert_eq!(semaphore.try_acquire_many(3).unwrap().permits(), 3);
     /// # drop(seven);
     /// ```
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](Self::try_acquire) (also [`no_permits`](SemaphoreError::no_permits)
+    /// As [`try_acquire`](Self::try_acquire) (also [`is_busy`](SemaphoreError::is_busy)
     /// when `n` is above the limit in force: the limit may grow), and
-    /// [`over_limit`](SemaphoreError::over_limit) when `n` is above the
+    /// [`is_over_limit`](SemaphoreError::is_over_limit) when `n` is above the
     /// [max weight](Self::max_weight).
     #[inline]
     pub fn try_acquire_many(&self, n: usize) -> Result<SemaphorePermit<'_>, SemaphoreError> {
@@ -286,7 +286,7 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`SemaphoreError`] whose [`closed`](SemaphoreError::closed) is true when the
+    /// [`SemaphoreError`] whose [`is_closed`](SemaphoreError::is_closed) is true when the
     /// semaphore is closed before a permit is granted.
     ///
     /// # Cancel safety
@@ -330,8 +330,8 @@ impl Semaphore {
     ///
     /// # Errors
     ///
-    /// [`SemaphoreError`]: [`closed`](SemaphoreError::closed) as for
-    /// [`acquire`](Self::acquire); [`over_limit`](SemaphoreError::over_limit) when `n` is
+    /// [`SemaphoreError`]: [`is_closed`](SemaphoreError::is_closed) as for
+    /// [`acquire`](Self::acquire); [`is_over_limit`](SemaphoreError::is_over_limit) when `n` is
     /// above the [max weight](Self::max_weight) when the future is first polled, or when
     /// [`set_max_weight`](Self::set_max_weight) lowers the max weight below `n` while it
     /// waits. Never because the limit in force is below `n`: then it steps aside and
@@ -452,13 +452,13 @@ impl Semaphore {
     pub fn acquire_many_blocking(&self, n: usize) -> Result<SemaphorePermit<'_>, SemaphoreError> {
         match self.try_acquire_many(n) {
             Ok(permit) => Ok(permit),
-            Err(error) if !error.no_permits() => Err(error),
+            Err(error) if !error.is_busy() => Err(error),
             Err(_) => crate::sync::block_on(self.acquire_many(n)),
         }
     }
 
     /// Closes the semaphore: every waiter (async and blocking) wakes with a
-    /// [`SemaphoreError`] whose [`closed`](SemaphoreError::closed) is true, and every
+    /// [`SemaphoreError`] whose [`is_closed`](SemaphoreError::is_closed) is true, and every
     /// later acquire fails at once the same way. Permits already held stay valid and are
     /// given back as usual when dropped. Closing twice does nothing more.
     ///
@@ -474,8 +474,8 @@ impl Semaphore {
     /// let mut waiter = pin!(semaphore.acquire());
     /// assert!(poll_once(waiter.as_mut()).await.is_none());
     /// semaphore.close();
-    /// assert!(waiter.await.unwrap_err().closed());
-    /// assert!(semaphore.acquire().await.unwrap_err().closed());
+    /// assert!(waiter.await.unwrap_err().is_closed());
+    /// assert!(semaphore.acquire().await.unwrap_err().is_closed());
     /// drop(held); // still fine
     /// assert!(semaphore.is_closed());
     /// # Ok::<(), tollgate::SemaphoreError>(())
@@ -633,7 +633,7 @@ impl Semaphore {
     }
 
     /// The max weight: the most permits one acquire may ask for. A request above it fails
-    /// at once with [`SemaphoreError::over_limit`]; a request above the limit in force but
+    /// at once with [`SemaphoreError::is_over_limit`]; a request above the limit in force but
     /// not above the max weight steps aside and waits for the limit to grow (see
     /// [`acquire_many`](Self::acquire_many)).
     ///
@@ -660,7 +660,7 @@ impl Semaphore {
     /// each request's share) or above every limit so far (so that large requests wait for
     /// a limit that is to grow).
     ///
-    /// Acquires asking for more fail at once with [`SemaphoreError::over_limit`], and so
+    /// Acquires asking for more fail at once with [`SemaphoreError::is_over_limit`], and so
     /// do the waiters already queued that ask for more (they are woken with it, and the
     /// ones behind them go on).
     ///
@@ -670,9 +670,9 @@ impl Semaphore {
     /// # futures_lite::future::block_on(async {
     /// let bytes = tollgate::Semaphore::new(1024);
     /// bytes.set_max_weight(512); // no single request above 512
-    /// assert!(bytes.acquire_many(600).await.unwrap_err().over_limit());
+    /// assert!(bytes.acquire_many(600).await.unwrap_err().is_over_limit());
     /// bytes.set_max_weight(4096); // requests up to 4096 wait for the limit to grow
-    /// assert!(bytes.try_acquire_many(2048).unwrap_err().no_permits());
+    /// assert!(bytes.try_acquire_many(2048).unwrap_err().is_busy());
     /// # Ok::<(), tollgate::SemaphoreError>(())
     /// # }).unwrap();
     /// ```

@@ -1058,7 +1058,7 @@ mod worker {
 
     use tollgate::{Rate, RetryPolicy};
     use tollgate_redis::{
-        RedisLimits, SharedError, SharedKeyLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter,
+        RedisLimits, RedisLimitsError, SharedKeyLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter,
     };
 
     use super::{LINE_PREFIX, Plan, Retry, Scheduler, Summary, get, wait_for_go};
@@ -1097,7 +1097,7 @@ mod worker {
 
     /// Whether an item that failed with `error` on its `attempt` (1-based) under `retry` is
     /// tried again, and after how long.
-    fn again(retry: Retry, attempt: u32, error: &SharedError) -> Option<Duration> {
+    fn again(retry: Retry, attempt: u32, error: &RedisLimitsError) -> Option<Duration> {
         if !(error.is_fenced() || error.is_unavailable() || error.is_warming_up()) {
             return None;
         }
@@ -1112,8 +1112,7 @@ mod worker {
 
     /// Each item takes a permit, then the rate, inside its task.
     async fn in_tasks(plan: &Plan, store: &RedisLimits) -> Summary {
-        let cap = u32::try_from(plan.cap).expect("a cap that fits u32");
-        let bulkhead = SharedKeyedBulkhead::new(store, "hosts", cap);
+        let bulkhead = SharedKeyedBulkhead::new(store, "hosts", plan.cap);
         let limiter = plan.rate.map(|(per_second, burst)| {
             SharedKeyedRateLimiter::new(store, "hosts", Rate::per_second(per_second).burst(burst))
         });
@@ -1143,7 +1142,7 @@ mod worker {
                                 Err(error) => summary.errors.push(error.to_string()),
                             }
                         }
-                        Ok::<(), SharedError>(())
+                        Ok::<(), RedisLimitsError>(())
                     };
                     let error = match bulkhead.run(name, work).await {
                         Ok(Ok(())) => {
@@ -1182,10 +1181,9 @@ mod worker {
     /// the map's policy (or, with `Retry::Never`, not: the map has none).
     async fn in_the_map(plan: &Plan, store: &RedisLimits) -> Summary {
         assert_eq!(plan.steps, 1, "the map sends one request per item");
-        let cap = u32::try_from(plan.cap).expect("a cap that fits u32");
-        let mut limits = SharedKeyLimits::new(store, "hosts").limit_per_key(cap);
+        let mut limits = SharedKeyLimits::new(store, "hosts").per_key_limit(plan.cap);
         if let Some((per_second, burst)) = plan.rate {
-            limits = limits.rate_per_key(Rate::per_second(per_second).burst(burst));
+            limits = limits.per_key_rate(Rate::per_second(per_second).burst(burst));
         }
         let summary = Arc::new(Mutex::new(Summary::default()));
         let retry = plan.retry;
@@ -1195,8 +1193,8 @@ mod worker {
                 Retry::Always | Retry::Never => u32::MAX,
             })
             .interval(RETRY_PAUSE)
-            .when(|error: &SharedError| error.is_fenced() || error.is_unavailable())
-            .retry_after(move |error: &SharedError| match retry {
+            .when(|error: &RedisLimitsError| error.is_fenced() || error.is_unavailable())
+            .retry_after(move |error: &RedisLimitsError| match retry {
                 Retry::Hinted(_) => error.retry_after(),
                 Retry::Always | Retry::Never => None,
             })
@@ -1204,7 +1202,7 @@ mod worker {
                 let summary = Arc::clone(&summary);
                 move |event| {
                     let mut summary = summary.lock().unwrap();
-                    summary.most_attempts = summary.most_attempts.max(event.attempt() + 1);
+                    summary.most_attempts = summary.most_attempts.max(event.attempt_number() + 1);
                     if event.error().is_fenced() {
                         summary.fenced += 1;
                     } else {
@@ -1224,7 +1222,7 @@ mod worker {
                     Ok(status) => *summary.statuses.entry(status).or_default() += 1,
                     Err(error) => summary.errors.push(error.to_string()),
                 }
-                Ok::<(), SharedError>(())
+                Ok::<(), RedisLimitsError>(())
             }
         };
         let host = |&(_, host): &(usize, usize)| plan.hosts[host].0.clone();
