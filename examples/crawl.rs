@@ -385,7 +385,7 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
          the whole host; fastest host {busiest_rate:.0}/s",
         hosts_paused.load(Ordering::Relaxed)
     );
-    if !progress.draining() {
+    if !progress.is_draining() {
         println!(
             "  efficiency: {:.0}% of the ideal schedule ({ideal:.2?}, retries and pauses not counted)",
             100.0 * ideal.as_secs_f64() / elapsed.as_secs_f64()
@@ -403,7 +403,7 @@ async fn bulk(settings: &Settings) -> Result<(), String> {
         results.len() as u64 == progress.finished() && progress.in_flight() == 0,
         "one result per finished request, none left in flight",
     )?;
-    if progress.draining() {
+    if progress.is_draining() {
         // Drained: the started requests finished; report what never started.
         let dropped = control.not_started().len();
         let never_pulled = n - progress.pulled() as usize;

@@ -9,14 +9,15 @@ use crate::map::ControlError;
 use crate::race::error::RaceError;
 use crate::retry::error::RetryError;
 use crate::runtime::RunSyncError;
+use crate::testing::EventuallyError;
 use crate::time::TimeoutError;
 
-/// Any error tollgate's primitives return, for code that wants one error type
-/// (`Box<dyn Error>` works too: each variant's error implements
-/// `std::error::Error + Send + Sync + 'static`).
+/// Any error tollgate returns, for code that wants one error type (`Box<dyn Error>` works
+/// too: each variant's error implements `std::error::Error + Send + Sync + 'static`).
 ///
-/// Every specific error converts into it with `?`; the one exception is the test helper's
-/// [`EventuallyError`](crate::testing::EventuallyError), which a test reports as it is.
+/// Every specific error converts into it with `?`, the test helper's
+/// [`EventuallyError`](crate::testing::EventuallyError) included: a test written against
+/// `Result<(), tollgate::Error>` uses `?` on `eventually` like on anything else.
 ///
 /// # Examples
 ///
@@ -36,6 +37,8 @@ pub enum Error {
     Timeout(TimeoutError),
     /// [`try_run_sync`](crate::try_run_sync) was called inside a running runtime.
     RunSync(RunSyncError),
+    /// [`eventually`](crate::testing::eventually) gave up.
+    Eventually(EventuallyError),
     /// A [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead) refused.
     Bulkhead(BulkheadError),
     /// A [`Semaphore`](crate::Semaphore) gave no permits (closed, or asked for more than
@@ -57,6 +60,7 @@ impl fmt::Display for Error {
         match self {
             Error::Timeout(error) => error.fmt(f),
             Error::RunSync(error) => error.fmt(f),
+            Error::Eventually(error) => error.fmt(f),
             Error::Bulkhead(error) => error.fmt(f),
             Error::Semaphore(error) => error.fmt(f),
             Error::RateLimit(error) => error.fmt(f),
@@ -74,6 +78,7 @@ impl std::error::Error for Error {
         match self {
             Error::Timeout(error) => error.source(),
             Error::RunSync(error) => error.source(),
+            Error::Eventually(error) => error.source(),
             Error::Bulkhead(error) => error.source(),
             Error::Semaphore(error) => error.source(),
             Error::RateLimit(error) => error.source(),
@@ -97,6 +102,7 @@ macro_rules! from_error {
 from_error!(
     Timeout(TimeoutError),
     RunSync(RunSyncError),
+    Eventually(EventuallyError),
     Bulkhead(BulkheadError),
     Semaphore(SemaphoreError),
     RateLimit(RateLimitError),

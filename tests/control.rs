@@ -145,7 +145,7 @@ async fn watch(control: MapControl<impl Sized>, truth: &Truth, seed: u64) -> usi
         truth.check(&progress, &format!("reading {readings}"));
         readings += 1;
         truth.readings.fetch_add(1, SeqCst);
-        if progress.ended() {
+        if progress.is_ended() {
             return readings;
         }
     }
@@ -248,7 +248,7 @@ matrix! {
         assert_eq!(count, 10_000);
         assert!(readings >= 10, "{readings} readings");
         truth.check(&control.progress(), "end");
-        assert!(control.progress().ended());
+        assert!(control.progress().is_ended());
     }
 
     async fn a_drain_from_inside_the_nth_item_starts_nothing_after_the_call() {
@@ -292,7 +292,7 @@ matrix! {
             assert_eq!(progress.finished() as usize, started);
             assert_eq!(progress.not_started() as usize, not_started.len());
             assert_eq!((progress.waiting(), progress.in_flight()), (0, 0));
-            assert!(progress.draining() && progress.ended());
+            assert!(progress.is_draining() && progress.is_ended());
             if keyed {
                 assert!(!not_started.is_empty(), "a keyed map pulls ahead");
             } else {
@@ -362,7 +362,7 @@ matrix! {
             assert!(seen < 1_000, "the drain did not end the stream");
         }
         assert_eq!(seen, calls.load(SeqCst), "every started item was handed out");
-        assert!(control.progress().ended());
+        assert!(control.progress().is_ended());
     }
 
     async fn a_drained_ordered_keyed_stream_skips_what_never_started() {
@@ -507,7 +507,7 @@ matrix! {
             };
             assert_eq!(busiest[0].key(), &"a");
             assert_eq!(busiest[1].key(), &"b");
-            assert!(busiest.iter().all(|key| key.in_flight() == 1 && !key.paused()));
+            assert!(busiest.iter().all(|key| key.in_flight() == 1 && !key.is_paused()));
             assert_eq!(control.progress().paused_keys(), 0);
             for _ in 0..9 {
                 release.send(()).await.unwrap();
@@ -537,7 +537,7 @@ matrix! {
                     assert_eq!(progress.awaiting_retry(), 1);
                     return;
                 }
-                assert!(!progress.ended(), "the pause was never seen");
+                assert!(!progress.is_ended(), "the pause was never seen");
                 yield_now().await;
             }
         };
@@ -596,7 +596,7 @@ matrix! {
         assert_eq!(out, Err(20));
         let progress = control.progress();
         assert_eq!(progress.failed(), 1);
-        assert!(progress.ended());
+        assert!(progress.is_ended());
         assert!(progress.finished() >= 1 && progress.finished() <= progress.pulled());
     }
 }
@@ -725,7 +725,7 @@ impl Ran {
 /// An ended map has nothing in flight, waiting or awaiting a retry; what it cut short is
 /// `cancelled`, equal to what the test counted; every pulled item is in one state.
 fn check_ended(progress: &Progress, ran: &Ran, at: &str) {
-    assert!(progress.ended(), "{at}: ended");
+    assert!(progress.is_ended(), "{at}: ended");
     assert_eq!(
         (
             progress.in_flight(),
@@ -883,7 +883,7 @@ matrix! {
         .await;
         assert_eq!(first.len(), 11);
         let p = control.progress();
-        assert!(p.ended() && p.draining());
+        assert!(p.is_ended() && p.is_draining());
         assert_eq!((p.pulled(), p.finished()), (11, 11));
         assert!(control.set_limit(8).unwrap_err().is_not_attached(), "no map between runs");
 
@@ -894,12 +894,12 @@ matrix! {
         })
         .control(&control);
         let p = control.progress();
-        assert_eq!((p.pulled(), p.finished(), p.ended(), p.draining()), (0, 0, false, false));
+        assert_eq!((p.pulled(), p.finished(), p.is_ended(), p.is_draining()), (0, 0, false, false));
         control.set_limit(8).expect("a map is attached");
         assert_eq!(second.await, (0..50).collect::<Vec<_>>());
         let p = control.progress();
         assert_eq!((p.pulled(), p.finished(), p.cancelled(), p.not_started()), (50, 50, 0, 0));
-        assert!(p.ended() && !p.draining());
+        assert!(p.is_ended() && !p.is_draining());
 
         // A drain asked between two runs stops the next one before it starts anything;
         // the run after that is whole again.
@@ -956,14 +956,14 @@ matrix! {
         assert!(futures_lite::future::poll_once(map.as_mut()).await.is_none());
         drop(map);
         let p = control.progress();
-        assert!(p.ended());
+        assert!(p.is_ended());
         assert_eq!((p.pulled(), p.cancelled()), (4, 4));
 
         let out = map_async(0..20u64, 4, |n| async move { n }).control(&control).await;
         assert_eq!(out.len(), 20);
         let p = control.progress();
         assert_eq!((p.pulled(), p.finished(), p.cancelled(), p.in_flight()), (20, 20, 0, 0));
-        assert!(p.ended());
+        assert!(p.is_ended());
 
         // A stream dropped after 3 outputs, then a stream run to its end and polled again
         // once the control steers the next run: the ended stream no longer reaches it.
@@ -976,7 +976,7 @@ matrix! {
             assert!(stream.next().await.is_some());
         }
         drop(stream);
-        assert!(control.progress().ended());
+        assert!(control.progress().is_ended());
         let mut stream = amap_iter(0..10u64, 4, |n| async move { n }).control(&control);
         let mut count = 0;
         while stream.next().await.is_some() {
@@ -990,7 +990,7 @@ matrix! {
         .control(&control);
         assert!(stream.next().await.is_none());
         let p = control.progress();
-        assert_eq!((p.pulled(), p.ended()), (0, false), "the next run's figures");
+        assert_eq!((p.pulled(), p.is_ended()), (0, false), "the next run's figures");
         assert_eq!(next.await.len(), 30);
         assert_eq!(control.progress().finished(), 30);
     }

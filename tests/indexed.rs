@@ -408,7 +408,7 @@ matrix! {
         .indexed()
         .await;
         assert_eq!(out, Err(77));
-        assert!(control.progress().ended());
+        assert!(control.progress().is_ended());
         assert!(!control.not_started().is_empty(), "the keyed map pulled ahead");
     }
 }

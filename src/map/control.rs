@@ -389,7 +389,7 @@ impl Shared {
 /// assert_eq!(pages.len(), 100);
 /// let progress = watcher.progress();
 /// assert_eq!((progress.pulled(), progress.finished(), progress.in_flight()), (100, 100, 0));
-/// assert!(progress.ended());
+/// assert!(progress.is_ended());
 ///
 /// // The next run, with the same control: its figures start from zero.
 /// let more = map_async(0..10u32, 8, |n| async move { n }).control(&control).await;
@@ -501,7 +501,7 @@ impl<K> MapControl<K> {
     ///     .await;
     /// let progress = watcher.progress();
     /// assert_eq!((progress.pulled(), progress.finished(), progress.in_flight()), (10, 10, 0));
-    /// assert!(progress.ended());
+    /// assert!(progress.is_ended());
     /// # assert_eq!(outputs.len(), 10);
     /// # });
     /// ```
@@ -922,7 +922,7 @@ impl Progress {
     /// assert!(poll_once(map.as_mut()).await.is_none()); // 4 attempts run
     /// drop(map);
     /// let p = control.progress();
-    /// assert!(p.ended());
+    /// assert!(p.is_ended());
     /// assert_eq!((p.in_flight(), p.cancelled()), (0, 4));
     /// # });
     /// ```
@@ -960,14 +960,14 @@ impl Progress {
 
     /// Whether a drain was asked.
     #[must_use]
-    pub fn draining(&self) -> bool {
+    pub fn is_draining(&self) -> bool {
         self.draining
     }
 
     /// Whether the map ended: it completed, a stream returned its last output, it was
     /// dropped, or a panic went through it. The figures of an ended map are final.
     #[must_use]
-    pub fn ended(&self) -> bool {
+    pub fn is_ended(&self) -> bool {
         self.ended
     }
 }
@@ -1001,7 +1001,7 @@ impl<K> KeyProgress<K> {
 
     /// Whether it is paused by its server's word.
     #[must_use]
-    pub fn paused(&self) -> bool {
+    pub fn is_paused(&self) -> bool {
         self.paused
     }
 }

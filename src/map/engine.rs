@@ -824,11 +824,14 @@ mod tests {
     #[test]
     fn a_map_polled_during_another_panic_runs_to_the_end() {
         during_another_panic(|| {
-            let out =
-                futures_lite::future::block_on(crate::map::map_async(0..100u32, 4, |n| async move {
+            let out = futures_lite::future::block_on(crate::map::map_async(
+                0..100u32,
+                4,
+                |n| async move {
                     futures_lite::future::yield_now().await;
                     n * 2
-                }));
+                },
+            ));
             assert_eq!(out, (0..100).map(|n| n * 2).collect::<Vec<_>>());
         });
     }

@@ -113,10 +113,10 @@ impl<T, E> fmt::Debug for RetryPolicy<T, E> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Plan {
     /// The item's pause before its next attempt.
-    pub(crate) delay: Duration,
+    pub(crate) pause: Duration,
     /// A pause for the item's whole key.
     pub(crate) pause_key: Option<Duration>,
-    /// The delay is the server's (`retry_after`), not the backoff's.
+    /// The pause is the server's (`retry_after`), not the backoff's.
     pub(crate) server_said: bool,
 }
 
@@ -302,12 +302,12 @@ impl<T, E> RetryPolicy<T, E> {
         }
         let pause_key = self.pause_key.as_mut().and_then(|pause| pause(error));
         let server = self.retry_after.as_mut().and_then(|after| after(error));
-        let delay = match server {
-            Some(delay) => delay,
+        let pause = match server {
+            Some(pause) => pause,
             None => self.policy.pause(attempt, &mut self.rng),
         };
         Some(Plan {
-            delay: delay.max(pause_key.unwrap_or_default()),
+            pause: pause.max(pause_key.unwrap_or_default()),
             pause_key,
             server_said: server.is_some(),
         })
@@ -320,7 +320,7 @@ impl<T, E> RetryPolicy<T, E> {
         } else {
             RetryReason::Error
         };
-        crate::events::retry(attempt, plan.delay, reason);
+        crate::events::retry(attempt, plan.pause, reason);
         if let Some(pause) = plan.pause_key {
             crate::events::key_paused(attempt, pause);
         }
@@ -329,7 +329,7 @@ impl<T, E> RetryPolicy<T, E> {
                 item,
                 attempt_number: attempt,
                 error,
-                pause: plan.delay,
+                pause: plan.pause,
                 key_paused: plan.pause_key,
             });
         }

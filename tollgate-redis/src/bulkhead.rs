@@ -12,12 +12,13 @@ use event_listener::EventListener;
 use futures_lite::future;
 
 use crate::error::RedisLimitsError;
-use crate::lease::{Fence, Lease, SharedKeyedBulkheadPermit};
+use crate::lease::{KeyLocal, Lease};
+use crate::permit::{Fence, SharedKeyedBulkheadPermit};
 use crate::rate::{RateArgs, paused_key};
 use crate::scripts::{
     CANCELLED, FULL, GRANT, GRANTED, IN_USE, PAUSED, RATE_LIMITED, WARMING_UP, wait_from_reply,
 };
-use crate::store::{Call, Inner, KeyLocal, RedisLimits, tag};
+use crate::store::{Call, Inner, RedisLimits, tag};
 
 /// The first pause before asking a full key again; it doubles up to the store's poll
 /// interval.

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use event_listener::{Event, EventListener};
 
-use crate::store::lock;
+use crate::helpers::lock;
 
 /// The pause after a first failed connection attempt; it doubles with each further one.
 pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(200);

@@ -26,9 +26,10 @@ use std::time::{Duration, Instant};
 use redis::Connection;
 
 use crate::health::{Gate, Health};
+use crate::helpers::micros;
 use crate::lease::Lease;
 use crate::scripts::RENEW;
-use crate::store::{StoreStats, micros};
+use crate::stats::StoreStats;
 use crate::target::Target;
 
 enum Msg {

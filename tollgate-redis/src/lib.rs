@@ -122,18 +122,21 @@ compile_error!(
 mod bulkhead;
 mod error;
 mod health;
+mod helpers;
 mod keeper;
 mod lease;
 mod limits;
+mod permit;
 mod rate;
 mod scripts;
+mod stats;
 mod store;
 mod target;
 
 pub use crate::bulkhead::SharedKeyedBulkhead;
 pub use crate::error::RedisLimitsError;
-pub use crate::lease::{Fence, SharedKeyedBulkheadPermit};
 pub use crate::limits::SharedKeyLimits;
+pub use crate::permit::{Fence, SharedKeyedBulkheadPermit};
 pub use crate::rate::{MAX_PAUSE, SharedKeyedRateLimiter};
 /// Re-exported from `tollgate` (it needs no Redis): the fleet design without shared state.
 pub use tollgate::rendezvous_slot;
@@ -141,10 +144,11 @@ pub use tollgate::rendezvous_slot;
 /// The named futures some methods return, as in tollgate's own `futures` module.
 pub mod futures {
     pub use crate::bulkhead::Released;
-    pub use crate::lease::Fenced;
     pub use crate::limits::Revoked;
+    pub use crate::permit::Fenced;
 }
+pub use crate::stats::StoreStats;
 pub use crate::store::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, MAX_CALL_TIMEOUT,
-    MAX_LEASE_TTL, RedisLimits, RedisLimitsOptions, StoreStats,
+    MAX_LEASE_TTL, RedisLimits, RedisLimitsOptions,
 };

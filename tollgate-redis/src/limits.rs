@@ -11,7 +11,7 @@ use tollgate::{Answer, LaterReason, Rate, SharedLimits};
 
 use crate::bulkhead::{Released, grant_once, lease_set, per_key_limit};
 use crate::error::RedisLimitsError;
-use crate::lease::{Fenced, SharedKeyedBulkheadPermit};
+use crate::permit::{Fenced, SharedKeyedBulkheadPermit};
 use crate::rate::{check_pause, pause, paused_key, rate_args, take_start};
 use crate::store::{Inner, RedisLimits};
 

@@ -7,10 +7,11 @@ use std::time::Duration;
 use tollgate::Rate;
 
 use crate::error::RedisLimitsError;
+use crate::helpers::{micros, micros_ceil};
 use crate::scripts::{
     FULL, GCRA, GRANTED, PAUSE, PAUSE_CHECK, PAUSED, WARMING_UP, wait_from_reply,
 };
-use crate::store::{Call, Inner, RedisLimits, micros, micros_ceil, tag};
+use crate::store::{Call, Inner, RedisLimits, tag};
 
 /// The longest pause [`pause_key`](SharedKeyedRateLimiter::pause_key) sets: 100 years of 365
 /// days. A longer one (`Duration::MAX` for "until further notice") is set as this, so it

@@ -311,7 +311,7 @@ matrix! {
                     assert_eq!(progress.started(), 0);
                     return;
                 }
-                assert!(!progress.ended(), "the warm-up was never seen: {progress:?}");
+                assert!(!progress.is_ended(), "the warm-up was never seen: {progress:?}");
                 tollgate::sleep(Duration::from_millis(5)).await;
             }
         };

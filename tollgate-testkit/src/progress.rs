@@ -18,7 +18,7 @@ fn describe(progress: &Progress) -> String {
         progress.retries(),
         progress.failed(),
         progress.paused_keys(),
-        if progress.draining() {
+        if progress.is_draining() {
             ", draining"
         } else {
             ""
@@ -45,7 +45,7 @@ pub async fn show<K>(control: &MapControl<K>, total: u64, label: &str) {
             let rate = progress.finished() as f64 / start.elapsed().as_secs_f64().max(1e-3);
             let eta = bar.eta().as_secs();
             bar.set_message(format!("{rate:.0}/s, ETA {eta}s | {}", describe(&progress)));
-            if progress.ended() {
+            if progress.is_ended() {
                 break;
             }
             sleep(Duration::from_millis(100)).await;
@@ -58,7 +58,7 @@ pub async fn show<K>(control: &MapControl<K>, total: u64, label: &str) {
         loop {
             sleep(Duration::from_millis(50)).await;
             let progress = control.progress();
-            if progress.ended() {
+            if progress.is_ended() {
                 break;
             }
             let elapsed = start.elapsed();

@@ -417,7 +417,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
             self.scheduler
                 .pause(&key, now.saturating_add(nanos(pause)), now);
         }
-        let not_before = now.saturating_add(nanos(plan.delay));
+        let not_before = now.saturating_add(nanos(plan.pause));
         let waiting = Waiting {
             seq,
             item,
