@@ -41,8 +41,8 @@ pub enum Error {
     Eventually(EventuallyError),
     /// A [`Bulkhead`](crate::Bulkhead) or [`KeyedBulkhead`](crate::KeyedBulkhead) refused.
     Bulkhead(BulkheadError),
-    /// A [`Semaphore`](crate::Semaphore) gave no permits (closed, or asked for more than
-    /// its limit).
+    /// A [`Semaphore`](crate::Semaphore) gave no permits: closed, busy (`try_acquire`), or
+    /// asked for more than its max weight.
     Semaphore(SemaphoreError),
     /// A [`RateLimiter`](crate::RateLimiter) or
     /// [`KeyedRateLimiter`](crate::KeyedRateLimiter) refused a start that came too soon.

@@ -178,7 +178,9 @@ where
     /// starts closer than the rate allows (beyond its burst), whatever the
     /// limit. Items wait for the rate without holding a slot.
     ///
-    /// Combine with [`per_key`](Self::per_key) (first) for a rate per host.
+    /// This is the whole map's rate, with or without [`per_key`](Self::per_key); for a
+    /// rate per key (per host), add `per_key` and then
+    /// [`per_key_rate`](BoundedMap::per_key_rate).
     ///
     /// # Examples
     ///
@@ -206,8 +208,8 @@ where
     /// budget, a hook) and for what the output of a retried item is.
     ///
     /// The map's function is called again with a clone of the item, hence
-    /// `Clone`. Combine with [`per_key`](Self::per_key) (first) to pause a whole
-    /// host on a 429 and to keep a retry budget per host.
+    /// `Clone`. Combine with [`per_key`](Self::per_key) (before or after) to pause a
+    /// whole host on a 429 and to keep a retry budget per host.
     ///
     /// # Examples
     ///

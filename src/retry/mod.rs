@@ -2,7 +2,8 @@
 //! keep the evidence ([`RetryError`]) when it never succeeds.
 //!
 //! - `mod.rs`: [`retry`] and [`Retry`], which is both the builder and the future.
-//! - `policy.rs`: attempts, pauses (fixed or exponential backoff), jitter; pure arithmetic.
+//! - `policy.rs`: attempts, pauses (fixed or exponential backoff), jitter, and the setters
+//!   both retry policies share.
 //! - `map_policy.rs`: [`RetryPolicy`], retries inside a map's scheduler.
 //! - `error.rs`: [`RetryError`], [`Attempt`] and the bounded record of attempts.
 

@@ -1,8 +1,9 @@
 //! The retry policy: how many attempts, how long each may take, how long to pause between
 //! them (fixed or exponential backoff, with jitter), and the bound on the whole retry.
 //!
-//! Pure arithmetic, no timers: the future in `mod.rs` asks [`Policy::pause`] for the next
-//! pause and sleeps it.
+//! Arithmetic, no timers: the future in `mod.rs` asks [`Policy::pause`] for the next pause
+//! and sleeps it. Also the setters `Retry` and `RetryPolicy` share (`policy_setters!`),
+//! written once next to the `Policy` both hold.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;

@@ -383,7 +383,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 
     /// Gives `key` a limit of its own, which a change of the default key limit does not
     /// reach; the key forgets it when it is forgotten.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the public setter of one key's own limit is the next step"
+        )
+    )]
     pub(crate) fn set_own_limit(&mut self, key: K, limit: usize, now: u64) {
         let (key, state) = self.state(key, now);
         state.settings.set_own_limit(limit);
@@ -392,7 +398,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 
     /// Gives `key` a rate of its own, carrying its state over, which a change of the
     /// default key rate does not reach; the key forgets it when it is forgotten.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the public setter of one key's own rate is the next step"
+        )
+    )]
     pub(crate) fn set_own_rate(&mut self, key: K, rate: Gcra, now: u64) {
         let (key, state) = self.state(key, now);
         state.settings.set_own_rate(rate, &mut state.tat, now);

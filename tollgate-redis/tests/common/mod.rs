@@ -1,7 +1,7 @@
 //! The store tests' async helpers: the runtime matrix, which is the core crate's own (from
 //! `tollgate-testkit`, so both crates' tests run on the same runtimes the same way) with this
-//! crate's deadline, and [`until`]. The redis-server these tests use is in
-//! `support::redis_server`.
+//! crate's deadline, and [`until`]. The redis-server these tests use is
+//! `tollgate_testkit::redis_server` (re-exported as `support::redis_server`).
 
 #![allow(dead_code, unused_macros, unused_imports)]
 
