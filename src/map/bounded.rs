@@ -2,7 +2,8 @@
 //! ([`MapAsync`], [`TryMapAsync`], [`GatherLimit`]) and the streams ([`MapBounded`],
 //! [`MapUnordered`]) are this type with another [`Delivery`], the way an ordered buffer
 //! can be an unordered one with the order as a parameter: each builder method is written
-//! once, here or in `schedule.rs`.
+//! once (once per admission, for those that install or change the scheduler), here or in
+//! `schedule.rs`.
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
