@@ -940,7 +940,7 @@ impl Progress {
     }
 
     /// Keys whose [shared limits](crate::SharedLimits) told them to come back
-    /// [later](crate::Answer::Later) and that wait for it now (a full key, a rate, a pause
+    /// [later](crate::Answer::Later) and that wait for it now (a busy key, a rate, a pause
     /// kept by the store, a warm-up), as of the map's poll after the previous reading; 0
     /// once the map ended, and for a map without shared limits.
     #[must_use]

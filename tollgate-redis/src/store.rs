@@ -233,11 +233,11 @@ impl RedisLimitsOptions {
         self
     }
 
-    /// The longest pause between two asks of a full key (20 ms by default). A waiting
+    /// The longest pause between two asks of a busy key (20 ms by default). A waiting
     /// acquire asks again at once when a permit of the key is released in this process, and
     /// otherwise after a pause that starts at 1 ms and doubles up to this: releases in
     /// other processes are seen within it. An interval longer than the
-    /// [lease TTL](Self::lease_ttl) counts as the TTL: every lease of a full key lapses or
+    /// [lease TTL](Self::lease_ttl) counts as the TTL: every lease of a busy key lapses or
     /// is renewed within one, so a waiter looks again at least that often.
     ///
     /// # Panics

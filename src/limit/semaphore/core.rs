@@ -123,8 +123,10 @@ impl Count for () {
 /// Why an acquire got no permits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// The queue was at its `max_waiting` bound (and `try_acquire`: no permit free now).
+    /// The queue was at its `max_waiting` bound.
     QueueFull,
+    /// No permit free now (only `why_not` says so, for a `try_` acquire).
+    Busy,
     /// The semaphore is closed.
     Closed,
     /// More permits asked for than the max weight.
@@ -293,7 +295,7 @@ impl<C: Count> Core<C> {
     }
 
     /// Why [`try_take`](Self::try_take) of `n` failed: closed, more than the max weight,
-    /// or (as `QueueFull`) no permits now.
+    /// or busy (no permits now).
     #[cold]
     pub(crate) fn why_not(&self, n: u32) -> Refusal {
         if self.is_closed() {
@@ -301,7 +303,7 @@ impl<C: Count> Core<C> {
         } else if u64::from(n) > self.max_weight.load(Ordering::Acquire) {
             Refusal::OverLimit
         } else {
-            Refusal::QueueFull
+            Refusal::Busy
         }
     }
 

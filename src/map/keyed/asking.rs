@@ -52,7 +52,7 @@ const NOT_ASKED: Asked = Asked {
     granted: 0,
     asking: false,
     later_until: 0,
-    reason: LaterReason::Full,
+    reason: LaterReason::Busy,
     floor_until: 0,
 };
 
