@@ -254,7 +254,7 @@ impl Shared {
 
     /// Whether a drain was asked.
     #[inline]
-    pub(crate) fn draining(&self) -> bool {
+    pub(crate) fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Acquire)
     }
 
@@ -468,7 +468,7 @@ impl<K> MapControl<K> {
             paused_keys: key_figure(&self.shared.paused_keys),
             keys_told_later: key_figure(&self.shared.keys_told_later),
             keys_warming_up: key_figure(&self.shared.keys_warming_up),
-            draining: self.shared.draining(),
+            draining: self.shared.is_draining(),
             ended,
         }
     }

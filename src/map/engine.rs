@@ -230,13 +230,13 @@ impl<Fut, A> Engine<Fut, A> {
 
     /// Whether a drain was asked and has not taken effect yet.
     #[inline(always)]
-    pub(crate) fn drain_asked(&self) -> bool {
+    pub(crate) fn is_drain_asked(&self) -> bool {
         !self.steering.drained
             && self
                 .steering
                 .shared
                 .as_ref()
-                .is_some_and(|shared| shared.draining())
+                .is_some_and(|shared| shared.is_draining())
     }
 
     /// Applies a new global limit: the pool's, and the window's when it follows the
@@ -343,7 +343,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
             self.set_limit(limit);
         }
         self.admission.apply(&settings);
-        if self.drain_asked() {
+        if self.is_drain_asked() {
             self.begin_drain(results);
         }
     }

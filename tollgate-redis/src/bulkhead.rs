@@ -498,7 +498,7 @@ pub(crate) async fn grant_once(
     paused: &str,
     rate: Option<&RateArgs>,
 ) -> Result<Option<SharedKeyedBulkheadPermit>, RedisLimitsError> {
-    if !store.keeper.stats.running() {
+    if !store.keeper.stats.is_running() {
         return Err(RedisLimitsError::unavailable(
             &store.address,
             "the store's keeper thread has stopped (a panic): nothing would renew the lease",

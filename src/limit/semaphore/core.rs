@@ -465,7 +465,7 @@ impl<C: Count> Core<C> {
     /// ticket is passed (it left the queue), it did not leave by itself (it asks), and no
     /// refusal is uncollected (so it was not refused).
     #[inline]
-    fn surely_granted(&self, place: Place) -> bool {
+    fn is_surely_granted(&self, place: Place) -> bool {
         // `passed` first: a refusal is published under the lock before the store that
         // passes the refused ticket, so seeing that store makes the refusal count visible.
         self.passed.load(Ordering::Acquire) >= place.ticket
@@ -510,7 +510,7 @@ impl<C: Count> Core<C> {
     ) -> Poll<Result<(), Refusal>> {
         match waiter.place {
             None => self.enqueue(waiter, cx, n, max_waiting),
-            Some(place) if self.surely_granted(place) => {
+            Some(place) if self.is_surely_granted(place) => {
                 waiter.place = None;
                 Poll::Ready(Ok(()))
             }
@@ -601,7 +601,7 @@ impl<C: Count> Core<C> {
         if available(self.state.load(Ordering::Acquire)) >= head || queue.debt != 0 {
             drop(queue);
             self.settle();
-            if self.surely_granted(place) {
+            if self.is_surely_granted(place) {
                 // Granted to us (and our own waker woken once, harmlessly).
                 return Poll::Ready(Ok(()));
             }
@@ -616,7 +616,7 @@ impl<C: Count> Core<C> {
         let Some(place) = waiter.place.take() else {
             return 0;
         };
-        if self.surely_granted(place) {
+        if self.is_surely_granted(place) {
             return place.want;
         }
         let mut queue = self.lock();
