@@ -682,10 +682,10 @@ impl<K> MapControl<K> {
     pub fn set_default_key_limit(&self, limit: usize) -> Result<(), ControlError> {
         at_least_one(
             limit,
-            "tollgate: MapControl::set_default_key_limit: the per-key limit must be at least 1 (a limit of 0 would never run anything)",
+            "tollgate: MapControl::set_default_key_limit: the default key limit must be at least 1 (a limit of 0 would never run anything)",
         );
         self.shared
-            .change(CAN_PER_KEY, "per-key limit", |settings| {
+            .change(CAN_PER_KEY, "default key limit", |settings| {
                 settings.default_key_limit = Some(limit);
             })
     }
@@ -747,7 +747,7 @@ impl<K> MapControl<K> {
     /// attached to no map.
     pub fn set_default_key_rate(&self, rate: Rate) -> Result<(), ControlError> {
         self.shared
-            .change(CAN_RATE | CAN_PER_KEY, "per-key rate", |settings| {
+            .change(CAN_RATE | CAN_PER_KEY, "default key rate", |settings| {
                 settings.default_key_rate = Some(rate);
             })
     }
@@ -1017,7 +1017,7 @@ enum Kind {
 
 /// A [`MapControl`] setting the map cannot take: the control is attached to no map (none
 /// yet, or its map ended), or the map was built without what the setting changes (a
-/// per-key limit on a map without `.per_key`, a rate on a plain map).
+/// default key limit on a map without `.per_key`, a rate on a plain map).
 ///
 /// # Examples
 ///

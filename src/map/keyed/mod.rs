@@ -262,7 +262,7 @@ impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
     pub(crate) fn new(key_fn: KF, limit: usize) -> Self {
         crate::limit::check::at_least_one(
             limit,
-            "tollgate: the per-key limit must be at least 1 (a limit of 0 would never run anything)",
+            "tollgate: the default key limit must be at least 1 (a limit of 0 would never run anything)",
         );
         Self {
             key_fn,
@@ -296,7 +296,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
         self.timed = true;
     }
 
-    pub(crate) fn set_per_key_rate(&mut self, rate: Rate) {
+    pub(crate) fn set_default_key_rate(&mut self, rate: Rate) {
         self.scheduler.set_default_rate(Gcra::new(rate));
         self.timed = true;
     }
