@@ -643,7 +643,7 @@ fn one_control_steers_one_map() {
 }
 
 #[test]
-#[should_panic(expected = "the concurrency limit must be at least 1")]
+#[should_panic(expected = "the global limit must be at least 1")]
 fn a_live_limit_of_zero_panics() {
     let control: MapControl = MapControl::new();
     let _map = map_async(0..3u32, 2, |n| async move { n }).control(&control);

@@ -348,7 +348,7 @@ fn a_zero_per_key_limit_panics() {
 }
 
 #[test]
-#[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
+#[should_panic(expected = "tollgate: the global limit must be at least 1")]
 fn a_zero_global_limit_panics() {
     drop(map_async(0..1, 0, |n| async move { n }).per_key(|n| *n, 1));
 }

@@ -646,7 +646,7 @@ impl<K> MapControl<K> {
     pub fn set_limit(&self, limit: usize) -> Result<(), ControlError> {
         at_least_one(
             limit,
-            "tollgate: MapControl::set_limit: the concurrency limit must be at least 1 (a limit of 0 would never run anything)",
+            "tollgate: MapControl::set_limit: the global limit must be at least 1 (a limit of 0 would never run anything)",
         );
         self.shared
             .change(0, "limit", |settings| settings.limit = Some(limit))

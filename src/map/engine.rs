@@ -44,7 +44,7 @@ const STREAK: u32 = 256;
 fn check_window(window: usize, limit: usize) {
     assert!(
         window >= limit,
-        "tollgate: the window ({window}) must be at least the concurrency limit ({limit})"
+        "tollgate: the window ({window}) must be at least the global limit ({limit})"
     );
 }
 
@@ -170,7 +170,7 @@ impl<Fut, A> Engine<Fut, A> {
     {
         at_least_one(
             limit,
-            "tollgate: the concurrency limit must be at least 1 (a limit of 0 would never run anything)",
+            "tollgate: the global limit must be at least 1 (a limit of 0 would never run anything)",
         );
         Self {
             pool: Pool::new(limit, expected),
