@@ -805,7 +805,7 @@ impl<K: Clone> MapControl<K> {
 /// its work short):
 /// `pulled == waiting + in_flight + awaiting_retry + finished + not_started + cancelled`.
 ///
-/// Once the map [ended](Self::ended), nothing is waiting, in flight or waiting for a
+/// Once the map [ended](Self::is_ended), nothing is waiting, in flight or waiting for a
 /// retry.
 ///
 /// # Examples
@@ -872,7 +872,7 @@ impl Progress {
         self.figures.retries
     }
 
-    /// Attempts running now. 0 once the map [ended](Self::ended): what ran then was
+    /// Attempts running now. 0 once the map [ended](Self::is_ended): what ran then was
     /// [cancelled](Self::cancelled).
     #[must_use]
     pub fn in_flight(&self) -> u64 {
@@ -880,14 +880,14 @@ impl Progress {
     }
 
     /// Items pulled and never started yet, waiting for their key, their time or a slot.
-    /// 0 once the map [ended](Self::ended).
+    /// 0 once the map [ended](Self::is_ended).
     #[must_use]
     pub fn waiting(&self) -> u64 {
         self.figures.waiting()
     }
 
     /// Items whose last attempt failed, waiting for their next one. 0 once the map
-    /// [ended](Self::ended).
+    /// [ended](Self::is_ended).
     #[must_use]
     pub fn awaiting_retry(&self) -> u64 {
         self.figures.awaiting_retry()

@@ -127,7 +127,7 @@ impl StoreStats {
 
     /// Whether the keeper thread (renewals, releases) is running. It stops only on a bug
     /// (a panic, reported by the panic hook); grants then fail with an
-    /// [`is_unavailable`](RedisLimitsError::is_unavailable) error, and held permits are fenced
+    /// [`is_unavailable`](crate::RedisLimitsError::is_unavailable) error, and held permits are fenced
     /// at their fence point.
     ///
     /// # Examples
@@ -146,8 +146,8 @@ impl StoreStats {
     }
 
     /// Whether the store counts Redis as unreachable: a call failed after its whole
-    /// [call timeout](RedisLimitsOptions::call_timeout) and no probe has reached Redis
-    /// since. Asks fail at once meanwhile (see [`RedisLimits`]).
+    /// [call timeout](crate::RedisLimitsOptions::call_timeout) and no probe has reached Redis
+    /// since. Asks fail at once meanwhile (see [`RedisLimits`](crate::RedisLimits)).
     ///
     /// # Examples
     ///
