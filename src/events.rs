@@ -33,19 +33,19 @@ impl RetryReason {
     }
 }
 
-/// An attempt failed and another follows after `delay`.
+/// Attempt `attempt_number` failed and another follows after `pause`.
 #[inline(always)]
-pub(crate) fn retry(attempt: u32, delay: Duration, reason: RetryReason) {
+pub(crate) fn retry(attempt_number: u32, pause: Duration, reason: RetryReason) {
     #[cfg(feature = "tracing")]
     tracing::debug!(
         target: "tollgate",
-        attempt,
-        delay_ms = millis(delay),
+        attempt_number,
+        pause_ms = millis(pause),
         reason = reason.as_str(),
         "retry"
     );
     #[cfg(not(feature = "tracing"))]
-    let _ = (attempt, delay, reason);
+    let _ = (attempt_number, pause, reason);
 }
 
 /// A failed attempt paused its whole key for `pause`.

@@ -57,7 +57,7 @@ impl<E: fmt::Display> Check for Result<(), E> {
 ///     .await
 ///     .unwrap_err();
 /// assert_eq!(error.last_failure(), "queue still has 3 items");
-/// assert!(error.attempts() >= 2);
+/// assert!(error.attempts_made() >= 2);
 /// # });
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl EventuallyError {
     }
 
     /// How many times the check ran.
-    pub fn attempts(&self) -> u32 {
+    pub fn attempts_made(&self) -> u32 {
         self.attempts
     }
 }

@@ -618,7 +618,7 @@ fn settings_the_map_cannot_take_are_errors() {
     }
     assert_eq!(
         plain.set_default_key_limit(2).unwrap_err().to_string(),
-        "the map cannot change its per-key limit: it was built without `.per_key`"
+        "the map cannot change its default key limit: it was built without `.per_key`"
     );
 
     let rated: MapControl = MapControl::new();
@@ -631,7 +631,7 @@ fn settings_the_map_cannot_take_are_errors() {
         .set_default_key_rate(Rate::per_second(5))
         .unwrap_err()
         .into();
-    assert!(error.to_string().contains("per-key rate"));
+    assert!(error.to_string().contains("default key rate"));
 }
 
 #[test]
@@ -643,7 +643,7 @@ fn one_control_steers_one_map() {
 }
 
 #[test]
-#[should_panic(expected = "the concurrency limit must be at least 1")]
+#[should_panic(expected = "the global limit must be at least 1")]
 fn a_live_limit_of_zero_panics() {
     let control: MapControl = MapControl::new();
     let _map = map_async(0..3u32, 2, |n| async move { n }).control(&control);

@@ -151,10 +151,10 @@ matrix! {
         assert_eq!(value, 3);
         let retries = seen("retry");
         assert_eq!(retries.len(), 2, "{retries:?}");
-        assert_eq!(retries[0].field("attempt"), "1");
+        assert_eq!(retries[0].field("attempt_number"), "1");
         assert_eq!(retries[0].field("reason"), "error");
-        assert_eq!(retries[0].field("delay_ms"), "2");
-        assert_eq!(retries[1].field("attempt"), "2");
+        assert_eq!(retries[0].field("pause_ms"), "2");
+        assert_eq!(retries[1].field("attempt_number"), "2");
         assert_eq!(retries[1].field("reason"), "attempt timed out");
         assert!(retries.iter().all(|retry| retry.level == Level::DEBUG));
         // The attempt's own time limit is a `timeout` inside the retry: it reports too.

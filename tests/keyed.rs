@@ -342,13 +342,13 @@ matrix! {
 }
 
 #[test]
-#[should_panic(expected = "tollgate: the per-key limit must be at least 1")]
+#[should_panic(expected = "tollgate: the default key limit must be at least 1")]
 fn a_zero_per_key_limit_panics() {
     drop(map_async(0..1, 1, |n| async move { n }).per_key(|n| *n, 0));
 }
 
 #[test]
-#[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
+#[should_panic(expected = "tollgate: the global limit must be at least 1")]
 fn a_zero_global_limit_panics() {
     drop(map_async(0..1, 0, |n| async move { n }).per_key(|n| *n, 1));
 }

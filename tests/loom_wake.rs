@@ -45,7 +45,7 @@ fn parent_takes(set: &ReadySet, expected: &[usize], stop_after: Option<usize>) {
             return Poll::Ready(());
         }
         set.register(cx);
-        if set.any() {
+        if set.has_woken() {
             cx.waker().wake_by_ref();
         }
         Poll::Pending

@@ -792,43 +792,43 @@ fn a_map_driven_from_a_destructor_during_a_panic_still_completes() {
 }
 
 #[test]
-#[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
+#[should_panic(expected = "tollgate: the global limit must be at least 1")]
 fn limit_zero_panics_in_map_async() {
     drop(map_async(0..3, 0, |i| async move { i }));
 }
 
 #[test]
-#[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
+#[should_panic(expected = "tollgate: the global limit must be at least 1")]
 fn limit_zero_panics_in_try_map_async() {
     drop(try_map_async(0..3, 0, |i| async move { Ok::<_, ()>(i) }));
 }
 
 #[test]
-#[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
+#[should_panic(expected = "tollgate: the global limit must be at least 1")]
 fn limit_zero_panics_in_amap_iter() {
     let _ = amap_iter(0..3, 0, |i| async move { i });
 }
 
 #[test]
-#[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
+#[should_panic(expected = "tollgate: the global limit must be at least 1")]
 fn limit_zero_panics_in_gather_limit() {
     drop(gather_limit([async { 1 }], 0));
 }
 
 #[test]
-#[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
+#[should_panic(expected = "tollgate: the global limit must be at least 1")]
 fn limit_zero_panics_in_map_bounded() {
     let _ = stream::iter(0..3).map_bounded(0, |i| async move { i });
 }
 
 #[test]
-#[should_panic(expected = "tollgate: the concurrency limit must be at least 1")]
+#[should_panic(expected = "tollgate: the global limit must be at least 1")]
 fn limit_zero_panics_in_map_unordered() {
     let _ = stream::iter(0..3).map_unordered(0, |i| async move { i });
 }
 
 #[test]
-#[should_panic(expected = "tollgate: the window (3) must be at least the concurrency limit (4)")]
+#[should_panic(expected = "tollgate: the window (3) must be at least the global limit (4)")]
 fn a_window_below_the_limit_panics() {
     drop(map_async(0..3, 4, |i| async move { i }).window(3));
 }

@@ -48,7 +48,7 @@ struct Caps(Arc<Inner>);
 
 struct Inner {
     cap: usize,
-    /// What a full key is told.
+    /// What a busy key is told.
     later: Duration,
     state: Mutex<State>,
     /// Notified when a permit of the key is released.
@@ -162,7 +162,7 @@ impl SharedLimits<u32> for Caps {
         }
         let in_use = state.in_use.entry(*key).or_default();
         if *in_use >= self.0.cap {
-            return ready(Answer::Later(self.0.later, LaterReason::Full));
+            return ready(Answer::Later(self.0.later, LaterReason::Busy));
         }
         *in_use += 1;
         let now = *in_use;
@@ -242,7 +242,7 @@ impl SharedLimits<u32> for AlwaysLater {
 
     fn ask(&self, _key: &u32) -> Self::Ask {
         self.0.fetch_add(1, Ordering::SeqCst);
-        ready(Answer::Later(Duration::ZERO, LaterReason::Full))
+        ready(Answer::Later(Duration::ZERO, LaterReason::Busy))
     }
     fn wake(&self, _key: &u32) -> Option<Self::Wake> {
         Some(ready(()))
@@ -353,7 +353,7 @@ matrix! {
             until(|| finished.load(Ordering::SeqCst) == 10).await;
             assert!(
                 !started.lock().unwrap().contains(&0),
-                "no item of the full key started"
+                "no item of the busy key started"
             );
             drop(held);
         };
@@ -439,7 +439,7 @@ matrix! {
     }
 
     async fn a_key_told_later_is_woken_by_a_release() {
-        // A full key is told to come back in a minute; only the releases wake it.
+        // A busy key is told to come back in a minute; only the releases wake it.
         let caps = Caps::new(1, Duration::from_secs(60));
         let begun = Instant::now();
         let out = map_async(items(1, 20), 4, |(_, index)| async move {

@@ -43,7 +43,7 @@ matrix! {
         .unwrap_err();
         let made = calls.load(Ordering::SeqCst);
         assert!(made >= 2, "retried: {made}");
-        assert_eq!(error.attempts(), made);
+        assert_eq!(error.attempts_made(), made);
         assert_eq!(error.last_failure(), format!("attempt {made} saw 0 pages"));
         assert!(error.to_string().contains("attempt"), "{error}");
     }
@@ -61,6 +61,6 @@ async fn waiting_follows_the_paused_clock() {
     let error = eventually(Duration::from_secs(600), || false)
         .await
         .unwrap_err();
-    assert!(error.attempts() > 10);
+    assert!(error.attempts_made() > 10);
     assert!(wall.elapsed() < Duration::from_secs(10));
 }

@@ -254,7 +254,7 @@ impl Shared {
 
     /// Whether a drain was asked.
     #[inline]
-    pub(crate) fn draining(&self) -> bool {
+    pub(crate) fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Acquire)
     }
 
@@ -468,7 +468,7 @@ impl<K> MapControl<K> {
             paused_keys: key_figure(&self.shared.paused_keys),
             keys_told_later: key_figure(&self.shared.keys_told_later),
             keys_warming_up: key_figure(&self.shared.keys_warming_up),
-            draining: self.shared.draining(),
+            draining: self.shared.is_draining(),
             ended,
         }
     }
@@ -646,7 +646,7 @@ impl<K> MapControl<K> {
     pub fn set_limit(&self, limit: usize) -> Result<(), ControlError> {
         at_least_one(
             limit,
-            "tollgate: MapControl::set_limit: the concurrency limit must be at least 1 (a limit of 0 would never run anything)",
+            "tollgate: MapControl::set_limit: the global limit must be at least 1 (a limit of 0 would never run anything)",
         );
         self.shared
             .change(0, "limit", |settings| settings.limit = Some(limit))
@@ -682,10 +682,10 @@ impl<K> MapControl<K> {
     pub fn set_default_key_limit(&self, limit: usize) -> Result<(), ControlError> {
         at_least_one(
             limit,
-            "tollgate: MapControl::set_default_key_limit: the per-key limit must be at least 1 (a limit of 0 would never run anything)",
+            "tollgate: MapControl::set_default_key_limit: the default key limit must be at least 1 (a limit of 0 would never run anything)",
         );
         self.shared
-            .change(CAN_PER_KEY, "per-key limit", |settings| {
+            .change(CAN_PER_KEY, "default key limit", |settings| {
                 settings.default_key_limit = Some(limit);
             })
     }
@@ -747,7 +747,7 @@ impl<K> MapControl<K> {
     /// attached to no map.
     pub fn set_default_key_rate(&self, rate: Rate) -> Result<(), ControlError> {
         self.shared
-            .change(CAN_RATE | CAN_PER_KEY, "per-key rate", |settings| {
+            .change(CAN_RATE | CAN_PER_KEY, "default key rate", |settings| {
                 settings.default_key_rate = Some(rate);
             })
     }
@@ -940,7 +940,7 @@ impl Progress {
     }
 
     /// Keys whose [shared limits](crate::SharedLimits) told them to come back
-    /// [later](crate::Answer::Later) and that wait for it now (a full key, a rate, a pause
+    /// [later](crate::Answer::Later) and that wait for it now (a busy key, a rate, a pause
     /// kept by the store, a warm-up), as of the map's poll after the previous reading; 0
     /// once the map ended, and for a map without shared limits.
     #[must_use]
@@ -1017,7 +1017,7 @@ enum Kind {
 
 /// A [`MapControl`] setting the map cannot take: the control is attached to no map (none
 /// yet, or its map ended), or the map was built without what the setting changes (a
-/// per-key limit on a map without `.per_key`, a rate on a plain map).
+/// default key limit on a map without `.per_key`, a rate on a plain map).
 ///
 /// # Examples
 ///

@@ -44,7 +44,7 @@ const STREAK: u32 = 256;
 fn check_window(window: usize, limit: usize) {
     assert!(
         window >= limit,
-        "tollgate: the window ({window}) must be at least the concurrency limit ({limit})"
+        "tollgate: the window ({window}) must be at least the global limit ({limit})"
     );
 }
 
@@ -170,7 +170,7 @@ impl<Fut, A> Engine<Fut, A> {
     {
         at_least_one(
             limit,
-            "tollgate: the concurrency limit must be at least 1 (a limit of 0 would never run anything)",
+            "tollgate: the global limit must be at least 1 (a limit of 0 would never run anything)",
         );
         Self {
             pool: Pool::new(limit, expected),
@@ -230,13 +230,13 @@ impl<Fut, A> Engine<Fut, A> {
 
     /// Whether a drain was asked and has not taken effect yet.
     #[inline(always)]
-    pub(crate) fn drain_asked(&self) -> bool {
+    pub(crate) fn is_drain_asked(&self) -> bool {
         !self.steering.drained
             && self
                 .steering
                 .shared
                 .as_ref()
-                .is_some_and(|shared| shared.draining())
+                .is_some_and(|shared| shared.is_draining())
     }
 
     /// Applies a new global limit: the pool's, and the window's when it follows the
@@ -343,7 +343,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
             self.set_limit(limit);
         }
         self.admission.apply(&settings);
-        if self.drain_asked() {
+        if self.is_drain_asked() {
             self.begin_drain(results);
         }
     }

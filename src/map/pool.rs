@@ -121,7 +121,7 @@ impl<Fut> Pool<Fut> {
     /// Whether some future may want to be polled.
     #[inline]
     pub(crate) fn has_woken(&self) -> bool {
-        self.ready.any()
+        self.ready.has_woken()
     }
 
     /// Drops the future in flight in slot `index`, if any, and returns its tag.
@@ -165,7 +165,7 @@ impl<Fut> Pool<Fut> {
         assert!(index < self.limit, "tollgate: pool overfilled");
         if index == self.ready.len() {
             let ready = ReadySet::new(index.saturating_mul(2).min(self.limit));
-            if self.ready.entered() {
+            if self.ready.is_entered() {
                 ready.enter();
             }
             // The running futures hold the old wakers: poll each once with its new one.
@@ -369,7 +369,7 @@ mod tests {
         }
         assert_eq!(pool.ready.len(), 4);
         assert!(
-            !pool.ready.entered(),
+            !pool.ready.is_entered(),
             "an owner that never enters keeps its wake-ups"
         );
         // The first two were marked for a poll with their new wakers: they finish.
@@ -387,6 +387,6 @@ mod tests {
             assert!(matches!(pool.start(fut, tag), Started::Pending(_)));
         }
         assert_eq!(pool.ready.len(), 8);
-        assert!(pool.ready.entered());
+        assert!(pool.ready.is_entered());
     }
 }

@@ -426,7 +426,7 @@ where
     /// # });
     /// ```
     pub fn per_key_rate(mut self, rate: Rate) -> Self {
-        self.admission_mut().set_per_key_rate(rate);
+        self.admission_mut().set_default_key_rate(rate);
         self
     }
 

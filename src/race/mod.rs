@@ -864,7 +864,7 @@ where
         // after the executor has had its turn.
         if let Some(woken) = this.wake {
             woken.set.register(cx);
-            if woken.set.any() {
+            if woken.set.has_woken() {
                 cx.waker().wake_by_ref();
             }
         }
@@ -973,7 +973,7 @@ where
                     // one; a race that is not a select loop for good starts them with a
                     // waker of its own each (a hedged race waits anyway).
                     this.core.running = 0;
-                    if !C::select_loop(&this.store) {
+                    if !C::is_select_loop(&this.store) {
                         *this.wake = Some(Woken::new(len));
                     }
                 }
@@ -988,7 +988,7 @@ where
         // contestants woken now are polled.
         let mut yielded = false;
         if state == State::Select || (state == State::Fresh && this.wake.is_none()) {
-            let lasting = C::select_loop(&this.store);
+            let lasting = C::is_select_loop(&this.store);
             let stop_at_pend = !lasting && len > SELECT_FIRST_MAX;
             let store = this.store.as_mut();
             match poll_select::<C>(store, this.core, cx, lasting, first, stop_at_pend) {
@@ -1039,7 +1039,7 @@ where
         // wakes the next, say): within the allowance, until one yields.
         {
             let Woken { set, lending } = woken;
-            while winner.is_none() && !yielded && allowance > 0 && set.any() {
+            while winner.is_none() && !yielded && allowance > 0 && set.has_woken() {
                 let _ = set.drain(|index| {
                     if allowance == 0 {
                         return ControlFlow::Break(());

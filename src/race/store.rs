@@ -27,7 +27,7 @@ pub trait Contestants {
     /// Whether a race of these is a select loop (see [`Race`](super::Race)'s poll): polls
     /// every running contestant with the race's own waker on every poll, and never makes
     /// a wake set.
-    fn select_loop(store: &Self::Store) -> bool;
+    fn is_select_loop(store: &Self::Store) -> bool;
 
     /// How many contestants there are.
     fn len(store: &Self::Store) -> usize;
@@ -60,7 +60,7 @@ where
     type Store = Blocks<F, E>;
 
     #[inline]
-    fn select_loop(store: &Self::Store) -> bool {
+    fn is_select_loop(store: &Self::Store) -> bool {
         store.len() <= SELECT_LOOP_MAX
     }
 
@@ -117,7 +117,7 @@ macro_rules! tuple_store {
             type Store = $name<$($future,)+ E>;
 
             #[inline]
-            fn select_loop(_: &Self::Store) -> bool {
+            fn is_select_loop(_: &Self::Store) -> bool {
                 // At most 12: a select loop, as every tuple race (futures-concurrency's,
                 // futures-lite's) is.
                 true

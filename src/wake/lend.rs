@@ -92,7 +92,7 @@ impl Lent {
     /// wake-up during the last poll has already set its bit) and nobody can clone it, so
     /// it may be renumbered.
     #[inline]
-    fn unshared(&self, shared: &Arc<Shared>) -> bool {
+    fn is_unshared(&self, shared: &Arc<Shared>) -> bool {
         let owners = match &self.own {
             Some(slot) => Arc::strong_count(slot),
             None => Arc::strong_count(shared),
@@ -158,7 +158,7 @@ impl Lender {
         if self
             .spare
             .as_ref()
-            .is_some_and(|spare| !spare.unshared(&set.shared))
+            .is_some_and(|spare| !spare.is_unshared(&set.shared))
         {
             self.spare.take()
         } else {
@@ -174,7 +174,7 @@ impl Lender {
     pub(crate) fn finished(&mut self, set: &WakeSet, lent: Option<Lent>) {
         match lent {
             Some(lent) => {
-                if self.spare.is_none() && lent.unshared(&set.shared) {
+                if self.spare.is_none() && lent.is_unshared(&set.shared) {
                     self.spare = Some(lent);
                 }
             }
@@ -217,13 +217,13 @@ mod tests {
         );
         let third = lender.lend(&set, 129).clone();
         assert!(third.will_wake(lender.lend(&set, 129)));
-        assert!(!set.any());
+        assert!(!set.has_woken());
 
         third.wake_by_ref();
         kept.wake();
-        assert!(set.any());
+        assert!(set.has_woken());
         assert_eq!(drained(&set), [0, 129]);
-        assert!(!set.any());
+        assert!(!set.has_woken());
         // A waker that outlives its set wakes nobody.
         drop(lender);
         drop(set);

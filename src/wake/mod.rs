@@ -34,7 +34,7 @@
 //!    polled (a yield, a ready channel) costs one atomic OR and no executor round trip.
 //! 3. **Before returning `Pending`** the parent calls [`WakeSet::register`] (stores `false`
 //!    in `active`, then registers its waker), and only then looks at the words
-//!    ([`WakeSet::any`] or [`WakeSet::drain`]). A wake-up whose OR the look misses comes
+//!    ([`WakeSet::has_woken`] or [`WakeSet::drain`]). A wake-up whose OR the look misses comes
 //!    after the look in the `SeqCst` order, so its read of `active` comes after the
 //!    store of `false`: it wakes the parent, and the waker slot (an `AtomicWaker`) hands
 //!    that wake-up to the waker just registered (or to the one being registered). A
@@ -181,12 +181,12 @@ impl WakeSet {
 
     /// Whether [`enter`](Self::enter) was called and [`register`](Self::register) not
     /// since.
-    pub(crate) fn entered(&self) -> bool {
+    pub(crate) fn is_entered(&self) -> bool {
         self.shared.active.load(Ordering::Relaxed)
     }
 
     /// Remembers the parent task to wake (and ends [`enter`](Self::enter)). Call it before
-    /// looking for woken slots ([`drain`](Self::drain), [`any`](Self::any)) when the parent
+    /// looking for woken slots ([`drain`](Self::drain), [`has_woken`](Self::has_woken)) when the parent
     /// is about to return `Pending`, so that no wake-up between the two is lost.
     pub(crate) fn register(&self, cx: &Context<'_>) {
         self.shared.active.store(false, Ordering::SeqCst);
@@ -209,7 +209,7 @@ impl WakeSet {
     /// Whether any slot may be woken (a cheap look; it may answer `true` once for a word
     /// whose bits were just taken).
     #[inline]
-    pub(crate) fn any(&self) -> bool {
+    pub(crate) fn has_woken(&self) -> bool {
         let shared = &*self.shared;
         if shared.summary.is_empty() {
             shared.first.load(Ordering::SeqCst) != 0
@@ -347,9 +347,9 @@ impl ReadySet {
         self.set.enter();
     }
 
-    /// See [`WakeSet::entered`].
-    pub(crate) fn entered(&self) -> bool {
-        self.set.entered()
+    /// See [`WakeSet::is_entered`].
+    pub(crate) fn is_entered(&self) -> bool {
+        self.set.is_entered()
     }
 
     /// See [`WakeSet::register`].
@@ -362,10 +362,10 @@ impl ReadySet {
         self.set.mark(index);
     }
 
-    /// See [`WakeSet::any`].
+    /// See [`WakeSet::has_woken`].
     #[inline]
-    pub(crate) fn any(&self) -> bool {
-        self.set.any()
+    pub(crate) fn has_woken(&self) -> bool {
+        self.set.has_woken()
     }
 
     /// See [`WakeSet::drain`].
@@ -408,8 +408,8 @@ pub mod model {
         }
 
         /// Whether any slot may be woken.
-        pub fn any(&self) -> bool {
-            self.0.any()
+        pub fn has_woken(&self) -> bool {
+            self.0.has_woken()
         }
 
         /// Takes every woken slot; with `stop_after`, breaks after that many.
@@ -460,15 +460,15 @@ mod tests {
         let set = ReadySet::new(130);
         assert_eq!(set.len(), 130);
         assert!(drained(&set).is_empty());
-        assert!(!set.any());
+        assert!(!set.has_woken());
         set.waker(3).wake_by_ref();
         set.waker(3).wake_by_ref();
         set.waker(129).wake_by_ref();
         set.mark(64);
-        assert!(set.any());
+        assert!(set.has_woken());
         assert_eq!(drained(&set), [3, 64, 129]);
         assert!(drained(&set).is_empty());
-        assert!(!set.any());
+        assert!(!set.has_woken());
     }
 
     #[test]
@@ -515,7 +515,7 @@ mod tests {
             "the parent will look anyway"
         );
         set.register(&Context::from_waker(&parent));
-        assert!(set.any(), "register, then look: the mark is there");
+        assert!(set.has_woken(), "register, then look: the mark is there");
         assert_eq!(drained(&set), [0]);
         set.waker(1).wake_by_ref();
         assert_eq!(
@@ -543,9 +543,9 @@ mod tests {
         });
         assert!(flow.is_break());
         assert_eq!(seen, [1, 70]);
-        assert!(set.any());
+        assert!(set.has_woken());
         assert_eq!(drained(&set), [4095, 4096, 9_999]);
-        assert!(!set.any());
+        assert!(!set.has_woken());
         assert!(drained(&set).is_empty());
     }
 

@@ -20,7 +20,7 @@ use crate::scripts::{
 };
 use crate::store::{Call, Inner, RedisLimits, tag};
 
-/// The first pause before asking a full key again; it doubles up to the store's poll
+/// The first pause before asking a busy key again; it doubles up to the store's poll
 /// interval.
 const FIRST_PAUSE: Duration = Duration::from_millis(1);
 
@@ -144,14 +144,14 @@ impl SharedKeyedBulkhead {
     /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 1);
     /// let held = per_host.try_acquire("example.com").await?;
     /// let busy = per_host.try_acquire("example.com").await.unwrap_err();
-    /// assert!(busy.is_full());
+    /// assert!(busy.is_busy());
     /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
     ///
     /// # Errors
     ///
-    /// [`is_full`](RedisLimitsError::is_full) when the key holds its limit across the fleet;
+    /// [`is_busy`](RedisLimitsError::is_busy) when the key holds its limit across the fleet;
     /// [`is_paused`](RedisLimitsError::is_paused) while the key is paused (see
     /// [`acquire`](Self::acquire)); [`is_warming_up`](RedisLimitsError::is_warming_up) during
     /// the first TTL after Redis lost its data; [`is_unavailable`](RedisLimitsError::is_unavailable)
@@ -245,7 +245,7 @@ impl SharedKeyedBulkhead {
             let released = local.released.listen();
             match self.grant(set.clone(), Arc::clone(&local), &paused).await {
                 Ok(permit) => return Ok(permit),
-                Err(e) if e.is_full() => {
+                Err(e) if e.is_busy() => {
                     let wait = pause.min(e.retry_after().unwrap_or(pause)).max(FIRST_PAUSE);
                     let woken = future::or(
                         async {
@@ -366,7 +366,7 @@ impl SharedKeyedBulkhead {
     }
 
     /// Completes the next time this process sends the release of a permit of `key` to
-    /// Redis: the moment to ask again for a key that was full.
+    /// Redis: the moment to ask again for a key that was busy.
     ///
     /// The listener is registered when this is called, so call it before
     /// [`try_acquire`](Self::try_acquire) and a release that lands while the try is in
@@ -383,7 +383,7 @@ impl SharedKeyedBulkhead {
     /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 1);
     /// let held = per_host.acquire("example.com").await?;
     /// let released = per_host.released("example.com");
-    /// assert!(per_host.try_acquire("example.com").await.unwrap_err().is_full());
+    /// assert!(per_host.try_acquire("example.com").await.unwrap_err().is_busy());
     /// drop(held);
     /// released.await;
     /// let permit = per_host.try_acquire("example.com").await?;
@@ -498,7 +498,7 @@ pub(crate) async fn grant_once(
     paused: &str,
     rate: Option<&RateArgs>,
 ) -> Result<Option<SharedKeyedBulkheadPermit>, RedisLimitsError> {
-    if !store.keeper.stats.running() {
+    if !store.keeper.stats.is_running() {
         return Err(RedisLimitsError::unavailable(
             &store.address,
             "the store's keeper thread has stopped (a panic): nothing would renew the lease",
@@ -561,13 +561,13 @@ pub(crate) async fn grant_once(
                 store: Arc::clone(store),
             }))
         }
-        FULL => Err(RedisLimitsError::full(after)),
+        FULL => Err(RedisLimitsError::busy(after)),
         RATE_LIMITED => Err(RedisLimitsError::rate_limited(after)),
         PAUSED => Err(RedisLimitsError::paused(after)),
         WARMING_UP => Err(RedisLimitsError::warming_up(after)),
         // Only a grant whose caller gave up meets its tombstone; a caller still here
         // cannot (its id is new), so this is unreachable in practice.
-        CANCELLED => Err(RedisLimitsError::full(after)),
+        CANCELLED => Err(RedisLimitsError::busy(after)),
         other => Err(RedisLimitsError::unavailable(
             &store.address,
             format_args!("unexpected reply {other} from the grant script"),

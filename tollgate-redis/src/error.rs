@@ -19,7 +19,7 @@ use std::time::Duration;
 /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 2);
 /// match per_host.try_acquire("example.com").await {
 ///     Ok(permit) => drop(permit),
-///     Err(e) if e.is_full() => println!("busy; ask again in {:?}", e.retry_after()),
+///     Err(e) if e.is_busy() => println!("busy; ask again in {:?}", e.retry_after()),
 ///     Err(e) if e.is_unavailable() => eprintln!("{e}"), // names the Redis address
 ///     Err(e) => return Err(e),
 /// }
@@ -41,7 +41,7 @@ enum Kind {
         retry_after: Option<Duration>,
     },
     Fenced,
-    Full {
+    Busy {
         retry_after: Duration,
     },
     RateLimited {
@@ -95,9 +95,9 @@ impl RedisLimitsError {
         Self { kind: Kind::Fenced }
     }
 
-    pub(crate) fn full(retry_after: Duration) -> Self {
+    pub(crate) fn busy(retry_after: Duration) -> Self {
         Self {
-            kind: Kind::Full { retry_after },
+            kind: Kind::Busy { retry_after },
         }
     }
 
@@ -225,14 +225,14 @@ impl RedisLimitsError {
     /// let per_host = SharedKeyedBulkhead::new(&store, "fetch", 1);
     /// let held = per_host.acquire("example.com").await?;
     /// let busy = per_host.try_acquire("example.com").await.unwrap_err();
-    /// assert!(busy.is_full());
+    /// assert!(busy.is_busy());
     /// println!("look again in {:?}", busy.retry_after().unwrap());
     /// # drop(held);
     /// # Ok::<(), tollgate_redis::RedisLimitsError>(())
     /// # });
     /// ```
-    pub fn is_full(&self) -> bool {
-        matches!(self.kind, Kind::Full { .. })
+    pub fn is_busy(&self) -> bool {
+        matches!(self.kind, Kind::Busy { .. })
     }
 
     /// The key's rate allows no start yet (from
@@ -316,7 +316,7 @@ impl RedisLimitsError {
     }
 
     /// How long until asking again can succeed: exact for a rate, a pause and a warm-up (on
-    /// Redis's clock); for a full key the time until its oldest lease would lapse if it were
+    /// Redis's clock); for a busy key the time until its oldest lease would lapse if it were
     /// not renewed: neither a bound from above (renewals push it later) nor from below (a
     /// release frees room sooner), a hint for when to look again; for an
     /// [`is_unavailable`](Self::is_unavailable) error of a store that counts Redis as
@@ -348,7 +348,7 @@ impl RedisLimitsError {
     /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         match self.kind {
-            Kind::Full { retry_after }
+            Kind::Busy { retry_after }
             | Kind::RateLimited { retry_after }
             | Kind::Paused { retry_after }
             | Kind::WarmingUp { retry_after } => Some(retry_after),
@@ -376,7 +376,7 @@ impl fmt::Display for RedisLimitsError {
                 }
             }
             Kind::Fenced => f.write_str("the permit's lease could not be renewed in time (fenced)"),
-            Kind::Full { retry_after } => {
+            Kind::Busy { retry_after } => {
                 write!(
                     f,
                     "the key is at its shared limit (oldest lease lapses in {retry_after:?})"
@@ -433,7 +433,7 @@ mod tests {
         assert_eq!(unreachable.without_retry_after().retry_after(), None);
         let kinds = [
             (RedisLimitsError::fenced(), "fenced"),
-            (RedisLimitsError::full(after), "full"),
+            (RedisLimitsError::busy(after), "busy"),
             (RedisLimitsError::rate_limited(after), "rate"),
             (RedisLimitsError::paused(after), "paused"),
             (RedisLimitsError::warming_up(after), "warming"),
@@ -441,7 +441,7 @@ mod tests {
         for (error, kind) in kinds {
             let flags = [
                 error.is_fenced(),
-                error.is_full(),
+                error.is_busy(),
                 error.is_rate_limited(),
                 error.is_paused(),
                 error.is_warming_up(),

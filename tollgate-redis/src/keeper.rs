@@ -60,12 +60,12 @@ impl KeeperStats {
             renewal_calls: self.renewals.load(Ordering::Relaxed),
             release_calls: self.releases.load(Ordering::Relaxed),
             fenced: self.fenced.load(Ordering::Relaxed),
-            keeper_running: self.running(),
+            keeper_running: self.is_running(),
             unreachable: false,
         }
     }
 
-    pub(crate) fn running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         self.running.load(Ordering::Acquire)
     }
 }

@@ -25,8 +25,8 @@ use crate::store::{Inner, RedisLimits};
 /// refused ask consumes nothing (one exception: a grant whose answer arrives too late to be
 /// renewed in time is let go, and the rate start it took is lost). A paused key is refused
 /// whatever limits it has: limits with neither a cap nor a rate still ask, for the pause. A
-/// key that is full, early for its rate or paused is told to come back later (the rate's
-/// and pause's exact wait; a full key after the store's
+/// key that is busy (no room now), early for its rate or paused is told to come back later
+/// (the rate's and pause's exact wait; a busy key after the store's
 /// [poll interval](crate::RedisLimitsOptions::poll_interval), or as soon as one of its
 /// permits is released in this process) and sleeps in the map holding no slot. A permit
 /// that is fenced cancels its item's attempt, whose output becomes the
@@ -197,11 +197,11 @@ impl SharedKeyLimits {
             // let go (and the rate start it took with it is lost: under-use, never over-use).
             // Redis is slow: give it a poll interval.
             Ok(None) => Answer::Later(store.poll, LaterReason::Slow),
-            // A full key may free up any moment (a release elsewhere): ask again after the
+            // A busy key may free up any moment (a release elsewhere): ask again after the
             // poll interval, or at once on a release in this process.
-            Err(e) if e.is_full() => Answer::Later(
+            Err(e) if e.is_busy() => Answer::Later(
                 e.retry_after().unwrap_or(store.poll).min(store.poll),
-                LaterReason::Full,
+                LaterReason::Busy,
             ),
             Err(e) => match (e.retry_after(), later_reason(&e)) {
                 // Early for the rate, paused, warming up: the exact wait.
@@ -215,8 +215,8 @@ impl SharedKeyLimits {
 /// Why a refusal that is not a failure tells the key to come back later; `None` for a
 /// failure (the store out of reach), which ends the item's attempt.
 fn later_reason(error: &RedisLimitsError) -> Option<LaterReason> {
-    if error.is_full() {
-        Some(LaterReason::Full)
+    if error.is_busy() {
+        Some(LaterReason::Busy)
     } else if error.is_rate_limited() {
         Some(LaterReason::RateLimited)
     } else if error.is_paused() {

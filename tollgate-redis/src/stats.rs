@@ -127,8 +127,8 @@ impl StoreStats {
 
     /// Whether the keeper thread (renewals, releases) is running. It stops only on a bug
     /// (a panic, reported by the panic hook); grants then fail with an
-    /// [`is_unavailable`](crate::RedisLimitsError::is_unavailable) error, and held permits are fenced
-    /// at their fence point.
+    /// [`is_unavailable`](crate::RedisLimitsError::is_unavailable) error, and held permits
+    /// are fenced at their fence point.
     ///
     /// # Examples
     ///

@@ -233,11 +233,11 @@ impl RedisLimitsOptions {
         self
     }
 
-    /// The longest pause between two asks of a full key (20 ms by default). A waiting
+    /// The longest pause between two asks of a busy key (20 ms by default). A waiting
     /// acquire asks again at once when a permit of the key is released in this process, and
     /// otherwise after a pause that starts at 1 ms and doubles up to this: releases in
     /// other processes are seen within it. An interval longer than the
-    /// [lease TTL](Self::lease_ttl) counts as the TTL: every lease of a full key lapses or
+    /// [lease TTL](Self::lease_ttl) counts as the TTL: every lease of a busy key lapses or
     /// is renewed within one, so a waiter looks again at least that often.
     ///
     /// # Panics
@@ -667,7 +667,7 @@ impl Inner {
             .query_async(&mut conn)
             .await?;
         let server = ServerInfo::parse(&info);
-        if !server.supported() {
+        if !server.is_supported() {
             return Err(RedisError::from((
                 redis::ErrorKind::Client,
                 "unsupported redis version",
@@ -799,7 +799,7 @@ impl Inner {
                         if let Some(generation) = generation {
                             self.forget(generation);
                         }
-                    } else if !passing(&error) {
+                    } else if !is_passing(&error) {
                         // An answer, if not the one hoped for: Redis is there.
                         match probe.take() {
                             Some(attempt) => attempt.reached(),
@@ -869,7 +869,7 @@ impl ServerInfo {
 
     /// Redis 6.2 or newer: renewal needs `ZMSCORE`. An unreadable version (a proxy that
     /// hides it) is let through: the first renewal would then fail and fence, loudly.
-    pub(crate) fn supported(&self) -> bool {
+    pub(crate) fn is_supported(&self) -> bool {
         let mut parts = self.version.split('.').map(|p| p.parse::<u32>().ok());
         match (parts.next().flatten(), parts.next().flatten()) {
             (Some(major), Some(minor)) => (major, minor) >= (6, 2),
@@ -880,7 +880,7 @@ impl ServerInfo {
 
 /// Server errors that pass on their own: a Redis loading its data, a replica without its
 /// primary, a busy script. (READONLY is handled with the broken connections.)
-fn passing(error: &RedisError) -> bool {
+fn is_passing(error: &RedisError) -> bool {
     matches!(
         error.code(),
         Some("LOADING" | "TRYAGAIN" | "MASTERDOWN" | "BUSY" | "CLUSTERDOWN")
@@ -1011,9 +1011,9 @@ mod tests {
         let server = ServerInfo::parse(info);
         assert_eq!(server.version, "7.0.15");
         assert_eq!(server.run_id, "ab12");
-        assert!(server.supported());
-        assert!(!ServerInfo::parse("redis_version:6.0.16\r\n").supported());
-        assert!(ServerInfo::parse("redis_version:6.2.0\r\n").supported());
-        assert!(ServerInfo::parse("").supported());
+        assert!(server.is_supported());
+        assert!(!ServerInfo::parse("redis_version:6.0.16\r\n").is_supported());
+        assert!(ServerInfo::parse("redis_version:6.2.0\r\n").is_supported());
+        assert!(ServerInfo::parse("").is_supported());
     }
 }

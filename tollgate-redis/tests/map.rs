@@ -256,11 +256,11 @@ matrix! {
                 Answer::Failed(e) => panic!("{e}"),
             }
         };
-        // One interval later the rate allows a start, but the key is full: told to come
+        // One interval later the rate allows a start, but the key is busy: told to come
         // back within the poll interval.
         tollgate::sleep(Duration::from_millis(1100)).await;
         match ask(&limits).await {
-            Answer::Later(after, LaterReason::Full) => {
+            Answer::Later(after, LaterReason::Busy) => {
                 assert!(after <= tollgate_redis::DEFAULT_POLL_INTERVAL)
             }
             other => panic!("expected later, got {other:?}"),

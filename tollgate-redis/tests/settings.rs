@@ -47,7 +47,7 @@ matrix! {
         let permit = bulkhead.acquire("k").await.unwrap();
         assert!(!permit.is_fenced());
         assert_eq!(store.stats().leases_held(), 1);
-        assert!(bulkhead.try_acquire("k").await.unwrap_err().is_full());
+        assert!(bulkhead.try_acquire("k").await.unwrap_err().is_busy());
         let paused = bulkhead.try_acquire("paused").await.unwrap_err();
         assert!(paused.is_paused(), "{paused}");
         let left = paused.retry_after().unwrap();

@@ -93,17 +93,17 @@ matrix! {
         assert_eq!(a.stats().leases_held() + b.stats().leases_held(), 0);
     }
 
-    async fn a_full_key_says_so_and_a_release_frees_it_for_the_other_store() {
+    async fn a_busy_key_says_so_and_a_release_frees_it_for_the_other_store() {
         let redis = TestRedis::get();
-        let ns = unique_namespace("full");
+        let ns = unique_namespace("busy");
         let ttl = Duration::from_secs(3);
         let (a, b) = (store(&redis.url(), &ns, ttl).await, store(&redis.url(), &ns, ttl).await);
         warm_up(&a).await;
         let (on_a, on_b) = (SharedKeyedBulkhead::new(&a, "x", 1), SharedKeyedBulkhead::new(&b, "x", 1));
         let held = on_a.try_acquire("k").await.unwrap();
-        let full = on_b.try_acquire("k").await.unwrap_err();
-        assert!(full.is_full(), "{full}");
-        assert!(full.retry_after().unwrap() <= ttl);
+        let busy = on_b.try_acquire("k").await.unwrap_err();
+        assert!(busy.is_busy(), "{busy}");
+        assert!(busy.retry_after().unwrap() <= ttl);
         assert!(on_b.try_acquire("other").await.is_ok(), "keys are independent");
         drop(held);
         until(Duration::from_secs(5), "b gets the key once a releases it", || async {
@@ -120,7 +120,7 @@ matrix! {
         let bulkhead = SharedKeyedBulkhead::new(&s, "fetch", 1);
         let held = bulkhead.acquire("k").await.unwrap();
         let released = bulkhead.released("k");
-        assert!(bulkhead.try_acquire("k").await.unwrap_err().is_full());
+        assert!(bulkhead.try_acquire("k").await.unwrap_err().is_busy());
         drop(held);
         released.await;
         // Woken only after the release is in Redis: the next try succeeds at once.
@@ -139,7 +139,7 @@ matrix! {
         // Timed from before the orphan exists: it lapses no sooner than `ttl` after this.
         let begin = Instant::now();
         orphan_lease(&mut server.connection(), &set, "dead-worker:1", ttl);
-        assert!(bulkhead.try_acquire("k").await.unwrap_err().is_full());
+        assert!(bulkhead.try_acquire("k").await.unwrap_err().is_busy());
         let permit = bulkhead.acquire("k").await.unwrap();
         let waited = begin.elapsed();
         assert!(waited <= ttl + Duration::from_secs(2), "came back after {waited:?}");
@@ -560,7 +560,7 @@ fn a_resent_grant_of_the_same_lease_id_is_granted_not_counted_twice() {
             0,
             "first send granted"
         );
-        // Before the fix this answered 1 (full: the lease counted against itself).
+        // Before the fix this answered 1 (busy: the lease counted against itself).
         assert_eq!(
             grant_by_hand(&mut conn, &s, &set, 1, "p:1"),
             0,
@@ -569,7 +569,7 @@ fn a_resent_grant_of_the_same_lease_id_is_granted_not_counted_twice() {
         assert_eq!(
             grant_by_hand(&mut conn, &s, &set, 1, "p:2"),
             1,
-            "another id finds the key full"
+            "another id finds the key busy"
         );
         let n: u64 = redis::cmd("ZCARD").arg(&set).query(&mut conn).unwrap();
         assert_eq!(n, 1);

@@ -125,6 +125,8 @@ impl<H: Holder> Acquire<H> {
                     Reason::TimedOut
                 }
                 Refusal::QueueFull => Reason::QueueFull,
+                // Only a `try_` acquire is told busy.
+                Refusal::Busy => Reason::Busy,
             });
         }
         let Some(timeout) = options.acquire_timeout else {
@@ -180,7 +182,9 @@ fn try_error<H: Holder>(holder: &H) -> BulkheadError {
     let reason = match limiter.why_not(1) {
         // One permit is never above a limit (at least 1); only closing is left.
         Refusal::Closed | Refusal::OverLimit => Reason::Closed,
-        Refusal::QueueFull => Reason::Busy,
+        Refusal::Busy => Reason::Busy,
+        // A full queue is a waiting acquire's (`why_not` never says it).
+        Refusal::QueueFull => Reason::QueueFull,
     };
     BulkheadError::new(holder.options(), limiter.limit(), reason)
 }

@@ -561,7 +561,7 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
         for slot in slots.into_iter().flatten() {
             if runtime.is_none_or(|runtime| slot.runtime == runtime) {
                 let tally = Tally::of(&slot.limiter);
-                runtimes += usize::from(tally.used() && slot.runtime.is_alive());
+                runtimes += usize::from(tally.is_used() && slot.runtime.is_alive());
                 total.add(tally);
             }
         }

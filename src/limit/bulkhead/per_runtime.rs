@@ -390,7 +390,7 @@ impl PerRuntime {
     /// The sum over every cap, and how many live runtimes have used one.
     pub(crate) fn totals(&self) -> (usize, Tally) {
         let process = Tally::of(&self.process);
-        let mut runtimes = usize::from(process.used());
+        let mut runtimes = usize::from(process.is_used());
         let mut total = process;
         let owners = lock(&self.owners);
         total.peak = total.peak.max(owners.retired_peak);
@@ -399,7 +399,7 @@ impl PerRuntime {
             // An ended runtime's escaped permits still count as in flight, but it is no
             // longer a runtime that can take more.
             if let Some(owner) = owner {
-                if tally.since(owner.since).used() && owner.runtime.is_alive() {
+                if tally.since(owner.since).is_used() && owner.runtime.is_alive() {
                     runtimes += 1;
                 }
             }

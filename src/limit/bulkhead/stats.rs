@@ -148,7 +148,7 @@ impl Tally {
     }
 
     /// Whether the cap was ever used (a cap nobody used is not counted as a runtime).
-    pub(crate) fn used(&self) -> bool {
+    pub(crate) fn is_used(&self) -> bool {
         self.admitted != 0 || self.rejected != 0 || self.waiting != 0
     }
 }

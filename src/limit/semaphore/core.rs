@@ -123,8 +123,10 @@ impl Count for () {
 /// Why an acquire got no permits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// The queue was at its `max_waiting` bound (and `try_acquire`: no permit free now).
+    /// The queue was at its `max_waiting` bound.
     QueueFull,
+    /// No permit free now (only `why_not` says so, for a `try_` acquire).
+    Busy,
     /// The semaphore is closed.
     Closed,
     /// More permits asked for than the max weight.
@@ -293,7 +295,7 @@ impl<C: Count> Core<C> {
     }
 
     /// Why [`try_take`](Self::try_take) of `n` failed: closed, more than the max weight,
-    /// or (as `QueueFull`) no permits now.
+    /// or busy (no permits now).
     #[cold]
     pub(crate) fn why_not(&self, n: u32) -> Refusal {
         if self.is_closed() {
@@ -301,7 +303,7 @@ impl<C: Count> Core<C> {
         } else if u64::from(n) > self.max_weight.load(Ordering::Acquire) {
             Refusal::OverLimit
         } else {
-            Refusal::QueueFull
+            Refusal::Busy
         }
     }
 
@@ -463,7 +465,7 @@ impl<C: Count> Core<C> {
     /// ticket is passed (it left the queue), it did not leave by itself (it asks), and no
     /// refusal is uncollected (so it was not refused).
     #[inline]
-    fn surely_granted(&self, place: Place) -> bool {
+    fn is_surely_granted(&self, place: Place) -> bool {
         // `passed` first: a refusal is published under the lock before the store that
         // passes the refused ticket, so seeing that store makes the refusal count visible.
         self.passed.load(Ordering::Acquire) >= place.ticket
@@ -508,7 +510,7 @@ impl<C: Count> Core<C> {
     ) -> Poll<Result<(), Refusal>> {
         match waiter.place {
             None => self.enqueue(waiter, cx, n, max_waiting),
-            Some(place) if self.surely_granted(place) => {
+            Some(place) if self.is_surely_granted(place) => {
                 waiter.place = None;
                 Poll::Ready(Ok(()))
             }
@@ -599,7 +601,7 @@ impl<C: Count> Core<C> {
         if available(self.state.load(Ordering::Acquire)) >= head || queue.debt != 0 {
             drop(queue);
             self.settle();
-            if self.surely_granted(place) {
+            if self.is_surely_granted(place) {
                 // Granted to us (and our own waker woken once, harmlessly).
                 return Poll::Ready(Ok(()));
             }
@@ -614,7 +616,7 @@ impl<C: Count> Core<C> {
         let Some(place) = waiter.place.take() else {
             return 0;
         };
-        if self.surely_granted(place) {
+        if self.is_surely_granted(place) {
             return place.want;
         }
         let mut queue = self.lock();

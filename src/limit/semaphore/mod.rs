@@ -152,7 +152,9 @@ impl Semaphore {
         let reason = match self.core.why_not(count(n)) {
             Refusal::Closed => Reason::Closed,
             Refusal::OverLimit => Reason::OverLimit,
-            Refusal::QueueFull => Reason::Busy,
+            // (`why_not` says busy; a full queue is a waiting acquire's, and a
+            // semaphore's queue is unbounded.)
+            Refusal::Busy | Refusal::QueueFull => Reason::Busy,
         };
         self.error(reason, n)
     }
@@ -755,6 +757,8 @@ impl<S: Deref<Target = Semaphore>> Acquiring<S> {
         let semaphore = self.semaphore.take().expect("checked by poll_take");
         let reason = match refusal {
             Refusal::OverLimit => Reason::OverLimit,
+            // Only a `try_` acquire is told busy.
+            Refusal::Busy => Reason::Busy,
             // The queue is unbounded: only closing refuses otherwise.
             Refusal::Closed | Refusal::QueueFull => Reason::Closed,
         };

@@ -52,7 +52,7 @@ const NOT_ASKED: Asked = Asked {
     granted: 0,
     asking: false,
     later_until: 0,
-    reason: LaterReason::Full,
+    reason: LaterReason::Busy,
     floor_until: 0,
 };
 
@@ -87,7 +87,7 @@ impl<K> Asks<K> {
 
     /// Whether every start needs a permit of the map's shared limits.
     #[inline]
-    pub(super) fn gated(&self) -> bool {
+    pub(super) fn is_gated(&self) -> bool {
         self.gated
     }
 

@@ -78,12 +78,12 @@ impl Spent {
     /// Whether forgetting the key's spending changes nothing, with the map having pulled
     /// `pulled` items so far: its bucket is full, or it lapsed.
     pub(super) fn is_settled(&self, pulled: u64) -> bool {
-        self.spent <= 0.0 || self.lapsed(pulled)
+        self.spent <= 0.0 || self.is_lapsed(pulled)
     }
 
     /// Whether the key, with nothing running or waiting, has been so for
     /// [`BUDGET_MEMORY`] pulled items: its spent budget no longer counts.
-    pub(super) fn lapsed(&self, pulled: u64) -> bool {
+    pub(super) fn is_lapsed(&self, pulled: u64) -> bool {
         pulled.saturating_sub(self.quiet_since) >= BUDGET_MEMORY
     }
 
@@ -95,7 +95,7 @@ impl Spent {
     /// The key, quiet and not yet swept, comes back: as fresh as a forgotten key if its
     /// spending lapsed.
     pub(super) fn come_back(&mut self, pulled: u64) {
-        if self.lapsed(pulled) {
+        if self.is_lapsed(pulled) {
             self.spent = self.spent.min(0.0);
         }
     }

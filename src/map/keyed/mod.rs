@@ -144,7 +144,7 @@ pub(crate) trait Attempts<T, O> {
     /// A retry planned by [`plan`](Self::plan) will happen.
     fn announce(&mut self, item: &T, attempt: u32, output: &O, plan: &Plan);
     /// Whether a final output is a failure (for the control's count).
-    fn failed(output: &O) -> bool;
+    fn is_failure(output: &O) -> bool;
 }
 
 /// The retry budget of a policy, for the scheduler (apart from [`Attempts`], so that it
@@ -177,7 +177,7 @@ impl<T, O> Attempts<T, O> for NoRetry {
     #[inline(always)]
     fn announce(&mut self, _item: &T, _attempt: u32, _output: &O, _plan: &Plan) {}
     #[inline(always)]
-    fn failed(_output: &O) -> bool {
+    fn is_failure(_output: &O) -> bool {
         false
     }
 }
@@ -194,7 +194,7 @@ impl<T: RetryItem, V, E> Attempts<T, Result<V, E>> for RetryPolicy<T, E> {
             RetryPolicy::announce(self, item, attempt, error, plan);
         }
     }
-    fn failed(output: &Result<V, E>) -> bool {
+    fn is_failure(output: &Result<V, E>) -> bool {
         output.is_err()
     }
 }
@@ -262,7 +262,7 @@ impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
     pub(crate) fn new(key_fn: KF, limit: usize) -> Self {
         crate::limit::check::at_least_one(
             limit,
-            "tollgate: the per-key limit must be at least 1 (a limit of 0 would never run anything)",
+            "tollgate: the default key limit must be at least 1 (a limit of 0 would never run anything)",
         );
         Self {
             key_fn,
@@ -296,7 +296,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
         self.timed = true;
     }
 
-    pub(crate) fn set_per_key_rate(&mut self, rate: Rate) {
+    pub(crate) fn set_default_key_rate(&mut self, rate: Rate) {
         self.scheduler.set_default_rate(Gcra::new(rate));
         self.timed = true;
     }
@@ -408,7 +408,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
         let Some(plan) = plan else {
             self.scheduler.finish(&key, now);
             self.counts.finished += 1;
-            self.counts.failed += u64::from(P::failed(&output));
+            self.counts.failed += u64::from(P::is_failure(&output));
             return Some(output);
         };
         self.counts.retries += 1;
@@ -546,7 +546,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
         }
         progressed |= Self::end_revoked(engine, results)?;
         let limit = engine.pool.limit();
-        let draining = engine.drain_asked();
+        let draining = engine.is_drain_asked();
         let admission = &mut engine.admission;
         while *budget > 0
             && !draining
@@ -774,7 +774,7 @@ where
             // Fill the free global slots from the keys that may start, in turn.
             let mut stuck = false;
             while *budget > 0 && !engine.pool.is_full() {
-                if engine.drain_asked() {
+                if engine.is_drain_asked() {
                     // Before the next start: the fresh items go, retries of started
                     // items stay and run.
                     engine.begin_drain(results);

@@ -156,7 +156,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         debug_assert!(self.keys.is_empty(), "rekeyed before the first item");
         let mut scheduler = KeyScheduler::new(default_limit);
         scheduler.defaults.rate = self.defaults.rate;
-        if self.asks.gated() {
+        if self.asks.is_gated() {
             scheduler.set_gated();
         }
         scheduler.rate = self.rate;
@@ -325,7 +325,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                     .decide(state.tat, now)
                     .expect("the key's rate allows it");
             }
-            if self.asks.gated() {
+            if self.asks.is_gated() {
                 self.asks.take_permit(&key);
             }
             if let Some(rate) = &mut self.rate {
@@ -540,7 +540,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         }
         if quiet && state.is_idle(now, self.pulled) {
             self.keys.remove(key);
-            if self.asks.gated() {
+            if self.asks.is_gated() {
                 self.asks.forget(key);
             }
         } else {

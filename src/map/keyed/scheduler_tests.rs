@@ -399,12 +399,12 @@ fn a_key_told_later_sleeps_until_then_or_until_woken() {
     scheduler.push("a", 1, 0);
     scheduler.push("b", 2, 0);
     assert_eq!(scheduler.next_ask(0), Some("a"));
-    scheduler.later(&"a", 50 * MS, LaterReason::Full, 0);
+    scheduler.later(&"a", 50 * MS, LaterReason::Busy, 0);
     assert_eq!(scheduler.next_ask(0), Some("b"), "other keys ask meanwhile");
     assert_eq!(scheduler.next_ask(10 * MS), None);
     assert_eq!(scheduler.next(10 * MS), Next::NotBefore(50 * MS));
     assert_eq!(scheduler.next_ask(50 * MS), Some("a"));
-    scheduler.later(&"a", 90 * MS, LaterReason::Full, 50 * MS);
+    scheduler.later(&"a", 90 * MS, LaterReason::Busy, 50 * MS);
     scheduler.wake_asker(&"a", 60 * MS);
     assert_eq!(
         scheduler.next_ask(60 * MS),
@@ -481,7 +481,7 @@ fn keys_ask_only_for_the_starts_the_maps_rate_allows() {
     assert_eq!(scheduler.next_ask(0), Some("b"));
     assert_eq!(scheduler.next_ask(0), None, "the burst is asked for");
     assert!(scheduler.grant(&"a", 0));
-    scheduler.later(&"b", 0, LaterReason::Full, 0);
+    scheduler.later(&"b", 0, LaterReason::Busy, 0);
     assert_eq!(drain(&mut scheduler), [("a", ())]);
     // One start of the burst left: one ask.
     let asker = scheduler.next_ask(2 * MS).expect("one more start allowed");

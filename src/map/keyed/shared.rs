@@ -76,7 +76,7 @@ use std::time::Duration;
 ///             *in_use += 1;
 ///             ready(Answer::Granted(Permit(self.clone(), *key)))
 ///         } else {
-///             ready(Answer::Later(Duration::from_millis(1), LaterReason::Full))
+///             ready(Answer::Later(Duration::from_millis(1), LaterReason::Busy))
 ///         }
 ///     }
 ///     fn wake(&self, _key: &u32) -> Option<Self::Wake> {
@@ -153,8 +153,9 @@ pub enum Answer<P, E> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LaterReason {
-    /// The key's cap is full: every permit of it is held (here or elsewhere in a fleet).
-    Full,
+    /// The key is busy: its cap has no room now, every permit of it is held (here or
+    /// elsewhere in a fleet).
+    Busy,
     /// Too early for the key's rate.
     RateLimited,
     /// The key is paused (a server asked the whole key to back off).
