@@ -16,9 +16,9 @@ use super::control::MapControl;
 use super::delivery::Delivery;
 use super::keyed::{
     NoRetry, NoSharedLimits, PerKey, RetryItem, SharedLimits, Unkeyed, WithSharedLimits,
+    check_default_key_limit,
 };
 use super::window::Window;
-use crate::limit::check::at_least_one;
 use crate::limit::rate::Rate;
 use crate::retry::RetryPolicy;
 
@@ -271,10 +271,7 @@ where
         K: Hash + Eq + Clone,
         KF: FnMut(&S::Item) -> K,
     {
-        at_least_one(
-            limit,
-            "tollgate: the per-key limit must be at least 1 (a limit of 0 would never run anything)",
-        );
+        check_default_key_limit(limit);
         self.replace_admission(|admission| admission.with_key(key_fn, limit))
     }
 }

@@ -140,7 +140,11 @@ impl<K: Hash + Eq> KeyedBulkhead<K> {
     /// [`Semaphore::MAX_PERMITS`](crate::Semaphore::MAX_PERMITS), as [`new`](Self::new) does.
     #[track_caller]
     pub fn set_limit(&self, limit: usize) {
-        super::check_limit(limit, "tollgate::KeyedBulkhead::set_limit");
+        super::check_limit(
+            limit,
+            "tollgate::KeyedBulkhead::set_limit",
+            "tollgate::KeyedBulkhead::set_limit: a limit of 0 would refuse all work; use at least 1",
+        );
         let map = lock(&self.map);
         self.limit.store(limit, Ordering::Release);
         for slot in map.iter().flat_map(HashMap::values).flatten() {

@@ -27,13 +27,11 @@ use self::options::{Kind, Options, options_builder};
 use self::per_runtime::PerRuntime;
 use self::stats::Limiter;
 
-/// Panics with `what` when `limit` is not a valid bulkhead limit.
+/// Panics, naming the setter `what`, when `limit` is not a valid bulkhead limit (`zero` is
+/// the message for 0: a constant, as the one check wants).
 #[track_caller]
-pub(crate) fn check_limit(limit: usize, what: &str) {
-    crate::limit::check::at_least_one(
-        limit,
-        "tollgate bulkhead: a limit of 0 would refuse all work; use at least 1",
-    );
+pub(crate) fn check_limit(limit: usize, what: &str, zero: &'static str) {
+    crate::limit::check::at_least_one(limit, zero);
     assert!(
         limit <= crate::limit::semaphore::Semaphore::MAX_PERMITS,
         "{what}: a limit above Semaphore::MAX_PERMITS (2^31 - 1)"
@@ -209,7 +207,11 @@ impl Bulkhead {
     /// [`Semaphore::MAX_PERMITS`](crate::Semaphore::MAX_PERMITS), as [`new`](Self::new) does.
     #[track_caller]
     pub fn set_limit(&self, limit: usize) {
-        check_limit(limit, "tollgate::Bulkhead::set_limit");
+        check_limit(
+            limit,
+            "tollgate::Bulkhead::set_limit",
+            "tollgate::Bulkhead::set_limit: a limit of 0 would refuse all work; use at least 1",
+        );
         self.caps.set_limit(limit);
     }
 

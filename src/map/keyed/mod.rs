@@ -260,10 +260,7 @@ pub struct PerKey<T, K, KF, P = NoRetry, G = NoSharedLimits> {
 impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
     #[track_caller]
     pub(crate) fn new(key_fn: KF, limit: usize) -> Self {
-        crate::limit::check::at_least_one(
-            limit,
-            "tollgate: the default key limit must be at least 1 (a limit of 0 would never run anything)",
-        );
+        check_default_key_limit(limit);
         Self {
             key_fn,
             scheduler: KeyScheduler::new(limit),
@@ -565,6 +562,16 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
             ControlFlow::Continue(())
         })
     }
+}
+
+/// The check `.per_key(key_fn, limit)` makes, on the plain map and on one with a scheduler
+/// already (called before the scheduler is rebuilt, so the panic points at the user's call).
+#[track_caller]
+pub(crate) const fn check_default_key_limit(limit: usize) {
+    crate::limit::check::at_least_one(
+        limit,
+        "tollgate: the default key limit must be at least 1 (a limit of 0 would never run anything)",
+    );
 }
 
 fn nanos(duration: Duration) -> u64 {
