@@ -601,6 +601,185 @@ matrix! {
     }
 }
 
+/// One key's counter, and the most of its items allowed to run at once as the test
+/// steers the map.
+#[derive(Default)]
+struct KeyWatch {
+    flight: InFlight,
+    allowed: AtomicUsize,
+}
+
+impl KeyWatch {
+    /// Counts a start (checking the key's limit in force) until the guard drops.
+    fn start(&self, key: &str) -> common::InFlightGuard<'_> {
+        let running = self.flight.now();
+        let allowed = self.allowed.load(SeqCst);
+        assert!(
+            running < allowed,
+            "key {key} started with {running} running (allowed {allowed})"
+        );
+        self.flight.enter()
+    }
+
+    async fn until(&self, count: usize) {
+        while self.flight.now() != count {
+            yield_now().await;
+        }
+    }
+}
+
+matrix! {
+    async fn a_key_of_its_own_limit_keeps_it_until_cleared() {
+        let control = MapControl::new();
+        let (slow, fast) = (KeyWatch::default(), KeyWatch::default());
+        slow.allowed.store(1, SeqCst);
+        fast.allowed.store(3, SeqCst);
+        let (release_slow, slow_gate) = smol::channel::unbounded::<()>();
+        let (release_fast, fast_gate) = smol::channel::unbounded::<()>();
+        let items = (0..24usize).map(|n| (if n % 2 == 0 { "slow" } else { "fast" }, n));
+        let map = map_async(items, 10, |(key, n)| {
+            let (watch, gate) = if key == "slow" {
+                (&slow, slow_gate.clone())
+            } else {
+                (&fast, fast_gate.clone())
+            };
+            let guard = watch.start(key);
+            async move {
+                gate.recv().await.expect("released");
+                drop(guard);
+                n
+            }
+        })
+        .per_key(|(key, _)| *key, 3)
+        .control(&control);
+        // Before the key is ever seen: the map keeps it for when the key comes.
+        control.set_key_limit("slow", 1).unwrap();
+        let steer = async {
+            zip(slow.until(1), fast.until(3)).await;
+            // One slow item finishes: the next one starts, never two at once.
+            release_slow.send(()).await.unwrap();
+            slow.until(1).await;
+            // The default rises to 4: the fast key takes it, the slow one keeps its 1.
+            fast.allowed.store(4, SeqCst);
+            control.set_default_key_limit(4).unwrap();
+            fast.until(4).await;
+            release_slow.send(()).await.unwrap();
+            slow.until(1).await;
+            assert_eq!(slow.flight.peak(), 1, "its own limit of 1");
+            // Cleared: the slow key follows the default of 4 again.
+            slow.allowed.store(4, SeqCst);
+            control.clear_key_settings("slow").unwrap();
+            slow.until(4).await;
+            for _ in 0..12 {
+                release_slow.send(()).await.unwrap();
+                release_fast.send(()).await.unwrap();
+            }
+        };
+        let (outputs, ()) = zip(map, steer).await;
+        assert_eq!(outputs.len(), 24);
+        assert_eq!((slow.flight.peak(), fast.flight.peak()), (4, 4));
+    }
+
+    async fn a_key_of_its_own_rate_is_spaced_by_it_whatever_the_default() {
+        let control = MapControl::new();
+        let paced_starts = std::sync::Mutex::new(Vec::new());
+        let free_done = AtomicUsize::new(0);
+        // 20/s for the paced key: 5 starts span at least 4 intervals of 50 ms.
+        let items = (0..10usize).map(|n| (n % 2 == 0, n));
+        let map = map_async(items, 4, |(paced, n)| {
+            if paced {
+                paced_starts.lock().unwrap().push(std::time::Instant::now());
+            }
+            let free_done = &free_done;
+            async move {
+                if !paced {
+                    free_done.fetch_add(1, SeqCst);
+                }
+                n
+            }
+        })
+        .per_key(|(paced, _)| *paced, 1)
+        .control(&control);
+        control.set_key_rate(true, Rate::per_second(20)).unwrap();
+        let steer = async {
+            while paced_starts.lock().unwrap().len() < 2 {
+                yield_now().await;
+            }
+            // A far faster default does not reach the key of its own rate.
+            control.set_default_key_rate(Rate::per_second(100_000)).unwrap();
+        };
+        let (outputs, ()) = zip(map, steer).await;
+        assert_eq!(outputs.len(), 10);
+        assert_eq!(free_done.load(SeqCst), 5);
+        let starts = paced_starts.into_inner().unwrap();
+        assert_eq!(starts.len(), 5);
+        let span = starts[4] - starts[0];
+        assert!(
+            span >= Duration::from_millis(160),
+            "5 starts at 20/s took only {span:?}"
+        );
+    }
+}
+
+#[test]
+fn settings_of_one_key_are_errors_when_the_map_cannot_take_them() {
+    let unattached: MapControl<u32> = MapControl::new();
+    assert!(
+        unattached
+            .set_key_limit(1, 2)
+            .unwrap_err()
+            .is_not_attached()
+    );
+    assert!(
+        unattached
+            .set_key_rate(1, Rate::per_second(5))
+            .unwrap_err()
+            .is_not_attached()
+    );
+    assert!(
+        unattached
+            .clear_key_settings(1)
+            .unwrap_err()
+            .is_not_attached()
+    );
+
+    let rated: MapControl = MapControl::new();
+    let _map = map_async(0..3u32, 2, |n| async move { n })
+        .rate(Rate::per_second(5))
+        .control(&rated);
+    for error in [
+        rated.set_key_limit((), 2).unwrap_err(),
+        rated.set_key_rate((), Rate::per_second(5)).unwrap_err(),
+        rated.clear_key_settings(()).unwrap_err(),
+    ] {
+        assert!(!error.is_not_attached());
+    }
+    assert_eq!(
+        rated.set_key_limit((), 2).unwrap_err().to_string(),
+        "the map cannot change its key limit: it was built without `.per_key`"
+    );
+
+    let keyed: MapControl<u32> = MapControl::new();
+    let map = map_async(0..3u32, 2, |n| async move { n })
+        .per_key(|n| n % 2, 1)
+        .control(&keyed);
+    assert!(keyed.set_key_limit(0, 2).is_ok());
+    assert!(keyed.set_key_rate(1, Rate::per_second(1_000)).is_ok());
+    assert!(keyed.clear_key_settings(0).is_ok());
+    drop(map);
+    assert!(keyed.set_key_limit(0, 2).unwrap_err().is_not_attached());
+}
+
+#[test]
+#[should_panic(expected = "a key limit must be at least 1")]
+fn a_key_limit_of_zero_panics() {
+    let control: MapControl<u32> = MapControl::new();
+    let _map = map_async(0..3u32, 2, |n| async move { n })
+        .per_key(|n| *n, 1)
+        .control(&control);
+    let _ = control.set_key_limit(0, 0);
+}
+
 #[test]
 fn settings_the_map_cannot_take_are_errors() {
     let unattached: MapControl = MapControl::new();

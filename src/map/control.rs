@@ -105,7 +105,22 @@ pub(crate) struct Settings {
     pub(crate) default_key_rate: Option<Rate>,
 }
 
-/// What the control and its map share (the per-key figures live beside it, typed by key).
+/// A setting of one key asked for and not yet applied by the map.
+#[derive(Debug, Clone)]
+pub(crate) enum KeyChange<K> {
+    /// The key's own limit.
+    Limit(K, usize),
+    /// The key's own rate.
+    Rate(K, Rate),
+    /// The key follows the defaults again.
+    Clear(K),
+}
+
+/// The settings of single keys asked for, in the order asked, not yet applied.
+pub(crate) type KeyChanges<K> = Arc<Mutex<Vec<KeyChange<K>>>>;
+
+/// What the control and its map share (the per-key figures and settings live beside it,
+/// typed by key).
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
     /// Seqlock over the figures: odd while the map writes them.
@@ -400,6 +415,7 @@ impl Shared {
 pub struct MapControl<K = ()> {
     shared: Arc<Shared>,
     keys: Arc<Mutex<Vec<KeyProgress<K>>>>,
+    key_changes: KeyChanges<K>,
 }
 
 impl<K> Clone for MapControl<K> {
@@ -407,6 +423,7 @@ impl<K> Clone for MapControl<K> {
         Self {
             shared: Arc::clone(&self.shared),
             keys: Arc::clone(&self.keys),
+            key_changes: Arc::clone(&self.key_changes),
         }
     }
 }
@@ -439,6 +456,7 @@ impl<K> MapControl<K> {
         Self {
             shared: Arc::default(),
             keys: Arc::default(),
+            key_changes: Arc::default(),
         }
     }
 
@@ -450,6 +468,31 @@ impl<K> MapControl<K> {
     /// The board the map publishes its busiest keys on.
     pub(crate) fn key_board(&self) -> &Arc<Mutex<Vec<KeyProgress<K>>>> {
         &self.keys
+    }
+
+    /// Where the settings of single keys wait for the map.
+    pub(crate) fn key_changes(&self) -> &KeyChanges<K> {
+        &self.key_changes
+    }
+
+    /// The queue of the settings of single keys, locked: a map attached while it is held
+    /// clears it (what an earlier run left) before any setter can queue for the new run.
+    pub(crate) fn lock_key_changes(&self) -> MutexGuard<'_, Vec<KeyChange<K>>> {
+        lock(&self.key_changes)
+    }
+
+    /// Queues a setting of one key for the map (under the queue's lock, so the map, once
+    /// it sees the new generation, finds the change queued).
+    fn change_key(
+        &self,
+        needs: u8,
+        setting: &'static str,
+        change: KeyChange<K>,
+    ) -> Result<(), ControlError> {
+        let mut changes = lock(&self.key_changes);
+        self.shared.change(needs, setting, |_| {})?;
+        changes.push(change);
+        Ok(())
     }
 
     fn progress_quiet(&self) -> Progress {
@@ -750,6 +793,115 @@ impl<K> MapControl<K> {
             .change(CAN_RATE | CAN_PER_KEY, "default key rate", |settings| {
                 settings.default_key_rate = Some(rate);
             })
+    }
+
+    /// Gives one key a limit of its own while the map runs: at most `limit` items of
+    /// `key` run at once, whatever the [default key limit](Self::set_default_key_limit),
+    /// whose changes no longer reach the key. Lowered, a key running more than its new
+    /// limit starts nothing until it runs fewer. The map applies it at its next round of
+    /// work, like the other settings.
+    ///
+    /// The setting is kept until [cleared](Self::clear_key_settings), also while the key
+    /// is idle and the map has forgotten it: a key that comes back takes it again. The
+    /// map keeps one small entry per key set this way, so its memory grows with the keys
+    /// you set, never with the keys it sees. The setting belongs to the map it was given
+    /// to: the next map the control is attached to starts with none. Attach the control
+    /// after `.per_key` (its key type is the map's then): one attached before it names
+    /// no key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{MapControl, map_async};
+    /// # futures_lite::future::block_on(async {
+    /// let control = MapControl::new();
+    /// let map = map_async(0..20u32, 8, |n| async move { n })
+    ///     .per_key(|n| n % 2, 4)
+    ///     .control(&control);
+    /// control.set_key_limit(1, 1).unwrap(); // odd numbers one at a time
+    /// assert_eq!(map.await.len(), 20);
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ControlError`] if the map has no key function (it was built without
+    /// `.per_key`), or if the control is attached to no map.
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is 0.
+    #[track_caller]
+    pub fn set_key_limit(&self, key: K, limit: usize) -> Result<(), ControlError> {
+        at_least_one(
+            limit,
+            "tollgate: MapControl::set_key_limit: a key limit must be at least 1 (a limit of 0 would never run the key)",
+        );
+        self.change_key(CAN_PER_KEY, "key limit", KeyChange::Limit(key, limit))
+    }
+
+    /// Gives one key a rate of its own while the map runs: the starts of `key` are
+    /// spaced by `rate`, whatever the [default key rate](Self::set_default_key_rate),
+    /// whose changes no longer reach the key (a map without a default key rate spaces
+    /// this key only). The key's state carries over as for
+    /// [`set_rate`](Self::set_rate). The map applies it at its next round of work.
+    ///
+    /// Kept until [cleared](Self::clear_key_settings), also while the key is idle and
+    /// forgotten, as for [`set_key_limit`](Self::set_key_limit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{MapControl, Rate, map_async};
+    /// # futures_lite::future::block_on(async {
+    /// let control = MapControl::new();
+    /// let map = map_async(0..6u32, 4, |n| async move { n })
+    ///     .per_key(|n| n % 2, 2)
+    ///     .control(&control);
+    /// control.set_key_rate(0, Rate::per_second(10_000).burst(3)).unwrap();
+    /// assert_eq!(map.await.len(), 6);
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ControlError`] if the map has no key function, or if the control is
+    /// attached to no map.
+    pub fn set_key_rate(&self, key: K, rate: Rate) -> Result<(), ControlError> {
+        self.change_key(
+            CAN_RATE | CAN_PER_KEY,
+            "key rate",
+            KeyChange::Rate(key, rate),
+        )
+    }
+
+    /// Clears what [`set_key_limit`](Self::set_key_limit) and
+    /// [`set_key_rate`](Self::set_key_rate) gave one key: it follows the default key
+    /// limit and default key rate again (its rate state carries over), and the map
+    /// forgets the setting. Clearing a key without a setting of its own does nothing.
+    /// The map applies it at its next round of work.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{MapControl, map_async};
+    /// # futures_lite::future::block_on(async {
+    /// let control = MapControl::new();
+    /// let map = map_async(0..20u32, 8, |n| async move { n })
+    ///     .per_key(|n| n % 2, 4)
+    ///     .control(&control);
+    /// control.set_key_limit(1, 1).unwrap();
+    /// control.clear_key_settings(1).unwrap(); // back to the default of 4
+    /// assert_eq!(map.await.len(), 20);
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ControlError`] if the map has no key function, or if the control is
+    /// attached to no map.
+    pub fn clear_key_settings(&self, key: K) -> Result<(), ControlError> {
+        self.change_key(CAN_PER_KEY, "key settings", KeyChange::Clear(key))
     }
 }
 

@@ -128,9 +128,9 @@ impl<T> KeyState<T> {
     /// budget with credit is forgotten with it: a fresh key has less), with the map
     /// having pulled `pulled` items so far.
     ///
-    /// A key's own settings do not keep it: they are forgotten with the key, so the keys
-    /// remembered stay bounded by the work in hand and the keys seen recently. How long a
-    /// key's own setting outlives its work is to be decided here.
+    /// A key's own settings do not keep its entry: the scheduler keeps them apart, until
+    /// cleared, and a key made again takes them, so the entries stay bounded by the work
+    /// in hand and the keys seen recently (and the settings by the keys a user set).
     pub(super) fn is_idle(&self, now: u64, pulled: u64) -> bool {
         self.running == 0
             && !self.has_items()

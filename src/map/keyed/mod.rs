@@ -43,7 +43,9 @@ pub use self::shared::{Answer, LaterReason, NoSharedLimits, SharedLimits, WithSh
 use self::shared::{Gate, GateOutput, Heard};
 use self::timer::MapTimer;
 use self::window::Growth;
-use super::control::{CAN_PER_KEY, CAN_RATE, Figures, KeyProgress, Settings, Shared};
+use super::control::{
+    CAN_PER_KEY, CAN_RATE, Figures, KeyChange, KeyChanges, KeyProgress, Settings, Shared,
+};
 use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
 use super::pool::Started;
 use super::results::Results;
@@ -253,6 +255,8 @@ pub struct PerKey<T, K, KF, P = NoRetry, G = NoSharedLimits> {
     counts: Counts,
     /// Where a control reads the busiest keys, when one is attached.
     board: Option<KeyBoard<K>>,
+    /// Where a control queues the settings of single keys, when one is attached.
+    key_changes: Option<KeyChanges<K>>,
     /// The shared limits every start asks first, and the permits they granted.
     gate: G,
 }
@@ -272,6 +276,7 @@ impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
             keyed: true,
             counts: Counts::default(),
             board: None,
+            key_changes: None,
             gate: NoSharedLimits::default(),
         }
     }
@@ -305,6 +310,11 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
     /// Publishes the busiest keys on `board` for a control.
     pub(crate) fn set_board(&mut self, board: KeyBoard<K>) {
         self.board = Some(board);
+    }
+
+    /// Takes the settings of single keys a control queues in `changes`.
+    pub(crate) fn set_key_changes(&mut self, changes: KeyChanges<K>) {
+        self.key_changes = Some(changes);
     }
 
     /// The same admission with another retry policy (before the map starts).
@@ -346,6 +356,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
             keyed: self.keyed,
             counts: self.counts,
             board: self.board,
+            key_changes: self.key_changes,
             gate: gate(self.gate),
         }
     }
@@ -371,6 +382,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
             // The board was typed by the old key: a control attached before `.per_key`
             // keeps the counts but shows no keys.
             board: None,
+            key_changes: None,
             gate: NoSharedLimits::default(),
         }
     }
@@ -664,6 +676,15 @@ where
         if let Some(limit) = settings.default_key_limit {
             let now = self.now();
             self.scheduler.set_default_limit(limit, now);
+        }
+        if let Some(queue) = &self.key_changes {
+            let changes =
+                std::mem::take(&mut *queue.lock().unwrap_or_else(PoisonError::into_inner));
+            for change in changes {
+                self.timed |= matches!(change, KeyChange::Rate(..));
+                let now = self.now();
+                self.scheduler.change_key(change, now);
+            }
         }
     }
 

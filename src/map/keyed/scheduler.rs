@@ -27,9 +27,10 @@ use super::asking::Asks;
 use super::budget::RetryBudget;
 use super::key::{KeyState, Place};
 use super::pacing::{MapRate, Sleepers};
-use super::settings::KeySettings;
+use super::settings::{KeySettings, OwnSettings};
 use super::shared::LaterReason;
 use crate::limit::rate::gcra::Gcra;
+use crate::map::control::KeyChange;
 
 /// What [`KeyScheduler::next`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -61,6 +62,9 @@ pub(crate) struct KeyScheduler<K, T> {
     budget: Option<RetryBudget>,
     /// Keys with running or waiting items, or a rate or pause still in force.
     keys: HashMap<K, KeyState<T>>,
+    /// The settings given to one key, kept until cleared (also while the key is
+    /// forgotten): a key made again takes them. As many as the keys the user set.
+    own: HashMap<K, OwnSettings>,
     /// `keys.len()` after the last sweep of idle keys: the next sweep comes when it
     /// doubles, so sweeping costs O(1) per key, amortised.
     swept_at: usize,
@@ -120,6 +124,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             rate: None,
             budget: None,
             keys: HashMap::new(),
+            own: HashMap::new(),
             swept_at: 0,
             asks: Asks::new(),
             lines: Lines {
@@ -189,7 +194,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             Entry::Occupied(occupied) => (occupied.key().clone(), occupied.into_mut()),
             Entry::Vacant(vacant) => {
                 let key = vacant.key().clone();
-                let settings = self.defaults.for_new_key();
+                let settings = self.defaults.for_new_key(self.own.get(&key));
                 (key, vacant.insert(KeyState::new(settings)))
             }
         }
@@ -382,33 +387,44 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     }
 
     /// Gives `key` a limit of its own, which a change of the default key limit does not
-    /// reach; the key forgets it when it is forgotten.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the public setter of one key's own limit is the next step"
-        )
-    )]
+    /// reach; kept while the key is forgotten, until [cleared](Self::clear_own).
     pub(crate) fn set_own_limit(&mut self, key: K, limit: usize, now: u64) {
-        let (key, state) = self.state(key, now);
-        state.settings.set_own_limit(limit);
-        self.replace(&key, now);
+        self.own.entry(key.clone()).or_default().limit = Some(limit);
+        if let Some(state) = self.keys.get_mut(&key) {
+            state.settings.set_own_limit(limit);
+            self.replace(&key, now);
+        }
     }
 
     /// Gives `key` a rate of its own, carrying its state over, which a change of the
-    /// default key rate does not reach; the key forgets it when it is forgotten.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the public setter of one key's own rate is the next step"
-        )
-    )]
+    /// default key rate does not reach; kept while the key is forgotten, until
+    /// [cleared](Self::clear_own).
     pub(crate) fn set_own_rate(&mut self, key: K, rate: Gcra, now: u64) {
-        let (key, state) = self.state(key, now);
-        state.settings.set_own_rate(rate, &mut state.tat, now);
-        self.replace(&key, now);
+        self.own.entry(key.clone()).or_default().rate = Some(rate);
+        if let Some(state) = self.keys.get_mut(&key) {
+            state.settings.set_own_rate(rate, &mut state.tat, now);
+            self.replace(&key, now);
+        }
+    }
+
+    /// Clears the settings of `key`'s own: it follows the defaults again.
+    pub(crate) fn clear_own(&mut self, key: &K, now: u64) {
+        self.own.remove(key);
+        if let Some(state) = self.keys.get_mut(key) {
+            state
+                .settings
+                .follow_defaults(&self.defaults, &mut state.tat, now);
+            self.replace(key, now);
+        }
+    }
+
+    /// Applies a setting of one key a control asked for.
+    pub(crate) fn change_key(&mut self, change: KeyChange<K>, now: u64) {
+        match change {
+            KeyChange::Limit(key, limit) => self.set_own_limit(key, limit, now),
+            KeyChange::Rate(key, rate) => self.set_own_rate(key, Gcra::new(rate), now),
+            KeyChange::Clear(key) => self.clear_own(&key, now),
+        }
     }
 
     /// Removes every fresh item (pulled, never started) of every key and returns them.

@@ -554,16 +554,40 @@ fn a_key_without_a_rate_of_its_own_gets_one_and_keeps_it() {
 }
 
 #[test]
-fn a_forgotten_key_forgets_its_own_setting() {
+fn a_forgotten_key_keeps_its_own_setting_until_cleared() {
     let mut scheduler = KeyScheduler::new(1);
     scheduler.push("a", 0, 0);
     scheduler.set_own_limit("a", 2, 0);
     assert_eq!(drain(&mut scheduler), [("a", 0)]);
     scheduler.finish(&"a", 0);
-    assert_eq!(scheduler.active_keys(), 0, "nothing keeps the key");
-    // Back afresh: the default limit of 1.
-    for item in 1..3 {
+    assert_eq!(
+        scheduler.active_keys(),
+        0,
+        "its setting does not keep the key"
+    );
+    // Back afresh: its own limit of 2.
+    for item in 1..4 {
         scheduler.push("a", item, 0);
     }
-    assert_eq!(drain(&mut scheduler), [("a", 1)]);
+    assert_eq!(drain(&mut scheduler), [("a", 1), ("a", 2)]);
+    // Cleared: the default limit of 1 again (two running: nothing starts until one ends).
+    scheduler.clear_own(&"a", 0);
+    assert!(drain(&mut scheduler).is_empty());
+    scheduler.finish(&"a", 0);
+    assert!(drain(&mut scheduler).is_empty(), "one runs: the default 1");
+    scheduler.finish(&"a", 0);
+    assert_eq!(drain(&mut scheduler), [("a", 3)]);
+}
+
+#[test]
+fn a_cleared_rate_follows_the_default_again() {
+    // No default key rate: a key whose own rate is cleared runs unspaced again.
+    let mut scheduler = KeyScheduler::new(10);
+    scheduler.set_own_rate("b", Gcra::new(Rate::per_second(1)), 0);
+    for item in 0..3 {
+        scheduler.push("b", item, 0);
+    }
+    assert_eq!(drain_at(&mut scheduler, 0), [("b", 0)]);
+    scheduler.clear_own(&"b", 0);
+    assert_eq!(drain_at(&mut scheduler, 0), [("b", 1), ("b", 2)]);
 }

@@ -2,8 +2,9 @@
 //! rate, and a key's own setting.
 //!
 //! Every key's entry carries its own copy of its limit and rate, taken from the map's
-//! defaults when the key is first seen. A change of a default reaches every key that
-//! follows it; a key with its own limit (or rate) keeps it until the key is forgotten.
+//! defaults when the key is first seen, or from the key's own settings ([`OwnSettings`],
+//! kept by the scheduler for the keys a control set, until cleared). A change of a
+//! default reaches every key that follows it; a key with its own limit (or rate) keeps it.
 //!
 //! Invariants: a key that follows a default holds exactly that default; a key's rate
 //! state (its GCRA TAT, kept by the key's entry) is carried over whenever its rate
@@ -35,10 +36,33 @@ impl KeySettings {
         }
     }
 
-    /// The settings a key first seen gets: the defaults (`self`), none of them its own.
+    /// The settings a key first seen gets: the defaults (`self`), but for those `own`
+    /// gives it.
     #[inline]
-    pub(super) fn for_new_key(&self) -> Self {
-        Self::defaults(self.limit, self.rate)
+    pub(super) fn for_new_key(&self, own: Option<&OwnSettings>) -> Self {
+        let mut settings = Self::defaults(self.limit, self.rate);
+        if let Some(own) = own {
+            if let Some(limit) = own.limit {
+                settings.set_own_limit(limit);
+            }
+            if let Some(rate) = own.rate {
+                settings.rate = Some(rate);
+                settings.own_rate = true;
+            }
+        }
+        settings
+    }
+
+    /// The key's own settings are cleared: it follows the `defaults` again, carrying its
+    /// rate state `tat` over at `now` (a key left without any rate has nothing to carry).
+    pub(super) fn follow_defaults(&mut self, defaults: &Self, tat: &mut u64, now: u64) {
+        self.limit = defaults.limit;
+        self.own_limit = false;
+        self.own_rate = false;
+        match defaults.rate {
+            Some(rate) => self.change_rate(rate, tat, now),
+            None => self.rate = None,
+        }
     }
 
     /// The default limit changed to `limit`: the key takes it unless it has its own.
@@ -74,4 +98,12 @@ impl KeySettings {
         }
         self.rate = Some(rate);
     }
+}
+
+/// The limit and rate a control gave one key (`None`: follow the default), kept while the
+/// key is forgotten, until cleared.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct OwnSettings {
+    pub(super) limit: Option<usize>,
+    pub(super) rate: Option<Gcra>,
 }
