@@ -508,6 +508,29 @@ fn resize(semaphore: &Semaphore, ledger: &Mutex<Ledger>, rng: &mut Rng) {
     ledger.resized(semaphore.limit());
 }
 
+/// A task that resizes `semaphore` at random (seeded) until all `TASKS` workers are `done`,
+/// yielding a few times between resizes; it returns how many resizes it made.
+fn spawn_resizer(
+    semaphore: &Arc<Semaphore>,
+    ledger: &Arc<Mutex<Ledger>>,
+    done: &Arc<AtomicUsize>,
+    seed: u64,
+) -> impl Future<Output = usize> + Send + use<> {
+    let (semaphore, ledger, done) = (semaphore.clone(), ledger.clone(), done.clone());
+    spawn(async move {
+        let mut rng = Rng::new(seed);
+        let mut resizes = 0;
+        while done.load(Ordering::SeqCst) < TASKS {
+            resize(&semaphore, &ledger, &mut rng);
+            resizes += 1;
+            for _ in 0..rng.range(1, 20) {
+                yield_now().await;
+            }
+        }
+        resizes
+    })
+}
+
 /// The largest request of the stress test with waiters aside: above `LOWEST`, so that
 /// requests step aside and back as the limit moves (the max weight is `HIGHEST`).
 const MOST_ASIDE: usize = 12;
@@ -546,21 +569,7 @@ matrix! {
                 })
             })
             .collect();
-        let resizer = {
-            let (semaphore, ledger, done) = (semaphore.clone(), ledger.clone(), done.clone());
-            spawn(async move {
-                let mut rng = Rng::new(99);
-                let mut resizes = 0;
-                while done.load(Ordering::SeqCst) < TASKS {
-                    resize(&semaphore, &ledger, &mut rng);
-                    resizes += 1;
-                    for _ in 0..rng.range(1, 20) {
-                        yield_now().await;
-                    }
-                }
-                resizes
-            })
-        };
+        let resizer = spawn_resizer(&semaphore, &ledger, &done, 99);
         for task in tasks {
             task.await;
         }
@@ -637,21 +646,7 @@ matrix! {
                 })
             })
             .collect();
-        let resizer = {
-            let (semaphore, ledger, done) = (semaphore.clone(), ledger.clone(), done.clone());
-            spawn(async move {
-                let mut rng = Rng::new(199);
-                let mut resizes = 0;
-                while done.load(Ordering::SeqCst) < TASKS {
-                    resize(&semaphore, &ledger, &mut rng);
-                    resizes += 1;
-                    for _ in 0..rng.range(1, 20) {
-                        yield_now().await;
-                    }
-                }
-                resizes
-            })
-        };
+        let resizer = spawn_resizer(&semaphore, &ledger, &done, 199);
         for task in tasks {
             task.await;
         }
