@@ -768,6 +768,29 @@ fn settings_of_one_key_are_errors_when_the_map_cannot_take_them() {
     assert!(keyed.clear_key_settings(0).is_ok());
     drop(map);
     assert!(keyed.set_key_limit(0, 2).unwrap_err().is_not_attached());
+
+    // Regression: a control attached before `.per_key` is typed by no key (`()`): it
+    // took these settings with `Ok`, the map never saw them, and its queue grew.
+    let early: MapControl = MapControl::new();
+    let map = map_async(0..3u32, 2, |n| async move { n })
+        .control(&early)
+        .per_key(|n| n % 2, 1);
+    assert!(
+        early.set_default_key_limit(2).is_ok(),
+        "map-wide settings still reach it"
+    );
+    for error in [
+        early.set_key_limit((), 2).unwrap_err(),
+        early.set_key_rate((), Rate::per_second(5)).unwrap_err(),
+        early.clear_key_settings(()).unwrap_err(),
+    ] {
+        assert!(!error.is_not_attached());
+    }
+    assert_eq!(
+        early.set_key_limit((), 2).unwrap_err().to_string(),
+        "cannot change the key limit: the control was attached before `.per_key`, so it names no key of the map (attach it after `.per_key`)"
+    );
+    drop(map);
 }
 
 #[test]

@@ -38,8 +38,11 @@ use atomic_waker::AtomicWaker;
 pub(crate) const CAN_RATE: u8 = 1;
 /// The map has a key function: per-key limits and rates may be set while it runs.
 pub(crate) const CAN_PER_KEY: u8 = 2;
+/// The map takes settings of single keys from this control: it was attached after
+/// `.per_key`, so the control names the map's keys (one attached before is typed by `()`).
+pub(crate) const CAN_KEY_SETTINGS: u8 = 4;
 /// A map is attached and has not ended.
-const ATTACHED: u8 = 4;
+const ATTACHED: u8 = 8;
 
 /// The totals a map publishes, all counted from the start of the map.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -348,6 +351,8 @@ impl Shared {
             Kind::NotAttached
         } else if needs & CAN_PER_KEY != 0 && caps & CAN_PER_KEY == 0 {
             Kind::NoKeys
+        } else if needs & CAN_KEY_SETTINGS != 0 && caps & CAN_KEY_SETTINGS == 0 {
+            Kind::AttachedBeforeKeys
         } else if caps & needs != needs {
             Kind::NoScheduler
         } else {
@@ -483,13 +488,9 @@ impl<K> MapControl<K> {
 
     /// Queues a setting of one key for the map (under the queue's lock, so the map, once
     /// it sees the new generation, finds the change queued).
-    fn change_key(
-        &self,
-        needs: u8,
-        setting: &'static str,
-        change: KeyChange<K>,
-    ) -> Result<(), ControlError> {
+    fn change_key(&self, setting: &'static str, change: KeyChange<K>) -> Result<(), ControlError> {
         let mut changes = lock(&self.key_changes);
+        let needs = CAN_RATE | CAN_PER_KEY | CAN_KEY_SETTINGS;
         self.shared.change(needs, setting, |_| {})?;
         changes.push(change);
         Ok(())
@@ -826,7 +827,8 @@ impl<K> MapControl<K> {
     /// # Errors
     ///
     /// A [`ControlError`] if the map has no key function (it was built without
-    /// `.per_key`), or if the control is attached to no map.
+    /// `.per_key`), if the control was attached before `.per_key` (it names no key of
+    /// the map), or if the control is attached to no map.
     ///
     /// # Panics
     ///
@@ -837,7 +839,7 @@ impl<K> MapControl<K> {
             limit,
             "tollgate: MapControl::set_key_limit: a key limit must be at least 1 (a limit of 0 would never run the key)",
         );
-        self.change_key(CAN_PER_KEY, "key limit", KeyChange::Limit(key, limit))
+        self.change_key("key limit", KeyChange::Limit(key, limit))
     }
 
     /// Gives one key a rate of its own while the map runs: the starts of `key` are
@@ -865,14 +867,10 @@ impl<K> MapControl<K> {
     ///
     /// # Errors
     ///
-    /// A [`ControlError`] if the map has no key function, or if the control is
-    /// attached to no map.
+    /// A [`ControlError`] if the map has no key function, if the control was attached
+    /// before `.per_key`, or if the control is attached to no map.
     pub fn set_key_rate(&self, key: K, rate: Rate) -> Result<(), ControlError> {
-        self.change_key(
-            CAN_RATE | CAN_PER_KEY,
-            "key rate",
-            KeyChange::Rate(key, rate),
-        )
+        self.change_key("key rate", KeyChange::Rate(key, rate))
     }
 
     /// Clears what [`set_key_limit`](Self::set_key_limit) and
@@ -898,10 +896,10 @@ impl<K> MapControl<K> {
     ///
     /// # Errors
     ///
-    /// A [`ControlError`] if the map has no key function, or if the control is
-    /// attached to no map.
+    /// A [`ControlError`] if the map has no key function, if the control was attached
+    /// before `.per_key`, or if the control is attached to no map.
     pub fn clear_key_settings(&self, key: K) -> Result<(), ControlError> {
-        self.change_key(CAN_PER_KEY, "key settings", KeyChange::Clear(key))
+        self.change_key("key settings", KeyChange::Clear(key))
     }
 }
 
@@ -1165,6 +1163,8 @@ enum Kind {
     NoKeys,
     /// A rate on a map without a scheduler.
     NoScheduler,
+    /// A setting of one key through a control attached before `.per_key`.
+    AttachedBeforeKeys,
 }
 
 /// A [`MapControl`] setting the map cannot take: the control is attached to no map (none
@@ -1214,6 +1214,11 @@ impl fmt::Display for ControlError {
             Kind::NoScheduler => write!(
                 f,
                 "the map cannot change its {}: it was built without `.per_key`, `.rate` or `.retry`",
+                self.setting
+            ),
+            Kind::AttachedBeforeKeys => write!(
+                f,
+                "cannot change the {}: the control was attached before `.per_key`, so it names no key of the map (attach it after `.per_key`)",
                 self.setting
             ),
         }

@@ -398,14 +398,16 @@ where
     pub fn control(mut self, control: &MapControl<K>) -> Self {
         // Attached with the key queue held: a key setting queued before is the
         // earlier run's (cleared), one queued after waits for this map.
+        // The queue is the admission's before it attaches, so the caps it attaches with
+        // say it takes settings of single keys.
         let mut queued = control.lock_key_changes();
-        self.engine_mut().attach(control.shared());
-        queued.clear();
-        drop(queued);
         self.admission_mut()
             .set_board(Arc::clone(control.key_board()));
         self.admission_mut()
             .set_key_changes(Arc::clone(control.key_changes()));
+        self.engine_mut().attach(control.shared());
+        queued.clear();
+        drop(queued);
         self
     }
 
