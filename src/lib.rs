@@ -30,8 +30,8 @@ pub use crate::limit::bulkhead::{
 pub use crate::limit::rate::{KeyedRateLimiter, Rate, RateLimitError, RateLimiter};
 pub use crate::limit::semaphore::{Semaphore, SemaphoreError, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{
-    Answer, BoundedStreamExt, ControlError, KeyProgress, LaterReason, MapControl, Progress,
-    SharedLimits, amap_iter, gather_limit, map_async, try_map_async,
+    Answer, BoundedStreamExt, ControlError, KeyProgress, KeySettings, LaterReason, MapControl,
+    Progress, SharedLimits, amap_iter, gather_limit, map_async, try_map_async,
 };
 pub use crate::race::{IntoContestants, RaceError, race};
 pub use crate::rendezvous::rendezvous_slot;

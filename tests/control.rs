@@ -16,7 +16,9 @@ use std::time::Duration;
 use common::{InFlight, matrix};
 use futures_lite::future::{yield_now, zip};
 use futures_lite::{StreamExt, stream};
-use tollgate::{BoundedStreamExt, MapControl, Progress, Rate, RetryPolicy, amap_iter, map_async};
+use tollgate::{
+    BoundedStreamExt, KeySettings, MapControl, Progress, Rate, RetryPolicy, amap_iter, map_async,
+};
 
 /// A small deterministic generator (xorshift), so each run sees the same "random" moments.
 struct Dice(u64);
@@ -718,6 +720,112 @@ matrix! {
             span >= Duration::from_millis(160),
             "5 starts at 20/s took only {span:?}"
         );
+    }
+}
+
+matrix! {
+    async fn keys_given_settings_by_a_function_keep_them_until_a_control_says_otherwise() {
+        let control = MapControl::new();
+        let watches = [KeyWatch::default(), KeyWatch::default(), KeyWatch::default()];
+        let names = ["slow", "wide", "plain"];
+        for (watch, allowed) in watches.iter().zip([1, 3, 2]) {
+            watch.allowed.store(allowed, SeqCst);
+        }
+        let gates: Vec<_> = (0..3).map(|_| smol::channel::unbounded::<()>()).collect();
+        let items = (0..36usize).map(|n| (n % 3, n));
+        let map = map_async(items, 16, |(key, n)| {
+            let guard = watches[key].start(names[key]);
+            let gate = gates[key].1.clone();
+            async move {
+                gate.recv().await.expect("released");
+                drop(guard);
+                n
+            }
+        })
+        .per_key(|(key, _)| names[*key], 2)
+        .key_settings(|key: &&str| match *key {
+            "slow" => KeySettings::new().limit(1),
+            "wide" => KeySettings::new().limit(3),
+            _ => KeySettings::new(),
+        })
+        .control(&control);
+        let [slow, wide, plain] = &watches;
+        let steer = async {
+            zip(slow.until(1), zip(wide.until(3), plain.until(2))).await;
+            // The default rises: the key without settings of its own follows, the
+            // keys the function gave a limit keep theirs.
+            plain.allowed.store(4, SeqCst);
+            control.set_default_key_limit(4).unwrap();
+            plain.until(4).await;
+            // A control's setting goes before the function's.
+            slow.allowed.store(2, SeqCst);
+            control.set_key_limit("slow", 2).unwrap();
+            slow.until(2).await;
+            // Cleared: back to what the function gives (1), not the default (4).
+            slow.allowed.store(1, SeqCst);
+            control.clear_key_settings("slow").unwrap();
+            for _ in 0..12 {
+                for (release, _) in &gates {
+                    release.send(()).await.unwrap();
+                }
+            }
+        };
+        let (outputs, ()) = zip(map, steer).await;
+        assert_eq!(outputs.len(), 36);
+        let peaks: Vec<_> = watches.iter().map(|watch| watch.flight.peak()).collect();
+        assert_eq!(peaks, [2, 3, 4]);
+    }
+
+    async fn a_key_given_a_rate_by_a_function_is_spaced_by_it_whatever_the_default() {
+        let paced_starts = std::sync::Mutex::new(Vec::new());
+        // 20/s for the paced key: 5 starts span at least 4 intervals of 50 ms, while
+        // the default key rate would allow them all at once.
+        let items = (0..10usize).map(|n| (n % 2 == 0, n));
+        let outputs = map_async(items, 4, |(paced, n)| {
+            if paced {
+                paced_starts.lock().unwrap().push(std::time::Instant::now());
+            }
+            async move { n }
+        })
+        .per_key(|(paced, _)| *paced, 1)
+        .per_key_rate(Rate::per_second(100_000).burst(10))
+        .key_settings(|paced: &bool| {
+            if *paced {
+                KeySettings::new().rate(Rate::per_second(20))
+            } else {
+                KeySettings::new()
+            }
+        })
+        .await;
+        assert_eq!(outputs.len(), 10);
+        let starts = paced_starts.into_inner().unwrap();
+        assert_eq!(starts.len(), 5);
+        let span = starts[4] - starts[0];
+        assert!(
+            span >= Duration::from_millis(160),
+            "5 starts at 20/s took only {span:?}"
+        );
+    }
+
+    async fn the_function_is_asked_again_for_a_key_the_map_forgot() {
+        // Key 0, then 200 other keys, then key 0 again: with a small window the map
+        // forgets idle keys (it keeps nothing for them), so key 0 is made twice.
+        let asked = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::<usize, usize>::new()));
+        let counter = Arc::clone(&asked);
+        let items = std::iter::once(0).chain(1..=200).chain(std::iter::once(0));
+        let outputs = map_async(items, 2, |n| async move { n })
+            .window(4)
+            .per_key(|n| *n, 1)
+            .key_settings(move |key: &usize| {
+                *counter.lock().unwrap().entry(*key).or_default() += 1;
+                KeySettings::new().limit(1)
+            })
+            .await;
+        assert_eq!(outputs.len(), 202);
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked[&0], 2, "made again after it was forgotten");
+        assert!(asked.iter().filter(|(key, _)| **key != 0).all(|(_, n)| *n == 1));
+        assert_eq!(asked.len(), 201);
     }
 }
 

@@ -15,8 +15,8 @@ use super::bounded::BoundedMap;
 use super::control::MapControl;
 use super::delivery::Delivery;
 use super::keyed::{
-    NoRetry, NoSharedLimits, PerKey, RetryItem, SharedLimits, Unkeyed, WithSharedLimits,
-    check_default_key_limit,
+    KeySettings, NoRetry, NoSharedLimits, PerKey, RetryItem, SharedLimits, Unkeyed,
+    WithSharedLimits, check_default_key_limit,
 };
 use super::window::Window;
 use crate::limit::rate::Rate;
@@ -433,6 +433,47 @@ where
     /// ```
     pub fn per_key_rate(mut self, rate: Rate) -> Self {
         self.admission_mut().set_default_key_rate(rate);
+        self
+    }
+
+    /// Gives keys settings of their own, from a function of the key: its limit and
+    /// rate ([`KeySettings`]), each in place of the default key limit and default key
+    /// rate, which then no longer reach it. What the function leaves unset follows the
+    /// defaults. Call it after `.per_key` (it names the map's key).
+    ///
+    /// The function is asked when a key is first seen, and again when the key comes
+    /// back after the map forgot it (idle keys are forgotten, so memory stays bounded
+    /// by the keys in hand: nothing is kept for a key the function gave settings) and
+    /// when a control [clears](crate::MapControl::clear_key_settings) what it gave the
+    /// key. A setting a control gives one key
+    /// ([`set_key_limit`](crate::MapControl::set_key_limit),
+    /// [`set_key_rate`](crate::MapControl::set_key_rate)) goes before the function's.
+    /// Keep the function cheap: it runs inside the map's poll. It is kept by the map,
+    /// which may be sent to another thread, so it is `Send + 'static`: share a table
+    /// with it through an `Arc`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeySettings, Rate};
+    /// # futures_lite::future::block_on(async {
+    /// let urls = ["a.example/1", "b.example/1", "a.example/2", "slow.example/1"];
+    /// let host = |url: &&str| url.split('/').next().unwrap_or_default().to_owned();
+    /// let pages = tollgate::map_async(urls, 16, |url| async move { url.len() })
+    ///     .per_key(host, 4)
+    ///     .key_settings(|host: &String| match host.as_str() {
+    ///         "slow.example" => KeySettings::new().limit(1).rate(Rate::per_second(2)),
+    ///         _ => KeySettings::new(), // the defaults: 4 at a time
+    ///     })
+    ///     .await;
+    /// assert_eq!(pages.len(), 4);
+    /// # });
+    /// ```
+    pub fn key_settings(
+        mut self,
+        settings: impl FnMut(&K) -> KeySettings + Send + 'static,
+    ) -> Self {
+        self.admission_mut().set_key_settings(settings);
         self
     }
 

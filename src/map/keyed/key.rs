@@ -12,7 +12,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use super::budget::{RetryBudget, Spent};
 use super::pacing::Due;
-use super::settings::KeySettings;
+use super::settings::InForce;
 use crate::limit::rate::gcra::Gcra;
 
 /// Where a key is in the scheduler's lines.
@@ -36,7 +36,7 @@ pub(super) struct KeyState<T> {
     /// in input order).
     pub(super) delayed: BinaryHeap<Reverse<Due<T>>>,
     /// The limit and rate the key is held to.
-    pub(super) settings: KeySettings,
+    pub(super) settings: InForce,
     /// GCRA state of the key's rate (0: fresh).
     pub(super) tat: u64,
     /// No start before this time (a pause asked by the server).
@@ -48,7 +48,7 @@ pub(super) struct KeyState<T> {
 
 impl<T> KeyState<T> {
     #[inline]
-    pub(super) fn new(settings: KeySettings) -> Self {
+    pub(super) fn new(settings: InForce) -> Self {
         Self {
             running: 0,
             fresh: VecDeque::new(),

@@ -42,6 +42,8 @@ use futures_lite::Stream;
 pub use self::attempts::NoRetry;
 pub(crate) use self::attempts::{Attempts, Budget, RetryItem};
 use self::scheduler::{KeyScheduler, Next};
+use self::settings::GivenSettings;
+pub use self::settings::KeySettings;
 pub use self::shared::{Answer, LaterReason, NoSharedLimits, SharedLimits, WithSharedLimits};
 use self::shared::{Gate, GateOutput, Heard};
 use self::timer::MapTimer;
@@ -165,6 +167,16 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
 
     pub(crate) fn set_default_key_rate(&mut self, rate: Rate) {
         self.scheduler.set_default_rate(Gcra::new(rate));
+        self.timed = true;
+    }
+
+    /// Every key asks `given` for its settings when it is made (a key's rate may come
+    /// from it, so the map reads the clock).
+    pub(crate) fn set_key_settings(
+        &mut self,
+        given: impl FnMut(&K) -> KeySettings + Send + 'static,
+    ) {
+        self.scheduler.set_given(GivenSettings::new(given));
         self.timed = true;
     }
 

@@ -27,7 +27,7 @@ use super::asking::Asks;
 use super::budget::RetryBudget;
 use super::key::{KeyState, Place};
 use super::pacing::{MapRate, Sleepers};
-use super::settings::{KeySettings, OwnSettings};
+use super::settings::{GivenSettings, InForce, OwnSettings};
 use super::shared::LaterReason;
 use crate::limit::rate::gcra::Gcra;
 use crate::map::control::KeyChange;
@@ -57,7 +57,7 @@ struct Lines<K> {
 #[derive(Debug)]
 pub(crate) struct KeyScheduler<K, T> {
     /// The default key limit and default key rate, which new keys get.
-    defaults: KeySettings,
+    defaults: InForce,
     rate: Option<MapRate>,
     budget: Option<RetryBudget>,
     /// Keys with running or waiting items, or a rate or pause still in force.
@@ -65,6 +65,9 @@ pub(crate) struct KeyScheduler<K, T> {
     /// The settings given to one key, kept until cleared (also while the key is
     /// forgotten): a key made again takes them. As many as the keys the user set.
     own: HashMap<K, OwnSettings>,
+    /// The map's function of the key giving each key its settings, asked whenever a key
+    /// is made (again) and when a control clears what it gave the key.
+    given: Option<GivenSettings<K>>,
     /// `keys.len()` after the last sweep of idle keys: the next sweep comes when it
     /// doubles, so sweeping costs O(1) per key, amortised.
     swept_at: usize,
@@ -120,11 +123,12 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// A scheduler whose keys may each run `default_limit` items at once.
     pub(crate) fn new(default_limit: usize) -> Self {
         Self {
-            defaults: KeySettings::defaults(default_limit, None),
+            defaults: InForce::defaults(default_limit, None),
             rate: None,
             budget: None,
             keys: HashMap::new(),
             own: HashMap::new(),
+            given: None,
             swept_at: 0,
             asks: Asks::new(),
             lines: Lines {
@@ -194,7 +198,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             Entry::Occupied(occupied) => (occupied.key().clone(), occupied.into_mut()),
             Entry::Vacant(vacant) => {
                 let key = vacant.key().clone();
-                let settings = self.defaults.for_new_key(self.own.get(&key));
+                let given = self.given.as_mut().map(|given| given.of(&key));
+                let settings = self.defaults.for_new_key(self.own.get(&key), given);
                 (key, vacant.insert(KeyState::new(settings)))
             }
         }
@@ -386,6 +391,16 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.replace_all(now);
     }
 
+    /// Every key made from now on asks `given` for its settings (before the first item
+    /// is pushed).
+    pub(crate) fn set_given(&mut self, given: GivenSettings<K>) {
+        debug_assert!(
+            self.keys.is_empty(),
+            "key settings given before the first item"
+        );
+        self.given = Some(given);
+    }
+
     /// Gives `key` a limit of its own, which a change of the default key limit does not
     /// reach; kept while the key is forgotten, until [cleared](Self::clear_own).
     pub(crate) fn set_own_limit(&mut self, key: K, limit: usize, now: u64) {
@@ -411,9 +426,10 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn clear_own(&mut self, key: &K, now: u64) {
         self.own.remove(key);
         if let Some(state) = self.keys.get_mut(key) {
+            let given = self.given.as_mut().map(|given| given.of(key));
             state
                 .settings
-                .follow_defaults(&self.defaults, &mut state.tat, now);
+                .follow_defaults(&self.defaults, given, &mut state.tat, now);
             self.replace(key, now);
         }
     }

@@ -1,20 +1,77 @@
 //! The limit and rate each key is held to: the map's default key limit and default key
 //! rate, and a key's own setting.
 //!
-//! Every key's entry carries its own copy of its limit and rate, taken from the map's
-//! defaults when the key is first seen, or from the key's own settings ([`OwnSettings`],
-//! kept by the scheduler for the keys a control set, until cleared). A change of a
-//! default reaches every key that follows it; a key with its own limit (or rate) keeps it.
+//! Every key's entry carries its own copy of its limit and rate ([`InForce`]), taken
+//! when the key is first seen from, in order: the settings a control gave the key
+//! ([`OwnSettings`], kept by the scheduler until cleared), the settings the map's
+//! function of the key gives it ([`KeySettings`], asked again each time the key is made),
+//! and the map's defaults. A change of a default reaches every key that follows it; a key
+//! with its own limit (or rate) keeps it.
 //!
 //! Invariants: a key that follows a default holds exactly that default; a key's rate
 //! state (its GCRA TAT, kept by the key's entry) is carried over whenever its rate
 //! changes, so the starts it is ahead by stay spaced by the new rate.
 
-use crate::limit::rate::gcra::Gcra;
+use crate::limit::check::at_least_one;
+use crate::limit::rate::gcra::{Gcra, Rate};
+
+/// The limit and rate of one key of a keyed map, given by the map's function of the key
+/// ([`key_settings`](crate::futures::MapAsync::key_settings)): a **per-key setting**.
+/// What it leaves unset follows the map's default key limit and default key rate.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{KeySettings, Rate};
+/// // This host: 2 at a time, 5 starts a second; other hosts: the map's defaults.
+/// let slow = KeySettings::new().limit(2).rate(Rate::per_second(5));
+/// let default = KeySettings::new();
+/// # let _ = (slow, default);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeySettings {
+    limit: Option<usize>,
+    rate: Option<Rate>,
+}
+
+impl KeySettings {
+    /// Settings that follow the map's defaults in everything.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self {
+            limit: None,
+            rate: None,
+        }
+    }
+
+    /// The most items of the key that may run at once, instead of the default key limit.
+    ///
+    /// # Panics
+    ///
+    /// If `limit` is 0.
+    #[must_use]
+    #[track_caller]
+    pub const fn limit(mut self, limit: usize) -> Self {
+        at_least_one(
+            limit,
+            "tollgate: KeySettings::limit: a key limit must be at least 1 (a limit of 0 would never run the key)",
+        );
+        self.limit = Some(limit);
+        self
+    }
+
+    /// The rate the key's starts are spaced by, instead of the default key rate (a map
+    /// without a default key rate spaces this key only).
+    #[must_use]
+    pub const fn rate(mut self, rate: Rate) -> Self {
+        self.rate = Some(rate);
+        self
+    }
+}
 
 /// The limit and rate a key is held to, and whether each is the key's own.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct KeySettings {
+pub(super) struct InForce {
     /// The most items of the key that may run at once.
     pub(super) limit: usize,
     /// The rate its starts are spaced by (`None`: no rate, nothing to check).
@@ -25,7 +82,7 @@ pub(super) struct KeySettings {
     own_rate: bool,
 }
 
-impl KeySettings {
+impl InForce {
     /// The map's defaults, or the settings of a key that follows them.
     pub(super) const fn defaults(limit: usize, rate: Option<Gcra>) -> Self {
         Self {
@@ -37,10 +94,17 @@ impl KeySettings {
     }
 
     /// The settings a key first seen gets: the defaults (`self`), but for those `own`
-    /// gives it.
+    /// (a control's) or else `given` (the map's function of the key) gives it.
     #[inline]
-    pub(super) fn for_new_key(&self, own: Option<&OwnSettings>) -> Self {
+    pub(super) fn for_new_key(
+        &self,
+        own: Option<&OwnSettings>,
+        given: Option<KeySettings>,
+    ) -> Self {
         let mut settings = Self::defaults(self.limit, self.rate);
+        if let Some(given) = given {
+            settings.set_given(given);
+        }
         if let Some(own) = own {
             if let Some(limit) = own.limit {
                 settings.set_own_limit(limit);
@@ -53,15 +117,35 @@ impl KeySettings {
         settings
     }
 
-    /// The key's own settings are cleared: it follows the `defaults` again, carrying its
-    /// rate state `tat` over at `now` (a key left without any rate has nothing to carry).
-    pub(super) fn follow_defaults(&mut self, defaults: &Self, tat: &mut u64, now: u64) {
-        self.limit = defaults.limit;
-        self.own_limit = false;
-        self.own_rate = false;
-        match defaults.rate {
-            Some(rate) => self.change_rate(rate, tat, now),
-            None => self.rate = None,
+    /// The settings a control gave the key are cleared: it follows the `defaults` again,
+    /// but for what `given` (the map's function of the key) gives it, carrying its rate
+    /// state `tat` over at `now` (a key left without any rate has nothing to carry).
+    pub(super) fn follow_defaults(
+        &mut self,
+        defaults: &Self,
+        given: Option<KeySettings>,
+        tat: &mut u64,
+        now: u64,
+    ) {
+        let mut next = defaults.for_new_key(None, given);
+        match next.rate {
+            Some(rate) => {
+                next.rate = self.rate;
+                next.change_rate(rate, tat, now);
+            }
+            None => next.rate = None,
+        }
+        *self = next;
+    }
+
+    /// Takes what the map's function of the key gives it as the key's own.
+    fn set_given(&mut self, given: KeySettings) {
+        if let Some(limit) = given.limit {
+            self.set_own_limit(limit);
+        }
+        if let Some(rate) = given.rate {
+            self.rate = Some(Gcra::new(rate));
+            self.own_rate = true;
         }
     }
 
@@ -97,6 +181,26 @@ impl KeySettings {
             *tat = rate.carry_over(&old, *tat, now);
         }
         self.rate = Some(rate);
+    }
+}
+
+/// The map's function of the key, giving each key its [`KeySettings`].
+pub(crate) struct GivenSettings<K>(Box<dyn FnMut(&K) -> KeySettings + Send>);
+
+impl<K> GivenSettings<K> {
+    pub(crate) fn new(given: impl FnMut(&K) -> KeySettings + Send + 'static) -> Self {
+        Self(Box::new(given))
+    }
+
+    /// What the function gives `key`.
+    pub(super) fn of(&mut self, key: &K) -> KeySettings {
+        (self.0)(key)
+    }
+}
+
+impl<K> std::fmt::Debug for GivenSettings<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GivenSettings")
     }
 }
 
