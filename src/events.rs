@@ -62,6 +62,20 @@ pub(crate) fn key_paused(attempt: u32, pause: Duration) {
     let _ = (attempt, pause);
 }
 
+/// A key of an adaptive map moved its limit or its rate (`None`: no rate).
+#[inline(always)]
+pub(crate) fn key_adapted(limit: usize, rate_per_second: Option<f64>) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        target: "tollgate",
+        limit,
+        rate_per_second,
+        "key adapted"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (limit, rate_per_second);
+}
+
 /// A hedged race started contestant `index` (0-based): nobody had won within the delay, or
 /// every contestant started before had failed (`after_failures`).
 #[inline(always)]

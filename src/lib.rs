@@ -21,6 +21,7 @@ mod time;
 mod wake;
 
 pub use crate::error::Error;
+pub use crate::limit::adaptive::{Adaptive, AdaptiveLimiter, AdaptivePermit, Outcome};
 pub use crate::limit::bulkhead::keyed::{
     KeyedBulkhead, KeyedBulkheadPermit, KeyedBulkheadPermitArc,
 };
@@ -45,6 +46,7 @@ pub use crate::wake::model as __wake_model;
 /// The futures and streams tollgate's functions return (and the admission types of the
 /// bounded maps), named so they can be stored in structs. One public path each.
 pub mod futures {
+    pub use crate::limit::adaptive::AdaptiveAcquire;
     pub use crate::limit::bulkhead::keyed::{
         KeyedBulkheadAcquire, KeyedBulkheadAcquireArc, KeyedBulkheadRun,
     };
@@ -52,9 +54,9 @@ pub mod futures {
     pub use crate::limit::rate::{UntilKeyReady, UntilReady};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::map::{
-        BoundedMap, Collected, CompletionOrder, Delivery, GatherLimit, Gathered, Indexed,
-        InputOrder, MapAsync, MapBounded, MapUnordered, NoRetry, NoSharedLimits, OutputForm,
-        PerKey, Plain, TryCollected, TryMapAsync, Unkeyed, Window, WithSharedLimits,
+        Adapting, BoundedMap, Collected, CompletionOrder, Delivery, Fixed, GatherLimit, Gathered,
+        Indexed, InputOrder, MapAsync, MapBounded, MapUnordered, NoRetry, NoSharedLimits,
+        OutputForm, PerKey, Plain, TryCollected, TryMapAsync, Unkeyed, Window, WithSharedLimits,
     };
     pub use crate::race::Race;
     pub use crate::retry::Retry;

@@ -1129,6 +1129,9 @@ pub struct KeyProgress<K> {
     pub(crate) waiting: usize,
     pub(crate) in_flight: usize,
     pub(crate) paused: bool,
+    pub(crate) limit: usize,
+    /// The rate's interval in nanoseconds (0: no rate).
+    pub(crate) rate_interval: u64,
 }
 
 impl<K> KeyProgress<K> {
@@ -1153,6 +1156,21 @@ impl<K> KeyProgress<K> {
     #[must_use]
     pub fn is_paused(&self) -> bool {
         self.paused
+    }
+
+    /// The most of its items that may run at once now: its setting (the default key
+    /// limit, or its own), or on an [adaptive](crate::futures::MapAsync::adaptive) map
+    /// the limit it adapted to.
+    #[must_use]
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The starts per second its rate allows now at the steady pace (`None`: no rate):
+    /// its setting, or on an adaptive map the rate it adapted to.
+    #[must_use]
+    pub fn rate_per_second(&self) -> Option<f64> {
+        (self.rate_interval > 0).then(|| 1e9 / self.rate_interval as f64)
     }
 }
 

@@ -54,6 +54,14 @@ pub(crate) trait Admission<T, O>: DefaultWindow + ControlHooks {
     /// Items pulled and not started yet.
     fn waiting(&self) -> usize;
 
+    /// A stream returns an output: until it is polled again, the consumer holds it.
+    #[inline(always)]
+    fn handed_out(&mut self) {}
+
+    /// A stream is polled (again).
+    #[inline(always)]
+    fn polled(&mut self) {}
+
     /// What a stream that just took an output from its buffer does before returning it,
     /// with `backlog` outputs still held there and the pool `full` or not.
     fn after_yield(backlog: usize, limit: usize, full: bool) -> AfterYield;
@@ -729,6 +737,7 @@ where
         }
         StopOnUnwind::run(this.engine, |engine| {
             let mut allowance = YIELD_EVERY;
+            engine.admission.polled();
             engine.pool.enter();
             if let Some(value) = results.pop() {
                 // Yielding `value` released a place in the window: refill before
@@ -750,6 +759,7 @@ where
                     }
                 }
                 *streak += 1;
+                engine.admission.handed_out();
                 return Poll::Ready(Some(value));
             }
             loop {
@@ -758,6 +768,7 @@ where
                     let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut allowance);
                     engine.note_if_steered();
                     *streak += 1;
+                    engine.admission.handed_out();
                     return Poll::Ready(Some(value));
                 }
                 if engine.is_done() {

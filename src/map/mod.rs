@@ -40,8 +40,8 @@ pub use self::delivery::{
     Collected, CompletionOrder, Delivery, Gathered, InputOrder, TryCollected,
 };
 pub use self::keyed::{
-    Answer, KeySettings, LaterReason, NoRetry, NoSharedLimits, PerKey, SharedLimits, Unkeyed,
-    WithSharedLimits,
+    Adapting, Answer, Fixed, KeySettings, LaterReason, NoRetry, NoSharedLimits, PerKey,
+    SharedLimits, Unkeyed, WithSharedLimits,
 };
 pub use self::results::{Indexed, OutputForm, Plain};
 pub use self::window::Window;

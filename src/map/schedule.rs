@@ -5,7 +5,7 @@
 //! plain [`Window`] a method installs the scheduler ([`PerKey`]), on a map that has one it
 //! changes its settings.
 
-use std::future::IntoFuture;
+use std::future::{Future, IntoFuture};
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -15,10 +15,12 @@ use super::bounded::BoundedMap;
 use super::control::MapControl;
 use super::delivery::Delivery;
 use super::keyed::{
-    KeySettings, NoRetry, NoSharedLimits, PerKey, RetryItem, SharedLimits, Unkeyed,
-    WithSharedLimits, check_default_key_limit,
+    Adapting, Fixed, KeySettings, NoRetry, NoSharedLimits, PerKey, RetryItem, SharedLimits,
+    Unkeyed, WithSharedLimits, check_default_key_limit,
 };
 use super::window::Window;
+use crate::limit::adaptive::config::Adaptive;
+use crate::limit::adaptive::outcome::Outcome;
 use crate::limit::rate::Rate;
 use crate::retry::RetryPolicy;
 
@@ -29,8 +31,8 @@ type UnkeyedMap<S, F, Fut, P, D> =
 
 /// The map with the scheduler of a key function (a private shorthand: the type is the
 /// public one).
-type KeyedMap<S, F, Fut, K, KF, P, G, D> =
-    BoundedMap<S, F, Fut, PerKey<<S as Stream>::Item, K, KF, P, G>, D>;
+type KeyedMap<S, F, Fut, K, KF, P, G, D, C = Fixed> =
+    BoundedMap<S, F, Fut, PerKey<<S as Stream>::Item, K, KF, P, G, C>, D>;
 
 /// The retry policy of a map over `S`'s items failing with `E`.
 type ItemPolicy<S, E> = RetryPolicy<<S as Stream>::Item, E>;
@@ -276,7 +278,8 @@ where
     }
 }
 
-impl<S, F, Fut, K, KF, P, D> BoundedMap<S, F, Fut, PerKey<S::Item, K, KF, P>, D>
+impl<S, F, Fut, K, KF, P, D, C>
+    BoundedMap<S, F, Fut, PerKey<S::Item, K, KF, P, NoSharedLimits, C>, D>
 where
     K: Hash + Eq + Clone,
     KF: FnMut(&S::Item) -> K,
@@ -332,7 +335,7 @@ where
     pub fn shared_limits<L>(
         self,
         limits: L,
-    ) -> KeyedMap<S, F, Fut, K, KF, P, WithSharedLimits<K, L>, D>
+    ) -> KeyedMap<S, F, Fut, K, KF, P, WithSharedLimits<K, L>, D, C>
     where
         L: SharedLimits<K>,
     {
@@ -340,7 +343,7 @@ where
     }
 }
 
-impl<S, F, Fut, K, KF, P, G, D> BoundedMap<S, F, Fut, PerKey<S::Item, K, KF, P, G>, D>
+impl<S, F, Fut, K, KF, P, G, D, C> BoundedMap<S, F, Fut, PerKey<S::Item, K, KF, P, G, C>, D>
 where
     K: Hash + Eq + Clone,
     KF: FnMut(&S::Item) -> K,
@@ -526,11 +529,57 @@ where
     pub fn retry<Value, Error>(
         self,
         policy: RetryPolicy<S::Item, Error>,
-    ) -> KeyedMap<S, F, Fut, K, KF, ItemPolicy<S, Error>, G, D>
+    ) -> KeyedMap<S, F, Fut, K, KF, ItemPolicy<S, Error>, G, D, C>
     where
         S::Item: RetryItem,
         Fut: IntoFuture<Output = Result<Value, Error>>,
     {
         self.replace_admission(|admission| admission.with_policy(policy))
+    }
+
+    /// Makes every key find its own limit and rate: each key's limit moves between
+    /// `adaptive`'s floor and ceiling, and its rate below the rate ceiling, from what
+    /// its own attempts say: their outcome (read by `classify` from each attempt's
+    /// output, success and failure alike) and the latency of its successes. The map's
+    /// default key limit becomes `adaptive`'s ceiling and its default key rate the rate
+    /// ceiling; a key's own settings ([`key_settings`](Self::key_settings),
+    /// [`MapControl::set_key_limit`](crate::MapControl::set_key_limit) and the other
+    /// setters) set that key's ceilings. How values move: [`Adaptive`].
+    ///
+    /// A key starts low (never at its ceiling), and so does a key the map forgot
+    /// and sees again. Only overloads ([`Outcome::overload`]: a 429, a 503, an attempt
+    /// timeout) lower a key's values; other failures never do. Latency is each
+    /// attempt's own (a retry is a new attempt) and leaves out the time a stream sat
+    /// handed out and not polled. Each map adapts on its own: a fleet's processes
+    /// do not share what their keys learned.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Adaptive, Outcome, Rate};
+    /// # futures_lite::future::block_on(async {
+    /// // Each host between 1 and 16 at a time, at most 50 starts a second.
+    /// let pages = tollgate::map_async(0..100u32, 64, |n| async move {
+    ///     if n % 10 == 9 { Err(503) } else { Ok(n) }
+    /// })
+    /// .per_key(|n| n % 4, 16)
+    /// .adaptive(Adaptive::new(1, 16).max_rate(Rate::per_second(50)), |out| match out {
+    ///     Ok(_) => Outcome::success(),
+    ///     Err(429 | 503) => Outcome::overload(),
+    ///     Err(_) => Outcome::failure(),
+    /// })
+    /// .await;
+    /// assert_eq!(pages.len(), 100);
+    /// # });
+    /// ```
+    pub fn adaptive<Classifier>(
+        self,
+        adaptive: Adaptive,
+        classify: Classifier,
+    ) -> KeyedMap<S, F, Fut, K, KF, P, G, D, Adapting<Classifier>>
+    where
+        Classifier: FnMut(&<Fut::IntoFuture as Future>::Output) -> Outcome,
+    {
+        self.replace_admission(|admission| admission.with_adaptive(adaptive, classify))
     }
 }

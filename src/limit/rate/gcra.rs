@@ -224,6 +224,16 @@ impl Gcra {
         now.saturating_add(u64::try_from(ahead).unwrap_or(u64::MAX))
     }
 
+    /// Starts per second at the steady rate.
+    pub(crate) fn per_second(&self) -> f64 {
+        1e9 / self.interval.max(1) as f64
+    }
+
+    /// Nanoseconds between two starts at the steady rate.
+    pub(crate) const fn interval_nanos(&self) -> u64 {
+        self.interval
+    }
+
     /// The earliest time a start is allowed against `tat` (`now` or earlier when it is
     /// allowed already).
     #[inline]

@@ -13,6 +13,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use super::budget::{RetryBudget, Spent};
 use super::pacing::Due;
 use super::settings::InForce;
+use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::rate::gcra::Gcra;
 
 /// Where a key is in the scheduler's lines.
@@ -44,6 +45,9 @@ pub(super) struct KeyState<T> {
     /// What the key spent of its retry budget.
     pub(super) spent: Spent,
     pub(super) place: Place,
+    /// On an adaptive map, the key's own limit and rate as they adapt (the settings are
+    /// then their ceilings).
+    pub(super) adapt: Option<KeyAdapt>,
 }
 
 impl<T> KeyState<T> {
@@ -58,6 +62,34 @@ impl<T> KeyState<T> {
             paused_until: 0,
             spent: Spent::default(),
             place: Place::Out,
+            adapt: None,
+        }
+    }
+
+    /// The most items of the key that may run at once: its setting, or on an adaptive
+    /// map the limit it adapted to.
+    #[inline]
+    pub(super) fn limit(&self) -> usize {
+        match &self.adapt {
+            None => self.settings.limit,
+            Some(adapt) => adapt.limit(),
+        }
+    }
+
+    /// The rate the key's starts are spaced by: its setting, or on an adaptive map the
+    /// rate it adapted to.
+    #[inline]
+    pub(super) fn rate(&self) -> Option<Gcra> {
+        match &self.adapt {
+            None => self.settings.rate,
+            Some(adapt) => adapt.rate(),
+        }
+    }
+
+    /// The key's settings changed: on an adaptive map they are its ceilings.
+    pub(super) fn settings_changed(&mut self) {
+        if let Some(adapt) = &mut self.adapt {
+            adapt.set_ceiling(Some(self.settings.limit), self.settings.rate);
         }
     }
 
@@ -73,7 +105,7 @@ impl<T> KeyState<T> {
     /// or without room.
     #[inline]
     pub(super) fn ready_at(&self) -> Option<u64> {
-        if self.running >= self.settings.limit {
+        if self.running >= self.limit() {
             return None;
         }
         let work = if !self.fresh.is_empty() {
@@ -81,11 +113,7 @@ impl<T> KeyState<T> {
         } else {
             self.delayed.peek()?.0.at
         };
-        let rate = self
-            .settings
-            .rate
-            .as_ref()
-            .map_or(0, |rate| rate.allowed_at(self.tat));
+        let rate = self.rate().map_or(0, |rate| rate.allowed_at(self.tat));
         Some(work.max(rate).max(self.paused_until))
     }
 

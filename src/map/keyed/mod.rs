@@ -17,9 +17,11 @@
 //! [`PerKey`] is the engine's admission for this; the maps' `per_key`, `rate` and `retry`
 //! methods install it (a map without a key function gets the unit key).
 
+mod adapt;
 mod asking;
 mod attempts;
 mod budget;
+mod hooks;
 mod key;
 mod pacing;
 mod scheduler;
@@ -33,12 +35,14 @@ use std::future::{Future, IntoFuture};
 use std::hash::Hash;
 use std::ops::ControlFlow;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_lite::Stream;
 
+pub use self::adapt::{Adapting, Fixed};
+use self::adapt::{AttemptClock, Classify, Unpolled};
 pub use self::attempts::NoRetry;
 pub(crate) use self::attempts::{Attempts, Budget, RetryItem};
 use self::scheduler::{KeyScheduler, Next};
@@ -48,15 +52,12 @@ pub use self::shared::{Answer, LaterReason, NoSharedLimits, SharedLimits, WithSh
 use self::shared::{Gate, GateOutput, Heard};
 use self::timer::MapTimer;
 use self::window::Growth;
-use super::control::{
-    CAN_KEY_SETTINGS, CAN_PER_KEY, CAN_RATE, Figures, KeyChange, KeyChanges, KeyProgress, Settings,
-    Shared,
-};
+use super::control::{CAN_KEY_SETTINGS, CAN_PER_KEY, CAN_RATE, KeyChanges, KeyProgress};
 use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
 use super::pool::Started;
 use super::results::Results;
-use super::steering::ControlHooks;
 use crate::events;
+use crate::limit::adaptive::config::Adaptive;
 use crate::limit::rate::Rate;
 use crate::limit::rate::gcra::{Gcra, nanos_since_origin};
 use crate::runtime::now;
@@ -96,6 +97,8 @@ struct Running<K, T> {
     kept: Option<T>,
     /// Which attempt this is (1 for the first).
     attempt: u32,
+    /// When it started, for its latency (an adaptive map's only).
+    clock: AttemptClock,
 }
 
 /// The admission of a map with per-key limits, rates or retries: made by the maps'
@@ -105,7 +108,7 @@ struct Running<K, T> {
 /// `T` is the map's item type, `K` the key, `KF` the key function, `P` the retry
 /// policy ([`NoRetry`] or a [`RetryPolicy`]) and `G` the shared limits ([`NoSharedLimits`], or
 /// [`WithSharedLimits`] after [`shared_limits`](crate::futures::MapAsync::shared_limits)).
-pub struct PerKey<T, K, KF, P = NoRetry, G = NoSharedLimits> {
+pub struct PerKey<T, K, KF, P = NoRetry, G = NoSharedLimits, C = Fixed> {
     key_fn: KF,
     scheduler: KeyScheduler<K, Waiting<T>>,
     /// The future running in each pool slot (`None` for an idle slot).
@@ -126,6 +129,11 @@ pub struct PerKey<T, K, KF, P = NoRetry, G = NoSharedLimits> {
     key_changes: Option<KeyChanges<K>>,
     /// The shared limits every start asks first, and the permits they granted.
     gate: G,
+    /// How the map reads each attempt's outcome to adapt its keys ([`Fixed`]: it does not).
+    classify: C,
+    /// Time the map spent handed out and not polled, in total (an adaptive stream's, for
+    /// latencies that leave it out), and since when it is handed out now.
+    unpolled: Unpolled,
 }
 
 impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
@@ -145,6 +153,8 @@ impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
             board: None,
             key_changes: None,
             gate: NoSharedLimits::default(),
+            classify: Fixed,
+            unpolled: Unpolled::default(),
         }
     }
 }
@@ -159,7 +169,7 @@ impl<T> PerKey<T, (), Unkeyed<T>> {
     }
 }
 
-impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
+impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
     pub(crate) fn set_rate(&mut self, rate: Rate) {
         self.scheduler.set_rate(Gcra::new(rate));
         self.timed = true;
@@ -168,6 +178,25 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
     pub(crate) fn set_default_key_rate(&mut self, rate: Rate) {
         self.scheduler.set_default_rate(Gcra::new(rate));
         self.timed = true;
+    }
+
+    /// The same admission, its keys adapting as `adaptive` says from the outcomes
+    /// `classify` reads (before the map starts): the default key limit and rate become
+    /// the ceilings.
+    pub(crate) fn with_adaptive<D>(
+        mut self,
+        adaptive: Adaptive,
+        classify: D,
+    ) -> PerKey<T, K, KF, P, G, Adapting<D>> {
+        let now = self.now();
+        self.scheduler.set_default_limit(adaptive.ceiling(), now);
+        if let Some(rate) = adaptive.rate_ceiling() {
+            self.scheduler.set_default_rate(Gcra::new(rate));
+        }
+        self.scheduler.set_adaptive(adaptive);
+        // Latencies and windows are measured on the map's clock.
+        self.timed = true;
+        self.with_parts(|policy| policy, |gate| gate, |_| Adapting::new(classify))
     }
 
     /// Every key asks `given` for its settings when it is made (a key's rate may come
@@ -195,12 +224,12 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
     }
 
     /// The same admission with another retry policy (before the map starts).
-    pub(crate) fn with_policy<Q: Budget>(mut self, policy: Q) -> PerKey<T, K, KF, Q, G> {
+    pub(crate) fn with_policy<Q: Budget>(mut self, policy: Q) -> PerKey<T, K, KF, Q, G, C> {
         if let Some((ratio, floor)) = policy.budget() {
             self.scheduler.set_budget(ratio, floor);
         }
         self.timed = true;
-        self.with_parts(|_| policy, |gate| gate)
+        self.with_parts(|_| policy, |gate| gate, |classify| classify)
     }
 
     /// The same admission asking `limits` before every start (made from a map without
@@ -208,20 +237,25 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
     pub(crate) fn with_shared<L: SharedLimits<K>>(
         mut self,
         limits: L,
-    ) -> PerKey<T, K, KF, P, WithSharedLimits<K, L>> {
+    ) -> PerKey<T, K, KF, P, WithSharedLimits<K, L>, C> {
         self.scheduler.set_gated();
         // A key told "later" sleeps on the map's clock.
         self.timed = true;
-        self.with_parts(|policy| policy, |_| WithSharedLimits::new(limits))
+        self.with_parts(
+            |policy| policy,
+            |_| WithSharedLimits::new(limits),
+            |classify| classify,
+        )
     }
 
     /// The same admission with its retry policy and shared limits replaced (before the map
     /// starts); everything else carries over.
-    fn with_parts<Q, H>(
+    fn with_parts<Q, H, D>(
         self,
         policy: impl FnOnce(P) -> Q,
         gate: impl FnOnce(G) -> H,
-    ) -> PerKey<T, K, KF, Q, H> {
+        classify: impl FnOnce(C) -> D,
+    ) -> PerKey<T, K, KF, Q, H, D> {
         PerKey {
             key_fn: self.key_fn,
             scheduler: self.scheduler,
@@ -235,6 +269,8 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
             board: self.board,
             key_changes: self.key_changes,
             gate: gate(self.gate),
+            classify: classify(self.classify),
+            unpolled: self.unpolled,
         }
     }
 
@@ -261,6 +297,8 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
             board: None,
             key_changes: None,
             gate: NoSharedLimits::default(),
+            classify: Fixed,
+            unpolled: Unpolled::default(),
         }
     }
 
@@ -278,8 +316,21 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
     fn attempt_done<O>(&mut self, running: Running<K, T>, seq: usize, output: O) -> Option<O>
     where
         P: Attempts<T, O>,
+        C: Classify<O>,
     {
-        let Running { key, kept, attempt } = running;
+        let Running {
+            key,
+            kept,
+            attempt,
+            clock,
+        } = running;
+        if C::ADAPTIVE {
+            if let Some(outcome) = self.classify.classify(&output) {
+                let now = self.now();
+                let latency = clock.latency(now, &self.unpolled);
+                self.scheduler.adapted(&key, outcome, latency, now);
+            }
+        }
         let Some(item) = kept else {
             let now = self.now();
             self.scheduler.finish(&key, now);
@@ -315,7 +366,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
     }
 }
 
-impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
+impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
     /// Polls the shared limits' asks, wake-ups and revocations, and tells the scheduler
     /// what they answered; `true` if anything came (run another round: an item may
     /// start, or an attempt must end).
@@ -348,12 +399,13 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
     }
 }
 
-impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
+impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
     /// Counts the start of an attempt of `waiting` (of `key`): what to remember of it while
     /// it runs, its input position and the item to call the function with.
     fn begin_attempt<O>(&mut self, key: K, waiting: Waiting<T>) -> (Running<K, T>, usize, T)
     where
         P: Attempts<T, O>,
+        C: Classify<O>,
     {
         let Waiting {
             seq,
@@ -363,10 +415,16 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
         let kept = P::keep(&item);
         self.counts.attempts += 1;
         self.counts.started += u64::from(attempts == 0);
+        let clock = if C::ADAPTIVE {
+            AttemptClock::start(self.now(), &self.unpolled)
+        } else {
+            AttemptClock::default()
+        };
         let running = Running {
             key,
             kept,
             attempt: attempts + 1,
+            clock,
         };
         (running, seq, item)
     }
@@ -380,6 +438,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
     where
         Fut: Future<Output = O>,
         P: Attempts<T, O>,
+        C: Classify<O>,
         G: GateOutput<K, O>,
         R: Results<O>,
     {
@@ -415,6 +474,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G> PerKey<T, K, KF, P, G> {
     where
         Fut: Future<Output = O>,
         P: Attempts<T, O>,
+        C: Classify<O>,
         G: GateOutput<K, O>,
         R: Results<O>,
     {
@@ -467,7 +527,7 @@ fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
-impl<T, K, KF, P, G> DebugFields for PerKey<T, K, KF, P, G> {
+impl<T, K, KF, P, G, C> DebugFields for PerKey<T, K, KF, P, G, C> {
     fn fields(&self, s: &mut fmt::DebugStruct<'_, '_>) {
         s.field("default_key_limit", &self.scheduler.default_limit())
             .field("waiting_for_key", &self.scheduler.waiting())
@@ -476,7 +536,7 @@ impl<T, K, KF, P, G> DebugFields for PerKey<T, K, KF, P, G> {
     }
 }
 
-impl<T, K, KF, P, G> fmt::Debug for PerKey<T, K, KF, P, G> {
+impl<T, K, KF, P, G, C> fmt::Debug for PerKey<T, K, KF, P, G, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = f.debug_struct("PerKey");
         self.fields(&mut s);
@@ -484,7 +544,7 @@ impl<T, K, KF, P, G> fmt::Debug for PerKey<T, K, KF, P, G> {
     }
 }
 
-impl<T, K, KF, P, G> DefaultWindow for PerKey<T, K, KF, P, G> {
+impl<T, K, KF, P, G, C> DefaultWindow for PerKey<T, K, KF, P, G, C> {
     fn default_window(limit: usize, _ordered: bool) -> usize {
         limit.saturating_mul(PER_KEY_WINDOW)
     }
@@ -503,110 +563,33 @@ impl<T, K, KF, P, G> DefaultWindow for PerKey<T, K, KF, P, G> {
     }
 }
 
-impl<T, K, KF, P, G> ControlHooks for PerKey<T, K, KF, P, G>
-where
-    K: Hash + Eq + Clone,
-    G: Gate<K>,
-{
-    fn figures(&self, _pulled: usize, _in_pool: usize) -> Figures {
-        let Counts {
-            started,
-            attempts,
-            finished,
-            failed,
-            retries,
-        } = self.counts;
-        Figures {
-            started,
-            attempts,
-            finished,
-            failed,
-            retries,
-            ..Figures::default()
-        }
-    }
-
-    fn take_unstarted(&mut self) -> Vec<usize> {
-        let taken = self
-            .scheduler
-            .take_fresh()
-            .into_iter()
-            .map(|waiting| waiting.seq)
-            .collect();
-        if G::ACTIVE {
-            // Permits granted for items that will not start go back at once.
-            for (key, surplus) in self.scheduler.take_surplus() {
-                for _ in 0..surplus {
-                    drop(self.gate.take(&key));
-                }
-            }
-        }
-        taken
-    }
-
-    fn apply(&mut self, settings: &Settings) {
-        if let Some(rate) = settings.rate {
-            self.timed = true;
-            let now = self.now();
-            self.scheduler.change_rate(Gcra::new(rate), now);
-        }
-        if let Some(rate) = settings.default_key_rate {
-            self.timed = true;
-            let now = self.now();
-            self.scheduler.change_default_rate(Gcra::new(rate), now);
-        }
-        if let Some(limit) = settings.default_key_limit {
-            let now = self.now();
-            self.scheduler.set_default_limit(limit, now);
-        }
-        if let Some(queue) = &self.key_changes {
-            let changes =
-                std::mem::take(&mut *queue.lock().unwrap_or_else(PoisonError::into_inner));
-            for change in changes {
-                self.timed |= matches!(change, KeyChange::Rate(..));
-                let now = self.now();
-                self.scheduler.change_key(change, now);
-            }
-        }
-    }
-
-    fn publish_keys(&mut self, shared: &Shared) {
-        let Some(n) = shared.keys_requested() else {
-            return;
-        };
-        // Pauses are set on the map's clock, which runs only for a map that has a rate
-        // or retries (the only maps that pause).
-        let now = self.now();
-        let (paused, busiest) = self.scheduler.busiest(now, n);
-        shared.publish_paused_keys(paused);
-        if G::ACTIVE {
-            let (later, warming_up) = self.scheduler.told_later(now);
-            shared.publish_told_later(later, warming_up);
-        }
-        if let Some(board) = &self.board {
-            let busiest = busiest
-                .into_iter()
-                .map(|(key, waiting, in_flight, paused)| KeyProgress {
-                    key,
-                    waiting,
-                    in_flight,
-                    paused,
-                })
-                .collect();
-            *board.lock().unwrap_or_else(PoisonError::into_inner) = busiest;
-        }
-    }
-}
-
-impl<T, O, K, KF, P, G> Admission<T, O> for PerKey<T, K, KF, P, G>
+impl<T, O, K, KF, P, G, C> Admission<T, O> for PerKey<T, K, KF, P, G, C>
 where
     K: Hash + Eq + Clone,
     KF: FnMut(&T) -> K,
     P: Attempts<T, O>,
+    C: Classify<O>,
     G: GateOutput<K, O>,
+    C: Classify<O>,
 {
     fn waiting(&self) -> usize {
         self.scheduler.waiting()
+    }
+
+    #[inline(always)]
+    fn handed_out(&mut self) {
+        if C::ADAPTIVE {
+            let now = self.now();
+            self.unpolled.handed_out(now);
+        }
+    }
+
+    #[inline(always)]
+    fn polled(&mut self) {
+        if C::ADAPTIVE {
+            let now = self.now();
+            self.unpolled.polled(now);
+        }
     }
 
     /// Only once fewer than `limit` outputs are left to hand out. The window is large

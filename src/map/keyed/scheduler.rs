@@ -29,8 +29,12 @@ use super::key::{KeyState, Place};
 use super::pacing::{MapRate, Sleepers};
 use super::settings::{GivenSettings, InForce, OwnSettings};
 use super::shared::LaterReason;
+use crate::events;
+use crate::limit::adaptive::config::Adaptive;
+use crate::limit::adaptive::core::KeyAdapt;
+use crate::limit::adaptive::outcome::Outcome;
 use crate::limit::rate::gcra::Gcra;
-use crate::map::control::KeyChange;
+use crate::map::control::{KeyChange, KeyProgress};
 
 /// What [`KeyScheduler::next`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -68,6 +72,8 @@ pub(crate) struct KeyScheduler<K, T> {
     /// The map's function of the key giving each key its settings, asked whenever a key
     /// is made (again) and when a control clears what it gave the key.
     given: Option<GivenSettings<K>>,
+    /// On an adaptive map, how its keys adapt (their settings are then ceilings).
+    adaptive: Option<Adaptive>,
     /// `keys.len()` after the last sweep of idle keys: the next sweep comes when it
     /// doubles, so sweeping costs O(1) per key, amortised.
     swept_at: usize,
@@ -129,6 +135,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             keys: HashMap::new(),
             own: HashMap::new(),
             given: None,
+            adaptive: None,
             swept_at: 0,
             asks: Asks::new(),
             lines: Lines {
@@ -200,7 +207,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 let key = vacant.key().clone();
                 let given = self.given.as_mut().map(|given| given.of(&key));
                 let settings = self.defaults.for_new_key(self.own.get(&key), given);
-                (key, vacant.insert(KeyState::new(settings)))
+                let state = vacant.insert(KeyState::new(settings));
+                if let Some(adaptive) = &self.adaptive {
+                    // A key made again starts low, whatever it had reached before.
+                    state.adapt = Some(KeyAdapt::new(adaptive, now));
+                    state.settings_changed();
+                }
+                (key, state)
             }
         }
     }
@@ -330,10 +343,22 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             let item = state
                 .take_item(now, self.budget.as_ref())
                 .expect("a ready key has an item");
-            if let Some(rate) = &state.settings.rate {
+            let rate = state.rate();
+            if let Some(rate) = &rate {
                 state.tat = rate
                     .decide(state.tat, now)
                     .expect("the key's rate allows it");
+            }
+            if state.adapt.is_some() {
+                // The rate is what holds the key back when, after this start, it has
+                // work and room but its rate says "not yet".
+                let held_by_rate = state.running < state.limit()
+                    && state.has_items()
+                    && rate.is_some_and(|rate| rate.allowed_at(state.tat) > now);
+                let running = state.running;
+                if let Some(adapt) = &mut state.adapt {
+                    adapt.started(now, running, held_by_rate);
+                }
             }
             if self.asks.is_gated() {
                 self.asks.take_permit(&key);
@@ -370,6 +395,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.defaults.limit = limit;
         for state in self.keys.values_mut() {
             state.settings.follow_limit(limit);
+            state.settings_changed();
         }
         self.replace_all(now);
     }
@@ -387,8 +413,38 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.defaults.rate = Some(rate);
         for state in self.keys.values_mut() {
             state.settings.follow_rate(rate, &mut state.tat, now);
+            state.settings_changed();
         }
         self.replace_all(now);
+    }
+
+    /// The keys adapt their limits and rates as `adaptive` says, under their settings as
+    /// ceilings (before the first item is pushed).
+    pub(crate) fn set_adaptive(&mut self, adaptive: Adaptive) {
+        debug_assert!(self.keys.is_empty(), "adaptive before the first item");
+        self.adaptive = Some(adaptive);
+    }
+
+    /// An attempt of `key` ended at `now` with `outcome` after running `latency`: on an
+    /// adaptive map the key adapts, and moves where its new limit and rate put it.
+    pub(crate) fn adapted(&mut self, key: &K, outcome: Outcome, latency: u64, now: u64) {
+        let Some(adaptive) = &self.adaptive else {
+            return;
+        };
+        let Some(state) = self.keys.get_mut(key) else {
+            return;
+        };
+        let Some(adapt) = &mut state.adapt else {
+            return;
+        };
+        let old_rate = adapt.rate();
+        if adapt.finished(adaptive, now, outcome, latency) {
+            if let (Some(old), Some(new)) = (old_rate, adapt.rate()) {
+                state.tat = new.carry_over(&old, state.tat, now);
+            }
+            events::key_adapted(adapt.limit(), adapt.rate().map(|rate| rate.per_second()));
+            self.replace(key, now);
+        }
     }
 
     /// Every key made from now on asks `given` for its settings (before the first item
@@ -407,6 +463,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.own.entry(key.clone()).or_default().limit = Some(limit);
         if let Some(state) = self.keys.get_mut(&key) {
             state.settings.set_own_limit(limit);
+            state.settings_changed();
             self.replace(&key, now);
         }
     }
@@ -418,6 +475,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.own.entry(key.clone()).or_default().rate = Some(rate);
         if let Some(state) = self.keys.get_mut(&key) {
             state.settings.set_own_rate(rate, &mut state.tat, now);
+            state.settings_changed();
             self.replace(&key, now);
         }
     }
@@ -430,6 +488,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             state
                 .settings
                 .follow_defaults(&self.defaults, given, &mut state.tat, now);
+            state.settings_changed();
             self.replace(key, now);
         }
     }
@@ -465,18 +524,19 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 
     /// How many keys are paused at `now`, and the `n` keys with the most items waiting
     /// or running (busiest first): key, waiting, running, paused.
-    pub(crate) fn busiest(&self, now: u64, n: usize) -> (usize, Vec<(K, usize, usize, bool)>) {
+    pub(crate) fn busiest(&self, now: u64, n: usize) -> (usize, Vec<KeyProgress<K>>) {
         let mut paused = 0;
         let mut loads = Vec::new();
         for (key, state) in &self.keys {
             let is_paused = state.paused_until > now;
             paused += usize::from(is_paused);
-            let waiting = state.items();
-            if n > 0 && waiting + state.running > 0 {
-                loads.push((key, waiting, state.running, is_paused));
+            if n > 0 && state.items() + state.running > 0 {
+                loads.push((key, state, is_paused));
             }
         }
-        let load = |entry: &(&K, usize, usize, bool)| std::cmp::Reverse(entry.1 + entry.2);
+        let load = |(_, state, _): &(&K, &KeyState<T>, bool)| {
+            std::cmp::Reverse(state.items() + state.running)
+        };
         if loads.len() > n {
             loads.select_nth_unstable_by_key(n, load);
             loads.truncate(n);
@@ -484,7 +544,14 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         loads.sort_by_key(load);
         let busiest = loads
             .into_iter()
-            .map(|(key, waiting, running, paused)| (key.clone(), waiting, running, paused))
+            .map(|(key, state, paused)| KeyProgress {
+                key: key.clone(),
+                waiting: state.items(),
+                in_flight: state.running,
+                paused,
+                limit: state.limit(),
+                rate_interval: state.rate().map_or(0, |rate| rate.interval_nanos()),
+            })
             .collect();
         (paused, busiest)
     }

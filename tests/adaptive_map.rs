@@ -1,0 +1,118 @@
+//! `.adaptive(..)` on a keyed map: each key finds its own limit from its own outcomes and
+//! latencies, under smol, `run_sync` and tokio (current and multi-thread).
+//!
+//! The servers are in the test: a key's attempt takes a few milliseconds (a timer), and a
+//! "busy" host answers overload whenever more than its knee of attempts are in flight. Only
+//! what the map must do whatever the machine's speed is asserted: overloads keep the busy
+//! key near its knee, a key that is never overloaded and uses its whole limit rises above
+//! where it started, no key ever runs more than its ceiling, and plain failures change
+//! nothing.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::time::Duration;
+
+use common::{InFlight, matrix};
+use tollgate::{Adaptive, Outcome, map_async, sleep};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Ok,
+    Busy,
+    NotFound,
+}
+
+fn classify(answer: &Answer) -> Outcome {
+    match answer {
+        Answer::Ok => Outcome::success(),
+        Answer::Busy => Outcome::overload(),
+        Answer::NotFound => Outcome::failure(),
+    }
+}
+
+matrix! {
+    async fn overloads_keep_a_key_near_its_knee_and_a_calm_key_rises() {
+        const KNEE: usize = 2;
+        let (busy, calm) = (InFlight::default(), InFlight::default());
+        let overloads = AtomicUsize::new(0);
+        let busy_items = AtomicUsize::new(0);
+        let items = (0..1_200usize).map(|n| n % 2 == 0);
+        let answers = map_async(items, 64, |is_busy| {
+            let (host, flight) = if is_busy { ("busy", &busy) } else { ("calm", &calm) };
+            let guard = flight.enter();
+            let over = is_busy && flight.now() > KNEE;
+            if is_busy {
+                busy_items.fetch_add(1, SeqCst);
+                if over {
+                    overloads.fetch_add(1, SeqCst);
+                }
+            }
+            async move {
+                // An overload is answered at once, a success after the work.
+                if !over {
+                    sleep(Duration::from_millis(4)).await;
+                }
+                drop(guard);
+                let _ = host;
+                if over { Answer::Busy } else { Answer::Ok }
+            }
+        })
+        .per_key(|is_busy| *is_busy, 16)
+        .adaptive(Adaptive::new(1, 16), classify)
+        .await;
+        assert_eq!(answers.len(), 1_200);
+        let share = overloads.load(SeqCst) as f64 / busy_items.load(SeqCst) as f64;
+        assert!(share < 0.25, "the busy key was overloaded on {share:.2} of its attempts");
+        assert!(busy.peak() <= 16 && calm.peak() <= 16, "never above the ceiling");
+        assert!(
+            calm.peak() >= 4,
+            "the calm key used its whole limit and was never overloaded: it rose from 2 (peak {})",
+            calm.peak()
+        );
+    }
+
+    async fn plain_failures_never_lower_a_key() {
+        // Every attempt fails with a plain failure, instantly: the key neither falls
+        // nor learns a latency from them; successes in between keep it rising.
+        let flight = InFlight::default();
+        let answers = map_async(0..600usize, 32, |n| {
+            let guard = flight.enter();
+            async move {
+                let answer = if n % 2 == 0 {
+                    Answer::NotFound
+                } else {
+                    sleep(Duration::from_millis(4)).await;
+                    Answer::Ok
+                };
+                drop(guard);
+                answer
+            }
+        })
+        .per_key(|_| "host", 8)
+        .adaptive(Adaptive::new(1, 8), classify)
+        .await;
+        assert_eq!(answers.len(), 600);
+        assert!(flight.peak() >= 4, "plain failures held the key down (peak {})", flight.peak());
+        assert!(flight.peak() <= 8);
+    }
+
+    async fn a_key_starts_low_never_at_its_ceiling() {
+        // All items ready at once, a ceiling of 32: the first attempts of the key start
+        // at most a few at a time, however many slots are free.
+        let flight = InFlight::default();
+        let answers = map_async(0..40usize, 64, |_| {
+            let guard = flight.enter();
+            async move {
+                sleep(Duration::from_millis(20)).await;
+                drop(guard);
+                Answer::Ok
+            }
+        })
+        .per_key(|_| "host", 32)
+        .adaptive(Adaptive::new(1, 32), classify)
+        .await;
+        assert_eq!(answers.len(), 40);
+        assert!(flight.peak() < 32, "started at its ceiling (peak {})", flight.peak());
+    }
+}
