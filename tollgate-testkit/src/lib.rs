@@ -9,6 +9,8 @@
 //! - [`http_server`] and [`http_client`]: a loopback HTTP/1.1 server that judges a client's
 //!   politeness, and a one-request-per-connection hyper client for smol and tokio.
 //! - [`simulated_network`]: in-process hosts with latency and their own rate meter.
+//! - [`simulated_internet`]: a seeded internet of hosts with hidden capacities on tokio's
+//!   paused clock, and the figures that judge a crawl against the ideal.
 //! - `redis_server` (feature `redis`): a `redis-server` of one's own, and a probe to look
 //!   inside Redis.
 //! - [`progress`]: the crawl examples' progress display.
@@ -22,6 +24,7 @@ mod probes;
 pub mod progress;
 #[cfg(feature = "redis")]
 pub mod redis_server;
+pub mod simulated_internet;
 pub mod simulated_network;
 
 pub use matrix::{TEST_DEADLINE, spawn, tokio_current, tokio_multi};

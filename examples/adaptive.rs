@@ -1,0 +1,426 @@
+//! Crawl strategies on the simulated internet: 1,000 hosts with hidden capacities, 200,000
+//! URLs with a Zipf skew, a global limit of 512, hosts halved at 60 s and restored at 180 s
+//! (the model and the figures: `tollgate_testkit::simulated_internet`).
+//!
+//! ```text
+//! cargo run --release --features tokio --example adaptive -- [--seeds N] [--scale S]
+//!                                                            [--threads T] [--only TEXT]
+//! ```
+//!
+//! Each strategy crawls every URL once per seed, on a current-thread tokio runtime started
+//! paused (virtual time, no wall clock), and the table shows each figure's mean over the
+//! seeds and, in parentheses, its worst seed. The strategies:
+//!
+//! - **static L/R**: the static grid, per-key limit L ∈ {1, 2, 4, 8, 16, 32} × per-key rate
+//!   R ∈ {none, 5, 20, 50, 200}/s (`.per_key(host, L).per_key_rate(Rate::per_second(R))`);
+//!   then the best cell in hindsight, by mean goodput against the capped ideal, over all
+//!   cells and over the cells whose mean overload stays within 1% of requests;
+//! - **autothrottle**: Scrapy's AutoThrottle with its defaults: a delay per host, starting at
+//!   5 s, at most 60 s, target concurrency 1, 8 requests per host at once; after each answer
+//!   `new = max(latency, (delay + latency) / 2)`, clamped to [0, 60 s], and an answer other
+//!   than 200 may only raise it; a timeout (an exception in Scrapy) changes nothing. The delay
+//!   is the host's own rate, `MapControl::set_key_rate(host, Rate::every(delay))`, so starts
+//!   are spaced by exactly the delay (Scrapy spreads each wait over U[0.5, 1.5] × delay);
+//! - **oracle**, for calibration only (a crawler is never told a host's capacity): each host
+//!   its true knee as its limit (a dead host 1) and its true rate with 8 ms of slack between
+//!   starts (where the meter's jitter refuses about 1%), halved and restored with the host.
+//!   It shows how much of the ideal and of the capped ideal is within reach at all.
+//!
+//! Every strategy shares the global limit (512 × scale), the default window, and one retry
+//! policy: 5 attempts, 429s and 503s retried (a 429 after its `Retry-After`, pausing its host
+//! that long; a 503 after a backoff from 100 ms, doubling, without jitter so runs repeat),
+//! timeouts not retried (a dead host is given up at its first timeout per URL).
+//!
+//! A strategy is one `async fn(&SimulatedInternet)` that crawls `net.urls()` and reports each
+//! URL [`finished`](SimulatedInternet::finished) as its output comes ([`consume`] does), plus
+//! one line in [`strategies`].
+//!
+//! The seeds of the table ([`SEEDS`]) are not used while tuning: tune and test on others
+//! (the tests use 1, 2 and 3). `--seeds N` runs the first N of them, `--scale S` scales the
+//! hosts, URLs, global limit and halved hosts (0.1: 100 hosts, 20,000 URLs, limit 51),
+//! `--threads T` runs T runs at once (2 by default), `--only TEXT` the strategies whose name
+//! contains TEXT.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_lite::{Stream, StreamExt};
+use tollgate::{MapControl, Rate, RetryPolicy, amap_iter};
+use tollgate_testkit::simulated_internet::{
+    Config, HALVE_AT, RESTORE_AT, Report, Response, SimulatedInternet, Summary, Url,
+};
+
+/// The seeds of the table, never used while tuning.
+const SEEDS: [u64; 5] = [
+    0x7a61_0001,
+    0x7a61_0002,
+    0x7a61_0003,
+    0x7a61_0004,
+    0x7a61_0005,
+];
+
+/// A crawl of one simulated internet, to its end.
+type Crawl = Box<
+    dyn for<'a> Fn(&'a SimulatedInternet) -> Pin<Box<dyn Future<Output = ()> + 'a>> + Send + Sync,
+>;
+
+/// A named crawl strategy.
+struct Strategy {
+    name: String,
+    crawl: Crawl,
+}
+
+impl Strategy {
+    fn new(
+        name: impl Into<String>,
+        crawl: impl for<'a> Fn(&'a SimulatedInternet) -> Pin<Box<dyn Future<Output = ()> + 'a>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            crawl: Box::new(crawl),
+        }
+    }
+}
+
+/// Every strategy, in the table's order.
+fn strategies() -> Vec<Strategy> {
+    let mut list = Vec::new();
+    for limit in [1, 2, 4, 8, 16, 32] {
+        for rate in [None, Some(5), Some(20), Some(50), Some(200)] {
+            let name = format!(
+                "static {limit}/{}",
+                rate.map_or("none".to_owned(), |r| r.to_string())
+            );
+            list.push(Strategy::new(name, move |net| {
+                Box::pin(static_cell(net, limit, rate))
+            }));
+        }
+    }
+    list.push(Strategy::new("autothrottle", |net| {
+        Box::pin(autothrottle(net))
+    }));
+    list.push(Strategy::new("oracle", |net| Box::pin(oracle(net))));
+    list
+}
+
+/// A failed attempt: the URL and the host's answer.
+#[derive(Debug, Clone, Copy)]
+struct Failed {
+    url: Url,
+    response: Response,
+}
+
+/// One attempt at `url`, as a crawler's result.
+async fn attempt(net: &SimulatedInternet, url: Url) -> Result<Url, Failed> {
+    match net.fetch(url).await {
+        Response::Ok => Ok(url),
+        response => Err(Failed { url, response }),
+    }
+}
+
+/// The retry policy every strategy shares (see the module docs).
+fn retry_policy() -> RetryPolicy<Url, Failed> {
+    RetryPolicy::new()
+        .attempts(5)
+        .jitter(0.0)
+        .when(|failed: &Failed| {
+            matches!(
+                failed.response,
+                Response::TooManyRequests { .. } | Response::Unavailable
+            )
+        })
+        .retry_after(|failed| failed.response.retry_after())
+        .pause_key(|failed| failed.response.retry_after())
+}
+
+/// Reports each URL finished as its output comes, to the end of the crawl.
+async fn consume(net: &SimulatedInternet, outputs: impl Stream<Item = Result<Url, Failed>>) {
+    let mut outputs = std::pin::pin!(outputs);
+    while let Some(output) = outputs.next().await {
+        net.finished(output.unwrap_or_else(|failed| failed.url));
+    }
+}
+
+fn host(url: &Url) -> u32 {
+    url.host
+}
+
+/// A cell of the static grid.
+async fn static_cell(net: &SimulatedInternet, limit: usize, rate: Option<u32>) {
+    let global = net.config().global_limit;
+    let mut map =
+        amap_iter(net.urls().to_vec(), global, |url| attempt(net, url)).per_key(host, limit);
+    if let Some(rate) = rate {
+        map = map.per_key_rate(Rate::per_second(rate));
+    }
+    consume(net, map.retry(retry_policy())).await;
+}
+
+/// Scrapy's AutoThrottle defaults.
+const START_DELAY: f64 = 5.0;
+const MAX_DELAY: f64 = 60.0;
+const MIN_DELAY: f64 = 0.0;
+const TARGET_CONCURRENCY: f64 = 1.0;
+const PER_HOST: usize = 8;
+
+/// AutoThrottle: a delay per host, as the host's own rate.
+async fn autothrottle(net: &SimulatedInternet) {
+    let global = net.config().global_limit;
+    let control = MapControl::new();
+    let delays = RefCell::new(vec![START_DELAY; net.config().hosts]);
+    let adjust = |url: Url, latency: f64, response: Response| {
+        let mut delays = delays.borrow_mut();
+        let delay = &mut delays[url.host as usize];
+        let target = latency / TARGET_CONCURRENCY;
+        let new = target
+            .max((*delay + target) / 2.0)
+            .clamp(MIN_DELAY, MAX_DELAY);
+        if (response != Response::Ok && new <= *delay) || new == *delay {
+            return;
+        }
+        *delay = new;
+        let every = Duration::from_secs_f64(new).max(Duration::from_nanos(1));
+        control
+            .set_key_rate(url.host, Rate::every(every))
+            .expect("the control is attached to the map");
+    };
+    let map = amap_iter(net.urls().to_vec(), global, |url| {
+        let adjust = &adjust;
+        async move {
+            let sent = tokio::time::Instant::now();
+            let response = net.fetch(url).await;
+            if response != Response::TimedOut {
+                adjust(url, sent.elapsed().as_secs_f64(), response);
+            }
+            match response {
+                Response::Ok => Ok(url),
+                response => Err(Failed { url, response }),
+            }
+        }
+    })
+    .per_key(host, PER_HOST)
+    .per_key_rate(Rate::every(Duration::from_secs_f64(START_DELAY)))
+    .control(&control)
+    .retry(retry_policy());
+    consume(net, map).await;
+}
+
+/// How much later than its rate's interval the oracle sends to a host: with the meter's
+/// Exp(2 ms) jitter, a request sent `d` after the interval is refused with probability
+/// `0.5 × exp(−d / 2 ms)`: 1% at `d = 2 ms × ln 50 ≈ 7.8 ms`.
+const ORACLE_SLACK: Duration = Duration::from_millis(8);
+
+/// The oracle: each host its true knee as its limit (a dead host 1) and its true rate,
+/// `ORACLE_SLACK` apart, halved and restored with the host. Not a strategy (a crawler is never told a host's
+/// capacity): it shows how much of the ideal is within reach.
+async fn oracle(net: &SimulatedInternet) {
+    let global = net.config().global_limit;
+    let control = MapControl::new();
+    let map = amap_iter(net.urls().to_vec(), global, |url| attempt(net, url))
+        .per_key(host, 1)
+        .control(&control)
+        .retry(retry_policy());
+    let set = |host: u32, halved: bool| {
+        let capacity = net.capacity(host);
+        let (knee, rate) = capacity.values(halved);
+        // A dead host holds one slot.
+        let knee = if capacity.dead { 1 } else { knee };
+        let every = Duration::from_secs_f64(1.0 / rate) + ORACLE_SLACK;
+        control
+            .set_key_limit(host, knee as usize)
+            .expect("attached");
+        control
+            .set_key_rate(host, Rate::every(every))
+            .expect("attached");
+    };
+    for host in 0..net.config().hosts as u32 {
+        set(host, false);
+    }
+    let steer = async {
+        // At the halving and the restore (`halved_hosts` applies them when due).
+        let start = net.start();
+        tokio::time::sleep_until(start + HALVE_AT).await;
+        for &host in &net.halved_hosts() {
+            set(host, true);
+        }
+        tokio::time::sleep_until(start + RESTORE_AT).await;
+        for &host in &net.halved_hosts() {
+            set(host, false);
+        }
+        std::future::pending::<()>().await;
+    };
+    futures_lite::future::or(consume(net, map), steer).await;
+}
+
+/// One run of `strategy` on `config`, on a paused current-thread runtime of its own.
+fn run(strategy: &Strategy, config: Config) -> Report {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    runtime.block_on(async {
+        let net = SimulatedInternet::new(config);
+        (strategy.crawl)(&net).await;
+        net.report()
+    })
+}
+
+struct Args {
+    seeds: usize,
+    scale: f64,
+    threads: usize,
+    only: Option<String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        seeds: SEEDS.len(),
+        scale: 1.0,
+        threads: 2,
+        only: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--seeds" => args.seeds = value()?.parse().map_err(|e| format!("--seeds: {e}"))?,
+            "--scale" => args.scale = value()?.parse().map_err(|e| format!("--scale: {e}"))?,
+            "--threads" => {
+                args.threads = value()?.parse().map_err(|e| format!("--threads: {e}"))?
+            }
+            "--only" => args.only = Some(value()?),
+            _ => return Err(format!("unknown argument {flag}")),
+        }
+    }
+    if !(1..=SEEDS.len()).contains(&args.seeds) {
+        return Err(format!("--seeds must be within 1..={}", SEEDS.len()));
+    }
+    if args.scale <= 0.0 || args.threads == 0 {
+        return Err("--scale must be positive and --threads at least 1".to_owned());
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let strategies: Vec<Strategy> = strategies()
+        .into_iter()
+        .filter(|s| {
+            args.only
+                .as_ref()
+                .is_none_or(|only| s.name.contains(only.as_str()))
+        })
+        .collect();
+    let seeds = &SEEDS[..args.seeds];
+    let config = Config::scaled(0, args.scale);
+    println!(
+        "simulated internet: {} hosts, {} URLs, global limit {}, {} hosts halved at 60 s and restored at 180 s; seeds {seeds:x?} (not used while tuning)",
+        config.hosts, config.urls, config.global_limit, config.halved
+    );
+
+    // Every (strategy, seed) run, on `threads` threads; results land in their own place,
+    // so the table does not depend on which thread ran what.
+    let jobs: Vec<(usize, u64)> = (0..strategies.len())
+        .flat_map(|s| seeds.iter().map(move |&seed| (s, seed)))
+        .collect();
+    let results: Mutex<Vec<Option<Report>>> = Mutex::new(vec![None; jobs.len()]);
+    let next = AtomicUsize::new(0);
+    let wall = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..args.threads.min(jobs.len()) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(s, seed)) = jobs.get(i) else { break };
+                    let started = Instant::now();
+                    let report = run(&strategies[s], Config::scaled(seed, args.scale));
+                    eprintln!(
+                        "[{:>3}/{}] {:<16} seed {seed:x}: {report}  ({:.1} s)",
+                        i + 1,
+                        jobs.len(),
+                        strategies[s].name,
+                        started.elapsed().as_secs_f64()
+                    );
+                    results.lock().unwrap()[i] = Some(report);
+                }
+            });
+        }
+    });
+    let wall = wall.elapsed();
+    let mut results = results.into_inner().unwrap().into_iter();
+    let summaries: Vec<(&str, Summary)> = strategies
+        .iter()
+        .map(|s| {
+            let reports = results
+                .by_ref()
+                .take(seeds.len())
+                .map(Option::unwrap)
+                .collect();
+            (s.name.as_str(), Summary::new(reports))
+        })
+        .collect();
+
+    println!("{:<22} {}", "strategy", Report::SUMMARY_HEADER);
+    for (name, summary) in &summaries {
+        println!("{name:<22} {summary}");
+    }
+    let capped = |s: &Summary| s.mean(|r| r.capped_goodput);
+    let best = |within: f64| {
+        summaries
+            .iter()
+            .filter(|(name, s)| name.starts_with("static") && s.mean(|r| r.overload) <= within)
+            .max_by(|a, b| capped(&a.1).total_cmp(&capped(&b.1)))
+    };
+    for (label, within) in [
+        ("best static", f64::INFINITY),
+        ("best static ≤1% overload", 0.01),
+    ] {
+        match best(within) {
+            Some((name, summary)) => println!("{label:<22} {summary}   = {name}"),
+            None if summaries.iter().any(|(name, _)| name.starts_with("static")) => {
+                println!("{label:<22} none of the cells")
+            }
+            None => {}
+        }
+    }
+    println!(
+        "{} runs in {:.0} s of wall time on {} threads",
+        jobs.len(),
+        wall.as_secs_f64(),
+        args.threads
+    );
+    if let Some((_, adaptive)) = summaries.iter().find(|(name, _)| *name == "adaptive") {
+        // Settled: both the overload under 1% and the goodput at 90% of the halved ideal.
+        let settled: Vec<f64> = adaptive
+            .reports()
+            .iter()
+            .filter_map(|r| Some(r.halved_overload_settled?.max(r.halved_goodput_settled?)))
+            .collect();
+        let settled = if settled.len() == adaptive.reports().len() {
+            format!("{:.1}", settled.iter().sum::<f64>() / settled.len() as f64)
+        } else {
+            "never".to_owned()
+        };
+        println!(
+            "adaptive: goodput {:.1}% of the ideal, overload responses {:.2}% of requests, halved hosts settled in {settled} s",
+            adaptive.mean(|r| r.goodput) * 100.0,
+            adaptive.mean(|r| r.overload) * 100.0,
+        );
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,427 @@
+//! The figures of a run on the simulated internet: what each host can take, what it saw per
+//! second, the ideal and the capped ideal, and the table rows.
+
+use std::fmt;
+use std::time::Duration;
+
+/// When the chosen hosts halve and restore, in seconds since the start.
+pub(super) const HALVE_AT_SECS: u64 = 60;
+pub(super) const RESTORE_AT_SECS: u64 = 180;
+const HALVE_AT: f64 = HALVE_AT_SECS as f64;
+const RESTORE_AT: f64 = RESTORE_AT_SECS as f64;
+/// How long a settled state must hold, in whole seconds.
+const HOLD: u64 = 5;
+
+/// What a host can take, hidden from the crawler: for tests and reports.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Capacity {
+    /// The base latency.
+    pub base: Duration,
+    /// The concurrency knee (its full value, not halved).
+    pub knee: u32,
+    /// The rate in requests per second (its full value, not halved).
+    pub rate: f64,
+    /// A dead host never answers.
+    pub dead: bool,
+}
+
+impl Capacity {
+    /// Knee and rate, halved (`max(1, knee / 2)`, `rate / 2`) or not.
+    pub fn values(&self, halved: bool) -> (u32, f64) {
+        if halved {
+            ((self.knee / 2).max(1), self.rate / 2.0)
+        } else {
+            (self.knee, self.rate)
+        }
+    }
+
+    /// The ideal rate, `min(rate, knee / (1.2 × base))` with the values halved or not; 0 for a
+    /// dead host.
+    pub fn ideal(&self, halved: bool) -> f64 {
+        if self.dead {
+            return 0.0;
+        }
+        let (knee, rate) = self.values(halved);
+        rate.min(f64::from(knee) / (1.2 * self.base.as_secs_f64()))
+    }
+
+    /// Slots a host at its ideal rate holds (Little's law: ideal × mean latency `1.2 × base`).
+    fn slots(&self, halved: bool) -> f64 {
+        self.ideal(halved) * 1.2 * self.base.as_secs_f64()
+    }
+}
+
+/// What one host saw in one second of virtual time (answers count in the second they came).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Second {
+    /// Attempts sent.
+    pub starts: u32,
+    /// 200s.
+    pub ok: u32,
+    /// 429s.
+    pub too_many: u32,
+    /// 503s.
+    pub unavailable: u32,
+    /// Timeouts.
+    pub timed_out: u32,
+}
+
+impl Second {
+    /// Answers of any kind.
+    pub fn answers(&self) -> u32 {
+        self.ok + self.too_many + self.unavailable + self.timed_out
+    }
+
+    /// 429s and 503s.
+    pub fn overload(&self) -> u32 {
+        self.too_many + self.unavailable
+    }
+}
+
+/// One host, as the report reads it.
+pub(super) struct HostRecord<'a> {
+    pub(super) capacity: Capacity,
+    pub(super) halved: bool,
+    pub(super) urls: u32,
+    /// When its work ended (ns), or the run's end.
+    pub(super) end: u64,
+    pub(super) peak: u32,
+    pub(super) seconds: &'a [Second],
+}
+
+impl HostRecord<'_> {
+    fn end(&self) -> f64 {
+        self.end as f64 / 1e9
+    }
+
+    /// Live and with URLs: the hosts the ideal counts.
+    fn counts(&self) -> bool {
+        !self.capacity.dead && self.urls > 0
+    }
+
+    fn halved_at(&self, run: &Run<'_>, t: f64) -> bool {
+        run.halving && self.halved && (HALVE_AT..RESTORE_AT).contains(&t)
+    }
+
+    /// ∫ of its ideal over `[from, to)`, while it has work.
+    fn ideal_over(&self, run: &Run<'_>, from: f64, to: f64) -> f64 {
+        if !self.counts() {
+            return 0.0;
+        }
+        let to = to.min(self.end());
+        let full = self.capacity.ideal(false);
+        let mut total = full * overlap(from, to, 0.0, f64::INFINITY);
+        if run.halving && self.halved {
+            let halved_span = overlap(from, to, HALVE_AT, RESTORE_AT);
+            total += (self.capacity.ideal(true) - full) * halved_span;
+        }
+        total
+    }
+
+    fn second(&self, s: u64) -> Second {
+        self.seconds.get(s as usize).copied().unwrap_or_default()
+    }
+}
+
+/// A whole run, as the report reads it.
+pub(super) struct Run<'a> {
+    pub(super) hosts: Vec<HostRecord<'a>>,
+    /// The run's end (ns).
+    pub(super) end: u64,
+    pub(super) global_limit: usize,
+    /// Whether the halving took place.
+    pub(super) halving: bool,
+}
+
+fn overlap(a0: f64, a1: f64, b0: f64, b1: f64) -> f64 {
+    (a1.min(b1) - a0.max(b0)).max(0.0)
+}
+
+/// The figures of one run: see the [module docs](super) for the model and the ideal.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// 200s ÷ ∫ ideal dt over the run.
+    pub goodput: f64,
+    /// 200s ÷ ∫ capped ideal dt (the ideal within the global limit's slots).
+    pub capped_goodput: f64,
+    /// The 10th percentile, over the live hosts with URLs, of a host's 200s ÷ ∫ its ideal
+    /// over the time it had work.
+    pub host_p10: f64,
+    /// (429s + 503s) ÷ attempts.
+    pub overload: f64,
+    /// The halved hosts pooled: seconds after 60 s until their share of 429s and 503s among
+    /// their answers stays under 1% for 5 whole seconds in a row (a second without answers
+    /// counts as under), before 180 s; `None`: never.
+    pub halved_overload_settled: Option<f64>,
+    /// The halved hosts pooled: seconds after 60 s until their 200s stay at 90% or more of
+    /// their (halved) ideal for 5 whole seconds in a row, before 180 s; `None`: never.
+    pub halved_goodput_settled: Option<f64>,
+    /// The halved hosts pooled: seconds after 180 s until their 200s stay at 90% or more of
+    /// their restored ideal for 5 whole seconds in a row; `None`: never (or no work left).
+    pub restored_goodput_settled: Option<f64>,
+    /// The most attempts in flight at once at any dead host.
+    pub dead_peak: u32,
+    /// The run's virtual time, in seconds.
+    pub virtual_time: f64,
+    /// Attempts sent.
+    pub requests: u64,
+    /// 200s.
+    pub successes: u64,
+    /// URLs.
+    pub urls: u64,
+}
+
+pub(super) fn compute(run: &Run<'_>) -> Report {
+    let end = run.end as f64 / 1e9;
+    let mut requests = 0u64;
+    let mut successes = 0u64;
+    let mut overload = 0u64;
+    for host in &run.hosts {
+        for second in host.seconds {
+            requests += u64::from(second.starts);
+            successes += u64::from(second.ok);
+            overload += u64::from(second.overload());
+        }
+    }
+    let (ideal, capped) = integrate_ideals(run, end);
+    let mut shares: Vec<f64> = run
+        .hosts
+        .iter()
+        .filter(|h| h.counts())
+        .map(|h| {
+            let ok: u64 = h.seconds.iter().map(|s| u64::from(s.ok)).sum();
+            ok as f64 / h.ideal_over(run, 0.0, end)
+        })
+        .collect();
+    shares.sort_by(f64::total_cmp);
+    let host_p10 = if shares.is_empty() {
+        f64::NAN
+    } else {
+        shares[(shares.len() as f64 * 0.1).ceil().max(1.0) as usize - 1]
+    };
+    let last_second = end.ceil() as u64;
+    let halved = halved_series(run, last_second);
+    let settle = |from: u64, until: u64, pass: &dyn Fn(&Pooled) -> bool| -> Option<f64> {
+        if !run.halving {
+            return None;
+        }
+        (from..until.saturating_sub(HOLD - 1))
+            .find(|&s| (s..s + HOLD).all(|t| halved.get(t as usize).is_some_and(pass)))
+            .map(|s| (s - from) as f64)
+    };
+    let calm = |p: &Pooled| p.ideal > 0.0 && f64::from(p.overload) < 0.01 * f64::from(p.answers);
+    let good = |p: &Pooled| p.ideal > 0.0 && f64::from(p.ok) >= 0.9 * p.ideal;
+    let (halve, restore) = (HALVE_AT_SECS, RESTORE_AT_SECS);
+    Report {
+        goodput: successes as f64 / ideal,
+        capped_goodput: successes as f64 / capped,
+        host_p10,
+        overload: overload as f64 / requests.max(1) as f64,
+        halved_overload_settled: settle(halve, restore, &calm),
+        halved_goodput_settled: settle(halve, restore, &good),
+        restored_goodput_settled: settle(restore, last_second, &good),
+        dead_peak: run
+            .hosts
+            .iter()
+            .filter(|h| h.capacity.dead)
+            .map(|h| h.peak)
+            .max()
+            .unwrap_or(0),
+        virtual_time: end,
+        requests,
+        successes,
+        urls: run.hosts.iter().map(|h| u64::from(h.urls)).sum(),
+    }
+}
+
+/// ∫ ideal dt and ∫ capped ideal dt over `[0, end)`.
+fn integrate_ideals(run: &Run<'_>, end: f64) -> (f64, f64) {
+    // Between two of these instants, the hosts with work and their values stay the same.
+    let mut instants = vec![0.0, HALVE_AT, RESTORE_AT, end];
+    instants.extend(run.hosts.iter().map(HostRecord::end));
+    instants.retain(|&t| t <= end);
+    instants.sort_by(f64::total_cmp);
+    instants.dedup();
+    // The capped ideal fills slots with the hosts that give most per slot first: per slot, a
+    // host at its ideal gives 1 / (1.2 × base), so the shortest latencies go first.
+    let mut by_latency: Vec<&HostRecord<'_>> = run.hosts.iter().filter(|h| h.counts()).collect();
+    by_latency.sort_by_key(|h| h.capacity.base);
+    let (mut ideal, mut capped) = (0.0, 0.0);
+    for pair in instants.windows(2) {
+        let (from, to) = (pair[0], pair[1]);
+        let mid = (from + to) / 2.0;
+        let mut slots = run.global_limit as f64;
+        let (mut sum, mut within) = (0.0, 0.0);
+        for host in by_latency.iter().filter(|h| mid < h.end()) {
+            let halved = host.halved_at(run, mid);
+            let rate = host.capacity.ideal(halved);
+            sum += rate;
+            let need = host.capacity.slots(halved);
+            if slots >= need {
+                within += rate;
+                slots -= need;
+            } else if slots > 0.0 {
+                within += slots / (1.2 * host.capacity.base.as_secs_f64());
+                slots = 0.0;
+            }
+        }
+        ideal += sum * (to - from);
+        capped += within * (to - from);
+    }
+    (ideal, capped)
+}
+
+/// The halved hosts pooled over one second.
+#[derive(Clone, Copy, Default)]
+struct Pooled {
+    ok: u32,
+    overload: u32,
+    answers: u32,
+    /// ∫ of their ideal over the second, while they had work.
+    ideal: f64,
+}
+
+fn halved_series(run: &Run<'_>, last_second: u64) -> Vec<Pooled> {
+    let mut series = vec![Pooled::default(); last_second as usize + 1];
+    for host in run.hosts.iter().filter(|h| h.halved && h.counts()) {
+        for (s, pooled) in series.iter_mut().enumerate() {
+            let second = host.second(s as u64);
+            pooled.ok += second.ok;
+            pooled.overload += second.overload();
+            pooled.answers += second.answers();
+            pooled.ideal += host.ideal_over(run, s as f64, s as f64 + 1.0);
+        }
+    }
+    series
+}
+
+fn settled(seconds: Option<f64>) -> String {
+    seconds.map_or_else(|| "never".to_owned(), |s| format!("{s:.0}"))
+}
+
+impl Report {
+    /// The header of the rows [`Report`]'s `Display` prints.
+    pub const HEADER: &'static str = "goodput  capped   p10 host  overload  halved<1%  halved≥90%  restored≥90%  dead peak  virtual s  requests";
+
+    /// A column header for [`Summary`] rows (each cell "mean (worst)").
+    pub const SUMMARY_HEADER: &'static str = "goodput/ideal   goodput/capped  p10 host/ideal  overload %     halved: <1% s   halved: ≥90% s  restored: ≥90% s  dead peak  virtual s        requests";
+}
+
+impl fmt::Display for Report {
+    /// One table row under [`Report::HEADER`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:>6.1}%  {:>6.1}%  {:>7.1}%  {:>7.2}%  {:>9}  {:>10}  {:>12}  {:>9}  {:>9.0}  {:>8}",
+            self.goodput * 100.0,
+            self.capped_goodput * 100.0,
+            self.host_p10 * 100.0,
+            self.overload * 100.0,
+            settled(self.halved_overload_settled),
+            settled(self.halved_goodput_settled),
+            settled(self.restored_goodput_settled),
+            self.dead_peak,
+            self.virtual_time,
+            self.requests,
+        )
+    }
+}
+
+/// Mean and worst of several runs of one strategy (one per seed).
+#[derive(Clone, Debug)]
+pub struct Summary {
+    reports: Vec<Report>,
+}
+
+impl Summary {
+    /// The summary of these runs.
+    ///
+    /// # Panics
+    ///
+    /// If `reports` is empty.
+    pub fn new(reports: Vec<Report>) -> Self {
+        assert!(!reports.is_empty(), "a summary needs at least one run");
+        Self { reports }
+    }
+
+    /// The runs.
+    pub fn reports(&self) -> &[Report] {
+        &self.reports
+    }
+
+    /// The mean of a figure.
+    pub fn mean(&self, figure: impl Fn(&Report) -> f64) -> f64 {
+        self.reports.iter().map(figure).sum::<f64>() / self.reports.len() as f64
+    }
+
+    /// The lowest value of a figure.
+    pub fn min(&self, figure: impl Fn(&Report) -> f64) -> f64 {
+        self.reports
+            .iter()
+            .map(figure)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// The highest value of a figure.
+    pub fn max(&self, figure: impl Fn(&Report) -> f64) -> f64 {
+        self.reports
+            .iter()
+            .map(figure)
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    /// A settling time: the mean over the runs that settled, and the worst ("never ×n"
+    /// when n runs never did).
+    fn settle_cell(&self, figure: impl Fn(&Report) -> Option<f64>) -> String {
+        let times: Vec<f64> = self.reports.iter().filter_map(&figure).collect();
+        let never = self.reports.len() - times.len();
+        if times.is_empty() {
+            return "never".to_owned();
+        }
+        let mean = times.iter().sum::<f64>() / times.len() as f64;
+        let worst = if never > 0 {
+            format!("never×{never}")
+        } else {
+            format!("{:.0}", times.iter().copied().fold(0.0, f64::max))
+        };
+        format!("{mean:.1} ({worst})")
+    }
+}
+
+impl fmt::Display for Summary {
+    /// One row under [`Report::SUMMARY_HEADER`]: each cell the mean, then the worst run
+    /// in parentheses (lowest goodput, highest overload, slowest to settle, ...).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pct = |mean: f64, worst: f64| format!("{:.1} ({:.1})", mean * 100.0, worst * 100.0);
+        let goodput = pct(self.mean(|r| r.goodput), self.min(|r| r.goodput));
+        let capped = pct(
+            self.mean(|r| r.capped_goodput),
+            self.min(|r| r.capped_goodput),
+        );
+        let p10 = pct(self.mean(|r| r.host_p10), self.min(|r| r.host_p10));
+        let overload = format!(
+            "{:.2} ({:.2})",
+            self.mean(|r| r.overload) * 100.0,
+            self.max(|r| r.overload) * 100.0
+        );
+        write!(
+            f,
+            "{goodput:<15} {capped:<15} {p10:<15} {overload:<14} {:<15} {:<15} {:<17} {:<10} {:<16} {:.0} ({:.0})",
+            self.settle_cell(|r| r.halved_overload_settled),
+            self.settle_cell(|r| r.halved_goodput_settled),
+            self.settle_cell(|r| r.restored_goodput_settled),
+            format!(
+                "{:.1} ({:.0})",
+                self.mean(|r| f64::from(r.dead_peak)),
+                self.max(|r| f64::from(r.dead_peak))
+            ),
+            format!(
+                "{:.0} ({:.0})",
+                self.mean(|r| r.virtual_time),
+                self.max(|r| r.virtual_time)
+            ),
+            self.mean(|r| r.requests as f64),
+            self.max(|r| r.requests as f64),
+        )
+    }
+}
