@@ -50,7 +50,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_lite::{Stream, StreamExt};
-use tollgate::{MapControl, Rate, RetryPolicy, amap_iter};
+use tollgate::{Adaptive, MapControl, Outcome, Rate, RetryPolicy, amap_iter};
 use tollgate_testkit::simulated_internet::{
     Config, HALVE_AT, RESTORE_AT, Report, Response, SimulatedInternet, Summary, Url,
 };
@@ -108,6 +108,7 @@ fn strategies() -> Vec<Strategy> {
         Box::pin(autothrottle(net))
     }));
     list.push(Strategy::new("oracle", |net| Box::pin(oracle(net))));
+    list.push(Strategy::new("adaptive", |net| Box::pin(adaptive(net))));
     list
 }
 
@@ -162,6 +163,48 @@ async fn static_cell(net: &SimulatedInternet, limit: usize, rate: Option<u32>) {
         map = map.per_key_rate(Rate::per_second(rate));
     }
     consume(net, map.retry(retry_policy())).await;
+}
+
+/// The adaptive map: one line of settings for every host (1 to 32 at a time, at most
+/// 400 starts a second), each host finding its own limit and rate from its answers.
+async fn adaptive(net: &SimulatedInternet) {
+    let global = net.config().global_limit;
+    let map = amap_iter(net.urls().to_vec(), global, |url| attempt(net, url))
+        .per_key(host, 32)
+        .retry(adaptive_retry_policy())
+        .adaptive(
+            Adaptive::new(1, 32).max_rate(Rate::per_second(400)),
+            classify,
+        );
+    consume(net, map).await;
+}
+
+/// What an answer says to the adaptive map: 429, 503 and timeouts are overloads.
+fn classify(output: &Result<Url, Failed>) -> Outcome {
+    match output {
+        Ok(_) => Outcome::success(),
+        Err(failed) => match failed.response {
+            Response::Ok => Outcome::success(),
+            Response::TooManyRequests { .. } | Response::Unavailable | Response::TimedOut => {
+                Outcome::overload()
+            }
+        },
+    }
+}
+
+/// The adaptive map's retries: as the others', but a 429 delays only its item (the map cuts
+/// the host's rate instead of pausing the whole host for the `Retry-After`).
+fn adaptive_retry_policy() -> RetryPolicy<Url, Failed> {
+    RetryPolicy::new()
+        .attempts(5)
+        .jitter(0.0)
+        .when(|failed: &Failed| {
+            matches!(
+                failed.response,
+                Response::TooManyRequests { .. } | Response::Unavailable
+            )
+        })
+        .retry_after(|failed| failed.response.retry_after())
 }
 
 /// Scrapy's AutoThrottle defaults.

@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use common::{InFlight, matrix};
-use tollgate::{Adaptive, Outcome, map_async, sleep};
+use futures_lite::StreamExt;
+use tollgate::{Adaptive, Outcome, amap_iter, map_async, sleep};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
@@ -114,5 +115,44 @@ matrix! {
         .await;
         assert_eq!(answers.len(), 40);
         assert!(flight.peak() < 32, "started at its ceiling (peak {})", flight.peak());
+    }
+
+    async fn time_the_stream_is_not_polled_is_no_latency() {
+        // 180 attempts of 4 ms each. The consumer takes the first 100 outputs at once
+        // (the key learns its latency), then sits 30 ms on each of the next 40: attempts
+        // that ended meanwhile are seen late, yet the server was as fast as before. Then
+        // it is fast again: the key must start its last items with its whole limit, not
+        // from a limit cut by latencies that were the consumer's.
+        let flight = InFlight::default();
+        let late_peak = AtomicUsize::new(0);
+        let mut outputs = std::pin::pin!(
+            amap_iter(0..180usize, 16, |n| {
+                let guard = flight.enter();
+                if n >= 155 {
+                    late_peak.fetch_max(flight.now(), SeqCst);
+                }
+                async move {
+                    sleep(Duration::from_millis(4)).await;
+                    drop(guard);
+                    Answer::Ok
+                }
+            })
+            .per_key(|_| "host", 8)
+            .adaptive(Adaptive::new(1, 8), classify)
+        );
+        let mut seen = 0;
+        while let Some(answer) = outputs.next().await {
+            assert_eq!(answer, Answer::Ok);
+            seen += 1;
+            if (100..140).contains(&seen) {
+                sleep(Duration::from_millis(30)).await;
+            }
+        }
+        assert_eq!(seen, 180);
+        let late_peak = late_peak.load(SeqCst);
+        assert!(
+            late_peak >= 3,
+            "the key's last items ran at most {late_peak} at once: a slow consumer cut its limit"
+        );
     }
 }

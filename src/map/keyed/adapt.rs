@@ -104,11 +104,11 @@ impl AttemptClock {
         }
     }
 
-    /// The attempt's latency, seen ending at `now`: the time it ran, less the time the
-    /// stream was handed out meanwhile.
-    pub(super) fn latency(&self, now: u64, unpolled: &Unpolled) -> u64 {
-        let handed_out = unpolled.total() - self.unpolled_at_start;
-        now.saturating_sub(self.started_at)
-            .saturating_sub(handed_out)
+    /// The attempt's latency, seen ending at `now`; `None` when the stream was handed
+    /// out meanwhile: the attempt may have ended any time while nobody polled, so the
+    /// time it ran is not known (counting the wait would make a slow consumer look like
+    /// a slow server; leaving the wait out would make it look fast).
+    pub(super) fn latency(&self, now: u64, unpolled: &Unpolled) -> Option<u64> {
+        (unpolled.total() == self.unpolled_at_start).then(|| now.saturating_sub(self.started_at))
     }
 }
