@@ -107,6 +107,7 @@ fn strategies() -> Vec<Strategy> {
     list.push(Strategy::new("autothrottle", |net| {
         Box::pin(autothrottle(net))
     }));
+    // Calibration, last: not a strategy a crawler can follow.
     list.push(Strategy::new("oracle", |net| Box::pin(oracle(net))));
     list
 }
