@@ -157,6 +157,9 @@ fn the_same_seed_gives_the_same_figures_and_another_seed_others() {
             "host {host}"
         );
     }
+    // The run went past the halving and the restore, and both runs halved the same hosts.
+    assert!(first.report.virtual_time > 180.0, "{:?}", first.report);
+    assert_eq!(first.net.halved_hosts().len(), 5);
     assert_eq!(first.net.halved_hosts(), again.net.halved_hosts());
     assert_eq!(first.report.urls, 5_000);
     assert!(first.report.successes > 0, "{:?}", first.report);
