@@ -69,7 +69,11 @@ async fn trace(config: Config) {
                 row.latency_sum += sent.elapsed();
                 row.successes += 1;
             }
-            if response.is_ok() { Ok(url) } else { Err((url, response)) }
+            if response.is_ok() {
+                Ok(url)
+            } else {
+                Err((url, response))
+            }
         }
     })
     .per_key(|url| url.host, 32)
@@ -78,7 +82,10 @@ async fn trace(config: Config) {
             .attempts(5)
             .jitter(0.0)
             .when(|(_, response): &(Url, Response)| {
-                matches!(response, Response::TooManyRequests { .. } | Response::Unavailable)
+                matches!(
+                    response,
+                    Response::TooManyRequests { .. } | Response::Unavailable
+                )
             })
             .retry_after(|(_, response)| response.retry_after()),
     )
@@ -95,7 +102,7 @@ async fn trace(config: Config) {
     let consume = async {
         let mut crawl = std::pin::pin!(crawl);
         while let Some(output) = crawl.next().await {
-            net.finished(output.map_or_else(|(url, _)| url, |url| url));
+            net.finished(output.unwrap_or_else(|(url, _)| url));
         }
         done.set(true);
     };
@@ -105,7 +112,7 @@ async fn trace(config: Config) {
         let _ = control.busiest_keys(usize::MAX);
         let mut at = EVERY / 2;
         while !done.get() && at < 400 {
-            tokio::time::sleep_until((start + Duration::from_secs(at)).into()).await;
+            tokio::time::sleep_until(start + Duration::from_secs(at)).await;
             for key in control.busiest_keys(usize::MAX) {
                 let mut rows = rows.borrow_mut();
                 let row = rows.entry((*key.key(), at / EVERY)).or_default();
@@ -139,7 +146,10 @@ async fn trace(config: Config) {
         }
         let t = span * EVERY;
         let latency = if row.successes > 0 {
-            format!("{:.0}", row.latency_sum.as_secs_f64() * 1e3 / f64::from(row.successes))
+            format!(
+                "{:.0}",
+                row.latency_sum.as_secs_f64() * 1e3 / f64::from(row.successes)
+            )
         } else {
             "-".to_owned()
         };
@@ -147,7 +157,8 @@ async fn trace(config: Config) {
             "| {t}-{} | {} | {} | {latency} | {:.1} | {:.1} |",
             t + EVERY,
             row.limit.map_or("-".to_owned(), |limit| limit.to_string()),
-            row.rate.map_or("none".to_owned(), |rate| format!("{rate:.1}")),
+            row.rate
+                .map_or("none".to_owned(), |rate| format!("{rate:.1}")),
             f64::from(row.successes) / EVERY as f64,
             capacity.ideal((60..180).contains(&t)),
         );
