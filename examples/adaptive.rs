@@ -21,6 +21,10 @@
 //!   than 200 may only raise it; a timeout (an exception in Scrapy) changes nothing. The delay
 //!   is the host's own rate, `MapControl::set_key_rate(host, Rate::every(delay))`, so starts
 //!   are spaced by exactly the delay (Scrapy spreads each wait over U[0.5, 1.5] × delay);
+//! - **adaptive**: `.adaptive(Adaptive::new(1, 32).max_rate(Rate::per_second(400)), ..)`,
+//!   one line of settings for every host; 429s, 503s and timeouts are overloads; a 429 delays
+//!   its own item by its `Retry-After` but does not pause the host (the map cuts the host's
+//!   rate instead);
 //! - **oracle**, for calibration only (a crawler is never told a host's capacity): each host
 //!   its true knee as its limit (a dead host 1) and its true rate with 8 ms of slack between
 //!   starts (where the meter's jitter refuses about 1%), halved and restored with the host.
@@ -172,7 +176,7 @@ async fn adaptive(net: &SimulatedInternet) {
     let global = net.config().global_limit;
     let map = amap_iter(net.urls().to_vec(), global, |url| attempt(net, url))
         .per_key(host, 32)
-        .retry(adaptive_retry_policy())
+        .retry(retry_policy().pause_key(|_| None))
         .adaptive(
             Adaptive::new(1, 32).max_rate(Rate::per_second(400)),
             classify,
@@ -191,21 +195,6 @@ fn classify(output: &Result<Url, Failed>) -> Outcome {
             }
         },
     }
-}
-
-/// The adaptive map's retries: as the others', but a 429 delays only its item (the map cuts
-/// the host's rate instead of pausing the whole host for the `Retry-After`).
-fn adaptive_retry_policy() -> RetryPolicy<Url, Failed> {
-    RetryPolicy::new()
-        .attempts(5)
-        .jitter(0.0)
-        .when(|failed: &Failed| {
-            matches!(
-                failed.response,
-                Response::TooManyRequests { .. } | Response::Unavailable
-            )
-        })
-        .retry_after(|failed| failed.response.retry_after())
 }
 
 /// Scrapy's AutoThrottle defaults.
