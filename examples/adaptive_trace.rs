@@ -117,7 +117,7 @@ async fn trace(config: Config) {
                 let mut rows = rows.borrow_mut();
                 let row = rows.entry((*key.key(), at / EVERY)).or_default();
                 row.limit = Some(key.limit());
-                row.rate = key.rate_per_second();
+                row.rate = key.rate().map(|rate| 1.0 / rate.interval().as_secs_f64());
             }
             at += EVERY;
         }

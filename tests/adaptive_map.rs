@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::{InFlight, matrix};
 use futures_lite::StreamExt;
-use tollgate::{Adaptive, Outcome, amap_iter, map_async, sleep};
+use tollgate::{Adaptive, Outcome, Rate, amap_iter, map_async, sleep};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
@@ -67,7 +67,7 @@ matrix! {
         assert!(share < 0.25, "the busy key was overloaded on {share:.2} of its attempts");
         assert!(busy.peak() <= 16 && calm.peak() <= 16, "never above the ceiling");
         assert!(
-            calm.peak() >= 4,
+            calm.peak() >= 3,
             "the calm key used its whole limit and was never overloaded: it rose from 2 (peak {})",
             calm.peak()
         );
@@ -155,4 +155,46 @@ matrix! {
             "the key's last items ran at most {late_peak} at once: a slow consumer cut its limit"
         );
     }
+
+    async fn a_server_slower_under_load_caps_the_key_in_a_stream_too() {
+        // The server takes 4 ms × the attempts in flight: latency says "queueing" above
+        // one at a time. A stream whose consumer polls again at once must see it as the
+        // awaited map does (the few microseconds it holds each output are not the
+        // server's), so the key stays far below its ceiling of 32.
+        let flight = InFlight::default();
+        let mut outputs = std::pin::pin!(
+            amap_iter(0..400usize, 64, |_| {
+                let guard = flight.enter();
+                let load = flight.now() as u64;
+                async move {
+                    sleep(Duration::from_millis(4 * load)).await;
+                    drop(guard);
+                    Answer::Ok
+                }
+            })
+            .per_key(|_| "host", 32)
+            .adaptive(Adaptive::new(1, 32), classify)
+        );
+        let mut seen = 0;
+        while let Some(answer) = outputs.next().await {
+            assert_eq!(answer, Answer::Ok);
+            seen += 1;
+        }
+        assert_eq!(seen, 400);
+        assert!(
+            flight.peak() <= 12,
+            "the key ran {} at once against a server that queues",
+            flight.peak()
+        );
+    }
+}
+
+#[test]
+#[should_panic(expected = "call it after `.per_key(..)`")]
+fn key_settings_before_per_key_panics() {
+    let map = map_async(0..4u32, 2, |n| async move { Ok::<u32, ()>(n) })
+        .rate(Rate::per_second(1_000))
+        .key_settings(|_: &()| tollgate::KeySettings::new().limit(1))
+        .per_key(|n| *n, 1);
+    drop(map);
 }

@@ -28,6 +28,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use crate::limit::check::at_least_one;
 use crate::limit::rate::Rate;
@@ -1166,11 +1167,11 @@ impl<K> KeyProgress<K> {
         self.limit
     }
 
-    /// The starts per second its rate allows now at the steady pace (`None`: no rate):
-    /// its setting, or on an adaptive map the rate it adapted to.
+    /// The rate its starts are spaced by now (`None`: no rate): its setting, or on an
+    /// adaptive map the rate it adapted to (its burst is not shown: 1).
     #[must_use]
-    pub fn rate_per_second(&self) -> Option<f64> {
-        (self.rate_interval > 0).then(|| 1e9 / self.rate_interval as f64)
+    pub fn rate(&self) -> Option<Rate> {
+        (self.rate_interval > 0).then(|| Rate::every(Duration::from_nanos(self.rate_interval)))
     }
 }
 

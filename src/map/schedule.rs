@@ -262,7 +262,8 @@ where
     ///
     /// # Panics
     ///
-    /// If `limit` is 0.
+    /// If `limit` is 0, or [`key_settings`](Self::key_settings) was called before
+    /// `.per_key` (it names the key `.per_key` gives).
     #[track_caller]
     pub fn per_key<K, KF>(
         self,

@@ -307,6 +307,14 @@ impl RateMeter {
     pub fn interval(&self) -> Duration {
         self.interval
     }
+
+    /// Meters `per_second` from now on (the burst stays); the schedule is kept, so a
+    /// client that keeps its old pace is refused from the next request.
+    pub fn set_rate(&mut self, per_second: f64) {
+        let burst = (self.tolerance.as_secs_f64() / self.interval.as_secs_f64()).round() + 1.0;
+        self.interval = Duration::from_secs_f64(1.0 / per_second);
+        self.tolerance = self.interval.mul_f64(burst - 1.0);
+    }
 }
 
 /// How a host answers, set on the builder.
@@ -614,6 +622,21 @@ impl TestServer {
     pub fn too_many_requests_for(&self, host: &str, duration: Duration, retry_after_secs: u64) {
         let until = Instant::now() + duration;
         self.host(host).door.lock().unwrap().throttle = Some((until, retry_after_secs));
+    }
+
+    /// Meters `host` at `per_second` from now on, burst unchanged (a server that halves its
+    /// rate in the middle of a run).
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host, or it has no rate meter.
+    #[track_caller]
+    pub fn set_host_rate(&self, host: &str, per_second: f64) {
+        let mut door = self.host(host).door.lock().unwrap();
+        door.meter
+            .as_mut()
+            .expect("the host has a rate meter")
+            .set_rate(per_second);
     }
 
     /// The counters summed over all hosts, with the global active count and its peak.

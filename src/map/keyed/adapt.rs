@@ -3,8 +3,11 @@
 //! latency, leaving out the time a stream sat handed out and not polled.
 //!
 //! The map's type says which ([`Fixed`] or [`Adapting`]), so a map that does not adapt
-//! compiles every hook below to nothing: no clock read, no call, no state per attempt.
+//! compiles every hook below to nothing: no clock read and no call (its keys carry one
+//! empty word for the state, its running attempts two unused ones for the clock).
 
+use crate::limit::adaptive::config::Adaptive;
+use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::adaptive::outcome::Outcome;
 
 /// How a keyed map reads an attempt's output `O` for its adaptive keys.
@@ -59,7 +62,7 @@ impl<O, C: FnMut(&O) -> Outcome> Classify<O> for Adapting<C> {
 
 /// The time a stream spent handed out and not polled: an output was returned and the
 /// consumer had not asked for the next yet. An attempt that ends meanwhile is seen only
-/// at the next poll, so its latency leaves this time out (the server did not take it).
+/// at the next poll, so that time is not the server's (see [`AttemptClock::latency`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Unpolled {
     /// All such time so far, in nanoseconds.
@@ -104,11 +107,57 @@ impl AttemptClock {
         }
     }
 
-    /// The attempt's latency, seen ending at `now`; `None` when the stream was handed
-    /// out meanwhile: the attempt may have ended any time while nobody polled, so the
-    /// time it ran is not known (counting the wait would make a slow consumer look like
-    /// a slow server; leaving the wait out would make it look fast).
+    /// The attempt's latency, seen ending at `now`: the time it ran less the time the
+    /// stream was handed out meanwhile; `None` when that was more than a quarter of it
+    /// (the attempt may have ended any time while nobody polled, so how long the server
+    /// took is not known: counting the wait would make a slow consumer look like a slow
+    /// server). A consumer that polls again at once leaves a few microseconds out.
     pub(super) fn latency(&self, now: u64, unpolled: &Unpolled) -> Option<u64> {
-        (unpolled.total() == self.unpolled_at_start).then(|| now.saturating_sub(self.started_at))
+        let ran = now.saturating_sub(self.started_at);
+        let handed_out = unpolled.total() - self.unpolled_at_start;
+        (handed_out.saturating_mul(4) <= ran).then(|| ran - handed_out)
+    }
+}
+
+/// How long an adaptive key is kept after its last attempt ended, once it has nothing to
+/// do: a host whose items come sparsely keeps what it learned (60 s; the idle-key sweep
+/// forgets it after that, and it starts low again).
+const KEPT_IDLE: u64 = 60_000_000_000;
+
+/// One key's adaptive state, and when it was last active.
+#[derive(Debug)]
+pub(super) struct Adapted {
+    pub(super) core: KeyAdapt,
+    last_active: u64,
+}
+
+impl Adapted {
+    pub(super) fn new(core: KeyAdapt, now: u64) -> Self {
+        Self {
+            core,
+            last_active: now,
+        }
+    }
+
+    pub(super) fn started(&mut self, now: u64, running: usize, held_by_rate: bool) {
+        self.last_active = now;
+        self.core.started(now, running, held_by_rate);
+    }
+
+    /// An attempt ended; whether the key's limit or rate changed.
+    pub(super) fn finished(
+        &mut self,
+        adaptive: &Adaptive,
+        now: u64,
+        outcome: Outcome,
+        latency: u64,
+    ) -> bool {
+        self.last_active = now;
+        self.core.finished(adaptive, now, outcome, latency)
+    }
+
+    /// Whether the key was idle long enough to be forgotten.
+    pub(super) fn is_stale(&self, now: u64) -> bool {
+        now.saturating_sub(self.last_active) > KEPT_IDLE
     }
 }

@@ -10,10 +10,10 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use super::adapt::Adapted;
 use super::budget::{RetryBudget, Spent};
 use super::pacing::Due;
 use super::settings::InForce;
-use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::rate::gcra::Gcra;
 
 /// Where a key is in the scheduler's lines.
@@ -46,8 +46,8 @@ pub(super) struct KeyState<T> {
     pub(super) spent: Spent,
     pub(super) place: Place,
     /// On an adaptive map, the key's own limit and rate as they adapt (the settings are
-    /// then their ceilings).
-    pub(super) adapt: Option<KeyAdapt>,
+    /// then their ceilings); boxed, so a map that does not adapt pays one word per key.
+    pub(super) adapt: Option<Box<Adapted>>,
 }
 
 impl<T> KeyState<T> {
@@ -72,7 +72,7 @@ impl<T> KeyState<T> {
     pub(super) fn limit(&self) -> usize {
         match &self.adapt {
             None => self.settings.limit,
-            Some(adapt) => adapt.limit(),
+            Some(adapted) => adapted.core.limit(),
         }
     }
 
@@ -82,14 +82,41 @@ impl<T> KeyState<T> {
     pub(super) fn rate(&self) -> Option<Gcra> {
         match &self.adapt {
             None => self.settings.rate,
-            Some(adapt) => adapt.rate(),
+            Some(adapted) => adapted.core.rate(),
         }
     }
 
-    /// The key's settings changed: on an adaptive map they are its ceilings.
-    pub(super) fn settings_changed(&mut self) {
-        if let Some(adapt) = &mut self.adapt {
-            adapt.set_ceiling(Some(self.settings.limit), self.settings.rate);
+    /// Changes the key's settings with `change`, which gets them and the key's rate
+    /// state to carry over. On an adaptive map the settings are the key's ceilings: the
+    /// state follows the adapted rate instead, carried over from the rate before to the
+    /// rate after (the ceilings may move the adapted values).
+    pub(super) fn change_settings(
+        &mut self,
+        now: u64,
+        change: impl FnOnce(&mut InForce, &mut u64),
+    ) {
+        let Some(adapted) = &mut self.adapt else {
+            change(&mut self.settings, &mut self.tat);
+            return;
+        };
+        let old = adapted.core.rate();
+        // The ceilings' own state is not the key's: it is thrown away.
+        change(&mut self.settings, &mut self.tat.clone());
+        adapted
+            .core
+            .set_ceiling(Some(self.settings.limit), self.settings.rate);
+        if let (Some(old), Some(new)) = (old, adapted.core.rate()) {
+            self.tat = new.carry_over(&old, self.tat, now);
+        }
+    }
+
+    /// When the key's next item may start by its items alone: now for a fresh one, else
+    /// the time its earliest retry is due; `None` without an item.
+    pub(super) fn work_ready_at(&self) -> Option<u64> {
+        if self.fresh.is_empty() {
+            self.delayed.peek().map(|Reverse(due)| due.at)
+        } else {
+            Some(0)
         }
     }
 
@@ -108,11 +135,7 @@ impl<T> KeyState<T> {
         if self.running >= self.limit() {
             return None;
         }
-        let work = if !self.fresh.is_empty() {
-            0
-        } else {
-            self.delayed.peek()?.0.at
-        };
+        let work = self.work_ready_at()?;
         let rate = self.rate().map_or(0, |rate| rate.allowed_at(self.tat));
         Some(work.max(rate).max(self.paused_until))
     }
@@ -165,5 +188,9 @@ impl<T> KeyState<T> {
             && Gcra::is_idle(self.tat, now)
             && self.paused_until <= now
             && self.spent.is_settled(pulled)
+            && self
+                .adapt
+                .as_ref()
+                .is_none_or(|adapted| adapted.is_stale(now))
     }
 }

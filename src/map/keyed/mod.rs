@@ -106,8 +106,10 @@ struct Running<K, T> {
 /// ([`MapAsync::per_key`](crate::futures::MapAsync::per_key) and its siblings).
 ///
 /// `T` is the map's item type, `K` the key, `KF` the key function, `P` the retry
-/// policy ([`NoRetry`] or a [`RetryPolicy`]) and `G` the shared limits ([`NoSharedLimits`], or
-/// [`WithSharedLimits`] after [`shared_limits`](crate::futures::MapAsync::shared_limits)).
+/// policy ([`NoRetry`] or a [`RetryPolicy`](crate::RetryPolicy)), `G` the shared limits
+/// ([`NoSharedLimits`], or [`WithSharedLimits`] after
+/// [`shared_limits`](crate::futures::MapAsync::shared_limits)) and `C` whether the keys
+/// adapt ([`Fixed`], or [`Adapting`] after [`adaptive`](crate::futures::MapAsync::adaptive)).
 pub struct PerKey<T, K, KF, P = NoRetry, G = NoSharedLimits, C = Fixed> {
     key_fn: KF,
     scheduler: KeyScheduler<K, Waiting<T>>,
@@ -277,6 +279,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
     /// The same admission with a key function and a per-key limit (checked by the
     /// caller), before the map starts: rates, retry policy and max window carry over (made
     /// from a map without a key, so without shared limits).
+    #[track_caller]
     pub(crate) fn with_key<K2: Hash + Eq + Clone, KF2>(
         self,
         key_fn: KF2,

@@ -23,6 +23,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
+use super::adapt::Adapted;
 use super::asking::Asks;
 use super::budget::RetryBudget;
 use super::key::{KeyState, Place};
@@ -170,6 +171,10 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         default_limit: usize,
     ) -> KeyScheduler<K2, T> {
         debug_assert!(self.keys.is_empty(), "rekeyed before the first item");
+        assert!(
+            self.given.is_none(),
+            "tollgate: `.key_settings(..)` names the map's key: call it after `.per_key(..)`"
+        );
         let mut scheduler = KeyScheduler::new(default_limit);
         scheduler.defaults.rate = self.defaults.rate;
         if self.asks.is_gated() {
@@ -210,8 +215,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 let state = vacant.insert(KeyState::new(settings));
                 if let Some(adaptive) = &self.adaptive {
                     // A key made again starts low, whatever it had reached before.
-                    state.adapt = Some(KeyAdapt::new(adaptive, now));
-                    state.settings_changed();
+                    state.adapt = Some(Box::new(Adapted::new(KeyAdapt::new(adaptive, now), now)));
+                    state.change_settings(now, |_, _| {});
                 }
                 (key, state)
             }
@@ -350,14 +355,16 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                     .expect("the key's rate allows it");
             }
             if state.adapt.is_some() {
-                // The rate is what holds the key back when, after this start, it has
-                // work and room but its rate says "not yet".
+                // The rate is what holds the key back when, after this start, it has room
+                // and an item whose time has come (and no pause), but its rate says
+                // "not yet".
                 let held_by_rate = state.running < state.limit()
-                    && state.has_items()
+                    && state.work_ready_at().is_some_and(|at| at <= now)
+                    && state.paused_until <= now
                     && rate.is_some_and(|rate| rate.allowed_at(state.tat) > now);
                 let running = state.running;
-                if let Some(adapt) = &mut state.adapt {
-                    adapt.started(now, running, held_by_rate);
+                if let Some(adapted) = &mut state.adapt {
+                    adapted.started(now, running, held_by_rate);
                 }
             }
             if self.asks.is_gated() {
@@ -394,8 +401,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn set_default_limit(&mut self, limit: usize, now: u64) {
         self.defaults.limit = limit;
         for state in self.keys.values_mut() {
-            state.settings.follow_limit(limit);
-            state.settings_changed();
+            state.change_settings(now, |settings, _| settings.follow_limit(limit));
         }
         self.replace_all(now);
     }
@@ -412,8 +418,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn change_default_rate(&mut self, rate: Gcra, now: u64) {
         self.defaults.rate = Some(rate);
         for state in self.keys.values_mut() {
-            state.settings.follow_rate(rate, &mut state.tat, now);
-            state.settings_changed();
+            state.change_settings(now, |settings, tat| settings.follow_rate(rate, tat, now));
         }
         self.replace_all(now);
     }
@@ -434,15 +439,16 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let Some(state) = self.keys.get_mut(key) else {
             return;
         };
-        let Some(adapt) = &mut state.adapt else {
+        let Some(adapted) = &mut state.adapt else {
             return;
         };
-        let old_rate = adapt.rate();
-        if adapt.finished(adaptive, now, outcome, latency) {
-            if let (Some(old), Some(new)) = (old_rate, adapt.rate()) {
+        let old_rate = adapted.core.rate();
+        if adapted.finished(adaptive, now, outcome, latency) {
+            let new_rate = adapted.core.rate();
+            if let (Some(old), Some(new)) = (old_rate, new_rate) {
                 state.tat = new.carry_over(&old, state.tat, now);
             }
-            events::key_adapted(adapt.limit(), adapt.rate().map(|rate| rate.per_second()));
+            events::key_adapted(adapted.core.limit(), new_rate.map(|rate| rate.per_second()));
             self.replace(key, now);
         }
     }
@@ -462,8 +468,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn set_own_limit(&mut self, key: K, limit: usize, now: u64) {
         self.own.entry(key.clone()).or_default().limit = Some(limit);
         if let Some(state) = self.keys.get_mut(&key) {
-            state.settings.set_own_limit(limit);
-            state.settings_changed();
+            state.change_settings(now, |settings, _| settings.set_own_limit(limit));
             self.replace(&key, now);
         }
     }
@@ -474,8 +479,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn set_own_rate(&mut self, key: K, rate: Gcra, now: u64) {
         self.own.entry(key.clone()).or_default().rate = Some(rate);
         if let Some(state) = self.keys.get_mut(&key) {
-            state.settings.set_own_rate(rate, &mut state.tat, now);
-            state.settings_changed();
+            state.change_settings(now, |settings, tat| settings.set_own_rate(rate, tat, now));
             self.replace(&key, now);
         }
     }
@@ -485,10 +489,10 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.own.remove(key);
         if let Some(state) = self.keys.get_mut(key) {
             let given = self.given.as_mut().map(|given| given.of(key));
-            state
-                .settings
-                .follow_defaults(&self.defaults, given, &mut state.tat, now);
-            state.settings_changed();
+            let defaults = &self.defaults;
+            state.change_settings(now, |settings, tat| {
+                settings.follow_defaults(defaults, given, tat, now);
+            });
             self.replace(key, now);
         }
     }

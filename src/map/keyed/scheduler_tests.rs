@@ -603,3 +603,26 @@ fn a_cleared_rate_follows_the_default_again() {
     scheduler.clear_own(&"b", 0);
     assert_eq!(drain_at(&mut scheduler, 0), [("b", 1), ("b", 2)]);
 }
+
+#[test]
+fn an_adaptive_keys_state_carries_over_on_its_adapted_rate_when_a_ceiling_changes() {
+    // A rate ceiling of 1000/s: the key starts at a sixteenth of it, a start every 16 ms.
+    let mut scheduler = KeyScheduler::new(4);
+    let adaptive =
+        crate::limit::adaptive::config::Adaptive::new(1, 4).max_rate(Rate::per_second(1_000));
+    scheduler.set_default_rate(Gcra::new(Rate::per_second(1_000)));
+    scheduler.set_adaptive(adaptive);
+    for item in 0..3 {
+        scheduler.push("a", item, 0);
+    }
+    assert_eq!(drain(&mut scheduler), [("a", 0)]);
+    assert_eq!(
+        scheduler.next(0),
+        Next::NotBefore(16 * MS),
+        "a start every 16 ms"
+    );
+    // The ceiling drops to 100/s, still above the adapted 62.5/s: the pace stays (the
+    // state is not stretched by the ratio of the ceilings, which would make it 160 ms).
+    scheduler.change_default_rate(Gcra::new(Rate::per_second(100)), 0);
+    assert_eq!(drain_at(&mut scheduler, 16 * MS), [("a", 1)]);
+}
