@@ -21,6 +21,7 @@ mod time;
 mod wake;
 
 pub use crate::error::Error;
+pub use crate::limit::adaptive::{Adaptive, AdaptiveLimiter, AdaptivePermit, Outcome};
 pub use crate::limit::bulkhead::keyed::{
     KeyedBulkhead, KeyedBulkheadPermit, KeyedBulkheadPermitArc,
 };
@@ -45,6 +46,7 @@ pub use crate::wake::model as __wake_model;
 /// The futures and streams tollgate's functions return (and the admission types of the
 /// bounded maps), named so they can be stored in structs. One public path each.
 pub mod futures {
+    pub use crate::limit::adaptive::AdaptiveAcquire;
     pub use crate::limit::bulkhead::keyed::{
         KeyedBulkheadAcquire, KeyedBulkheadAcquireArc, KeyedBulkheadRun,
     };

@@ -15,7 +15,7 @@ pub(crate) mod error;
 pub(crate) mod gcra;
 pub(crate) mod keyed;
 pub(crate) mod limiter;
-mod wait;
+pub(crate) mod wait;
 
 use std::time::Instant;
 

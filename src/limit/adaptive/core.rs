@@ -1,0 +1,609 @@
+//! [`KeyAdapt`]: one key's adaptive limit and rate, moved by the key's own signals.
+//!
+//! Synchronous and self-contained: the caller passes every time (`u64` nanoseconds on its
+//! clock, the one its rates decide on) and every signal (a start, an attempt's end), and
+//! re-reads [`limit`](KeyAdapt::limit) and [`rate`](KeyAdapt::rate) when
+//! [`finished`](KeyAdapt::finished) says they changed. No I/O, no allocation, no lock:
+//! the map keeps one per key in its key table, [`AdaptiveLimiter`](super::AdaptiveLimiter)
+//! one behind its mutex. The rules are written out in [`Adaptive`]'s docs and every
+//! constant is in [`tuning`](super::tuning).
+//!
+//! Values are kept as `f32` so that cuts and the recovery curve move in fractions of a
+//! start; [`limit`](KeyAdapt::limit) is its integer part. A key's *cubic state* for each value is
+//! `w` (the value at the last overload: the curve's plateau), `k` (how far the plateau was
+//! from the cut, in the curve's units) and `x` (how far the key has come since the cut:
+//! rounds for the limit, seconds for the rate, counted only while the value bound the key).
+
+use std::time::Duration;
+
+use super::config::Adaptive;
+use super::outcome::Outcome;
+use super::tuning::{
+    BURST_CAP, CUT, INITIAL_LIMIT, INITIAL_RATE, LATENCY_CALM, LATENCY_CARRY_ROUNDS, LATENCY_HIGH,
+    LATENCY_MIN_SAMPLE, LATENCY_SAMPLES, LIMIT_RECOVERY_ROUNDS, LIMIT_RECOVERY_STARTS, MAX_RISE,
+    MEASURED_WEIGHT, RATE_BOUND_PACE, RATE_FLOOR, RATE_RECOVERY_MAX_SECS, RATE_RECOVERY_MIN_SECS,
+    RATE_RECOVERY_STARTS, RECOVERY_EXPONENT, REMEASURE_ROUNDS, ROUND_ENDS, ROUND_MIN, SEC,
+    SLOW_OVERLOAD, SLOW_START_RISE, STALE_ROUND,
+};
+use crate::limit::rate::gcra::{Gcra, Rate};
+
+// `flags`
+/// The limit has not been cut yet: it grows by [`SLOW_START_RISE`].
+const SLOW_LIMIT: u8 = 1;
+/// The rate has not been cut yet.
+const SLOW_RATE: u8 = 1 << 1;
+/// A clean round closed since the limit's last cut (so the next cut starts a new episode).
+const CLEAN_LIMIT: u8 = 1 << 2;
+/// The same for the rate.
+const CLEAN_RATE: u8 = 1 << 3;
+/// The current round saw an overload: it raises nothing.
+const OVERLOADED: u8 = 1 << 4;
+/// The current round began with a cut: it cuts nothing more.
+const CUT_DONE: u8 = 1 << 5;
+/// The limit ceiling is the key's own (`set_ceiling`), not the configuration's.
+const OWN_LIMIT: u8 = 1 << 6;
+/// The rate ceiling is the key's own.
+const OWN_RATE: u8 = 1 << 7;
+
+// `bound`
+/// A start of the current round found the key using its whole limit.
+const LIMIT_BOUND: u8 = 1;
+/// A start of the current round waited for the key's rate.
+const RATE_BOUND: u8 = 1 << 1;
+/// How far the current round's bits shift to become the previous round's.
+const PREVIOUS: u8 = 2;
+
+/// The largest ceiling a key can have (a semaphore's largest limit).
+const MAX_CEILING: usize = (u32::MAX >> 1) as usize;
+
+/// One key's adaptive limit and rate (the state of the rules in [`Adaptive`]'s docs).
+#[derive(Clone, Debug)]
+pub(crate) struct KeyAdapt {
+    /// The limit, between the floor and `ceiling`; [`limit`](Self::limit) rounds it down.
+    limit: f32,
+    /// The limit's plateau: its value at the last overload of the latest episode.
+    limit_w: f32,
+    /// Clean limit-bound rounds from the last cut to the plateau.
+    limit_k: f32,
+    /// The rate in starts per second; 0 when the key has none.
+    rate: f32,
+    /// The rate's plateau.
+    rate_w: f32,
+    /// Rate-bound seconds from the last rate cut to the plateau.
+    rate_k: f32,
+    /// Rate-bound seconds since the last rate cut.
+    rate_x: f32,
+    /// The rate ceiling in starts per second (infinite: none).
+    rate_ceiling: f32,
+    /// Starts per second, a moving average over rounds.
+    measured: f32,
+    /// The limit ceiling.
+    ceiling: u32,
+    /// The burst of every rate the key takes (its rate ceiling's).
+    burst: u32,
+    /// The lowest mean latency of a latency verdict, in microseconds (0: none yet).
+    baseline: u32,
+    /// Sum of the latency samples carried so far, in microseconds (saturating).
+    latency_sum: u32,
+    /// When the current round began.
+    round_start: u64,
+    /// When a value was last lowered (0: never). Signals of attempts started before it
+    /// speak of the values before it, and are ignored.
+    last_cut: u64,
+    /// Starts in the current round.
+    starts: u32,
+    /// Starts of the current round that waited for the rate.
+    waited: u16,
+    /// Latency samples carried so far.
+    latency_count: u16,
+    /// Attempts ended in the current round.
+    ends: u16,
+    /// Successes in the current round.
+    successes: u16,
+    /// Clean limit-bound rounds since the last limit cut.
+    limit_x: u16,
+    /// Rounds the latency samples have been carried over.
+    latency_rounds: u8,
+    /// Rounds closed in a row with the limit at its floor.
+    floor_rounds: u8,
+    flags: u8,
+    bound: u8,
+}
+
+/// What the latency samples say at a round's close.
+enum Latency {
+    /// Too few samples yet.
+    Unknown,
+    /// At most [`LATENCY_CALM`] times the baseline.
+    Calm,
+    /// Between calm and high.
+    Hold,
+    /// Above [`LATENCY_HIGH`] times the baseline: the mean, in microseconds.
+    High(u32),
+}
+
+impl KeyAdapt {
+    /// A new key: its limit at [`INITIAL_LIMIT`] (within floor and ceiling), its rate at a
+    /// share of the rate ceiling (none without one), both in slow start.
+    pub(crate) fn new(config: &Adaptive, now: u64) -> Self {
+        let ceiling = clamp_ceiling(config.ceiling());
+        let floor = (config.floor() as f32).min(ceiling as f32);
+        let limit = INITIAL_LIMIT.clamp(floor, ceiling as f32);
+        let (rate_ceiling, burst) = match config.rate_ceiling() {
+            Some(rate) => (per_second(rate.interval()), rate.burst_size()),
+            None => (f32::INFINITY, 1),
+        };
+        Self {
+            limit,
+            limit_w: limit,
+            limit_k: 0.0,
+            rate: initial_rate(rate_ceiling),
+            rate_w: 0.0,
+            rate_k: 0.0,
+            rate_x: 0.0,
+            rate_ceiling,
+            measured: 0.0,
+            ceiling: ceiling as u32,
+            burst,
+            baseline: 0,
+            latency_sum: 0,
+            round_start: now,
+            last_cut: 0,
+            starts: 0,
+            waited: 0,
+            latency_count: 0,
+            ends: 0,
+            successes: 0,
+            limit_x: 0,
+            latency_rounds: 0,
+            floor_rounds: 0,
+            flags: SLOW_LIMIT | SLOW_RATE | CLEAN_LIMIT | CLEAN_RATE,
+            bound: 0,
+        }
+    }
+
+    /// The current limit, between the floor and the ceiling.
+    #[inline]
+    pub(crate) fn limit(&self) -> usize {
+        // (`as` truncates and saturates; the value is at least 1.)
+        (self.limit as usize).max(1)
+    }
+
+    /// The current rate (`None`: the key has no rate).
+    pub(crate) fn rate(&self) -> Option<Gcra> {
+        self.current_rate().map(Gcra::new)
+    }
+
+    /// The current rate as a [`Rate`], for those who show it.
+    pub(crate) fn current_rate(&self) -> Option<Rate> {
+        let interval = self.interval();
+        (interval > 0).then(|| Rate::every(Duration::from_nanos(interval)).burst(self.burst))
+    }
+
+    /// A start: `running` = the key's items running, this one included; `rate_waited`: the
+    /// start came later than the key had an item and room, because its rate said so.
+    #[inline]
+    pub(crate) fn started(&mut self, _now: u64, running: usize, rate_waited: bool) {
+        self.starts = self.starts.saturating_add(1);
+        if running >= self.limit() {
+            self.bound |= LIMIT_BOUND;
+        }
+        if rate_waited && self.rate > 0.0 {
+            self.waited = self.waited.saturating_add(1);
+        }
+    }
+
+    /// An attempt ended at `now` after running `latency` (time it was not polled excluded
+    /// by the caller). Returns whether [`limit`](Self::limit) or [`rate`](Self::rate)
+    /// changed.
+    pub(crate) fn finished(
+        &mut self,
+        config: &Adaptive,
+        now: u64,
+        outcome: Outcome,
+        latency: u64,
+    ) -> bool {
+        let before = (self.limit(), self.interval());
+        self.follow_config(config);
+        let started_at = now.saturating_sub(latency);
+        self.ends = self.ends.saturating_add(1);
+        if outcome.is_success() {
+            self.successes = self.successes.saturating_add(1);
+            if latency >= LATENCY_MIN_SAMPLE && started_at >= self.last_cut {
+                self.latency_sum = self.latency_sum.saturating_add(micros(latency));
+                self.latency_count = self.latency_count.saturating_add(1);
+            }
+        } else if outcome.is_overload() {
+            self.flags |= OVERLOADED;
+            if self.flags & CUT_DONE == 0 && started_at >= self.last_cut {
+                let slow = u64::from(self.baseline) * 1_000;
+                let slow = (slow as f32 * LATENCY_HIGH) as u64;
+                self.cut(config, now, latency >= slow.max(SLOW_OVERLOAD));
+            }
+        }
+        let elapsed = now.saturating_sub(self.round_start);
+        let ends_needed = ROUND_ENDS.min(u16::try_from(self.limit()).unwrap_or(u16::MAX));
+        let len = self.round_len();
+        // (A key that ends fewer attempts than that, held by a low rate, closes its round
+        // on time alone once it lasted as many round lengths.)
+        if elapsed >= len
+            && (self.ends >= ends_needed
+                || (self.ends > 0 && elapsed >= u64::from(ROUND_ENDS) * len))
+        {
+            self.close_round(config, now, elapsed);
+        }
+        before != (self.limit(), self.interval())
+    }
+
+    /// The user set a ceiling for this key (`None`: the configuration's, from the next
+    /// [`finished`](Self::finished) on). A lower ceiling takes the values down at once; a
+    /// higher one lets them creep up (from the recovery curve's plateau).
+    #[allow(
+        dead_code,
+        reason = "the keyed maps call it; their wiring lands separately"
+    )]
+    pub(crate) fn set_ceiling(&mut self, limit: Option<usize>, rate: Option<Gcra>) {
+        match limit {
+            Some(limit) => {
+                self.flags |= OWN_LIMIT;
+                self.set_limit_ceiling(clamp_ceiling(limit));
+            }
+            None => self.flags &= !OWN_LIMIT,
+        }
+        match rate {
+            Some(gcra) => {
+                self.flags |= OWN_RATE;
+                // A fresh state's first start moves it by one interval, and a fresh state
+                // allows the burst at once: the two numbers of the rate.
+                let interval = gcra.decide(0, 0).unwrap_or(1);
+                let burst = gcra.starts_allowed(0, 0);
+                self.burst = u32::try_from(burst).unwrap_or(u32::MAX).max(1);
+                self.set_rate_ceiling(per_second(Duration::from_nanos(interval)));
+            }
+            None => self.flags &= !OWN_RATE,
+        }
+    }
+
+    /// The rate as a GCRA interval in nanoseconds (0: no rate).
+    #[inline]
+    fn interval(&self) -> u64 {
+        if self.rate > 0.0 {
+            ((1e9 / f64::from(self.rate)) as u64).max(1)
+        } else {
+            0
+        }
+    }
+
+    /// How long a round lasts at least: the baseline latency, [`ROUND_MIN`] at least.
+    fn round_len(&self) -> u64 {
+        (u64::from(self.baseline) * 1_000).max(ROUND_MIN)
+    }
+
+    /// The lowest the limit may go: the floor, or the ceiling when the key's own is lower.
+    fn floor(&self, config: &Adaptive) -> f32 {
+        (config.floor() as f32).min(self.ceiling as f32)
+    }
+
+    /// Takes the configuration's ceilings where the key has none of its own.
+    #[inline]
+    fn follow_config(&mut self, config: &Adaptive) {
+        if self.flags & OWN_LIMIT == 0 && self.ceiling as usize != clamp_ceiling(config.ceiling()) {
+            self.set_limit_ceiling(clamp_ceiling(config.ceiling()));
+        }
+        if self.flags & OWN_RATE == 0 {
+            let (ceiling, burst) = match config.rate_ceiling() {
+                Some(rate) => (per_second(rate.interval()), rate.burst_size()),
+                None => (f32::INFINITY, 1),
+            };
+            if ceiling != self.rate_ceiling {
+                self.burst = burst;
+                self.set_rate_ceiling(ceiling);
+            }
+        }
+    }
+
+    fn set_limit_ceiling(&mut self, ceiling: usize) {
+        let ceiling = ceiling as u32;
+        let value = ceiling as f32;
+        if value < self.limit {
+            self.limit = value;
+            self.limit_w = self.limit_w.min(value);
+        } else if ceiling > self.ceiling && self.limit >= self.ceiling as f32 {
+            // The ceiling held the limit: creep up from here, the curve's flat stretch first.
+            (self.limit_w, self.limit_k, self.limit_x) = (self.limit, 0.0, 0);
+            self.flags &= !SLOW_LIMIT;
+        }
+        self.ceiling = ceiling;
+    }
+
+    fn set_rate_ceiling(&mut self, ceiling: f32) {
+        if self.rate == 0.0 && self.flags & SLOW_RATE != 0 {
+            // A key that has had no rate and no cut starts low under its first ceiling.
+            self.rate = initial_rate(ceiling);
+        } else if ceiling < self.rate || self.rate == 0.0 {
+            self.rate = ceiling;
+            self.rate_w = self.rate_w.min(ceiling);
+        } else if ceiling > self.rate_ceiling && self.rate >= self.rate_ceiling {
+            (self.rate_w, self.rate_k, self.rate_x) = (self.rate, 0.0, 0.0);
+            self.flags &= !SLOW_RATE;
+        }
+        self.rate_ceiling = ceiling;
+    }
+
+    /// The first overload of a round, of an attempt started after the last cut: cuts the
+    /// value that bound the key. The rate, if a start of this round or the last waited
+    /// for it; else the limit, if a start of these rounds found it in full use and it is
+    /// above its floor; else the rate again (made from the measured start rate if the key
+    /// had none: its pace is what is left to blame). Begins a new round.
+    fn cut(&mut self, config: &Adaptive, now: u64, slow: bool) {
+        let current = self.bound(now);
+        let bound = current | (current >> PREVIOUS);
+        let floor = self.floor(config);
+        let rate_bound = self.rate > 0.0 && bound & RATE_BOUND != 0;
+        if slow {
+            if self.limit > floor {
+                let old = self.limit;
+                self.lower_limit(old * CUT, floor);
+            }
+        } else if !rate_bound && bound & LIMIT_BOUND != 0 && self.limit > floor {
+            let old = self.limit;
+            self.lower_limit(old * CUT, floor);
+            // A key whose starts were not spaced (no rate, or one far above its use)
+            // could have sent a burst: its rate is now at most `BURST_CAP` times its
+            // measured pace.
+            let cap = (BURST_CAP * self.measured_rate(now)).min(self.rate_ceiling);
+            if cap > 0.0 && (self.rate == 0.0 || cap < self.rate) {
+                self.rate = cap.max(RATE_FLOOR.min(self.rate_ceiling));
+                self.rate_w = self.rate_w.min(self.rate);
+            }
+        } else {
+            self.cut_rate(now, rate_bound);
+        }
+        self.last_cut = now;
+        self.reset_latency();
+        self.new_round(now, current);
+        self.flags |= CUT_DONE | OVERLOADED;
+    }
+
+    /// Lowers the limit to `to` (not below `floor`), its plateau at the value before.
+    fn lower_limit(&mut self, to: f32, floor: f32) {
+        let old = self.limit;
+        self.limit_w = if self.flags & (CLEAN_LIMIT | SLOW_LIMIT) != 0 {
+            old
+        } else {
+            self.limit_w.max(old)
+        };
+        self.limit = to.max(floor).min(old);
+        self.limit_k =
+            plateau_distance(self.limit, self.limit_w) * limit_recovery_rounds(self.limit_w);
+        self.limit_x = 0;
+        self.flags &= !(SLOW_LIMIT | CLEAN_LIMIT);
+    }
+
+    /// Cuts the rate: from itself if it bound the key (`bound`), else from the lower of
+    /// itself and the measured start rate (a rate far above what the key used would not
+    /// slow it down).
+    fn cut_rate(&mut self, now: u64, bound: bool) {
+        let measured = self.measured_rate(now);
+        let current = match (self.rate > 0.0, measured > 0.0) {
+            (true, _) if bound => self.rate,
+            (true, true) => self.rate.min(measured),
+            (true, false) => self.rate,
+            (false, _) => measured,
+        };
+        let floor = RATE_FLOOR.min(self.rate_ceiling);
+        let current = current.max(floor);
+        self.rate_w = if self.flags & (CLEAN_RATE | SLOW_RATE) != 0 {
+            current
+        } else {
+            self.rate_w.max(current)
+        };
+        self.rate = (current * CUT).max(floor).min(self.rate_ceiling);
+        self.rate_k = plateau_distance(self.rate, self.rate_w) * rate_recovery_secs(self.rate_w);
+        self.rate_x = 0.0;
+        self.flags &= !(SLOW_RATE | CLEAN_RATE);
+    }
+
+    /// Starts per second lately: the moving average over rounds, or this round's so far.
+    fn measured_rate(&self, now: u64) -> f32 {
+        if self.measured > 0.0 {
+            return self.measured;
+        }
+        let elapsed = now.saturating_sub(self.round_start).max(ROUND_MIN);
+        self.starts as f32 * SEC as f32 / elapsed as f32
+    }
+
+    fn close_round(&mut self, config: &Adaptive, now: u64, elapsed: u64) {
+        let bound = self.bound(now);
+        if elapsed > STALE_ROUND {
+            self.new_round(now, 0);
+            return;
+        }
+        let round_rate = self.starts as f32 * SEC as f32 / elapsed.max(1) as f32;
+        self.measured = if self.measured > 0.0 {
+            MEASURED_WEIGHT * round_rate + (1.0 - MEASURED_WEIGHT) * self.measured
+        } else {
+            round_rate
+        };
+        if self.flags & OVERLOADED == 0 && self.successes > 0 {
+            self.flags |= CLEAN_LIMIT | CLEAN_RATE;
+            match self.latency_verdict() {
+                Latency::High(mean) => {
+                    let floor = self.floor(config);
+                    let old = self.limit;
+                    let to = (old * self.baseline as f32 / mean as f32).min(old - 1.0);
+                    if to.max(floor) < old {
+                        self.lower_limit(to, floor);
+                        self.last_cut = now;
+                    }
+                }
+                Latency::Hold => {}
+                Latency::Calm | Latency::Unknown => {
+                    if bound & LIMIT_BOUND != 0 {
+                        self.raise_limit();
+                    }
+                    if bound & RATE_BOUND != 0 && self.rate > 0.0 {
+                        self.raise_rate(elapsed);
+                    }
+                }
+            }
+        }
+        let at_floor = self.limit <= self.floor(config);
+        self.floor_rounds = if at_floor {
+            self.floor_rounds.saturating_add(1)
+        } else {
+            0
+        };
+        self.new_round(now, bound);
+    }
+
+    /// The verdict of the latency samples carried so far, which it consumes (and the
+    /// baseline it moves) once there are [`LATENCY_SAMPLES`].
+    fn latency_verdict(&mut self) -> Latency {
+        if self.latency_count < LATENCY_SAMPLES {
+            self.latency_rounds = self.latency_rounds.saturating_add(1);
+            if self.latency_rounds >= LATENCY_CARRY_ROUNDS {
+                self.reset_latency();
+            }
+            return Latency::Unknown;
+        }
+        let mean = self.latency_sum / u32::from(self.latency_count);
+        self.reset_latency();
+        if self.baseline == 0 || self.floor_rounds >= REMEASURE_ROUNDS {
+            self.baseline = mean.max(1);
+            return Latency::Calm;
+        }
+        let baseline = self.baseline as f32;
+        let verdict = if mean as f32 > baseline * LATENCY_HIGH {
+            Latency::High(mean)
+        } else if mean as f32 <= baseline * LATENCY_CALM {
+            Latency::Calm
+        } else {
+            Latency::Hold
+        };
+        self.baseline = self.baseline.min(mean.max(1));
+        verdict
+    }
+
+    fn raise_limit(&mut self) {
+        self.limit_x = self.limit_x.saturating_add(1);
+        let target = if self.flags & SLOW_LIMIT != 0 {
+            self.limit * SLOW_START_RISE
+        } else {
+            recovery(
+                self.limit_w,
+                self.limit_k,
+                f32::from(self.limit_x),
+                limit_recovery_rounds(self.limit_w),
+            )
+        };
+        self.limit = target
+            .min(self.limit * MAX_RISE)
+            .min(self.ceiling as f32)
+            .max(self.limit);
+    }
+
+    fn raise_rate(&mut self, elapsed: u64) {
+        self.rate_x += elapsed as f32 / SEC as f32;
+        let target = if self.flags & SLOW_RATE != 0 {
+            self.rate * SLOW_START_RISE
+        } else {
+            recovery(
+                self.rate_w,
+                self.rate_k,
+                self.rate_x,
+                rate_recovery_secs(self.rate_w),
+            )
+        };
+        self.rate = target
+            .min(self.rate * MAX_RISE)
+            .min(self.rate_ceiling)
+            .max(self.rate);
+    }
+
+    /// What bound the key in the current round (its low bits: the limit if a start found
+    /// it in full use; the rate if a start waited for it and the round's starts came at
+    /// [`RATE_BOUND_PACE`] of it or more, over [`ROUND_MIN`] at least) and in the previous
+    /// one (the same bits, shifted by [`PREVIOUS`]).
+    fn bound(&self, now: u64) -> u8 {
+        let mut bound = self.bound;
+        let elapsed = now.saturating_sub(self.round_start).max(ROUND_MIN) as f32 / SEC as f32;
+        let pace = (self.starts as f32 + 1.0) / elapsed;
+        if self.waited > 0 && pace >= RATE_BOUND_PACE * self.rate {
+            bound |= RATE_BOUND;
+        }
+        bound
+    }
+
+    fn reset_latency(&mut self) {
+        (self.latency_sum, self.latency_count, self.latency_rounds) = (0, 0, 0);
+    }
+
+    /// Begins a round at `now`; `bound` is what bound the key in the one that ends (as
+    /// [`bound`](Self::bound) read it before any value moved).
+    fn new_round(&mut self, now: u64, bound: u8) {
+        self.round_start = now;
+        let bound = bound & (LIMIT_BOUND | RATE_BOUND);
+        (self.starts, self.waited, self.ends, self.successes) = (0, 0, 0, 0);
+        self.flags &= !(OVERLOADED | CUT_DONE);
+        self.bound = bound << PREVIOUS;
+    }
+}
+
+/// The recovery curve: `w` at `x = k`, the cut value at `x = 0`, flat near `k`, rising ever
+/// faster beyond it; `k0` is the distance a cut by [`CUT`] puts between the two.
+fn recovery(w: f32, k: f32, x: f32, k0: f32) -> f32 {
+    w * (1.0 + (1.0 - CUT) * ((x - k) / k0).powi(RECOVERY_EXPONENT))
+}
+
+/// How far (in units of a cut by [`CUT`]'s distance) the curve's plateau `w` lies from `v`.
+fn plateau_distance(v: f32, w: f32) -> f32 {
+    if w <= v {
+        return 0.0;
+    }
+    ((1.0 - v / w) / (1.0 - CUT)).powf(1.0 / RECOVERY_EXPONENT as f32)
+}
+
+/// Limit-bound rounds a limit cut from `w` takes to come back: about
+/// [`LIMIT_RECOVERY_STARTS`] starts (a round sees about `w`), [`LIMIT_RECOVERY_ROUNDS`] at
+/// least.
+fn limit_recovery_rounds(w: f32) -> f32 {
+    (LIMIT_RECOVERY_STARTS / w.max(1.0)).max(LIMIT_RECOVERY_ROUNDS)
+}
+
+/// Seconds of rate-bound time a rate cut from `w` takes to come back:
+/// [`RATE_RECOVERY_STARTS`] starts at that rate, within the bounds.
+fn rate_recovery_secs(w: f32) -> f32 {
+    (RATE_RECOVERY_STARTS / w.max(f32::MIN_POSITIVE))
+        .clamp(RATE_RECOVERY_MIN_SECS, RATE_RECOVERY_MAX_SECS)
+}
+
+/// A new key's rate under `ceiling` (0: no ceiling, no rate).
+fn initial_rate(ceiling: f32) -> f32 {
+    if ceiling.is_finite() {
+        INITIAL_RATE.min(ceiling)
+    } else {
+        0.0
+    }
+}
+
+fn clamp_ceiling(ceiling: usize) -> usize {
+    ceiling.min(MAX_CEILING)
+}
+
+/// Starts per second at one start per `interval`.
+fn per_second(interval: Duration) -> f32 {
+    (1.0 / interval.as_secs_f64()) as f32
+}
+
+fn micros(nanos: u64) -> u32 {
+    u32::try_from(nanos / 1_000).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+#[path = "host_model.rs"]
+mod host_model;
+
+#[cfg(test)]
+#[path = "core_tests.rs"]
+mod tests;

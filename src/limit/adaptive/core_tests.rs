@@ -1,0 +1,436 @@
+//! The adaptive core against the host model (`host_model.rs`, virtual time, seeded): each
+//! known failure mode of adaptive limiters is a case with a measured outcome, and unit
+//! cases pin the rules. `cargo test --lib adaptive -- --nocapture` prints the curves.
+
+use super::host_model::{
+    Host, S, Second, Sim, first_second_at, goodput, limit_slope_per_minute, mean_limit,
+    overload_share, sim_host,
+};
+use super::*;
+use crate::limit::adaptive::tuning::MS;
+
+#[test]
+fn moderate_sustained_overload_settles_near_the_knee_and_does_not_climb() {
+    // Gradient2's runaway: latency grows with the queue past the knee, no error ever comes.
+    for (knee, base_ms) in [(10.0, 100), (4.0, 50), (32.0, 200)] {
+        let host = Host {
+            knee: Some(knee),
+            ..Host::new(base_ms)
+        };
+        let mut sim = Sim::new(Adaptive::new(1, 1000), host, 1);
+        sim.run_until(600 * S);
+        sim.print(&format!("runaway knee {knee} base {base_ms} ms"), 30);
+        let last_half = sim.span(300, 600);
+        let (mean, slope) = (mean_limit(last_half), limit_slope_per_minute(last_half));
+        println!("knee {knee}: last-half mean limit {mean:.2}, slope {slope:.3}/min");
+        assert!(
+            mean <= 1.5 * knee + 1.0,
+            "mean limit {mean} for knee {knee}"
+        );
+        assert!(
+            mean >= 0.9 * knee,
+            "mean limit {mean} for knee {knee}: too low"
+        );
+        assert!(slope <= 0.05, "limit climbs {slope}/min for knee {knee}");
+    }
+}
+
+#[test]
+fn a_new_key_starts_low_in_a_few_words() {
+    let capped = Adaptive::new(1, 64).max_rate(Rate::per_second(160));
+    let key = KeyAdapt::new(&capped, 0);
+    assert_eq!(key.limit(), 2);
+    assert_eq!(key.current_rate(), Some(Rate::per_second(5)));
+    let crawl = Adaptive::new(1, 64).max_rate(Rate::per_minute(30));
+    assert_eq!(
+        KeyAdapt::new(&crawl, 0).current_rate(),
+        Some(Rate::per_minute(30))
+    );
+    assert_eq!(KeyAdapt::new(&Adaptive::new(1, 64), 0).rate(), None);
+    assert_eq!(
+        KeyAdapt::new(&Adaptive::new(5, 64), 0).limit(),
+        5,
+        "the floor"
+    );
+    assert_eq!(
+        KeyAdapt::new(&Adaptive::new(1, 1), 0).limit(),
+        1,
+        "the ceiling"
+    );
+    let size = size_of::<KeyAdapt>();
+    println!("KeyAdapt: {size} bytes");
+    assert!(size <= 96, "{size} bytes");
+}
+
+#[test]
+fn stable_timeouts_take_the_limit_to_its_floor_and_keep_it_there() {
+    // Every attempt takes exactly the attempt timeout: no variance, no success.
+    let healthy = Host {
+        knee: Some(32.0),
+        ..Host::new(100)
+    };
+    let mut sim = Sim::new(Adaptive::new(1, 64), healthy, 3);
+    sim.run_until(30 * S);
+    let grown = sim.key.limit();
+    sim.host = Host {
+        timeout: Some(5 * S),
+        ..healthy
+    };
+    sim.run_until(630 * S);
+    sim.print("timeouts from 30 s", 10);
+    let floor_at = first_second_at(&sim, 30, 1).expect("reaches the floor");
+    println!(
+        "limit {grown} at 30 s, at the floor {} s later",
+        floor_at - 30
+    );
+    assert!(grown >= 32, "grew to {grown} on the healthy host");
+    // One cut per round of about one timeout: 11 cuts from 48 at most.
+    assert!(
+        floor_at - 30 <= 12 * 5 + 10,
+        "{} s to the floor",
+        floor_at - 30
+    );
+    assert!(sim.span(floor_at, 630).iter().all(|s| s.limit == 1));
+    assert!(sim.span(floor_at + 10, 630).iter().all(|s| s.starts <= 1));
+}
+
+#[test]
+fn instant_overloads_make_the_key_back_off() {
+    // 90% of attempts refused at once: the limit falls, then the pace (the key's limit no
+    // longer binds, its rate does), by one cut per round.
+    let healthy = Host {
+        knee: Some(32.0),
+        ..Host::new(100)
+    };
+    let mut sim = Sim::new(Adaptive::new(1, 64), healthy, 4);
+    sim.run_until(30 * S);
+    let (grown, pace) = (sim.key.limit(), goodput(sim.span(20, 30)));
+    sim.host.fast_overload = 0.9;
+    sim.run_until(90 * S);
+    sim.print("90% instant overloads from 30 s", 5);
+    let starts = |span: &[Second]| span.iter().map(|s| f64::from(s.starts)).sum::<f64>();
+    let late = starts(sim.span(60, 90)) / 30.0;
+    println!(
+        "limit {grown} -> {}, {pace:.0} -> {late:.2} starts/s",
+        sim.key.limit()
+    );
+    assert!(grown >= 32 && sim.key.limit() <= grown * 7 / 10);
+    assert!(late <= pace / 100.0, "{late} starts/s");
+}
+
+#[test]
+fn instant_plain_failures_change_nothing() {
+    // The same host with and without 90% of instant 404s: failures neither lower the limit
+    // nor pull the baseline down, nor count as credit.
+    let host = Host {
+        knee: Some(16.0),
+        noise: 0.2,
+        ramp: true,
+        ..Host::new(100)
+    };
+    let mut clean = Sim::new(Adaptive::new(1, 64), host, 5);
+    clean.run_until(120 * S);
+    let mut failing = Sim::new(
+        Adaptive::new(1, 64),
+        Host {
+            fast_failure: 0.9,
+            ..host
+        },
+        5,
+    );
+    failing.run_until(120 * S);
+    failing.print("90% instant failures", 10);
+    let (a, b) = (
+        mean_limit(clean.span(30, 120)),
+        mean_limit(failing.span(30, 120)),
+    );
+    let (base_a, base_b) = (clean.key.baseline, failing.key.baseline);
+    println!("mean limit {a:.1} clean, {b:.1} failing; baseline {base_a} us, {base_b} us");
+    assert!(b >= 0.8 * a && b <= 1.25 * a, "{b} against {a}");
+    assert!(
+        base_b as f64 >= 0.9 * base_a as f64,
+        "baseline {base_b} against {base_a}"
+    );
+    assert!(failing.span(30, 120).iter().all(|s| s.limit > 1));
+}
+
+#[test]
+fn successes_faster_than_a_millisecond_are_no_latency_samples() {
+    let config = Adaptive::new(1, 64);
+    let mut key = KeyAdapt::new(&config, 0);
+    let mut now = 0;
+    for _ in 0..200 {
+        key.started(now, 1, false);
+        now += MS / 2;
+        key.finished(&config, now, Outcome::success(), MS / 2);
+        now += MS;
+    }
+    assert_eq!((key.baseline, key.latency_count), (0, 0));
+    for _ in 0..40 {
+        key.started(now, 1, false);
+        now += 20 * MS;
+        key.finished(&config, now, Outcome::success(), 20 * MS);
+    }
+    assert_eq!(key.baseline, 20_000, "microseconds");
+}
+
+/// A key grown to `limit` at least by rounds of full use and 100 ms successes; returns
+/// the time reached.
+fn grow(key: &mut KeyAdapt, config: &Adaptive, limit: usize) -> u64 {
+    let mut now = S;
+    while key.limit() < limit {
+        let running = key.limit();
+        for i in 1..=running {
+            key.started(now, i, false);
+        }
+        now += 100 * MS;
+        for _ in 0..running {
+            key.finished(config, now, Outcome::success(), 100 * MS);
+        }
+    }
+    now
+}
+
+#[test]
+fn a_correlated_burst_of_overloads_cuts_once() {
+    let config = Adaptive::new(1, 64);
+    let mut key = KeyAdapt::new(&config, 0);
+    let mut now = grow(&mut key, &config, 16);
+    let before = key.limit;
+    let running = key.limit();
+    for i in 1..=running {
+        key.started(now, i, false);
+    }
+    // Every attempt in flight answers 503, one per millisecond from 50 ms on.
+    for j in 0..running as u64 {
+        let latency = 50 * MS + j * MS;
+        key.finished(&config, now + latency, Outcome::overload(), latency);
+    }
+    let cut = key.limit;
+    assert_eq!(cut, before * CUT, "exactly one cut for {running} overloads");
+    // An attempt started after the cut, answered in the round the cut began: no cut.
+    now += 50 * MS + running as u64 * MS;
+    key.started(now, 1, false);
+    key.finished(&config, now + MS, Outcome::overload(), MS);
+    assert_eq!(key.limit, cut);
+    // Once that round has closed, an overload of an attempt started since cuts again.
+    now += 150 * MS;
+    key.started(now, 1, false);
+    key.finished(&config, now + 10 * MS, Outcome::success(), 10 * MS);
+    key.started(now + 20 * MS, key.limit(), false);
+    key.finished(&config, now + 21 * MS, Outcome::overload(), MS);
+    assert_eq!(key.limit, cut * CUT);
+}
+
+#[test]
+fn a_key_held_back_by_something_else_does_not_raise_its_limit() {
+    // Three items at most run at once, whatever the key's limit (a global limit binds).
+    let host = Host {
+        knee: Some(100.0),
+        ..Host::new(100)
+    };
+    let mut sim = Sim::new(Adaptive::new(1, 64), host, 6);
+    sim.cap = 3;
+    sim.run_until(600 * S);
+    let highest = sim.seconds.iter().map(|s| s.limit).max().unwrap();
+    println!("held at 3 running: the limit reached {highest}");
+    assert!(
+        highest <= 4,
+        "one rise past the 3 it used, at most: {highest}"
+    );
+}
+
+#[test]
+fn a_key_at_its_floor_after_an_overload_recovers_once_it_ends() {
+    // A minute of refusals (every attempt answered 503 at once, then every attempt timing
+    // out), then a healthy host: the key climbs back to what the host allows.
+    for (name, outage) in [
+        (
+            "503s",
+            Host {
+                fast_overload: 1.0,
+                ..Host::new(100)
+            },
+        ),
+        (
+            "timeouts",
+            Host {
+                timeout: Some(5 * S),
+                ..Host::new(100)
+            },
+        ),
+    ] {
+        let healthy = Host {
+            knee: Some(16.0),
+            ..Host::new(100)
+        };
+        let ideal = 16.0 / 0.1;
+        let mut sim = Sim::new(
+            Adaptive::new(1, 64).max_rate(Rate::per_second(500)),
+            healthy,
+            8,
+        );
+        sim.run_until(20 * S);
+        sim.host = outage;
+        sim.run_until(80 * S);
+        let (limit, rate) = (sim.key.limit(), sim.rate_now());
+        sim.host = healthy;
+        sim.run_until(200 * S);
+        sim.print(&format!("{name} from 20 s to 80 s"), 5);
+        let back = (80..200)
+            .find(|&t| goodput(sim.span(t, t + 5)) >= 0.9 * ideal)
+            .expect("recovers");
+        println!(
+            "{name}: limit {limit}, rate {rate:.2}/s at 80 s; 90% of the ideal {} s later",
+            back - 80
+        );
+        assert!(back - 80 <= 60, "{name}: {} s", back - 80);
+        assert!(
+            goodput(sim.span(back + 5, 200)) >= 0.85 * ideal,
+            "{name}: stays"
+        );
+    }
+}
+
+#[test]
+fn a_lower_ceiling_takes_the_values_down_at_once_a_higher_one_lets_them_creep() {
+    let config = Adaptive::new(1, 64).max_rate(Rate::per_second(100));
+    let mut key = KeyAdapt::new(&config, 0);
+    let now = grow(&mut key, &config, 20);
+    let grown = key.limit();
+    key.set_ceiling(Some(8), Some(Gcra::new(Rate::per_second(4))));
+    assert_eq!(key.limit(), 8);
+    assert_eq!(key.current_rate(), Some(Rate::per_second(4)));
+    // Ends of attempts at full use raise it by one round's rise at most.
+    key.set_ceiling(Some(64), None);
+    let mut now = now;
+    let mut seen = vec![key.limit()];
+    for _ in 0..40 {
+        let running = key.limit();
+        for i in 1..=running {
+            key.started(now, i, false);
+        }
+        now += 100 * MS;
+        for _ in 0..running {
+            key.finished(&config, now, Outcome::success(), 100 * MS);
+        }
+        seen.push(key.limit());
+    }
+    println!("grown to {grown}, ceiling 8 then 64: {seen:?}");
+    assert!(
+        seen.windows(2)
+            .all(|w| w[1] as f32 <= w[0] as f32 * MAX_RISE + 1.0)
+    );
+    assert!(seen[1] <= 9, "creeps from the plateau: {seen:?}");
+    assert!(*seen.last().unwrap() > 8, "and rises");
+    // The key follows the configuration's rate ceiling again from its next end on.
+    assert!(key.current_rate().unwrap().interval() <= Rate::per_second(4).interval());
+}
+
+#[test]
+fn an_overload_while_the_rate_binds_cuts_the_rate_which_creeps_back() {
+    let config = Adaptive::new(1, 64).max_rate(Rate::per_second(100));
+    let mut key = KeyAdapt::new(&config, 0);
+    // One start per rate interval, each waited for, answered in 20 ms: the rate binds.
+    let mut now = S;
+    let mut run = |key: &mut KeyAdapt, outcome: Outcome| {
+        let interval = key.rate().map_or(0, |g| g.decide(0, 0).unwrap());
+        now += interval;
+        key.started(now, 1, true);
+        key.finished(&config, now + 20 * MS, outcome, 20 * MS);
+    };
+    for _ in 0..400 {
+        run(&mut key, Outcome::success());
+    }
+    let before = (key.limit(), key.rate);
+    assert_eq!(before.1, 100.0, "slow start up to the ceiling");
+    run(&mut key, Outcome::overload());
+    assert_eq!((key.limit(), key.rate), (before.0, before.1 * CUT));
+    let mut curve = vec![key.rate];
+    for _ in 0..40 {
+        for _ in 0..20 {
+            run(&mut key, Outcome::success());
+        }
+        curve.push(key.rate);
+    }
+    println!("rate after the cut, every 20 starts: {curve:.1?}");
+    assert!(curve.windows(2).all(|w| w[1] >= w[0]), "creeps up");
+    assert!(curve[1] < 90.0, "not at once");
+    assert!(*curve.last().unwrap() >= 99.0, "back at the ceiling");
+}
+
+#[test]
+fn keys_converge_on_what_their_host_allows() {
+    // (base ms, knee, metered rate, max_rate, the share of the ideal it settles at least
+    // at): a knee alone, an exact meter below the knee, a fast meter. Noisy latency, 503s
+    // past the knee. A knee alone under a max_rate is paced by the rate the first 503
+    // cuts, which keeps it below the knee (measured: 80%); without a max_rate the limit
+    // finds the knee.
+    let hosts = [
+        (100, 4.0, None, None, 0.9),
+        (100, 8.0, None, Some(200), 0.75),
+        (200, 32.0, Some(20.0), Some(200), 0.85),
+        (50, 32.0, Some(200.0), Some(400), 0.9),
+    ];
+    for (base, knee, rate, max_rate, share) in hosts {
+        let host = sim_host(base, knee, rate, 0.0);
+        let ideal = rate
+            .unwrap_or(f64::INFINITY)
+            .min(knee / (1.2 * base as f64 / 1e3));
+        let config = match max_rate {
+            Some(max) => Adaptive::new(1, 64).max_rate(Rate::per_second(max)),
+            None => Adaptive::new(1, 64),
+        };
+        let mut sim = Sim::new(config, host, 9);
+        sim.run_until(120 * S);
+        let reached = (0..120)
+            .find(|&t| goodput(sim.span(t, t + 5)) >= share * ideal)
+            .unwrap_or(120);
+        let settled = goodput(sim.span(30, 120)) / ideal;
+        let overload = overload_share(sim.span(30, 120));
+        println!(
+            "base {base} knee {knee} rate {rate:?}: {:.0}% of {ideal:.0}/s at {reached} s, \
+             {:.0}% over 30-120 s, {:.2}% overload",
+            100.0 * share,
+            100.0 * settled,
+            100.0 * overload
+        );
+        assert!(reached <= 20, "{reached} s");
+        assert!(settled >= share, "{settled}");
+        assert!(overload <= 0.03, "{overload}");
+    }
+}
+
+#[test]
+fn a_host_that_halves_then_restores_is_followed() {
+    let host = sim_host(100, 16.0, Some(100.0), 0.0);
+    let halved = Host {
+        knee: Some(8.0),
+        rate: Some(50.0),
+        ..host
+    };
+    let config = Adaptive::new(1, 64).max_rate(Rate::per_second(400));
+    let mut sim = Sim::new(config, host, 10);
+    sim.run_until(60 * S);
+    sim.host = halved;
+    sim.run_until(120 * S);
+    sim.host = host;
+    sim.run_until(240 * S);
+    sim.print("halved at 60 s, restored at 120 s", 5);
+    let calm = (60..120)
+        .find(|&t| overload_share(sim.span(t, t + 5)) < 0.01)
+        .unwrap_or(120);
+    let follows = (60..120)
+        .find(|&t| goodput(sim.span(t, t + 5)) >= 0.9 * 50.0)
+        .unwrap_or(120);
+    let back = (120..240)
+        .find(|&t| goodput(sim.span(t, t + 5)) >= 0.9 * 100.0)
+        .unwrap_or(240);
+    println!(
+        "halved: overload under 1% after {} s, 90% of the new ideal after {} s; restored: 90% after {} s",
+        calm - 60,
+        follows - 60,
+        back - 120
+    );
+    assert!(calm - 60 <= 10 && follows - 60 <= 20 && back - 120 <= 60);
+}
