@@ -3,11 +3,11 @@
 use crate::limit::rate::gcra::Rate;
 
 /// The settings of adaptive keys: a floor and a ceiling for each key's limit, and maybe a
-/// ceiling for its rate. Each key moves its own values between them from its own signals
-/// (the rules are below).
+/// ceiling for its rate. Each key moves its own values between them from its own signals,
+/// by the rules below.
 ///
 /// One `Adaptive` serves every key: an [`AdaptiveLimiter`](crate::AdaptiveLimiter) (one key
-/// of its own), or every key of a keyed map.
+/// of its own), or every key of a keyed map. Each process adapts on its own.
 ///
 /// # Examples
 ///
@@ -19,6 +19,66 @@ use crate::limit::rate::gcra::Rate;
 /// assert_eq!((adaptive.floor(), adaptive.ceiling()), (1, 32));
 /// assert_eq!(adaptive.rate_ceiling(), Some(Rate::per_second(50)));
 /// ```
+///
+/// # The rules
+///
+/// **Signals.** A key learns from its own starts (how many of its items run, whether the
+/// start waited for its rate) and from the end of each attempt: its [`Outcome`](crate::Outcome)
+/// and its latency (how long it ran). Only successes give latency samples, and only those of
+/// 1 ms or more (an answer from a cache or an error page says nothing about a queue). A plain
+/// failure changes nothing.
+///
+/// **Rounds.** A key judges in rounds: a round lasts at least its baseline latency (below)
+/// and 100 ms, and until 4 attempts ended in it (or as many as its limit, if lower; or one,
+/// once it lasted four times that long). In a round, the **limit binds** if a start found
+/// the key using its whole limit; the **rate binds** if a start waited for it and the
+/// round's starts came at 80% of the rate or more.
+///
+/// **What lowers a value.** An overload cuts one value to 0.7 times itself, at most once per
+/// round, and only for an attempt started after the last cut (the overloads of attempts
+/// already running at a cut tell the same news again: a burst of them cuts once). Which
+/// value, since an outcome does not tell a 429 from a 503:
+/// - an overload that took 1 s or more (and half again the baseline): an attempt timeout,
+///   a queue that overflowed. It cuts the limit (nothing at the floor), never the rate;
+/// - else, if the rate bound the key (in this round or the last): the rate;
+/// - else, if the limit bound and is above its floor: the limit, and the rate is capped at 4
+///   times the measured start rate (an unspaced burst may be what the server refused; a key
+///   without a rate gets one so);
+/// - else (the key used neither in full): the rate, from the lower of itself and the
+///   measured start rate; a key without a rate gets one, 0.7 times its measured start rate.
+///
+/// Latency lowers the limit too: once 8 samples of attempts started since the last cut are
+/// in, their mean is compared with the key's **baseline** (the lowest such mean so far,
+/// never an average that would follow a queue upward). Above 1.5 times the baseline, the
+/// server is queueing: the limit goes to `limit × baseline / mean`, 1 lower at least. Up to
+/// 1.25 times it, latency allows a rise; in between, the values hold. After 3 rounds at the
+/// floor, the next mean becomes the baseline, even a higher one (a server that became slower
+/// for good must not pin the limit down).
+///
+/// **What raises a value.** A round with no overload, a success at least, and latency that
+/// allows it raises each value that bound the key in it. Until its first cut a value grows by
+/// half each such round (slow start). After a cut it follows a cubic curve back to its value
+/// before the cut: quickly at first, flat near that value (where the last overload came), then
+/// faster and faster past it. The limit is back in about 50 starts (8 such rounds at least),
+/// the rate in about 100 starts (2 to 20 seconds of such rounds). No round raises a value by
+/// more than half, and never above its ceiling. A value that does not bind never rises: a key
+/// held back by something else (a map's global limit) keeps its limit.
+///
+/// **Starts, floors, ceilings.** A new key starts at a limit of 2 (or the floor, if higher,
+/// or the ceiling, if lower) and a rate of 5 starts per second (or the rate ceiling, if
+/// lower); without [`max_rate`](Self::max_rate), with no rate. A key forgotten and seen again
+/// starts afresh. The limit stays within the floor and the ceiling, the rate within one start
+/// per 10 seconds (or the rate ceiling, if lower) and the rate ceiling. A ceiling set for one
+/// key below its value takes the value down at once; a higher one lets it creep up from
+/// there.
+///
+/// **How well.** On a simulated host the rules settle near what the host allows: a limit
+/// whose latency grows past a knee of 4 to 32, without any error, stays within 1.5 times the
+/// knee (it does not climb); every attempt timing out takes the limit to its floor within
+/// 9 rounds; a strict meter is followed at about 90% of its rate. A host limited only by
+/// what runs at once, under a `max_rate`, is paced by the rate its first 503 cut, which
+/// keeps it at about 80% of what its knee allows (without a `max_rate` the limit finds the
+/// knee: 93%).
 #[derive(Clone, Debug)]
 pub struct Adaptive {
     floor: usize,
@@ -30,7 +90,7 @@ impl Adaptive {
     /// A key's limit moves between `floor` and `ceiling` (both included). It starts low:
     /// at 2, or at the floor if that is higher, or at the ceiling if that is lower. Without
     /// [`max_rate`](Self::max_rate) a key has no rate until an overload shows that its pace,
-    /// not its limit, is what the server objects to.
+    /// not its limit, is what the server objects to (see the rules above).
     ///
     /// A ceiling above [`Semaphore::MAX_PERMITS`](crate::Semaphore::MAX_PERMITS) counts as
     /// that.
@@ -60,9 +120,9 @@ impl Adaptive {
         }
     }
 
-    /// The highest rate a key may adapt to. A key then starts at a sixteenth of it (at
-    /// least 1 start per second, at most `rate`) and moves below it; the burst of `rate` is
-    /// the burst of every rate the key takes.
+    /// The highest rate a key may adapt to. A key then starts at 5 starts per second (or
+    /// `rate`, if lower) and moves below it; the burst of `rate` is the burst of every rate
+    /// the key takes.
     ///
     /// # Examples
     ///

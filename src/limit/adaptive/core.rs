@@ -9,21 +9,21 @@
 //! constant is in [`tuning`](super::tuning).
 //!
 //! Values are kept as `f32` so that cuts and the recovery curve move in fractions of a
-//! start; [`limit`](KeyAdapt::limit) rounds down. A key's *cubic state* for each value is
+//! start; [`limit`](KeyAdapt::limit) is its integer part. A key's *cubic state* for each value is
 //! `w` (the value at the last overload: the curve's plateau), `k` (how far the plateau was
 //! from the cut, in the curve's units) and `x` (how far the key has come since the cut:
-//! windows for the limit, seconds for the rate, counted only while the value bound the key).
+//! rounds for the limit, seconds for the rate, counted only while the value bound the key).
 
 use std::time::Duration;
 
 use super::config::Adaptive;
 use super::outcome::Outcome;
 use super::tuning::{
-    CUT, INITIAL_LIMIT, INITIAL_RATE_MIN, INITIAL_RATE_SHARE, LATENCY_CALM, LATENCY_CARRY_WINDOWS,
-    LATENCY_HIGH, LATENCY_MIN_SAMPLE, LATENCY_SAMPLES, LIMIT_RECOVERY_WINDOWS, MAX_RISE,
-    MEASURED_WEIGHT, RATE_FLOOR, RATE_RECOVERY_MAX_SECS, RATE_RECOVERY_MIN_SECS,
-    RATE_RECOVERY_STARTS, RECOVERY_EXPONENT, REMEASURE_WINDOWS, SEC, SLOW_START_RISE, STALE_WINDOW,
-    WINDOW_ENDS, WINDOW_MIN,
+    BURST_CAP, CUT, INITIAL_LIMIT, INITIAL_RATE, LATENCY_CALM, LATENCY_CARRY_ROUNDS, LATENCY_HIGH,
+    LATENCY_MIN_SAMPLE, LATENCY_SAMPLES, LIMIT_RECOVERY_ROUNDS, LIMIT_RECOVERY_STARTS, MAX_RISE,
+    MEASURED_WEIGHT, RATE_BOUND_PACE, RATE_FLOOR, RATE_RECOVERY_MAX_SECS, RATE_RECOVERY_MIN_SECS,
+    RATE_RECOVERY_STARTS, RECOVERY_EXPONENT, REMEASURE_ROUNDS, ROUND_ENDS, ROUND_MIN, SEC,
+    SLOW_OVERLOAD, SLOW_START_RISE, STALE_ROUND,
 };
 use crate::limit::rate::gcra::{Gcra, Rate};
 
@@ -32,13 +32,13 @@ use crate::limit::rate::gcra::{Gcra, Rate};
 const SLOW_LIMIT: u8 = 1;
 /// The rate has not been cut yet.
 const SLOW_RATE: u8 = 1 << 1;
-/// A clean window closed since the limit's last cut (so the next cut starts a new episode).
+/// A clean round closed since the limit's last cut (so the next cut starts a new episode).
 const CLEAN_LIMIT: u8 = 1 << 2;
 /// The same for the rate.
 const CLEAN_RATE: u8 = 1 << 3;
-/// The current window saw an overload: it raises nothing.
+/// The current round saw an overload: it raises nothing.
 const OVERLOADED: u8 = 1 << 4;
-/// The current window began with a cut: it cuts nothing more.
+/// The current round began with a cut: it cuts nothing more.
 const CUT_DONE: u8 = 1 << 5;
 /// The limit ceiling is the key's own (`set_ceiling`), not the configuration's.
 const OWN_LIMIT: u8 = 1 << 6;
@@ -46,11 +46,11 @@ const OWN_LIMIT: u8 = 1 << 6;
 const OWN_RATE: u8 = 1 << 7;
 
 // `bound`
-/// A start of the current window found the key using its whole limit.
+/// A start of the current round found the key using its whole limit.
 const LIMIT_BOUND: u8 = 1;
-/// A start of the current window waited for the key's rate.
+/// A start of the current round waited for the key's rate.
 const RATE_BOUND: u8 = 1 << 1;
-/// How far the current window's bits shift to become the previous window's.
+/// How far the current round's bits shift to become the previous round's.
 const PREVIOUS: u8 = 2;
 
 /// The largest ceiling a key can have (a semaphore's largest limit).
@@ -63,7 +63,7 @@ pub(crate) struct KeyAdapt {
     limit: f32,
     /// The limit's plateau: its value at the last overload of the latest episode.
     limit_w: f32,
-    /// Clean limit-bound windows from the last cut to the plateau.
+    /// Clean limit-bound rounds from the last cut to the plateau.
     limit_k: f32,
     /// The rate in starts per second; 0 when the key has none.
     rate: f32,
@@ -75,7 +75,7 @@ pub(crate) struct KeyAdapt {
     rate_x: f32,
     /// The rate ceiling in starts per second (infinite: none).
     rate_ceiling: f32,
-    /// Starts per second, a moving average over windows.
+    /// Starts per second, a moving average over rounds.
     measured: f32,
     /// The limit ceiling.
     ceiling: u32,
@@ -85,30 +85,32 @@ pub(crate) struct KeyAdapt {
     baseline: u32,
     /// Sum of the latency samples carried so far, in microseconds (saturating).
     latency_sum: u32,
-    /// When the current window began.
-    window_start: u64,
+    /// When the current round began.
+    round_start: u64,
     /// When a value was last lowered (0: never). Signals of attempts started before it
     /// speak of the values before it, and are ignored.
     last_cut: u64,
-    /// Starts in the current window.
+    /// Starts in the current round.
     starts: u32,
+    /// Starts of the current round that waited for the rate.
+    waited: u16,
     /// Latency samples carried so far.
     latency_count: u16,
-    /// Attempts ended in the current window.
+    /// Attempts ended in the current round.
     ends: u16,
-    /// Successes in the current window.
+    /// Successes in the current round.
     successes: u16,
-    /// Clean limit-bound windows since the last limit cut.
+    /// Clean limit-bound rounds since the last limit cut.
     limit_x: u16,
-    /// Windows the latency samples have been carried over.
-    latency_windows: u8,
-    /// Windows closed in a row with the limit at its floor.
-    floor_windows: u8,
+    /// Rounds the latency samples have been carried over.
+    latency_rounds: u8,
+    /// Rounds closed in a row with the limit at its floor.
+    floor_rounds: u8,
     flags: u8,
     bound: u8,
 }
 
-/// What the latency samples say at a window's close.
+/// What the latency samples say at a round's close.
 enum Latency {
     /// Too few samples yet.
     Unknown,
@@ -145,15 +147,16 @@ impl KeyAdapt {
             burst,
             baseline: 0,
             latency_sum: 0,
-            window_start: now,
+            round_start: now,
             last_cut: 0,
             starts: 0,
+            waited: 0,
             latency_count: 0,
             ends: 0,
             successes: 0,
             limit_x: 0,
-            latency_windows: 0,
-            floor_windows: 0,
+            latency_rounds: 0,
+            floor_rounds: 0,
             flags: SLOW_LIMIT | SLOW_RATE | CLEAN_LIMIT | CLEAN_RATE,
             bound: 0,
         }
@@ -162,7 +165,7 @@ impl KeyAdapt {
     /// The current limit, between the floor and the ceiling.
     #[inline]
     pub(crate) fn limit(&self) -> usize {
-        // (`as` rounds down and saturates; the value is at least 1.)
+        // (`as` truncates and saturates; the value is at least 1.)
         (self.limit as usize).max(1)
     }
 
@@ -186,7 +189,7 @@ impl KeyAdapt {
             self.bound |= LIMIT_BOUND;
         }
         if rate_waited && self.rate > 0.0 {
-            self.bound |= RATE_BOUND;
+            self.waited = self.waited.saturating_add(1);
         }
     }
 
@@ -213,22 +216,32 @@ impl KeyAdapt {
         } else if outcome.is_overload() {
             self.flags |= OVERLOADED;
             if self.flags & CUT_DONE == 0 && started_at >= self.last_cut {
-                self.cut(config, now);
+                let slow = u64::from(self.baseline) * 1_000;
+                let slow = (slow as f32 * LATENCY_HIGH) as u64;
+                self.cut(config, now, latency >= slow.max(SLOW_OVERLOAD));
             }
         }
-        let elapsed = now.saturating_sub(self.window_start);
-        let ends_needed = WINDOW_ENDS.min(u16::try_from(self.limit()).unwrap_or(u16::MAX));
-        if elapsed >= self.window_len() && self.ends >= ends_needed {
-            self.close_window(config, now, elapsed);
+        let elapsed = now.saturating_sub(self.round_start);
+        let ends_needed = ROUND_ENDS.min(u16::try_from(self.limit()).unwrap_or(u16::MAX));
+        let len = self.round_len();
+        // (A key that ends fewer attempts than that, held by a low rate, closes its round
+        // on time alone once it lasted as many round lengths.)
+        if elapsed >= len
+            && (self.ends >= ends_needed
+                || (self.ends > 0 && elapsed >= u64::from(ROUND_ENDS) * len))
+        {
+            self.close_round(config, now, elapsed);
         }
         before != (self.limit(), self.interval())
     }
 
-    // (Used by the keyed maps, whose wiring lands separately.)
-    #[allow(dead_code)]
     /// The user set a ceiling for this key (`None`: the configuration's, from the next
     /// [`finished`](Self::finished) on). A lower ceiling takes the values down at once; a
     /// higher one lets them creep up (from the recovery curve's plateau).
+    #[allow(
+        dead_code,
+        reason = "the keyed maps call it; their wiring lands separately"
+    )]
     pub(crate) fn set_ceiling(&mut self, limit: Option<usize>, rate: Option<Gcra>) {
         match limit {
             Some(limit) => {
@@ -261,9 +274,9 @@ impl KeyAdapt {
         }
     }
 
-    /// How long a window lasts at least: the baseline latency, [`WINDOW_MIN`] at least.
-    fn window_len(&self) -> u64 {
-        (u64::from(self.baseline) * 1_000).max(WINDOW_MIN)
+    /// How long a round lasts at least: the baseline latency, [`ROUND_MIN`] at least.
+    fn round_len(&self) -> u64 {
+        (u64::from(self.baseline) * 1_000).max(ROUND_MIN)
     }
 
     /// The lowest the limit may go: the floor, or the ceiling when the key's own is lower.
@@ -295,9 +308,10 @@ impl KeyAdapt {
         if value < self.limit {
             self.limit = value;
             self.limit_w = self.limit_w.min(value);
-        } else if ceiling > self.ceiling && self.flags & SLOW_LIMIT == 0 {
-            // Creep up from here: the curve's flat stretch first.
+        } else if ceiling > self.ceiling && self.limit >= self.ceiling as f32 {
+            // The ceiling held the limit: creep up from here, the curve's flat stretch first.
             (self.limit_w, self.limit_k, self.limit_x) = (self.limit, 0.0, 0);
+            self.flags &= !SLOW_LIMIT;
         }
         self.ceiling = ceiling;
     }
@@ -309,28 +323,45 @@ impl KeyAdapt {
         } else if ceiling < self.rate || self.rate == 0.0 {
             self.rate = ceiling;
             self.rate_w = self.rate_w.min(ceiling);
-        } else if ceiling > self.rate_ceiling && self.flags & SLOW_RATE == 0 {
+        } else if ceiling > self.rate_ceiling && self.rate >= self.rate_ceiling {
             (self.rate_w, self.rate_k, self.rate_x) = (self.rate, 0.0, 0.0);
+            self.flags &= !SLOW_RATE;
         }
         self.rate_ceiling = ceiling;
     }
 
-    /// The first overload of a window, of an attempt started after the last cut: cuts the
-    /// value that bound the key (the rate if a start of this window or the last waited for
-    /// it; else the limit if a start found it full; else the rate, made from the measured
-    /// start rate if the key had none), and begins a new window.
-    fn cut(&mut self, config: &Adaptive, now: u64) {
-        let bound = self.bound | (self.bound >> PREVIOUS);
-        if bound & LIMIT_BOUND != 0 && (self.rate == 0.0 || bound & RATE_BOUND == 0) {
-            let floor = self.floor(config);
+    /// The first overload of a round, of an attempt started after the last cut: cuts the
+    /// value that bound the key. The rate, if a start of this round or the last waited
+    /// for it; else the limit, if a start of these rounds found it in full use and it is
+    /// above its floor; else the rate again (made from the measured start rate if the key
+    /// had none: its pace is what is left to blame). Begins a new round.
+    fn cut(&mut self, config: &Adaptive, now: u64, slow: bool) {
+        let current = self.bound(now);
+        let bound = current | (current >> PREVIOUS);
+        let floor = self.floor(config);
+        let rate_bound = self.rate > 0.0 && bound & RATE_BOUND != 0;
+        if slow {
+            if self.limit > floor {
+                let old = self.limit;
+                self.lower_limit(old * CUT, floor);
+            }
+        } else if !rate_bound && bound & LIMIT_BOUND != 0 && self.limit > floor {
             let old = self.limit;
             self.lower_limit(old * CUT, floor);
+            // A key whose starts were not spaced (no rate, or one far above its use)
+            // could have sent a burst: its rate is now at most `BURST_CAP` times its
+            // measured pace.
+            let cap = (BURST_CAP * self.measured_rate(now)).min(self.rate_ceiling);
+            if cap > 0.0 && (self.rate == 0.0 || cap < self.rate) {
+                self.rate = cap.max(RATE_FLOOR.min(self.rate_ceiling));
+                self.rate_w = self.rate_w.min(self.rate);
+            }
         } else {
-            self.cut_rate(now);
+            self.cut_rate(now, rate_bound);
         }
         self.last_cut = now;
         self.reset_latency();
-        self.new_window(now);
+        self.new_round(now, current);
         self.flags |= CUT_DONE | OVERLOADED;
     }
 
@@ -343,14 +374,19 @@ impl KeyAdapt {
             self.limit_w.max(old)
         };
         self.limit = to.max(floor).min(old);
-        self.limit_k = plateau_distance(self.limit, self.limit_w) * LIMIT_RECOVERY_WINDOWS;
+        self.limit_k =
+            plateau_distance(self.limit, self.limit_w) * limit_recovery_rounds(self.limit_w);
         self.limit_x = 0;
         self.flags &= !(SLOW_LIMIT | CLEAN_LIMIT);
     }
 
-    fn cut_rate(&mut self, now: u64) {
+    /// Cuts the rate: from itself if it bound the key (`bound`), else from the lower of
+    /// itself and the measured start rate (a rate far above what the key used would not
+    /// slow it down).
+    fn cut_rate(&mut self, now: u64, bound: bool) {
         let measured = self.measured_rate(now);
         let current = match (self.rate > 0.0, measured > 0.0) {
+            (true, _) if bound => self.rate,
             (true, true) => self.rate.min(measured),
             (true, false) => self.rate,
             (false, _) => measured,
@@ -368,25 +404,26 @@ impl KeyAdapt {
         self.flags &= !(SLOW_RATE | CLEAN_RATE);
     }
 
-    /// Starts per second lately: the moving average over windows, or this window's so far.
+    /// Starts per second lately: the moving average over rounds, or this round's so far.
     fn measured_rate(&self, now: u64) -> f32 {
         if self.measured > 0.0 {
             return self.measured;
         }
-        let elapsed = now.saturating_sub(self.window_start).max(WINDOW_MIN);
+        let elapsed = now.saturating_sub(self.round_start).max(ROUND_MIN);
         self.starts as f32 * SEC as f32 / elapsed as f32
     }
 
-    fn close_window(&mut self, config: &Adaptive, now: u64, elapsed: u64) {
-        if elapsed > STALE_WINDOW {
-            self.new_window(now);
+    fn close_round(&mut self, config: &Adaptive, now: u64, elapsed: u64) {
+        let bound = self.bound(now);
+        if elapsed > STALE_ROUND {
+            self.new_round(now, 0);
             return;
         }
-        let window_rate = self.starts as f32 * SEC as f32 / elapsed.max(1) as f32;
+        let round_rate = self.starts as f32 * SEC as f32 / elapsed.max(1) as f32;
         self.measured = if self.measured > 0.0 {
-            MEASURED_WEIGHT * window_rate + (1.0 - MEASURED_WEIGHT) * self.measured
+            MEASURED_WEIGHT * round_rate + (1.0 - MEASURED_WEIGHT) * self.measured
         } else {
-            window_rate
+            round_rate
         };
         if self.flags & OVERLOADED == 0 && self.successes > 0 {
             self.flags |= CLEAN_LIMIT | CLEAN_RATE;
@@ -402,37 +439,37 @@ impl KeyAdapt {
                 }
                 Latency::Hold => {}
                 Latency::Calm | Latency::Unknown => {
-                    if self.bound & LIMIT_BOUND != 0 {
+                    if bound & LIMIT_BOUND != 0 {
                         self.raise_limit();
                     }
-                    if self.bound & RATE_BOUND != 0 && self.rate > 0.0 {
+                    if bound & RATE_BOUND != 0 && self.rate > 0.0 {
                         self.raise_rate(elapsed);
                     }
                 }
             }
         }
         let at_floor = self.limit <= self.floor(config);
-        self.floor_windows = if at_floor {
-            self.floor_windows.saturating_add(1)
+        self.floor_rounds = if at_floor {
+            self.floor_rounds.saturating_add(1)
         } else {
             0
         };
-        self.new_window(now);
+        self.new_round(now, bound);
     }
 
     /// The verdict of the latency samples carried so far, which it consumes (and the
     /// baseline it moves) once there are [`LATENCY_SAMPLES`].
     fn latency_verdict(&mut self) -> Latency {
         if self.latency_count < LATENCY_SAMPLES {
-            self.latency_windows = self.latency_windows.saturating_add(1);
-            if self.latency_windows >= LATENCY_CARRY_WINDOWS {
+            self.latency_rounds = self.latency_rounds.saturating_add(1);
+            if self.latency_rounds >= LATENCY_CARRY_ROUNDS {
                 self.reset_latency();
             }
             return Latency::Unknown;
         }
         let mean = self.latency_sum / u32::from(self.latency_count);
         self.reset_latency();
-        if self.baseline == 0 || self.floor_windows >= REMEASURE_WINDOWS {
+        if self.baseline == 0 || self.floor_rounds >= REMEASURE_ROUNDS {
             self.baseline = mean.max(1);
             return Latency::Calm;
         }
@@ -457,7 +494,7 @@ impl KeyAdapt {
                 self.limit_w,
                 self.limit_k,
                 f32::from(self.limit_x),
-                LIMIT_RECOVERY_WINDOWS,
+                limit_recovery_rounds(self.limit_w),
             )
         };
         self.limit = target
@@ -484,15 +521,32 @@ impl KeyAdapt {
             .max(self.rate);
     }
 
-    fn reset_latency(&mut self) {
-        (self.latency_sum, self.latency_count, self.latency_windows) = (0, 0, 0);
+    /// What bound the key in the current round (its low bits: the limit if a start found
+    /// it in full use; the rate if a start waited for it and the round's starts came at
+    /// [`RATE_BOUND_PACE`] of it or more, over [`ROUND_MIN`] at least) and in the previous
+    /// one (the same bits, shifted by [`PREVIOUS`]).
+    fn bound(&self, now: u64) -> u8 {
+        let mut bound = self.bound;
+        let elapsed = now.saturating_sub(self.round_start).max(ROUND_MIN) as f32 / SEC as f32;
+        let pace = (self.starts as f32 + 1.0) / elapsed;
+        if self.waited > 0 && pace >= RATE_BOUND_PACE * self.rate {
+            bound |= RATE_BOUND;
+        }
+        bound
     }
 
-    fn new_window(&mut self, now: u64) {
-        self.window_start = now;
-        (self.starts, self.ends, self.successes) = (0, 0, 0);
+    fn reset_latency(&mut self) {
+        (self.latency_sum, self.latency_count, self.latency_rounds) = (0, 0, 0);
+    }
+
+    /// Begins a round at `now`; `bound` is what bound the key in the one that ends (as
+    /// [`bound`](Self::bound) read it before any value moved).
+    fn new_round(&mut self, now: u64, bound: u8) {
+        self.round_start = now;
+        let bound = bound & (LIMIT_BOUND | RATE_BOUND);
+        (self.starts, self.waited, self.ends, self.successes) = (0, 0, 0, 0);
         self.flags &= !(OVERLOADED | CUT_DONE);
-        self.bound = (self.bound & (LIMIT_BOUND | RATE_BOUND)) << PREVIOUS;
+        self.bound = bound << PREVIOUS;
     }
 }
 
@@ -510,6 +564,13 @@ fn plateau_distance(v: f32, w: f32) -> f32 {
     ((1.0 - v / w) / (1.0 - CUT)).powf(1.0 / RECOVERY_EXPONENT as f32)
 }
 
+/// Limit-bound rounds a limit cut from `w` takes to come back: about
+/// [`LIMIT_RECOVERY_STARTS`] starts (a round sees about `w`), [`LIMIT_RECOVERY_ROUNDS`] at
+/// least.
+fn limit_recovery_rounds(w: f32) -> f32 {
+    (LIMIT_RECOVERY_STARTS / w.max(1.0)).max(LIMIT_RECOVERY_ROUNDS)
+}
+
 /// Seconds of rate-bound time a rate cut from `w` takes to come back:
 /// [`RATE_RECOVERY_STARTS`] starts at that rate, within the bounds.
 fn rate_recovery_secs(w: f32) -> f32 {
@@ -520,7 +581,7 @@ fn rate_recovery_secs(w: f32) -> f32 {
 /// A new key's rate under `ceiling` (0: no ceiling, no rate).
 fn initial_rate(ceiling: f32) -> f32 {
     if ceiling.is_finite() {
-        (ceiling * INITIAL_RATE_SHARE).max(INITIAL_RATE_MIN.min(ceiling))
+        INITIAL_RATE.min(ceiling)
     } else {
         0.0
     }
@@ -538,6 +599,10 @@ fn per_second(interval: Duration) -> f32 {
 fn micros(nanos: u64) -> u32 {
     u32::try_from(nanos / 1_000).unwrap_or(u32::MAX)
 }
+
+#[cfg(test)]
+#[path = "host_model.rs"]
+mod host_model;
 
 #[cfg(test)]
 #[path = "core_tests.rs"]

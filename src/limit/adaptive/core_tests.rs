@@ -1,356 +1,13 @@
-//! The adaptive core against a tiny host model on virtual time: no runtime, no clock, a
-//! seeded generator of our own, so every figure is the same on every run. Each known failure
-//! mode of adaptive limiters is a case with a measured outcome. `cargo test --lib adaptive
-//! -- --nocapture` prints the curves.
+//! The adaptive core against the host model (`host_model.rs`, virtual time, seeded): each
+//! known failure mode of adaptive limiters is a case with a measured outcome, and unit
+//! cases pin the rules. `cargo test --lib adaptive -- --nocapture` prints the curves.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
+use super::host_model::{
+    Host, S, Second, Sim, first_second_at, goodput, limit_slope_per_minute, mean_limit,
+    overload_share, sim_host,
+};
 use super::*;
 use crate::limit::adaptive::tuning::MS;
-
-const S: u64 = 1_000_000_000;
-
-/// SplitMix64: small, seeded, ours.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Exponential with mean 1.
-    fn exp(&mut self) -> f64 {
-        -(1.0 - self.unit()).ln()
-    }
-}
-
-/// A server as one key sees it.
-#[derive(Clone, Copy, Debug)]
-struct Host {
-    /// Latency with nothing queued.
-    base: u64,
-    /// Latency is `base * (1 + noise * Exp(1))` ...
-    noise: f64,
-    /// ... times `max(1, in_flight / knee)`.
-    knee: Option<f64>,
-    /// Past the knee, a 503 with probability ramping from 0 at the knee to 1 at twice it.
-    ramp: bool,
-    /// A strict GCRA meter: an arrival earlier than one interval after the previous one
-    /// admitted gets a 429 at once.
-    rate: Option<f64>,
-    /// Mean one-way jitter before the meter (exponential).
-    jitter: u64,
-    /// Every attempt times out after this long (an overload).
-    timeout: Option<u64>,
-    /// Share of attempts answered at once with an overload ...
-    fast_overload: f64,
-    /// ... or with a plain failure.
-    fast_failure: f64,
-}
-
-impl Host {
-    fn new(base_ms: u64) -> Self {
-        Self {
-            base: base_ms * MS,
-            noise: 0.0,
-            knee: None,
-            ramp: false,
-            rate: None,
-            jitter: 0,
-            timeout: None,
-            fast_overload: 0.0,
-            fast_failure: 0.0,
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Event {
-    /// The client may be able to start again (its rate's time came).
-    Wake,
-    /// Request `id` reaches the server.
-    Arrive(usize),
-    /// Request `id`'s answer reaches the client.
-    End(usize),
-}
-
-#[derive(Clone, Copy)]
-struct Request {
-    sent: u64,
-    outcome: Outcome,
-    /// Whether it holds a place in the server's queue until it ends.
-    queued: bool,
-}
-
-/// One second of a run: the values at its end and what happened in it.
-#[derive(Clone, Copy, Debug, Default)]
-struct Second {
-    limit: usize,
-    rate: f64,
-    starts: u32,
-    successes: u32,
-    overloads: u32,
-}
-
-/// One adaptive key with endless work (up to `cap` running: something else holding it
-/// back) against a host that may change over time.
-struct Sim {
-    rng: Rng,
-    now: u64,
-    seq: u64,
-    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
-    config: Adaptive,
-    key: KeyAdapt,
-    gcra: Option<Gcra>,
-    tat: u64,
-    running: usize,
-    cap: usize,
-    rate_waited: bool,
-    wake_at: u64,
-    host: Host,
-    in_flight: usize,
-    meter_tat: f64,
-    requests: Vec<Request>,
-    seconds: Vec<Second>,
-}
-
-impl Sim {
-    fn new(config: Adaptive, host: Host, seed: u64) -> Self {
-        let key = KeyAdapt::new(&config, 0);
-        Self {
-            rng: Rng(seed),
-            now: 0,
-            seq: 0,
-            events: BinaryHeap::new(),
-            gcra: key.rate(),
-            key,
-            config,
-            tat: 0,
-            running: 0,
-            cap: usize::MAX,
-            rate_waited: false,
-            wake_at: u64::MAX,
-            host,
-            in_flight: 0,
-            meter_tat: 0.0,
-            requests: Vec::new(),
-            seconds: vec![Second::default()],
-        }
-    }
-
-    fn at(&mut self, time: u64, event: Event) {
-        self.seq += 1;
-        self.events.push(Reverse((time, self.seq, event)));
-    }
-
-    fn second(&mut self) -> &mut Second {
-        self.seconds.last_mut().unwrap()
-    }
-
-    /// Runs until `end` (virtual nanoseconds).
-    fn run_until(&mut self, end: u64) {
-        loop {
-            self.fill();
-            let Some(&Reverse((time, _, event))) = self.events.peek() else {
-                break;
-            };
-            if time > end {
-                break;
-            }
-            self.events.pop();
-            while time >= self.seconds.len() as u64 * S {
-                self.close_second();
-            }
-            self.now = time;
-            match event {
-                Event::Wake => self.wake_at = u64::MAX,
-                Event::Arrive(id) => self.arrive(id),
-                Event::End(id) => self.end(id),
-            }
-        }
-        while end >= self.seconds.len() as u64 * S {
-            self.close_second();
-        }
-        self.now = end;
-    }
-
-    fn close_second(&mut self) {
-        let (limit, rate) = (self.key.limit(), self.rate_now());
-        let second = self.second();
-        (second.limit, second.rate) = (limit, rate);
-        self.seconds.push(Second::default());
-    }
-
-    fn rate_now(&self) -> f64 {
-        self.key
-            .current_rate()
-            .map_or(0.0, |rate| 1.0 / rate.interval().as_secs_f64())
-    }
-
-    /// Starts as many requests as the limit, the cap and the rate allow now.
-    fn fill(&mut self) {
-        while self.running < self.key.limit().min(self.cap) {
-            if let Some(gcra) = self.gcra {
-                match gcra.decide(self.tat, self.now) {
-                    Ok(tat) => self.tat = tat,
-                    Err(at) => {
-                        self.rate_waited = true;
-                        if at < self.wake_at {
-                            self.wake_at = at;
-                            self.at(at, Event::Wake);
-                        }
-                        return;
-                    }
-                }
-            }
-            self.running += 1;
-            self.key.started(self.now, self.running, self.rate_waited);
-            self.rate_waited = false;
-            self.second().starts += 1;
-            let id = self.requests.len();
-            self.requests.push(Request {
-                sent: self.now,
-                outcome: Outcome::success(),
-                queued: false,
-            });
-            let jitter = (self.host.jitter as f64 * self.rng.exp()) as u64;
-            self.at(self.now + jitter, Event::Arrive(id));
-        }
-    }
-
-    /// The server's side: timeouts, instant answers, the meter, the queue.
-    fn arrive(&mut self, id: usize) {
-        let host = self.host;
-        let now = self.now;
-        let answer = |sim: &mut Self, outcome: Outcome, after: u64| {
-            sim.requests[id].outcome = outcome;
-            sim.at(now + after, Event::End(id));
-        };
-        if let Some(timeout) = host.timeout {
-            let sent = self.requests[id].sent;
-            return answer(
-                self,
-                Outcome::overload(),
-                (sent + timeout).saturating_sub(now),
-            );
-        }
-        let draw = self.rng.unit();
-        if draw < host.fast_overload {
-            return answer(self, Outcome::overload(), MS / 10);
-        }
-        if draw < host.fast_overload + host.fast_failure {
-            return answer(self, Outcome::failure(), MS / 10);
-        }
-        if let Some(rate) = host.rate {
-            let t = now as f64 / S as f64;
-            if t < self.meter_tat {
-                return answer(self, Outcome::overload(), MS / 10);
-            }
-            self.meter_tat = self.meter_tat.max(t) + 1.0 / rate;
-        }
-        self.in_flight += 1;
-        let n = self.in_flight as f64;
-        let mut factor = 1.0;
-        if let Some(knee) = host.knee {
-            if host.ramp && n > knee && self.rng.unit() < ((n - knee) / knee).min(1.0) {
-                self.in_flight -= 1;
-                return answer(self, Outcome::overload(), MS);
-            }
-            factor = (n / knee).max(1.0);
-        }
-        self.requests[id].queued = true;
-        let latency = host.base as f64 * (1.0 + host.noise * self.rng.exp()) * factor;
-        answer(self, Outcome::success(), latency as u64);
-    }
-
-    fn end(&mut self, id: usize) {
-        let request = self.requests[id];
-        if request.queued {
-            self.in_flight -= 1;
-        }
-        self.running -= 1;
-        let second = self.second();
-        if request.outcome.is_success() {
-            second.successes += 1;
-        } else if request.outcome.is_overload() {
-            second.overloads += 1;
-        }
-        let latency = self.now - request.sent;
-        if self
-            .key
-            .finished(&self.config, self.now, request.outcome, latency)
-        {
-            let gcra = self.key.rate();
-            if let (Some(old), Some(new)) = (self.gcra, gcra) {
-                self.tat = new.carry_over(&old, self.tat, self.now);
-            }
-            self.gcra = gcra;
-        }
-    }
-
-    /// The seconds `[from, to)` of the run.
-    fn span(&self, from: u64, to: u64) -> &[Second] {
-        &self.seconds[from as usize..(to as usize).min(self.seconds.len())]
-    }
-
-    /// Prints one line per `every` seconds: the curve, for `--nocapture`.
-    fn print(&self, name: &str, every: usize) {
-        println!("{name}: second limit rate starts ok overload");
-        for (t, chunk) in self.seconds.chunks(every).enumerate() {
-            let last = chunk.last().unwrap();
-            let sum = |f: fn(&Second) -> u32| chunk.iter().map(f).sum::<u32>();
-            println!(
-                "  {:>5} {:>4} {:>7.1} {:>6} {:>6} {:>5}",
-                t * every,
-                last.limit,
-                last.rate,
-                sum(|s| s.starts),
-                sum(|s| s.successes),
-                sum(|s| s.overloads),
-            );
-        }
-    }
-}
-
-/// Mean limit over `seconds`.
-fn mean_limit(seconds: &[Second]) -> f64 {
-    seconds.iter().map(|s| s.limit as f64).sum::<f64>() / seconds.len() as f64
-}
-
-/// Least-squares slope of the limit over `seconds`, per minute.
-fn limit_slope_per_minute(seconds: &[Second]) -> f64 {
-    let n = seconds.len() as f64;
-    let mean_t = (n - 1.0) / 2.0;
-    let mean_l = mean_limit(seconds);
-    let (mut num, mut den) = (0.0, 0.0);
-    for (t, second) in seconds.iter().enumerate() {
-        num += (t as f64 - mean_t) * (second.limit as f64 - mean_l);
-        den += (t as f64 - mean_t).powi(2);
-    }
-    num / den * 60.0
-}
-
-/// Successes per second over `seconds`.
-fn goodput(seconds: &[Second]) -> f64 {
-    seconds.iter().map(|s| s.successes as f64).sum::<f64>() / seconds.len() as f64
-}
-
-/// Overloads as a share of the ends over `seconds`.
-fn overload_share(seconds: &[Second]) -> f64 {
-    let overloads: u32 = seconds.iter().map(|s| s.overloads).sum();
-    let starts: u32 = seconds.iter().map(|s| s.starts).sum();
-    f64::from(overloads) / f64::from(starts.max(1))
-}
 
 #[test]
 fn moderate_sustained_overload_settles_near_the_knee_and_does_not_climb() {
@@ -378,51 +35,402 @@ fn moderate_sustained_overload_settles_near_the_knee_and_does_not_climb() {
     }
 }
 
-/// The simulator's host: noisy latency, 503s past the knee, a strict meter after jitter.
-fn sim_host(base_ms: u64, knee: f64, rate: Option<f64>, jitter_ms: f64) -> Host {
-    Host {
+#[test]
+fn a_new_key_starts_low_in_a_few_words() {
+    let capped = Adaptive::new(1, 64).max_rate(Rate::per_second(160));
+    let key = KeyAdapt::new(&capped, 0);
+    assert_eq!(key.limit(), 2);
+    assert_eq!(key.current_rate(), Some(Rate::per_second(5)));
+    let crawl = Adaptive::new(1, 64).max_rate(Rate::per_minute(30));
+    assert_eq!(
+        KeyAdapt::new(&crawl, 0).current_rate(),
+        Some(Rate::per_minute(30))
+    );
+    assert_eq!(KeyAdapt::new(&Adaptive::new(1, 64), 0).rate(), None);
+    assert_eq!(
+        KeyAdapt::new(&Adaptive::new(5, 64), 0).limit(),
+        5,
+        "the floor"
+    );
+    assert_eq!(
+        KeyAdapt::new(&Adaptive::new(1, 1), 0).limit(),
+        1,
+        "the ceiling"
+    );
+    let size = size_of::<KeyAdapt>();
+    println!("KeyAdapt: {size} bytes");
+    assert!(size <= 96, "{size} bytes");
+}
+
+#[test]
+fn stable_timeouts_take_the_limit_to_its_floor_and_keep_it_there() {
+    // Every attempt takes exactly the attempt timeout: no variance, no success.
+    let healthy = Host {
+        knee: Some(32.0),
+        ..Host::new(100)
+    };
+    let mut sim = Sim::new(Adaptive::new(1, 64), healthy, 3);
+    sim.run_until(30 * S);
+    let grown = sim.key.limit();
+    sim.host = Host {
+        timeout: Some(5 * S),
+        ..healthy
+    };
+    sim.run_until(630 * S);
+    sim.print("timeouts from 30 s", 10);
+    let floor_at = first_second_at(&sim, 30, 1).expect("reaches the floor");
+    println!(
+        "limit {grown} at 30 s, at the floor {} s later",
+        floor_at - 30
+    );
+    assert!(grown >= 32, "grew to {grown} on the healthy host");
+    // One cut per round of about one timeout: 11 cuts from 48 at most.
+    assert!(
+        floor_at - 30 <= 12 * 5 + 10,
+        "{} s to the floor",
+        floor_at - 30
+    );
+    assert!(sim.span(floor_at, 630).iter().all(|s| s.limit == 1));
+    assert!(sim.span(floor_at + 10, 630).iter().all(|s| s.starts <= 1));
+}
+
+#[test]
+fn instant_overloads_make_the_key_back_off() {
+    // 90% of attempts refused at once: the limit falls, then the pace (the key's limit no
+    // longer binds, its rate does), by one cut per round.
+    let healthy = Host {
+        knee: Some(32.0),
+        ..Host::new(100)
+    };
+    let mut sim = Sim::new(Adaptive::new(1, 64), healthy, 4);
+    sim.run_until(30 * S);
+    let (grown, pace) = (sim.key.limit(), goodput(sim.span(20, 30)));
+    sim.host.fast_overload = 0.9;
+    sim.run_until(90 * S);
+    sim.print("90% instant overloads from 30 s", 5);
+    let starts = |span: &[Second]| span.iter().map(|s| f64::from(s.starts)).sum::<f64>();
+    let late = starts(sim.span(60, 90)) / 30.0;
+    println!(
+        "limit {grown} -> {}, {pace:.0} -> {late:.2} starts/s",
+        sim.key.limit()
+    );
+    assert!(grown >= 32 && sim.key.limit() <= grown * 7 / 10);
+    assert!(late <= pace / 100.0, "{late} starts/s");
+}
+
+#[test]
+fn instant_plain_failures_change_nothing() {
+    // The same host with and without 90% of instant 404s: failures neither lower the limit
+    // nor pull the baseline down, nor count as credit.
+    let host = Host {
+        knee: Some(16.0),
         noise: 0.2,
-        knee: Some(knee),
         ramp: true,
-        rate,
-        jitter: (jitter_ms * MS as f64) as u64,
-        ..Host::new(base_ms)
+        ..Host::new(100)
+    };
+    let mut clean = Sim::new(Adaptive::new(1, 64), host, 5);
+    clean.run_until(120 * S);
+    let mut failing = Sim::new(
+        Adaptive::new(1, 64),
+        Host {
+            fast_failure: 0.9,
+            ..host
+        },
+        5,
+    );
+    failing.run_until(120 * S);
+    failing.print("90% instant failures", 10);
+    let (a, b) = (
+        mean_limit(clean.span(30, 120)),
+        mean_limit(failing.span(30, 120)),
+    );
+    let (base_a, base_b) = (clean.key.baseline, failing.key.baseline);
+    println!("mean limit {a:.1} clean, {b:.1} failing; baseline {base_a} us, {base_b} us");
+    assert!(b >= 0.8 * a && b <= 1.25 * a, "{b} against {a}");
+    assert!(
+        base_b as f64 >= 0.9 * base_a as f64,
+        "baseline {base_b} against {base_a}"
+    );
+    assert!(failing.span(30, 120).iter().all(|s| s.limit > 1));
+}
+
+#[test]
+fn successes_faster_than_a_millisecond_are_no_latency_samples() {
+    let config = Adaptive::new(1, 64);
+    let mut key = KeyAdapt::new(&config, 0);
+    let mut now = 0;
+    for _ in 0..200 {
+        key.started(now, 1, false);
+        now += MS / 2;
+        key.finished(&config, now, Outcome::success(), MS / 2);
+        now += MS;
+    }
+    assert_eq!((key.baseline, key.latency_count), (0, 0));
+    for _ in 0..40 {
+        key.started(now, 1, false);
+        now += 20 * MS;
+        key.finished(&config, now, Outcome::success(), 20 * MS);
+    }
+    assert_eq!(key.baseline, 20_000, "microseconds");
+}
+
+/// A key grown to `limit` at least by rounds of full use and 100 ms successes; returns
+/// the time reached.
+fn grow(key: &mut KeyAdapt, config: &Adaptive, limit: usize) -> u64 {
+    let mut now = S;
+    while key.limit() < limit {
+        let running = key.limit();
+        for i in 1..=running {
+            key.started(now, i, false);
+        }
+        now += 100 * MS;
+        for _ in 0..running {
+            key.finished(config, now, Outcome::success(), 100 * MS);
+        }
+    }
+    now
+}
+
+#[test]
+fn a_correlated_burst_of_overloads_cuts_once() {
+    let config = Adaptive::new(1, 64);
+    let mut key = KeyAdapt::new(&config, 0);
+    let mut now = grow(&mut key, &config, 16);
+    let before = key.limit;
+    let running = key.limit();
+    for i in 1..=running {
+        key.started(now, i, false);
+    }
+    // Every attempt in flight answers 503, one per millisecond from 50 ms on.
+    for j in 0..running as u64 {
+        let latency = 50 * MS + j * MS;
+        key.finished(&config, now + latency, Outcome::overload(), latency);
+    }
+    let cut = key.limit;
+    assert_eq!(cut, before * CUT, "exactly one cut for {running} overloads");
+    // An attempt started after the cut, answered in the round the cut began: no cut.
+    now += 50 * MS + running as u64 * MS;
+    key.started(now, 1, false);
+    key.finished(&config, now + MS, Outcome::overload(), MS);
+    assert_eq!(key.limit, cut);
+    // Once that round has closed, an overload of an attempt started since cuts again.
+    now += 150 * MS;
+    key.started(now, 1, false);
+    key.finished(&config, now + 10 * MS, Outcome::success(), 10 * MS);
+    key.started(now + 20 * MS, key.limit(), false);
+    key.finished(&config, now + 21 * MS, Outcome::overload(), MS);
+    assert_eq!(key.limit, cut * CUT);
+}
+
+#[test]
+fn a_key_held_back_by_something_else_does_not_raise_its_limit() {
+    // Three items at most run at once, whatever the key's limit (a global limit binds).
+    let host = Host {
+        knee: Some(100.0),
+        ..Host::new(100)
+    };
+    let mut sim = Sim::new(Adaptive::new(1, 64), host, 6);
+    sim.cap = 3;
+    sim.run_until(600 * S);
+    let highest = sim.seconds.iter().map(|s| s.limit).max().unwrap();
+    println!("held at 3 running: the limit reached {highest}");
+    assert!(
+        highest <= 4,
+        "one rise past the 3 it used, at most: {highest}"
+    );
+}
+
+#[test]
+fn a_key_at_its_floor_after_an_overload_recovers_once_it_ends() {
+    // A minute of refusals (every attempt answered 503 at once, then every attempt timing
+    // out), then a healthy host: the key climbs back to what the host allows.
+    for (name, outage) in [
+        (
+            "503s",
+            Host {
+                fast_overload: 1.0,
+                ..Host::new(100)
+            },
+        ),
+        (
+            "timeouts",
+            Host {
+                timeout: Some(5 * S),
+                ..Host::new(100)
+            },
+        ),
+    ] {
+        let healthy = Host {
+            knee: Some(16.0),
+            ..Host::new(100)
+        };
+        let ideal = 16.0 / 0.1;
+        let mut sim = Sim::new(
+            Adaptive::new(1, 64).max_rate(Rate::per_second(500)),
+            healthy,
+            8,
+        );
+        sim.run_until(20 * S);
+        sim.host = outage;
+        sim.run_until(80 * S);
+        let (limit, rate) = (sim.key.limit(), sim.rate_now());
+        sim.host = healthy;
+        sim.run_until(200 * S);
+        sim.print(&format!("{name} from 20 s to 80 s"), 5);
+        let back = (80..200)
+            .find(|&t| goodput(sim.span(t, t + 5)) >= 0.9 * ideal)
+            .expect("recovers");
+        println!(
+            "{name}: limit {limit}, rate {rate:.2}/s at 80 s; 90% of the ideal {} s later",
+            back - 80
+        );
+        assert!(back - 80 <= 60, "{name}: {} s", back - 80);
+        assert!(
+            goodput(sim.span(back + 5, 200)) >= 0.85 * ideal,
+            "{name}: stays"
+        );
     }
 }
 
 #[test]
-fn curves() {
-    let cases = [
-        (100, 4.0, None, 2.0),
-        (200, 16.0, None, 2.0),
-        (50, 32.0, Some(200.0), 0.0),
-        (200, 32.0, Some(20.0), 0.0),
-        (200, 32.0, Some(20.0), 2.0),
-        (500, 8.0, Some(5.0), 2.0),
-        (20, 2.0, Some(100.0), 2.0),
+fn a_lower_ceiling_takes_the_values_down_at_once_a_higher_one_lets_them_creep() {
+    let config = Adaptive::new(1, 64).max_rate(Rate::per_second(100));
+    let mut key = KeyAdapt::new(&config, 0);
+    let now = grow(&mut key, &config, 20);
+    let grown = key.limit();
+    key.set_ceiling(Some(8), Some(Gcra::new(Rate::per_second(4))));
+    assert_eq!(key.limit(), 8);
+    assert_eq!(key.current_rate(), Some(Rate::per_second(4)));
+    // Ends of attempts at full use raise it by one round's rise at most.
+    key.set_ceiling(Some(64), None);
+    let mut now = now;
+    let mut seen = vec![key.limit()];
+    for _ in 0..40 {
+        let running = key.limit();
+        for i in 1..=running {
+            key.started(now, i, false);
+        }
+        now += 100 * MS;
+        for _ in 0..running {
+            key.finished(&config, now, Outcome::success(), 100 * MS);
+        }
+        seen.push(key.limit());
+    }
+    println!("grown to {grown}, ceiling 8 then 64: {seen:?}");
+    assert!(
+        seen.windows(2)
+            .all(|w| w[1] as f32 <= w[0] as f32 * MAX_RISE + 1.0)
+    );
+    assert!(seen[1] <= 9, "creeps from the plateau: {seen:?}");
+    assert!(*seen.last().unwrap() > 8, "and rises");
+    // The key follows the configuration's rate ceiling again from its next end on.
+    assert!(key.current_rate().unwrap().interval() <= Rate::per_second(4).interval());
+}
+
+#[test]
+fn an_overload_while_the_rate_binds_cuts_the_rate_which_creeps_back() {
+    let config = Adaptive::new(1, 64).max_rate(Rate::per_second(100));
+    let mut key = KeyAdapt::new(&config, 0);
+    // One start per rate interval, each waited for, answered in 20 ms: the rate binds.
+    let mut now = S;
+    let mut run = |key: &mut KeyAdapt, outcome: Outcome| {
+        let interval = key.rate().map_or(0, |g| g.decide(0, 0).unwrap());
+        now += interval;
+        key.started(now, 1, true);
+        key.finished(&config, now + 20 * MS, outcome, 20 * MS);
+    };
+    for _ in 0..400 {
+        run(&mut key, Outcome::success());
+    }
+    let before = (key.limit(), key.rate);
+    assert_eq!(before.1, 100.0, "slow start up to the ceiling");
+    run(&mut key, Outcome::overload());
+    assert_eq!((key.limit(), key.rate), (before.0, before.1 * CUT));
+    let mut curve = vec![key.rate];
+    for _ in 0..40 {
+        for _ in 0..20 {
+            run(&mut key, Outcome::success());
+        }
+        curve.push(key.rate);
+    }
+    println!("rate after the cut, every 20 starts: {curve:.1?}");
+    assert!(curve.windows(2).all(|w| w[1] >= w[0]), "creeps up");
+    assert!(curve[1] < 90.0, "not at once");
+    assert!(*curve.last().unwrap() >= 99.0, "back at the ceiling");
+}
+
+#[test]
+fn keys_converge_on_what_their_host_allows() {
+    // (base ms, knee, metered rate, max_rate, the share of the ideal it settles at least
+    // at): a knee alone, an exact meter below the knee, a fast meter. Noisy latency, 503s
+    // past the knee. A knee alone under a max_rate is paced by the rate the first 503
+    // cuts, which keeps it below the knee (measured: 80%); without a max_rate the limit
+    // finds the knee.
+    let hosts = [
+        (100, 4.0, None, None, 0.9),
+        (100, 8.0, None, Some(200), 0.75),
+        (200, 32.0, Some(20.0), Some(200), 0.85),
+        (50, 32.0, Some(200.0), Some(400), 0.9),
     ];
-    for (base, knee, rate, jitter) in cases {
-        let host = sim_host(base, knee, rate, jitter);
+    for (base, knee, rate, max_rate, share) in hosts {
+        let host = sim_host(base, knee, rate, 0.0);
         let ideal = rate
             .unwrap_or(f64::INFINITY)
-            .min(knee / (1.2 * base as f64 / 1000.0));
-        let mut sim = Sim::new(
-            Adaptive::new(1, 64).max_rate(Rate::per_second(200)),
-            host,
-            7,
+            .min(knee / (1.2 * base as f64 / 1e3));
+        let config = match max_rate {
+            Some(max) => Adaptive::new(1, 64).max_rate(Rate::per_second(max)),
+            None => Adaptive::new(1, 64),
+        };
+        let mut sim = Sim::new(config, host, 9);
+        sim.run_until(120 * S);
+        let reached = (0..120)
+            .find(|&t| goodput(sim.span(t, t + 5)) >= share * ideal)
+            .unwrap_or(120);
+        let settled = goodput(sim.span(30, 120)) / ideal;
+        let overload = overload_share(sim.span(30, 120));
+        println!(
+            "base {base} knee {knee} rate {rate:?}: {:.0}% of {ideal:.0}/s at {reached} s, \
+             {:.0}% over 30-120 s, {:.2}% overload",
+            100.0 * share,
+            100.0 * settled,
+            100.0 * overload
         );
-        sim.run_until(300 * S);
-        sim.print(
-            &format!("base {base} knee {knee} rate {rate:?} jitter {jitter}: ideal {ideal:.1}/s"),
-            20,
-        );
-        for (from, to) in [(0, 10), (10, 30), (30, 60), (60, 300)] {
-            let span = sim.span(from, to);
-            println!(
-                "   {from}-{to} s: goodput {:.0}% of ideal, overload {:.2}%",
-                100.0 * goodput(span) / ideal,
-                100.0 * overload_share(span)
-            );
-        }
+        assert!(reached <= 20, "{reached} s");
+        assert!(settled >= share, "{settled}");
+        assert!(overload <= 0.03, "{overload}");
     }
+}
+
+#[test]
+fn a_host_that_halves_then_restores_is_followed() {
+    let host = sim_host(100, 16.0, Some(100.0), 0.0);
+    let halved = Host {
+        knee: Some(8.0),
+        rate: Some(50.0),
+        ..host
+    };
+    let config = Adaptive::new(1, 64).max_rate(Rate::per_second(400));
+    let mut sim = Sim::new(config, host, 10);
+    sim.run_until(60 * S);
+    sim.host = halved;
+    sim.run_until(120 * S);
+    sim.host = host;
+    sim.run_until(240 * S);
+    sim.print("halved at 60 s, restored at 120 s", 5);
+    let calm = (60..120)
+        .find(|&t| overload_share(sim.span(t, t + 5)) < 0.01)
+        .unwrap_or(120);
+    let follows = (60..120)
+        .find(|&t| goodput(sim.span(t, t + 5)) >= 0.9 * 50.0)
+        .unwrap_or(120);
+    let back = (120..240)
+        .find(|&t| goodput(sim.span(t, t + 5)) >= 0.9 * 100.0)
+        .unwrap_or(240);
+    println!(
+        "halved: overload under 1% after {} s, 90% of the new ideal after {} s; restored: 90% after {} s",
+        calm - 60,
+        follows - 60,
+        back - 120
+    );
+    assert!(calm - 60 <= 10 && follows - 60 <= 20 && back - 120 <= 60);
 }

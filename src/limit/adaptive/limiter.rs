@@ -92,7 +92,7 @@ impl AdaptiveLimiter {
     ///
     /// let limiter = AdaptiveLimiter::new(Adaptive::new(1, 8).max_rate(Rate::per_second(32)));
     /// assert_eq!(limiter.limit(), 2);
-    /// assert_eq!(limiter.rate(), Some(Rate::per_second(2))); // a sixteenth of 32
+    /// assert_eq!(limiter.rate(), Some(Rate::per_second(5))); // starts low
     /// ```
     pub fn new(adaptive: Adaptive) -> Self {
         let (_, now) = read(ASYNC_CLOCK);

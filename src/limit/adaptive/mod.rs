@@ -3,7 +3,7 @@
 //!
 //! - `outcome.rs`: [`Outcome`], what one attempt's output says (success, overload, failure).
 //! - `config.rs`: [`Adaptive`], the one line of settings every key follows; its docs state
-//!   the rules (what lowers a value, what raises it, by how much, windows, defaults).
+//!   the rules (what lowers a value, what raises it, by how much, rounds, defaults).
 //! - `tuning.rs`: every constant of the rules, named, in one place.
 //! - `core.rs`: `KeyAdapt`, one key's state (a few words) and the rules, synchronous, on
 //!   explicit times; the keyed maps keep one per key, [`AdaptiveLimiter`] one in all.

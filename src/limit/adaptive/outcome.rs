@@ -57,7 +57,7 @@ impl Outcome {
     }
 
     /// The server had too much: a 429, a 503, an attempt that timed out. It may lower the
-    /// key's limit or rate (at most once per window, see [`Adaptive`](crate::Adaptive)).
+    /// key's limit or rate (at most once per round, see [`Adaptive`](crate::Adaptive)).
     ///
     /// # Examples
     ///

@@ -12,34 +12,34 @@ pub(super) const SEC: u64 = 1_000_000_000;
 /// The limit a new key starts at (then raised to the floor, lowered to the ceiling).
 pub(super) const INITIAL_LIMIT: f32 = 2.0;
 
-/// A new key's rate, as a share of its rate ceiling ...
-pub(super) const INITIAL_RATE_SHARE: f32 = 1.0 / 16.0;
-
-/// ... but at least this many starts per second (or the ceiling, when that is lower).
-pub(super) const INITIAL_RATE_MIN: f32 = 1.0;
+/// A new key's rate, in starts per second (or its rate ceiling, when that is lower): low
+/// enough for most servers, whatever the ceiling (the ceiling's sixteenth was measured
+/// worse with high ceilings).
+pub(super) const INITIAL_RATE: f32 = 5.0;
 
 /// The lowest rate an overload can cut a key to, in starts per second (or its ceiling, when
 /// that is lower): one start every ten seconds keeps probing a server that refuses all.
 pub(super) const RATE_FLOOR: f32 = 0.1;
 
-/// A window lasts at least this long (and at least the key's baseline latency) ...
-pub(super) const WINDOW_MIN: u64 = 100 * MS;
+/// A round lasts at least this long (and at least the key's baseline latency) ...
+pub(super) const ROUND_MIN: u64 = 100 * MS;
 
-/// ... and until this many attempts ended in it (or the key's limit, when that is lower).
-pub(super) const WINDOW_ENDS: u16 = 4;
+/// ... and until this many attempts ended in it (or the key's limit, when that is lower; or
+/// one, once it lasted this many times its least length: a key held by a low rate).
+pub(super) const ROUND_ENDS: u16 = 4;
 
-/// A window that lasted longer than this (a key idle in between) closes without deciding
+/// A round that lasted longer than this (a key idle in between) closes without deciding
 /// anything: what it saw is too old to act on.
-pub(super) const STALE_WINDOW: u64 = 60 * SEC;
+pub(super) const STALE_ROUND: u64 = 60 * SEC;
 
 /// An overload multiplies the value it cuts by this.
 pub(super) const CUT: f32 = 0.7;
 
-/// Before its first cut, a value that was what bound its key during a clean window grows by
+/// Before its first cut, a value that was what bound its key during a clean round grows by
 /// this factor (slow start).
 pub(super) const SLOW_START_RISE: f32 = 1.5;
 
-/// No window raises a value by more than this factor.
+/// No round raises a value by more than this factor.
 pub(super) const MAX_RISE: f32 = 1.5;
 
 /// The exponent of the recovery curve after a cut: 3 is cubic (back to the value of the
@@ -47,9 +47,18 @@ pub(super) const MAX_RISE: f32 = 1.5;
 /// it), 1 is a straight line (additive increase).
 pub(super) const RECOVERY_EXPONENT: i32 = 3;
 
-/// A limit cut by [`CUT`] is back at its value before the cut after this many clean windows
+/// A limit cut by [`CUT`] is back at its value before the cut after this many clean rounds
 /// in which it bound the key.
-pub(super) const LIMIT_RECOVERY_WINDOWS: f32 = 8.0;
+pub(super) const LIMIT_RECOVERY_ROUNDS: f32 = 8.0;
+
+/// ... and after about this many starts (a limit-bound round sees about as many starts
+/// as the limit), when that is more rounds.
+pub(super) const LIMIT_RECOVERY_STARTS: f32 = 50.0;
+
+/// An overload that took this long at least (and [`LATENCY_HIGH`] times the baseline) is
+/// slow: an attempt timeout, a queue that overflowed. It speaks of what ran at once, and
+/// cuts the limit alone (nothing, at the floor), whatever else bound the key.
+pub(super) const SLOW_OVERLOAD: u64 = SEC;
 
 /// A rate cut by [`CUT`] is back at its value before the cut after about this many starts
 /// made while the rate bound the key ...
@@ -62,11 +71,11 @@ pub(super) const RATE_RECOVERY_MIN_SECS: f32 = 2.0;
 pub(super) const RATE_RECOVERY_MAX_SECS: f32 = 20.0;
 
 /// A latency verdict needs this many samples (successes of attempts started since the last
-/// cut); fewer are carried into the next window.
+/// cut); fewer are carried into the next round.
 pub(super) const LATENCY_SAMPLES: u16 = 8;
 
-/// Samples carried over this many windows without reaching [`LATENCY_SAMPLES`] are dropped.
-pub(super) const LATENCY_CARRY_WINDOWS: u8 = 32;
+/// Samples carried over this many rounds without reaching [`LATENCY_SAMPLES`] are dropped.
+pub(super) const LATENCY_CARRY_ROUNDS: u8 = 32;
 
 /// A success faster than this is no latency sample (an answer from a cache or an error page
 /// says nothing about the server's queue, and would pull the baseline down).
@@ -80,9 +89,18 @@ pub(super) const LATENCY_HIGH: f32 = 1.5;
 /// the limit holds.
 pub(super) const LATENCY_CALM: f32 = 1.25;
 
-/// A limit at its floor for this many windows takes the next mean latency as its baseline,
+/// A limit at its floor for this many rounds takes the next mean latency as its baseline,
 /// even a higher one (a server that became slower for good must not pin the limit down).
-pub(super) const REMEASURE_WINDOWS: u8 = 3;
+pub(super) const REMEASURE_ROUNDS: u8 = 3;
 
-/// The weight of the latest window in the measured start rate (a moving average).
+/// The rate bound the key in a round when a start waited for it and the round's starts
+/// came at this share of the rate or more.
+pub(super) const RATE_BOUND_PACE: f32 = 0.8;
+
+/// A limit cut while the key's starts were not spaced by its rate (it had none, or one far
+/// above its use) caps the rate at this many times the measured start rate: a burst may
+/// be what the server refused.
+pub(super) const BURST_CAP: f32 = 4.0;
+
+/// The weight of the latest round in the measured start rate (a moving average).
 pub(super) const MEASURED_WEIGHT: f32 = 0.8;
