@@ -703,6 +703,9 @@ impl<K> MapControl<K> {
     /// set). Raised, keys with waiting items start more at once; lowered, a key running
     /// more than the new limit starts nothing until it runs fewer.
     ///
+    /// On an [adaptive](crate::futures::MapAsync::adaptive) map this sets a ceiling: the
+    /// key's adapted value stays at or below it.
+    ///
     /// # Examples
     ///
     /// ```
@@ -772,6 +775,9 @@ impl<K> MapControl<K> {
     /// carries over as for [`set_rate`](Self::set_rate); keys waiting for their time
     /// under the old rate are woken when the new one lets them start earlier.
     ///
+    /// On an [adaptive](crate::futures::MapAsync::adaptive) map this sets a ceiling: the
+    /// key's adapted value stays at or below it.
+    ///
     /// # Examples
     ///
     /// ```
@@ -810,6 +816,9 @@ impl<K> MapControl<K> {
     /// to: the next map the control is attached to starts with none. Attach the control
     /// after `.per_key` (its key type is the map's then): one attached before it names
     /// no key.
+    ///
+    /// On an [adaptive](crate::futures::MapAsync::adaptive) map this sets a ceiling: the
+    /// key's adapted value stays at or below it.
     ///
     /// # Examples
     ///
@@ -851,6 +860,9 @@ impl<K> MapControl<K> {
     ///
     /// Kept until [cleared](Self::clear_key_settings), also while the key is idle and
     /// forgotten, as for [`set_key_limit`](Self::set_key_limit).
+    ///
+    /// On an [adaptive](crate::futures::MapAsync::adaptive) map this sets a ceiling: the
+    /// key's adapted value stays at or below it.
     ///
     /// # Examples
     ///
