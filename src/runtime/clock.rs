@@ -19,7 +19,9 @@
 //!   counter's nanoseconds per tick). A reading is the anchor's time plus the ticks since it,
 //!   scaled. An anchor serves [`WINDOW`] (1 ms) at most: the first reading past it reads the
 //!   system clock instead and makes the next anchor, so while reads come the system clock is
-//!   read once a millisecond, and no reading is ever extrapolated further than that.
+//!   read once a millisecond, and no reading is ever extrapolated further than that. The
+//!   system clock is read between two counter reads, whose middle is its counter time; a read
+//!   that took over [`MAX_BRACKET`] (interrupted) makes no anchor.
 //! - The scale is the counter's rate against the system clock over the last one to two seconds
 //!   (quanta's calibration, made when the clock is first used, until 20 ms have passed), so
 //!   it follows the system clock when NTP slews it. A measured scale more than an eighth away
@@ -121,9 +123,9 @@ const MIN_BASELINE: u64 = 20_000_000;
 /// (over one window: a 0.1% faster or slower line for a millisecond); a larger one is closed
 /// at once.
 const MAX_STEER: u64 = 1_000;
-/// A system clock read that took longer than this (preempted, say) sets no anchor, unless
-/// reads never take less than half of it.
-const MAX_BRACKET: u64 = 2_000;
+/// A system clock read that took longer than this (interrupted, preempted) sets no anchor,
+/// unless reads never take less than a quarter of it: its time is known to half of that.
+const MAX_BRACKET: u64 = 250;
 /// Scales are nanoseconds per tick with 32 fractional bits.
 const SCALE_BITS: u32 = 32;
 
@@ -211,7 +213,7 @@ impl Calibration {
     /// anchor.
     fn accepts(&mut self, bracket: u64, max_bracket: u64) -> bool {
         self.narrowest = self.narrowest.min(bracket);
-        bracket <= max_bracket.max(self.narrowest.saturating_mul(2))
+        bracket <= max_bracket.max(self.narrowest.saturating_mul(4))
     }
 
     /// The anchor after `old`, from the system clock's sample `at`; `window` is the window
