@@ -32,9 +32,9 @@
 //!   each other (tens of nanoseconds). A gap over [`MAX_STEER`] is not steered but closed at
 //!   once, and so is the gap after a quiet spell of over two windows (nobody read the line
 //!   since: it cannot jump under a reader).
-//! - Where there is no such counter (quanta then reads the system clock itself), a read
-//!   overlaps a new anchor being set, or the counter reads before the anchor (another CPU's),
-//!   [`real_nanos`] reads `Instant::now()`.
+//! - Where there is no such counter (quanta then reads the system clock itself),
+//!   [`real_nanos`] reads `Instant::now()`; so does a read that finds another thread setting
+//!   the next anchor.
 //!
 //! # The rule: a rate decides on this clock, a wait wakes on its timer's
 //!
