@@ -11,9 +11,13 @@
 //!   one thread (so equal to the one-thread row when nothing is shared).
 //!
 //! `governor` is governor's default limiter, which reads quanta's clock (the CPU's time-stamp
-//! counter); `governor-std-clock` is the same limiter on the system's monotonic clock
-//! (`std::time::Instant`), the clock tollgate reads, so the two rows differ only in the
-//! limiter's own work.
+//! counter, scaled by quanta's calibration); tollgate reads the same counter, anchored to the
+//! system's monotonic clock every millisecond (`src/runtime/clock.rs`). `governor-std-clock`
+//! is governor on the system's clock (`std::time::Instant`), what every check read before
+//! (the gap to `governor` is the clock's price).
+//! - `clock/<source>`: one read of each clock, the floor under every check: `instant-now`
+//!   (`std::time::Instant::now`), `counter` (quanta's raw counter read, what a tollgate check
+//!   reads), `quanta-now` (the counter read scaled, what a governor check reads).
 //!
 //! Run: `cargo bench --bench rate` (the default features).
 
@@ -208,5 +212,15 @@ fn configure(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::W
     group.warm_up_time(Duration::from_millis(500));
 }
 
-criterion_group!(benches, direct, keyed_u64, keyed_string);
+fn clock(c: &mut Criterion) {
+    let mut group = c.benchmark_group("clock");
+    configure(&mut group);
+    let quanta = quanta::Clock::new();
+    group.bench_function("instant-now", |b| b.iter(|| black_box(Instant::now())));
+    group.bench_function("counter", |b| b.iter(|| black_box(quanta.raw())));
+    group.bench_function("quanta-now", |b| b.iter(|| black_box(quanta.now())));
+    group.finish();
+}
+
+criterion_group!(benches, clock, direct, keyed_u64, keyed_string);
 criterion_main!(benches);

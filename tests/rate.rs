@@ -6,8 +6,11 @@
 
 mod common;
 
+use std::future::Future;
 use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use common::{matrix, spawn};
@@ -56,6 +59,38 @@ fn assert_within_rate(starts: &[Instant], rate: Rate, begin: Instant, late: Dura
             first.saturating_duration_since(begin),
         );
     }
+}
+
+/// Awaits `future` and returns how many wake-ups it asked for (calls to its waker, passed on
+/// to the caller's): a wait that sleeps on one timer round asks for one.
+async fn wake_ups_asked<F: Future>(future: F) -> usize {
+    struct Counting {
+        wakes: AtomicUsize,
+        waker: Mutex<Option<Waker>>,
+    }
+    impl Wake for Counting {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.wakes.fetch_add(1, Ordering::SeqCst);
+            if let Some(waker) = &*self.waker.lock().unwrap() {
+                waker.wake_by_ref();
+            }
+        }
+    }
+    let counting = Arc::new(Counting {
+        wakes: AtomicUsize::new(0),
+        waker: Mutex::new(None),
+    });
+    let waker = Waker::from(counting.clone());
+    let mut future = pin!(future);
+    std::future::poll_fn(|cx| {
+        *counting.waker.lock().unwrap() = Some(cx.waker().clone());
+        future.as_mut().poll(&mut Context::from_waker(&waker))
+    })
+    .await;
+    counting.wakes.load(Ordering::SeqCst)
 }
 
 #[test]
@@ -177,6 +212,66 @@ matrix! {
         let refused = keyed.check_key("a").unwrap_err();
         tollgate::sleep(refused.retry_after()).await;
         keyed.check_key("a").expect("allowed once retry_after has passed");
+    }
+
+    async fn a_waiter_wakes_once_and_never_before_the_start_a_refusal_announced() {
+        // Checks decide on the counter clock; a waiter sleeps on its runtime's timer until
+        // its reserved start and checks it on the timer's clock: one wake-up, never early by
+        // that clock (`ready_at` is the exact instant of the next free start).
+        let interval = Duration::from_millis(40);
+        let limiter = RateLimiter::new(Rate::every(interval));
+        let keyed = KeyedRateLimiter::<u8>::new(Rate::every(interval));
+        let mut rounds = 0;
+        while rounds < 3 {
+            // A stalled machine may let the next start come before the check: take it and
+            // ask again.
+            let (Err(refused), Err(refused_key)) = (limiter.check(), keyed.check_key(&1)) else {
+                continue;
+            };
+            let wakes = wake_ups_asked(limiter.until_ready()).await;
+            assert!(clock_now() >= refused.ready_at(), "woken early");
+            assert_eq!(wakes, 1, "one timer round");
+            let wakes = wake_ups_asked(keyed.until_key_ready(&1)).await;
+            assert!(clock_now() >= refused_key.ready_at(), "woken early");
+            assert!(wakes <= 1, "{wakes} wake-ups");
+            rounds += 1;
+        }
+    }
+
+    async fn a_hundred_thousand_per_second_hold_to_the_nanosecond() {
+        // 10 µs apart: every start a tight loop of checks is allowed lies between two system
+        // clock reads, at most one per interval (the counter clock stays within tens of
+        // nanoseconds of the system's: one start of slack); and the intervals the loop ran
+        // in are used (a clock coarser than the interval would allow a fraction of them:
+        // one per tick of its own).
+        let interval = 10_000;
+        let rate = Rate::per_second(100_000);
+        let limiter = RateLimiter::new(rate);
+        let keyed = KeyedRateLimiter::<u8>::new(rate);
+        let begin = clock_now();
+        let (mut allowed, mut allowed_key, mut visited, mut last) = (0, 0, 0, u128::MAX);
+        loop {
+            let now = (clock_now() - begin).as_nanos();
+            if now >= 100_000_000 {
+                break;
+            }
+            if now / interval != last {
+                (visited, last) = (visited + 1, now / interval);
+            }
+            allowed += u128::from(limiter.check().is_ok());
+            allowed_key += u128::from(keyed.check_key(&7).is_ok());
+        }
+        let intervals = (clock_now() - begin).as_nanos() / interval;
+        for allowed in [allowed, allowed_key] {
+            assert!(
+                allowed <= intervals + 2,
+                "{allowed} starts in {intervals} intervals"
+            );
+            assert!(
+                allowed >= visited / 4,
+                "{allowed} starts in the {visited} intervals the loop ran in"
+            );
+        }
     }
 
     async fn waiters_are_served_in_the_order_they_asked_and_a_check_never_jumps_them() {
@@ -442,6 +537,34 @@ mod paused {
             "{virtual_time:?}"
         );
         assert!(wall.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_blocked_thread_waits_on_the_real_clock_beside_a_paused_runtime() {
+        // `until_ready_blocking` on a `spawn_blocking` thread: tokio's paused clock does not
+        // move while it blocks, so it reads and sleeps on the system's clock instead.
+        let rate = Rate::every(Duration::from_millis(20));
+        let limiter = Arc::new(RateLimiter::new(rate));
+        let per_host = Arc::new(KeyedRateLimiter::<u8>::new(rate));
+        let (wall, begin) = (Instant::now(), clock_now());
+        let starts = tokio::task::spawn_blocking(move || {
+            (0..4)
+                .map(|_| {
+                    limiter.until_ready_blocking();
+                    per_host.until_key_ready_blocking(&1);
+                    Instant::now()
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap();
+        assert_within_rate(&starts, rate, wall, LATE);
+        assert!(
+            wall.elapsed() >= Duration::from_millis(60),
+            "{:?}",
+            wall.elapsed()
+        );
+        assert_eq!(clock_now(), begin, "the paused clock did not move");
     }
 
     #[tokio::test(start_paused = true)]

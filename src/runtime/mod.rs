@@ -6,6 +6,9 @@
 //! ([`RuntimeKey::current`]), "what time is it?" ([`now`]) or "give me a timer"
 //! ([`RtSleep`]) and never sees which runtime answered.
 //!
+//! - `clock.rs`: the time line every rate counts on (nanoseconds since one origin,
+//!   [`nanos_since_origin`], [`instant_at`]) and the cheap reads of it ([`now_nanos`],
+//!   [`real_nanos`]: the system's clock through the CPU's counter, anchored to it).
 //! - `key.rs`: [`RuntimeKey`], one key per `run_sync` call, per tokio runtime, or the process.
 //! - `run_sync.rs`: [`run_sync`], [`try_run_sync`], [`RunSyncError`], and the per-thread
 //!   marker that tells a `run_sync` call apart.
@@ -13,12 +16,14 @@
 //!   runtime under the feature, async-io's everywhere else.
 //! - `tokio.rs` (feature `tokio`): tokio runtime ids, their liveness, tokio's clock.
 
+mod clock;
 mod key;
 mod run_sync;
 mod timer;
 #[cfg(feature = "tokio")]
 mod tokio;
 
+pub(crate) use self::clock::{instant_at, nanos_since_origin, now_nanos, real_nanos};
 pub use self::key::RuntimeKey;
 pub use self::run_sync::{RunSyncError, run_sync, try_run_sync};
 pub(crate) use self::timer::{RtSleep, block_on_real_time, now};

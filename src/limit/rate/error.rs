@@ -1,7 +1,10 @@
 //! [`RateLimitError`]: a start the rate does not allow yet, and when it will.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
+
+use super::gcra::instant_at;
 
 /// A start refused by a [`RateLimiter`](crate::RateLimiter) or
 /// [`KeyedRateLimiter`](crate::KeyedRateLimiter) because it came too soon: it says how long
@@ -28,25 +31,28 @@ use std::time::{Duration, Instant};
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateLimitError {
-    /// When the refused check read the clock; `ready_at` is computed from it on demand, so
-    /// a refusal costs no clock arithmetic unless asked.
-    checked_at: Instant,
-    retry_after: Duration,
+    /// When the refused check read the clock, in nanoseconds since the rates' origin; the
+    /// `Duration` and the `Instant` are made on demand, so a refusal costs no clock
+    /// arithmetic unless asked.
+    checked_at: u64,
+    /// Nanoseconds from then until a start is allowed (never zero: a refusal waits).
+    wait: NonZeroU64,
 }
 
 impl RateLimitError {
-    /// A refusal at `now` (the caller's clock) of a start allowed `retry_after` later.
+    /// A refusal at `now` of a start allowed at `allowed_at` (after `now`), both in
+    /// nanoseconds since the origin on the caller's clock.
     #[inline]
-    pub(crate) fn new(now: Instant, retry_after: Duration) -> Self {
+    pub(crate) fn new(now: u64, allowed_at: u64) -> Self {
         Self {
             checked_at: now,
-            retry_after,
+            wait: NonZeroU64::new(allowed_at.saturating_sub(now)).unwrap_or(NonZeroU64::MIN),
         }
     }
 
     /// How long after the refused check a start is allowed.
     pub fn retry_after(&self) -> Duration {
-        self.retry_after
+        Duration::from_nanos(self.wait.get())
     }
 
     /// When a start is allowed, on the clock of the code that checked (tokio's, paused or
@@ -54,9 +60,9 @@ impl RateLimitError {
     pub fn ready_at(&self) -> Instant {
         // `checked_add` fails only for waits of centuries: say "never" as late as the
         // clock can.
-        self.checked_at
-            .checked_add(self.retry_after)
-            .unwrap_or_else(|| super::gcra::instant_at(u64::MAX))
+        instant_at(self.checked_at)
+            .checked_add(self.retry_after())
+            .unwrap_or_else(|| instant_at(u64::MAX))
     }
 }
 
@@ -64,7 +70,7 @@ impl fmt::Display for RateLimitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Whole milliseconds (rounded up, so "in 0ms" never promises a start that is
         // refused) unless the wait is shorter than one.
-        let wait = self.retry_after;
+        let wait = self.retry_after();
         let shown = if wait >= Duration::from_millis(1) {
             Duration::from_millis(
                 u64::try_from(wait.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX),
@@ -81,25 +87,26 @@ impl std::error::Error for RateLimitError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::nanos_since_origin;
 
     #[test]
     fn display_rounds_up_to_whole_milliseconds() {
-        let now = Instant::now();
-        let shown = |wait| RateLimitError::new(now, wait).to_string();
+        let now = nanos_since_origin(Instant::now());
+        let shown = |wait: u64| RateLimitError::new(now, now + wait).to_string();
         assert_eq!(
-            shown(Duration::from_micros(36_200)),
+            shown(36_200_000),
             "rate limited: next start allowed in 37ms"
         );
         assert_eq!(
-            shown(Duration::from_millis(1_500)),
+            shown(1_500_000_000),
             "rate limited: next start allowed in 1.5s"
         );
-        assert_eq!(
-            shown(Duration::from_micros(250)),
-            "rate limited: next start allowed in 250µs"
-        );
-        let error = RateLimitError::new(now, Duration::from_millis(5));
-        assert_eq!(error.ready_at(), now + Duration::from_millis(5));
-        assert!(RateLimitError::new(now, Duration::MAX).ready_at() > now);
+        assert_eq!(shown(250_000), "rate limited: next start allowed in 250µs");
+        let error = RateLimitError::new(now, now + 5_000_000);
+        assert_eq!(error.retry_after(), Duration::from_millis(5));
+        assert_eq!(error.ready_at(), instant_at(now) + Duration::from_millis(5));
+        assert!(RateLimitError::new(now, u64::MAX).ready_at() > instant_at(now));
+        // A refusal fits in two words, and its `Result` too (returned in registers).
+        assert_eq!(std::mem::size_of::<Result<(), RateLimitError>>(), 16);
     }
 }

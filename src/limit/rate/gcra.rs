@@ -8,47 +8,13 @@
 //! past counts as `now`: an idle limiter is a fresh one, which is why a keyed limiter can
 //! forget a key whose TAT has passed without changing any decision.
 //!
-//! Times are nanoseconds since a process-wide origin, so the state fits in one atomic word
-//! and compares with plain integers.
+//! Times are nanoseconds since a process-wide origin (`runtime/clock.rs`), so the state fits
+//! in one atomic word and compares with plain integers.
 
-use std::sync::LazyLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// The instant that clock readings count from: up to an hour before the first reading, so
-/// that a clock which lags the system's (tokio's paused clock stays at the instant its
-/// runtime was paused, which may be before the origin was first read) still reads distinct
-/// times. Readings before it count as the origin itself.
-static ORIGIN: LazyLock<Instant> = LazyLock::new(|| {
-    let now = Instant::now();
-    // `Instant` cannot go before the system's boot on some platforms: take the largest
-    // step back that it can represent.
-    [3600, 60, 1, 0]
-        .into_iter()
-        .find_map(|secs| now.checked_sub(Duration::from_secs(secs)))
-        .unwrap_or(now)
-});
-
-/// Nanoseconds from the origin to `instant`, saturating at both ends.
-#[inline]
-pub(crate) fn nanos_since_origin(instant: Instant) -> u64 {
-    let since = instant.saturating_duration_since(*ORIGIN);
-    u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// The instant `nanos` after the origin (the far future when it does not fit).
-#[inline]
-pub(crate) fn instant_at(nanos: u64) -> Instant {
-    let origin = *ORIGIN;
-    origin
-        .checked_add(Duration::from_nanos(nanos))
-        .unwrap_or_else(|| far_future(origin))
-}
-
-/// About thirty years after `from`: later than anything a run waits for, and always
-/// representable.
-fn far_future(from: Instant) -> Instant {
-    from + Duration::from_secs(60 * 60 * 24 * 365 * 30)
-}
+// The time line rates count on lives with the clocks; the maps' scheduler reaches it here.
+pub(crate) use crate::runtime::{instant_at, nanos_since_origin};
 
 const fn duration_nanos(duration: Duration) -> u64 {
     let nanos = duration.as_nanos();
@@ -335,18 +301,6 @@ mod tests {
         }
         assert_eq!(state, tat);
         assert_eq!(gcra.unreserve(tat), now + 300 * MS);
-    }
-
-    #[test]
-    fn the_origin_round_trips() {
-        let now = Instant::now();
-        let nanos = nanos_since_origin(now);
-        assert_eq!(nanos_since_origin(instant_at(nanos)), nanos);
-        if let Some(before) = ORIGIN.checked_sub(Duration::from_secs(1)) {
-            assert_eq!(nanos_since_origin(before), 0);
-        }
-        // A clock that lags the first reading by less than the slack still reads apart.
-        assert!(nanos_since_origin(now) > 0);
     }
 
     #[test]

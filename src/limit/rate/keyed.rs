@@ -29,11 +29,10 @@ use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::pin::Pin;
 use std::sync::{LazyLock, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use super::gcra::{Gcra, Rate};
 use super::wait::ReservedWait;
-use super::{ASYNC_CLOCK, BLOCKING_CLOCK, Clock, RateLimitError, read};
+use super::{Clock, RateLimitError};
 use crate::sync::lock;
 
 /// How many shards a keyed limiter splits its keys over (a power of two).
@@ -409,14 +408,12 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let (instant, now) = read(ASYNC_CLOCK);
+        let now = Clock::Async.now();
         let hash = hash_of(key);
         let decided = lock(self.shard(hash)).update(hash, key, now, |tat| {
             self.gcra.decide(*tat, now).map(|next| *tat = next)
         });
-        decided.map_err(|allowed_at| {
-            RateLimitError::new(instant, Duration::from_nanos(allowed_at - now))
-        })
+        decided.map_err(|allowed_at| RateLimitError::new(now, allowed_at))
     }
 
     /// Waits until `key`'s rate allows a start, then takes it.
@@ -455,7 +452,7 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
         K: Borrow<Q> + Clone,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        UntilKeyReady::new(self, key.to_owned(), ASYNC_CLOCK)
+        UntilKeyReady::new(self, key.to_owned(), Clock::Async)
     }
 
     /// Blocks the calling thread until `key`'s rate allows a start, then takes it: the
@@ -486,7 +483,7 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
         crate::runtime::block_on_real_time(UntilKeyReady::new(
             self,
             key.to_owned(),
-            BLOCKING_CLOCK,
+            Clock::Blocking,
         ));
     }
 
@@ -602,6 +599,8 @@ impl<K: Hash + Eq> fmt::Debug for UntilKeyReady<'_, K> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     impl<K: Hash + Eq> KeyedRateLimiter<K> {

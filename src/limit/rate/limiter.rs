@@ -5,11 +5,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use super::gcra::{Gcra, Rate};
 use super::wait::ReservedWait;
-use super::{ASYNC_CLOCK, BLOCKING_CLOCK, Clock, RateLimitError, read};
+use super::{Clock, RateLimitError};
 
 /// A limit on how many starts happen per unit of time: at most [`Rate`]'s burst at once,
 /// then one per interval (GCRA, the generic cell rate algorithm, on one atomic word).
@@ -30,7 +29,14 @@ use super::{ASYNC_CLOCK, BLOCKING_CLOCK, Clock, RateLimitError, read};
 /// `#[tokio::test(start_paused = true)]` tests take no wall time); the system's monotonic
 /// clock everywhere else, and always in [`until_ready_blocking`](Self::until_ready_blocking).
 /// A limiter shared between a paused tokio runtime and real-time code mixes two clocks that
-/// disagree (the paused one jumps ahead or stands still): give each its own limiter.
+/// disagree (the paused one jumps ahead or stands still): give each its own limiter. A check
+/// reads the system's clock through the CPU's counter (the invariant time-stamp counter on
+/// x86-64, the system counter on AArch64), a few nanoseconds where a read of the system clock
+/// costs tens, anchored to the system's clock every millisecond and within tens of
+/// nanoseconds of it; the first check of a process calibrates the counter (about a
+/// millisecond, at most 200 ms). Without such a counter it reads the system's clock. A waiter
+/// sleeps until its start on its timer's own clock and checks it there: it never wakes early
+/// by [`Instant`](std::time::Instant).
 ///
 /// **Waiters reserve their start.** An [`until_ready`](Self::until_ready) that cannot start
 /// at once reserves the next free start (even one that lies ahead) and sleeps until then.
@@ -134,7 +140,7 @@ impl RateLimiter {
     /// ([`retry_after`](RateLimitError::retry_after)). Nothing is taken then.
     #[inline]
     pub fn check(&self) -> Result<(), RateLimitError> {
-        let (instant, now) = read(ASYNC_CLOCK);
+        let now = Clock::Async.now();
         let mut tat = self.tat.load(Ordering::Relaxed);
         loop {
             match self.gcra.decide(tat, now) {
@@ -149,12 +155,7 @@ impl RateLimiter {
                         Err(actual) => tat = actual,
                     }
                 }
-                Err(allowed_at) => {
-                    return Err(RateLimitError::new(
-                        instant,
-                        Duration::from_nanos(allowed_at - now),
-                    ));
-                }
+                Err(allowed_at) => return Err(RateLimitError::new(now, allowed_at)),
             }
         }
     }
@@ -194,7 +195,7 @@ impl RateLimiter {
     /// stays unused, so a cancelled waiter can make the limiter under-use the rate but never
     /// exceed it. Dropping it after completion changes nothing: the start was taken.
     pub fn until_ready(&self) -> UntilReady<'_> {
-        UntilReady::new(self, ASYNC_CLOCK)
+        UntilReady::new(self, Clock::Async)
     }
 
     /// Blocks the calling thread until the rate allows a start, then takes it: the
@@ -222,7 +223,7 @@ impl RateLimiter {
     /// });
     /// ```
     pub fn until_ready_blocking(&self) {
-        crate::runtime::block_on_real_time(UntilReady::new(self, BLOCKING_CLOCK));
+        crate::runtime::block_on_real_time(UntilReady::new(self, Clock::Blocking));
     }
 
     /// Reserves the next free start at or after `now`: `(reserved_tat, start_at)`.

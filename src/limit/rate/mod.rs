@@ -10,6 +10,12 @@
 //! one interval further even when that lies ahead) and sleeps until the reserved time. So
 //! waiters are served in the order they asked, each wakes exactly once, and a check never
 //! takes a start a waiter already holds.
+//!
+//! Decisions read the cheap clock ([`Clock::now`]: the system's clock through the CPU's
+//! counter, or tokio's); a waiter's timer is set for its reserved start as an `Instant`
+//! (exactly, on the one time line) and, once fired, checked on the timer's own clock
+//! ([`Clock::timer_now`]), so a waiter is never woken early by `Instant` and never spins
+//! (the rule is in `runtime/clock.rs`).
 
 pub(crate) mod error;
 pub(crate) mod gcra;
@@ -17,29 +23,40 @@ pub(crate) mod keyed;
 pub(crate) mod limiter;
 pub(crate) mod wait;
 
-use std::time::Instant;
-
 pub use self::error::RateLimitError;
 pub use self::gcra::Rate;
 pub use self::keyed::{KeyedRateLimiter, UntilKeyReady};
 pub use self::limiter::{RateLimiter, UntilReady};
 
-use self::gcra::nanos_since_origin;
+use crate::runtime::{nanos_since_origin, now_nanos, real_nanos};
 
-/// Where a limiter reads the time: [`crate::runtime::now`] for async callers (the clock of
-/// their runtime's timers), [`Instant::now`] for a blocked thread (whose timers run on the
-/// real clock, see [`crate::runtime::block_on_real_time`]).
-pub(crate) type Clock = fn() -> Instant;
+/// Where a limiter reads the time, in nanoseconds since the origin (see `runtime/clock.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Clock {
+    /// Async callers: the clock of their runtime's timers (tokio's inside a tokio runtime
+    /// with the `tokio` feature), the system's read through the CPU's counter elsewhere.
+    Async,
+    /// A blocked thread: the system's clock, whose timers it sleeps on (see
+    /// [`crate::runtime::block_on_real_time`]), through the counter.
+    Blocking,
+}
 
-/// The clock of async callers.
-pub(crate) const ASYNC_CLOCK: Clock = crate::runtime::now;
+impl Clock {
+    /// Now, as a rate decides: the cheap read.
+    #[inline]
+    pub(crate) fn now(self) -> u64 {
+        match self {
+            Self::Async => now_nanos(),
+            Self::Blocking => real_nanos(),
+        }
+    }
 
-/// The clock of a blocked thread.
-pub(crate) const BLOCKING_CLOCK: Clock = Instant::now;
-
-/// The current time on `clock`, as GCRA counts it.
-#[inline]
-pub(crate) fn read(clock: Clock) -> (Instant, u64) {
-    let now = clock();
-    (now, nanos_since_origin(now))
+    /// Now on the clock this caller's timers wait on, read directly: what a timer that fired
+    /// is checked against, so a waiter never wakes early by its timer's clock.
+    pub(crate) fn timer_now(self) -> u64 {
+        match self {
+            Self::Async => nanos_since_origin(crate::runtime::now()),
+            Self::Blocking => nanos_since_origin(std::time::Instant::now()),
+        }
+    }
 }

@@ -7,9 +7,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::gcra::nanos_since_origin;
-use super::{Clock, read};
-use crate::runtime::RtSleep;
+use super::Clock;
+use crate::runtime::{RtSleep, instant_at};
 
 /// Where a waiting future is: not yet reserved (futures do nothing until polled), waiting
 /// for a reserved start, or done.
@@ -62,7 +61,7 @@ impl ReservedWait {
         let mut this = self.project();
         let start_at = match *this.phase {
             Phase::Unpolled => {
-                let (_, now) = read(*this.clock);
+                let now = this.clock.now();
                 let (reserved_tat, start_at) = reserve(now);
                 if start_at <= now {
                     *this.phase = Phase::Done;
@@ -72,9 +71,7 @@ impl ReservedWait {
                     start_at,
                     reserved_tat,
                 };
-                this.timer
-                    .as_mut()
-                    .set(RtSleep::after(Duration::from_nanos(start_at - now)));
+                this.timer.as_mut().set(RtSleep::at(instant_at(start_at)));
                 start_at
             }
             Phase::Waiting { start_at, .. } => start_at,
@@ -95,9 +92,10 @@ impl ReservedWait {
     }
 }
 
-/// Sleeps on `timer` until `clock` reads `start_at` or later. The timer was set from the
-/// same clock, so one round is the rule; the loop only guards against a timer that fires a
-/// little early by the clock's own reading.
+/// Sleeps on `timer`, set for `start_at`, until the timer's own clock reads `start_at` or
+/// later. A timer fires at or after its deadline on its own clock, so one round is the rule;
+/// the loop only guards against a timer that would not, and sets it for the same deadline
+/// again (it waits, it never spins).
 fn poll_wait_until(
     mut timer: Pin<&mut RtSleep>,
     clock: Clock,
@@ -106,10 +104,9 @@ fn poll_wait_until(
 ) -> Poll<()> {
     loop {
         std::task::ready!(timer.as_mut().poll(cx));
-        let now = nanos_since_origin(clock());
-        if now >= start_at {
+        if clock.timer_now() >= start_at {
             return Poll::Ready(());
         }
-        timer.set(RtSleep::after(Duration::from_nanos(start_at - now)));
+        timer.set(RtSleep::at(instant_at(start_at)));
     }
 }
