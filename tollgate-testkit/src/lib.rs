@@ -9,6 +9,8 @@
 //! - [`http_server`] and [`http_client`]: a loopback HTTP/1.1 server that judges a client's
 //!   politeness, and a one-request-per-connection hyper client for smol and tokio.
 //! - [`simulated_network`]: in-process hosts with latency and their own rate meter.
+//! - [`nginx`]: an nginx of one's own, its `limit_req` metering each host (rates that can
+//!   change while it runs).
 //! - `redis_server` (feature `redis`): a `redis-server` of one's own, and a probe to look
 //!   inside Redis.
 //! - [`progress`]: the crawl examples' progress display.
@@ -18,6 +20,7 @@
 pub mod http_client;
 pub mod http_server;
 mod matrix;
+pub mod nginx;
 mod probes;
 pub mod progress;
 #[cfg(feature = "redis")]
