@@ -424,6 +424,14 @@ where
     /// map's alone; to share one with other code, use a
     /// [`KeyedRateLimiter`](crate::KeyedRateLimiter) inside the function.
     ///
+    /// Keys due at the same moment do not start in the same instant (the
+    /// **spread**): after a key wakes for its rate, the next waits a gap of at most
+    /// 1 ms, and at most half the interval its rate leaves each key of the map
+    /// (`interval / (2 × keys)`), so hosts that started together once do not stay
+    /// in lockstep, and a server never sees them all arrive at once. A key never
+    /// starts sooner than its rate allows, and its rate keeps its average: the gap
+    /// delays only keys that come due together, once, and they stay apart after.
+    ///
     /// # Examples
     ///
     /// ```

@@ -11,6 +11,8 @@
 //! - [`simulated_network`]: in-process hosts with latency and their own rate meter.
 //! - [`simulated_internet`]: a seeded internet of hosts with hidden capacities on tokio's
 //!   paused clock, and the figures that judge a crawl against the ideal.
+//! - [`nginx`]: an nginx of one's own, its `limit_req` metering each host (rates that can
+//!   change while it runs).
 //! - `redis_server` (feature `redis`): a `redis-server` of one's own, and a probe to look
 //!   inside Redis.
 //! - [`progress`]: the crawl examples' progress display.
@@ -20,6 +22,7 @@
 pub mod http_client;
 pub mod http_server;
 mod matrix;
+pub mod nginx;
 mod probes;
 pub mod progress;
 #[cfg(feature = "redis")]

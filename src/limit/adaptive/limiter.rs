@@ -13,7 +13,7 @@ use super::core::KeyAdapt;
 use super::outcome::Outcome;
 use crate::limit::rate::gcra::{Gcra, Rate};
 use crate::limit::rate::wait::ReservedWait;
-use crate::limit::rate::{ASYNC_CLOCK, read};
+use crate::limit::rate::Clock;
 use crate::limit::semaphore::{Semaphore, SemaphoreAcquire, SemaphorePermit};
 use crate::sync::lock;
 
@@ -95,7 +95,7 @@ impl AdaptiveLimiter {
     /// assert_eq!(limiter.rate(), Some(Rate::per_second(5))); // starts low
     /// ```
     pub fn new(adaptive: Adaptive) -> Self {
-        let (_, now) = read(ASYNC_CLOCK);
+        let now = Clock::Async.now();
         let key = KeyAdapt::new(&adaptive, now);
         Self {
             slots: Semaphore::new(key.limit()),
@@ -147,7 +147,7 @@ impl AdaptiveLimiter {
             slot: self.slots.acquire(),
             held: None,
             rate_waited: false,
-            wait: ReservedWait::new(ASYNC_CLOCK),
+            wait: ReservedWait::new(Clock::Async),
         }
     }
 
@@ -225,7 +225,7 @@ impl AdaptiveLimiter {
         let mut state = lock(&self.state);
         state.running -= 1;
         let Some(outcome) = outcome else { return };
-        let (_, now) = read(ASYNC_CLOCK);
+        let now = Clock::Async.now();
         let latency = now.saturating_sub(started);
         if state.key.finished(&self.config, now, outcome, latency) {
             let gcra = state.key.rate();
@@ -307,7 +307,7 @@ impl<'a> Future for AdaptiveAcquire<'a> {
             *rate_waited = start_at > now;
             (tat, start_at)
         }));
-        let (_, now) = read(ASYNC_CLOCK);
+        let now = Clock::Async.now();
         limiter.start(now, *this.rate_waited);
         Poll::Ready(AdaptivePermit {
             limiter,

@@ -223,10 +223,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         }
     }
 
-    /// Puts a key that is out of the lines where it belongs at `now`.
-    fn place(&mut self, key: K, now: u64) {
+    /// Puts a key that is out of the lines where it belongs at `now`; returns where.
+    fn place(&mut self, key: K, now: u64) -> Place {
         let state = self.keys.get_mut(&key).expect("a placed key has state");
         Self::put(state, key, now, &mut self.asks, &mut self.lines);
+        state.place
     }
 
     /// Puts `key`, of entry `state`, out of the lines, where it belongs at `now`: in
@@ -385,11 +386,18 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         }
     }
 
-    /// Moves the keys whose time has come from the sleepers to their line.
+    /// Moves the keys whose time has come from the sleepers to their line, a gap apart
+    /// (the spread, `pacing.rs`).
     fn wake(&mut self, now: u64) {
         while let Some((at, key)) = self.lines.sleepers.pop_due(now) {
             match self.keys.get(&key) {
-                Some(state) if state.place == Place::Asleep(at) => self.place(key, now),
+                Some(state) if state.place == Place::Asleep(at) => {
+                    let rate = state.settings.rate;
+                    let keys = self.keys.len();
+                    if matches!(self.place(key, now), Place::Turn | Place::Ask) {
+                        self.lines.sleepers.woke(at, rate.as_ref(), keys);
+                    }
+                }
                 _ => {} // stale: the key moved after this entry was made
             }
         }
@@ -582,7 +590,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                     self.asks.start_ask(key.clone());
                     return Some(key);
                 }
-                _ => self.place(key, now),
+                _ => {
+                    self.place(key, now);
+                }
             }
         }
         None

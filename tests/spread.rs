@@ -1,0 +1,308 @@
+//! Keys due at the same moment do not start in lockstep (the spread), under every runtime
+//! (smol, `run_sync`, tokio current and multi-thread), and what that is worth against strict
+//! servers on real sockets:
+//!
+//! - without sockets: 20 hosts at the same rate start a gap apart, each at its full rate
+//!   (and, on tokio's paused clock, exactly 1 ms apart, each exactly at its rate);
+//! - the loopback server's meter with no allowance at all (a request a nanosecond early is
+//!   refused with `429` and `Retry-After: 1`, which pauses the host): 20 hosts × 100 pages,
+//!   crawled at exactly its rate and with 5% headroom;
+//! - nginx's `limit_req` without burst (an nginx of the test's own on loopback): 6 hosts ×
+//!   40 pages at exactly its rate.
+//!
+//! The crawls take seconds of real time and their figures are the measurement, so they run
+//! one at a time (a lock), not beside each other. Each prints its figures (`--nocapture`).
+
+mod common;
+use tollgate_testkit::{http_client, http_server, nginx};
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::matrix;
+use http_client::{ClientError, get_ok};
+use http_server::TestServer;
+use nginx::Nginx;
+use tollgate::{Rate, RetryPolicy, map_async};
+
+/// One crawl at a time: each is a timing measurement.
+static ONE_AT_A_TIME: smol::lock::Mutex<()> = smol::lock::Mutex::new(());
+
+fn host_of(url: &str) -> String {
+    url.split('/').nth(2).unwrap_or_default().to_owned()
+}
+
+/// The mean number of keys (itself included) with a start within `window` of each start.
+/// 1 when no two keys start together; the number of keys when all start in lockstep.
+fn keys_together<K: Eq + std::hash::Hash>(starts: &[(Instant, K)], window: Duration) -> f64 {
+    let mut sorted: Vec<&(Instant, K)> = starts.iter().collect();
+    sorted.sort_by_key(|(at, _)| *at);
+    let mut sum = 0;
+    for (i, (at, _)) in sorted.iter().enumerate() {
+        let near =
+            |(other, _): &&&(Instant, K)| at.max(other).duration_since(*at.min(other)) <= window;
+        let before = sorted[..i].iter().rev().take_while(near);
+        let after = sorted[i..].iter().take_while(near);
+        let keys: HashSet<&K> = before.chain(after).map(|(_, key)| key).collect();
+        sum += keys.len();
+    }
+    sum as f64 / sorted.len().max(1) as f64
+}
+
+/// Each key's starts, in order.
+fn by_key<K: Eq + std::hash::Hash + Clone>(starts: &[(Instant, K)]) -> HashMap<K, Vec<Instant>> {
+    let mut keys: HashMap<K, Vec<Instant>> = HashMap::new();
+    for (at, key) in starts {
+        keys.entry(key.clone()).or_default().push(*at);
+    }
+    for times in keys.values_mut() {
+        times.sort();
+    }
+    keys
+}
+
+/// Runs `pages` items for each of `keys` keys at `rate`, each item taking `work`, and
+/// returns when each started (its key, the instant the map called the function).
+async fn starts(keys: usize, pages: usize, rate: Rate, work: Duration) -> Vec<(Instant, usize)> {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let logged = Arc::clone(&log);
+    let work = move |item: usize| {
+        logged.lock().unwrap().push((Instant::now(), item % keys));
+        tollgate::sleep(work)
+    };
+    map_async(0..keys * pages, 64, work)
+        .per_key(move |item| item % keys, 2)
+        .per_key_rate(rate)
+        .await;
+    log.lock().unwrap().clone()
+}
+
+/// Retries 429s as long as the server says (`Retry-After`), pausing the whole host.
+fn honour_retry_after() -> RetryPolicy<String, ClientError> {
+    let too_many = |error: &ClientError| {
+        (error.status() == Some(429)).then(|| error.retry_after().unwrap_or(Duration::from_secs(1)))
+    };
+    RetryPolicy::new()
+        .attempts(50)
+        .interval(Duration::from_millis(1))
+        .when(|error: &ClientError| error.status() == Some(429))
+        .retry_after(ClientError::retry_after)
+        .pause_key(too_many)
+}
+
+/// What a crawl measured.
+#[derive(Debug)]
+struct Crawl {
+    time: Duration,
+    /// Requests the server refused (`429`).
+    refused: usize,
+    requests: usize,
+    /// The mean number of hosts with a request within 0.5 ms of each request, on the server.
+    together: f64,
+}
+
+/// 20 hosts metered at exactly 20/s with no allowance, 100 pages each, crawled at `rate`.
+async fn strict_crawl(rate: Rate) -> Crawl {
+    const HOSTS: usize = 20;
+    const PAGES: usize = 100;
+    let server = (0..HOSTS)
+        .fold(TestServer::builder(), |builder, host| {
+            builder.host(&format!("h{host}"), Duration::from_millis(2))
+        })
+        .rate_limit(20.0, 1)
+        .rate_allowance(Duration::ZERO)
+        .start();
+    let urls: Vec<String> = (0..HOSTS * PAGES)
+        .map(|i| server.url(&format!("h{}", i % HOSTS), &format!("/{i}")))
+        .collect();
+    let started = Instant::now();
+    let pages = map_async(urls, 64, get_ok)
+        .per_key(|url| host_of(url), 2)
+        .per_key_rate(rate)
+        .retry(honour_retry_after())
+        .await;
+    let time = started.elapsed();
+    assert!(
+        pages.iter().all(Result::is_ok),
+        "{:?}",
+        pages.iter().find(|page| page.is_err())
+    );
+    let arrivals: Vec<(Instant, String)> = server
+        .hosts()
+        .flat_map(|host| {
+            server
+                .arrival_times(host)
+                .into_iter()
+                .map(move |at| (at, host.to_owned()))
+        })
+        .collect();
+    let global = server.global();
+    server.shutdown();
+    Crawl {
+        time,
+        refused: global.too_many,
+        requests: global.requests,
+        together: keys_together(&arrivals, Duration::from_micros(500)),
+    }
+}
+
+matrix! {
+    async fn keys_due_together_start_a_gap_apart_at_their_full_rate() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        let starts = starts(20, 12, Rate::per_second(20), Duration::from_millis(2)).await;
+        // The first starts of fresh keys come together (nothing holds a fresh key back);
+        // every later one was woken for its rate.
+        let keys = by_key(&starts);
+        let first = keys.values().map(|times| times[0]).max().unwrap();
+        let woken: Vec<_> = starts.iter().filter(|(at, _)| *at > first).cloned().collect();
+        let together = keys_together(&woken, Duration::from_micros(500));
+        // In lockstep every start has all 20 keys with it; spread 1 ms apart, a start has
+        // at most its two neighbours within 0.5 ms (more only when the timer fired late).
+        assert!(together <= 4.0, "{together:.2} keys start together on average");
+        for (key, times) in &keys {
+            let span = times[times.len() - 1].duration_since(times[0]);
+            // 11 intervals of 50 ms, the spread (at most 19 ms, once) and late timers.
+            assert!(span >= Duration::from_millis(550), "key {key}: {span:?}: too fast");
+            assert!(span <= Duration::from_millis(650), "key {key}: {span:?}: the rate was not kept");
+        }
+    }
+
+    async fn exactly_a_strict_meters_rate_and_with_headroom() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        let exact = strict_crawl(Rate::per_second(20)).await;
+        let headroom = strict_crawl(Rate::per_second(19)).await;
+        for (crawl, what) in [(&exact, "exactly its rate"), (&headroom, "5% headroom")] {
+            println!(
+                "strict meter, client at {what}: {} of {} refused ({:.1}%), {:.2} s, {:.2} hosts within 0.5 ms",
+                crawl.refused,
+                crawl.requests,
+                100.0 * crawl.refused as f64 / crawl.requests as f64,
+                crawl.time.as_secs_f64(),
+                crawl.together,
+            );
+        }
+        println!("time at exactly the rate: {:.2}x the time with headroom", exact.time.as_secs_f64() / headroom.time.as_secs_f64());
+        // No lockstep at the server: in lockstep a request has most hosts with it (with 5%
+        // headroom, 4 to 8 on average before the spread; a 429's pause breaks lockstep up).
+        assert!(exact.together <= 3.0, "{exact:?}");
+        assert!(headroom.together <= 3.0, "{headroom:?}");
+        for crawl in [&exact, &headroom] {
+            assert_eq!(crawl.requests - crawl.refused, 2000, "every page once: {crawl:?}");
+        }
+    }
+
+    async fn exactly_nginxs_rate() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        const HOSTS: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+        const PAGES: usize = 40;
+        let nginx = Nginx::start(&HOSTS.map(|host| (host, 20)));
+        let urls: Vec<String> =
+            (0..HOSTS.len() * PAGES).map(|i| nginx.url(HOSTS[i % HOSTS.len()], &format!("/{i}"))).collect();
+        // nginx sends no Retry-After: a refused request is tried again 50 ms later.
+        let policy = RetryPolicy::new()
+            .attempts(50)
+            .interval(Duration::from_millis(50))
+            .jitter(0.0)
+            .when(|error: &ClientError| error.status() == Some(429));
+        let started = Instant::now();
+        let pages = map_async(urls, 64, get_ok)
+            .per_key(|url| host_of(url), 2)
+            .per_key_rate(Rate::per_second(20))
+            .retry(policy)
+            .await;
+        let time = started.elapsed();
+        assert!(pages.iter().all(Result::is_ok), "{:?}", pages.iter().find(|page| page.is_err()));
+        // nginx logs a request after its answer went out: wait for the last lines.
+        let mut logged = Vec::new();
+        for _ in 0..200 {
+            logged = HOSTS.iter().flat_map(|host| nginx.statuses(host)).collect();
+            if logged.iter().filter(|line| line.status == 200).count() == HOSTS.len() * PAGES {
+                break;
+            }
+            tollgate::sleep(Duration::from_millis(10)).await;
+        }
+        let refused = logged.iter().filter(|line| line.status == 429).count();
+        let ideal = PAGES as f64 / 20.0;
+        println!(
+            "nginx, client at exactly its rate: {refused} of {} refused, {:.3} s for an ideal of {ideal} s",
+            logged.len(),
+            time.as_secs_f64()
+        );
+        assert_eq!(logged.len() - refused, HOSTS.len() * PAGES);
+    }
+
+    async fn nginx_changes_a_hosts_rate_while_it_runs() {
+        let _one = ONE_AT_A_TIME.lock().await;
+        let nginx = Nginx::start(&[("a", 20), ("b", 20)]);
+        let pair = |host: &'static str, apart: Duration| {
+            let (first, second) = (nginx.url(host, "/1"), nginx.url(host, "/2"));
+            async move {
+                let first = http_client::get(&first).await.expect("nginx answers").status;
+                tollgate::sleep(apart).await;
+                let second = http_client::get(&second).await.expect("nginx answers").status;
+                (first, second)
+            }
+        };
+        // 75 ms apart: within 20/s, not within 10/s (with 25 ms to spare either way).
+        assert_eq!(pair("a", Duration::from_millis(75)).await, (200, 200));
+        nginx.set_rate("a", 10);
+        assert_eq!(nginx.rate("a"), 10);
+        tollgate::sleep(Duration::from_millis(200)).await;
+        assert_eq!(pair("a", Duration::from_millis(75)).await, (200, 429));
+        assert_eq!(pair("b", Duration::from_millis(75)).await, (200, 200), "only host a changed");
+        // nginx logs a request after its answer went out: wait for the fourth line.
+        let mut logged = Vec::new();
+        for _ in 0..200 {
+            logged = nginx.statuses("a");
+            if logged.len() >= 4 {
+                break;
+            }
+            tollgate::sleep(Duration::from_millis(10)).await;
+        }
+        let refused: Vec<_> = logged.into_iter().filter(|line| line.status == 429).collect();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+    }
+}
+
+/// On tokio's paused clock every timer fires exactly when asked: the spread is exact.
+#[cfg(feature = "tokio")]
+mod virtual_time {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_due_together_start_exactly_one_ms_apart_and_each_exactly_at_its_rate() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let logged = Arc::clone(&log);
+        let origin = tokio::time::Instant::now();
+        let work = move |item: usize| {
+            logged.lock().unwrap().push((item % 20, origin.elapsed()));
+            tokio::time::sleep(Duration::from_millis(2))
+        };
+        map_async(0..20 * 10, 64, work)
+            .per_key(|item| item % 20, 2)
+            .per_key_rate(Rate::per_second(20))
+            .await;
+        let starts = log.lock().unwrap().clone();
+        let ms = Duration::from_millis;
+        for key in 0..20 {
+            let times: Vec<Duration> = starts
+                .iter()
+                .filter(|(of, _)| *of == key)
+                .map(|(_, at)| *at)
+                .collect();
+            // Fresh keys start at once; woken for their rate, key k comes k ms after the
+            // first, and every key keeps exactly its rate from then on.
+            let expected: Vec<Duration> = (0..10u64)
+                .map(|n| {
+                    if n == 0 {
+                        ms(0)
+                    } else {
+                        ms(50 * n) + ms(key as u64)
+                    }
+                })
+                .collect();
+            assert_eq!(times, expected, "key {key}");
+        }
+    }
+}
