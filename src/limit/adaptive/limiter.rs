@@ -11,9 +11,9 @@ use std::task::{Context, Poll};
 use super::config::Adaptive;
 use super::core::KeyAdapt;
 use super::outcome::Outcome;
+use crate::limit::rate::Clock;
 use crate::limit::rate::gcra::{Gcra, Rate};
 use crate::limit::rate::wait::ReservedWait;
-use crate::limit::rate::Clock;
 use crate::limit::semaphore::{Semaphore, SemaphoreAcquire, SemaphorePermit};
 use crate::sync::lock;
 
