@@ -6,9 +6,11 @@
 //! compiles every hook below to nothing: no clock read and no call (its keys carry one
 //! empty word for the state, its running attempts two unused ones for the clock).
 
+use super::settings::InForce;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::adaptive::outcome::Outcome;
+use crate::limit::rate::gcra::Gcra;
 
 /// How a keyed map reads an attempt's output `O` for its adaptive keys.
 pub(crate) trait Classify<O> {
@@ -124,17 +126,23 @@ impl AttemptClock {
 /// forgets it after that, and it starts low again).
 const KEPT_IDLE: u64 = 60_000_000_000;
 
-/// One key's adaptive state, and when it was last active.
+/// One key's adaptive state, its ceilings (the settings the user gave it), and when it
+/// was last active.
 #[derive(Debug)]
 pub(super) struct Adapted {
     pub(super) core: KeyAdapt,
+    pub(super) ceiling_limit: usize,
+    pub(super) ceiling_rate: Option<Gcra>,
     last_active: u64,
 }
 
 impl Adapted {
-    pub(super) fn new(core: KeyAdapt, now: u64) -> Self {
+    /// A key made at `now` whose settings (its ceilings) are `ceilings`.
+    pub(super) fn new(core: KeyAdapt, now: u64, ceilings: &InForce) -> Self {
         Self {
             core,
+            ceiling_limit: ceilings.limit,
+            ceiling_rate: ceilings.rate,
             last_active: now,
         }
     }

@@ -67,29 +67,26 @@ impl<T> KeyState<T> {
     }
 
     /// The most items of the key that may run at once: its setting, or on an adaptive
-    /// map the limit it adapted to.
-    #[inline]
+    /// map the limit it adapted to (kept in the settings, so reading it costs the same
+    /// on every map).
+    #[inline(always)]
     pub(super) fn limit(&self) -> usize {
-        match &self.adapt {
-            None => self.settings.limit,
-            Some(adapted) => adapted.core.limit(),
-        }
+        self.settings.limit
     }
 
     /// The rate the key's starts are spaced by: its setting, or on an adaptive map the
-    /// rate it adapted to.
-    #[inline]
+    /// rate it adapted to (kept in the settings, like the limit).
+    #[inline(always)]
     pub(super) fn rate(&self) -> Option<Gcra> {
-        match &self.adapt {
-            None => self.settings.rate,
-            Some(adapted) => adapted.core.rate(),
-        }
+        self.settings.rate
     }
 
     /// Changes the key's settings with `change`, which gets them and the key's rate
-    /// state to carry over. On an adaptive map the settings are the key's ceilings: the
-    /// state follows the adapted rate instead, carried over from the rate before to the
-    /// rate after (the ceilings may move the adapted values).
+    /// state to carry over. On an adaptive map the settings the user gave are the key's
+    /// ceilings, kept in its adaptive state, and the settings in force hold the adapted
+    /// values: `change` gets the ceilings (and a copy of the state, thrown away), and
+    /// the state is carried over from the adapted rate before to the adapted rate after
+    /// (the ceilings may move the adapted values).
     pub(super) fn change_settings(
         &mut self,
         now: u64,
@@ -99,13 +96,31 @@ impl<T> KeyState<T> {
             change(&mut self.settings, &mut self.tat);
             return;
         };
-        let old = adapted.core.rate();
-        // The ceilings' own state is not the key's: it is thrown away.
-        change(&mut self.settings, &mut self.tat.clone());
+        let in_force = self.settings.rate;
+        let mut ceilings = self.settings;
+        ceilings.limit = adapted.ceiling_limit;
+        ceilings.rate = adapted.ceiling_rate;
+        change(&mut ceilings, &mut self.tat.clone());
+        adapted.ceiling_limit = ceilings.limit;
+        adapted.ceiling_rate = ceilings.rate;
         adapted
             .core
-            .set_ceiling(Some(self.settings.limit), self.settings.rate);
-        if let (Some(old), Some(new)) = (old, adapted.core.rate()) {
+            .set_ceiling(Some(ceilings.limit), ceilings.rate);
+        self.settings = ceilings;
+        self.settings.rate = in_force;
+        self.adapted(now);
+    }
+
+    /// The key's adaptive values moved (or may have): they become the settings in force,
+    /// the rate state carried over from the rate before.
+    pub(super) fn adapted(&mut self, now: u64) {
+        let Some(adapted) = &self.adapt else {
+            return;
+        };
+        let old = self.settings.rate;
+        self.settings.limit = adapted.core.limit();
+        self.settings.rate = adapted.core.rate();
+        if let (Some(old), Some(new)) = (old, self.settings.rate) {
             self.tat = new.carry_over(&old, self.tat, now);
         }
     }

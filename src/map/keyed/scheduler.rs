@@ -215,7 +215,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 let state = vacant.insert(KeyState::new(settings));
                 if let Some(adaptive) = &self.adaptive {
                     // A key made again starts low, whatever it had reached before.
-                    state.adapt = Some(Box::new(Adapted::new(KeyAdapt::new(adaptive, now), now)));
+                    let core = KeyAdapt::new(adaptive, now);
+                    state.adapt = Some(Box::new(Adapted::new(core, now, &state.settings)));
                     state.change_settings(now, |_, _| {});
                 }
                 (key, state)
@@ -450,13 +451,10 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let Some(adapted) = &mut state.adapt else {
             return;
         };
-        let old_rate = adapted.core.rate();
         if adapted.finished(adaptive, now, outcome, latency) {
-            let new_rate = adapted.core.rate();
-            if let (Some(old), Some(new)) = (old_rate, new_rate) {
-                state.tat = new.carry_over(&old, state.tat, now);
-            }
-            events::key_adapted(adapted.core.limit(), new_rate.map(|rate| rate.per_second()));
+            state.adapted(now);
+            let (limit, rate) = (state.limit(), state.rate());
+            events::key_adapted(limit, rate.map(|rate| rate.per_second()));
             self.replace(key, now);
         }
     }
