@@ -829,6 +829,19 @@ matrix! {
     }
 }
 
+/// Each setter of one key on `control` fails, and not for want of a map; the message of
+/// the key limit's error.
+fn key_setters_refused(control: &MapControl) -> String {
+    for error in [
+        control.set_key_limit((), 2).unwrap_err(),
+        control.set_key_rate((), Rate::per_second(5)).unwrap_err(),
+        control.clear_key_settings(()).unwrap_err(),
+    ] {
+        assert!(!error.is_not_attached());
+    }
+    control.set_key_limit((), 2).unwrap_err().to_string()
+}
+
 #[test]
 fn settings_of_one_key_are_errors_when_the_map_cannot_take_them() {
     let unattached: MapControl<u32> = MapControl::new();
@@ -855,15 +868,8 @@ fn settings_of_one_key_are_errors_when_the_map_cannot_take_them() {
     let _map = map_async(0..3u32, 2, |n| async move { n })
         .rate(Rate::per_second(5))
         .control(&rated);
-    for error in [
-        rated.set_key_limit((), 2).unwrap_err(),
-        rated.set_key_rate((), Rate::per_second(5)).unwrap_err(),
-        rated.clear_key_settings(()).unwrap_err(),
-    ] {
-        assert!(!error.is_not_attached());
-    }
     assert_eq!(
-        rated.set_key_limit((), 2).unwrap_err().to_string(),
+        key_setters_refused(&rated),
         "the map cannot change its key limit: it was built without `.per_key`"
     );
 
@@ -887,15 +893,8 @@ fn settings_of_one_key_are_errors_when_the_map_cannot_take_them() {
         early.set_default_key_limit(2).is_ok(),
         "map-wide settings still reach it"
     );
-    for error in [
-        early.set_key_limit((), 2).unwrap_err(),
-        early.set_key_rate((), Rate::per_second(5)).unwrap_err(),
-        early.clear_key_settings(()).unwrap_err(),
-    ] {
-        assert!(!error.is_not_attached());
-    }
     assert_eq!(
-        early.set_key_limit((), 2).unwrap_err().to_string(),
+        key_setters_refused(&early),
         "cannot change the key limit: the control was attached before `.per_key`, so it names no key of the map (attach it after `.per_key`)"
     );
     drop(map);

@@ -103,16 +103,10 @@ impl InForce {
     ) -> Self {
         let mut settings = Self::defaults(self.limit, self.rate);
         if let Some(given) = given {
-            settings.set_given(given);
+            settings.take_own(given.limit, given.rate.map(Gcra::new));
         }
         if let Some(own) = own {
-            if let Some(limit) = own.limit {
-                settings.set_own_limit(limit);
-            }
-            if let Some(rate) = own.rate {
-                settings.rate = Some(rate);
-                settings.own_rate = true;
-            }
+            settings.take_own(own.limit, own.rate);
         }
         settings
     }
@@ -138,13 +132,14 @@ impl InForce {
         *self = next;
     }
 
-    /// Takes what the map's function of the key gives it as the key's own.
-    fn set_given(&mut self, given: KeySettings) {
-        if let Some(limit) = given.limit {
+    /// Takes `limit` and `rate` (when given) as the key's own, on a key just made (no rate
+    /// state to carry over): from the map's function of the key or from a control.
+    fn take_own(&mut self, limit: Option<usize>, rate: Option<Gcra>) {
+        if let Some(limit) = limit {
             self.set_own_limit(limit);
         }
-        if let Some(rate) = given.rate {
-            self.rate = Some(Gcra::new(rate));
+        if let Some(rate) = rate {
+            self.rate = Some(rate);
             self.own_rate = true;
         }
     }
