@@ -3,10 +3,12 @@
 //!
 //! # The table
 //!
-//! Keys live in [`SHARDS`] shards picked by hash, each a `Mutex<HashMap<key, TAT>>`, so
-//! threads working on different hosts rarely meet on one lock. Each key is hashed once: the
-//! map stores the hash beside the key and hashes with it, and a look-up borrows the stored
-//! pair as a `dyn Lookup`, so no owned key is built to probe.
+//! Keys live in [`SHARDS`] shards picked by hash, each an `RwLock<HashMap<key, TAT>>` with
+//! atomic TATs: a call for a key the shard holds takes the read lock and compare-and-swaps
+//! the key's TAT, so calls for different keys never wait for each other (not even for a
+//! thread descheduled in the middle of one); inserting and forgetting take the write lock.
+//! Each key is hashed once: the map stores the hash beside the key and hashes with it, and a
+//! look-up borrows the stored pair as a `dyn Lookup`, so no owned key is built to probe.
 //!
 //! # Forgetting
 //!
@@ -19,21 +21,24 @@
 //! - when any call finds the shard's latest TAT passed (every key idle) and the shard holds
 //!   at least [`SWEEP_FLOOR`] keys, it forgets them all and gives the memory back. Each key
 //!   is forgotten once per insert, so this too is O(1) amortised; the floor keeps a small
-//!   shard of keys that go idle between calls from being rebuilt on every call.
+//!   shard of keys that go idle between calls from being rebuilt on every call. The latest
+//!   TAT is kept as a bound raised [`LATEST_SLACK`] past the TAT that passed it, so that
+//!   calls under the read lock rarely write it: a shard is forgotten up to that much later.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::pin::Pin;
-use std::sync::{LazyLock, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::task::{Context, Poll};
 
 use super::gcra::{Gcra, Rate};
 use super::wait::ReservedWait;
 use super::{Clock, RateLimitError};
-use crate::sync::lock;
 
 /// How many shards a keyed limiter splits its keys over (a power of two).
 const SHARDS: usize = 32;
@@ -42,16 +47,20 @@ const SHARDS: usize = 32;
 /// than to rebuild.
 const SWEEP_FLOOR: usize = 64;
 
+/// How far past a TAT a shard's latest TAT is raised when that TAT passes it (1 ms), so
+/// that at most one call a millisecond per shard writes it.
+const LATEST_SLACK: u64 = 1_000_000;
+
 /// One limit per key, created on demand: the per-host rate of a crawler.
 ///
 /// Each key gets its own [`RateLimiter`](crate::RateLimiter)'s worth of state the first
 /// time it is used, and loses it once idle (its last start is over one interval ago, so it
 /// would decide like a fresh key anyway). **Idle keys are forgotten automatically**, as
 /// calls come in, with no `retain_recent()` to call: crawling a million distinct hosts once
-/// each keeps only those used within about the last interval, and once every key is idle
-/// the next calls empty the table (a shard keeps up to a few dozen idle keys, which cost
-/// less to keep than to rebuild). Memory grows with the keys busy at once,
-/// not with the keys ever seen.
+/// each keeps only those used within about the last interval, and once every key has been
+/// idle for a millisecond the next calls empty the table (a shard keeps up to a few dozen
+/// idle keys, which cost less to keep than to rebuild). Memory grows with the keys busy at
+/// once, not with the keys ever seen. Checks of different keys never wait for each other.
 ///
 /// Everything [`RateLimiter`](crate::RateLimiter)'s docs say holds per key: one rate per
 /// key in the process (not per runtime), read on the caller's clock (tokio's, paused or
@@ -92,17 +101,19 @@ pub struct KeyedRateLimiter<K: Hash + Eq> {
 /// One shard, on its own cache lines so that threads on different shards do not share one.
 #[repr(align(128))]
 struct Shard<K> {
-    table: Mutex<Table<K>>,
+    table: RwLock<Table<K>>,
 }
 
 struct Table<K> {
-    /// Each key's TAT (nanoseconds since the process origin).
-    tats: HashMap<Entry<K>, u64, StoredHash>,
+    /// Each key's TAT (nanoseconds since the process origin), changed under the read lock
+    /// by compare-and-swap.
+    tats: HashMap<Entry<K>, AtomicU64, StoredHash>,
     /// How many keys the last sweep left: the next sweeps when the table doubles.
     swept_len: usize,
-    /// The latest TAT written since the table was last emptied: once the clock passes
-    /// it, every key is idle.
-    latest: u64,
+    /// At least every TAT of the table (raised under the read lock by whoever writes a
+    /// TAT past it, before that lock is released): once the clock passes it, every key is
+    /// idle.
+    latest: AtomicU64,
 }
 
 /// A key and its hash, computed once per call.
@@ -222,20 +233,122 @@ fn shard_of(hash: u64) -> usize {
 impl<K> Shard<K> {
     const fn new() -> Self {
         Self {
-            table: Mutex::new(Table {
+            table: RwLock::new(Table {
                 tats: HashMap::with_hasher(StoredHash),
                 swept_len: 0,
-                latest: 0,
+                latest: AtomicU64::new(0),
             }),
         }
     }
 }
 
+// A panic inside a critical section (user code: `Hash`, `Eq`, `ToOwned`) runs before
+// anything changes, so a poisoned table is still a consistent one.
+fn read<K>(table: &RwLock<Table<K>>) -> RwLockReadGuard<'_, Table<K>> {
+    table
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn write<K>(table: &RwLock<Table<K>>) -> RwLockWriteGuard<'_, Table<K>> {
+    table
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl<K: Hash + Eq> Shard<K> {
+    /// Moves the TAT of the key (`hash`, `key`), inserted as fresh (0) if absent, by `step`:
+    /// `step(tat)` is `Ok((new_tat, out))` to store `new_tat` and return `out`, or an error
+    /// to leave the TAT as it is and return that. Under the read lock with a
+    /// compare-and-swap (`step` may run again if another call moved the TAT meanwhile);
+    /// under the write lock when the key is new or the shard is due to be forgotten.
+    #[inline]
+    fn apply<Q, T, E>(
+        &self,
+        hash: u64,
+        key: &Q,
+        now: u64,
+        step: impl Fn(u64) -> Result<(u64, T), E>,
+    ) -> Result<T, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        {
+            let table = read(&self.table);
+            if !table.is_due_to_forget(now) {
+                if let Some(tat) = table.get(hash, key) {
+                    let mut current = tat.load(Ordering::Relaxed);
+                    loop {
+                        let (next, out) = step(current)?;
+                        match tat.compare_exchange_weak(
+                            current,
+                            next,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        ) {
+                            Ok(_) => {
+                                table.raise_latest(next);
+                                return Ok(out);
+                            }
+                            Err(actual) => current = actual,
+                        }
+                    }
+                }
+            }
+        }
+        self.apply_exclusive(hash, key, now, step)
+    }
+
+    /// [`apply`](Self::apply) under the write lock: forgets the shard if due, inserts the
+    /// key if absent.
+    #[inline(never)]
+    fn apply_exclusive<Q, T, E>(
+        &self,
+        hash: u64,
+        key: &Q,
+        now: u64,
+        step: impl Fn(u64) -> Result<(u64, T), E>,
+    ) -> Result<T, E>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let mut table = write(&self.table);
+        let table = &mut *table;
+        table.forget_if_all_idle(now);
+        if table.get(hash, key).is_none() {
+            table.make_room(now);
+        }
+        let tat = table
+            .tats
+            .entry(Entry {
+                hash,
+                key: key.to_owned(),
+            })
+            .or_insert_with(|| AtomicU64::new(0))
+            .get_mut();
+        let (next, out) = step(*tat)?;
+        *tat = next;
+        let latest = table.latest.get_mut();
+        if next > *latest {
+            *latest = next.saturating_add(LATEST_SLACK);
+        }
+        Ok(out)
+    }
+}
+
 impl<K: Hash + Eq> Table<K> {
+    /// Whether every key is idle at `now` and there are enough to be worth forgetting.
+    #[inline]
+    fn is_due_to_forget(&self, now: u64) -> bool {
+        Gcra::is_idle(self.latest.load(Ordering::Relaxed), now) && self.tats.len() >= SWEEP_FLOOR
+    }
+
     /// Forgets every key when all are idle at `now` and there are enough to be worth it.
     #[inline]
     fn forget_if_all_idle(&mut self, now: u64) {
-        if Gcra::is_idle(self.latest, now) && self.tats.len() >= SWEEP_FLOOR {
+        if self.is_due_to_forget(now) {
             self.forget_all();
         }
     }
@@ -245,43 +358,26 @@ impl<K: Hash + Eq> Table<K> {
         // A fresh map rather than `clear`: the point is to give the memory back.
         self.tats = HashMap::with_hasher(StoredHash);
         self.swept_len = 0;
-        self.latest = 0;
+        *self.latest.get_mut() = 0;
     }
 
-    /// Runs `f` on the TAT of the key (`hash`, `key`), inserted as fresh (0) if absent,
-    /// and remembers what `f` left there as the latest if it is.
+    /// Raises the latest TAT past `tat` if `tat` passed it (under the read lock: a thread
+    /// that forgets the shard takes the write lock, so it sees this).
     #[inline]
-    fn update<Q, T>(&mut self, hash: u64, key: &Q, now: u64, f: impl FnOnce(&mut u64) -> T) -> T
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        self.forget_if_all_idle(now);
-        if let Some(slot) = self.tats.get_mut(&Probe { hash, key } as &dyn Lookup<Q>) {
-            let out = f(slot);
-            self.latest = self.latest.max(*slot);
-            return out;
+    fn raise_latest(&self, tat: u64) {
+        if tat > self.latest.load(Ordering::Relaxed) {
+            self.latest
+                .fetch_max(tat.saturating_add(LATEST_SLACK), Ordering::Relaxed);
         }
-        self.make_room(now);
-        let slot = self
-            .tats
-            .entry(Entry {
-                hash,
-                key: key.to_owned(),
-            })
-            .or_insert(0);
-        let out = f(slot);
-        self.latest = self.latest.max(*slot);
-        out
     }
 
     #[inline]
-    fn get_mut<Q>(&mut self, hash: u64, key: &Q) -> Option<&mut u64>
+    fn get<Q>(&self, hash: u64, key: &Q) -> Option<&AtomicU64>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.tats.get_mut(&Probe { hash, key } as &dyn Lookup<Q>)
+        self.tats.get(&Probe { hash, key } as &dyn Lookup<Q>)
     }
 
     /// Before an insert: sweeps when the table has doubled since its last sweep.
@@ -296,7 +392,8 @@ impl<K: Hash + Eq> Table<K> {
     /// Drops the keys idle at `now`, and the memory they took once the table is mostly
     /// empty.
     fn sweep(&mut self, now: u64) {
-        self.tats.retain(|_, tat| !Gcra::is_idle(*tat, now));
+        self.tats
+            .retain(|_, tat| !Gcra::is_idle(*tat.get_mut(), now));
         let len = self.tats.len();
         self.swept_len = len;
         let keep = (2 * len).max(SWEEP_FLOOR);
@@ -360,7 +457,7 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
     pub fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|shard| lock(&shard.table).tats.len())
+            .map(|shard| read(&shard.table).tats.len())
             .sum()
     }
 
@@ -378,8 +475,8 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
     }
 
     #[inline]
-    fn shard(&self, hash: u64) -> &Mutex<Table<K>> {
-        &self.shards[shard_of(hash)].table
+    fn shard(&self, hash: u64) -> &Shard<K> {
+        &self.shards[shard_of(hash)]
     }
 
     /// Takes a start for `key` if its rate allows one now, without waiting.
@@ -410,8 +507,8 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
     {
         let now = Clock::Async.now();
         let hash = hash_of(key);
-        let decided = lock(self.shard(hash)).update(hash, key, now, |tat| {
-            self.gcra.decide(*tat, now).map(|next| *tat = next)
+        let decided = self.shard(hash).apply(hash, key, now, |tat| {
+            self.gcra.decide(tat, now).map(|next| (next, ()))
         });
         decided.map_err(|allowed_at| RateLimitError::new(now, allowed_at))
     }
@@ -492,21 +589,27 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
     where
         K: Clone,
     {
-        lock(self.shard(hash)).update(hash, key, now, |tat| {
-            let (next, start_at) = self.gcra.reserve(*tat, now);
-            *tat = next;
-            (next, start_at)
-        })
+        let reserved = self.shard(hash).apply(hash, key, now, |tat| {
+            let (next, start_at) = self.gcra.reserve(tat, now);
+            Ok::<_, Infallible>((next, (next, start_at)))
+        });
+        match reserved {
+            Ok(reserved) => reserved,
+            Err(never) => match never {},
+        }
     }
 
     /// Gives back `key`'s start reserved with `reserved_tat` if nothing was reserved or
     /// taken for the key after it.
     fn give_back(&self, hash: u64, key: &K, reserved_tat: u64) {
-        let mut table = lock(self.shard(hash));
-        if let Some(slot) = table.get_mut(hash, key) {
-            if *slot == reserved_tat {
-                *slot = self.gcra.unreserve(reserved_tat);
-            }
+        let table = read(&self.shard(hash).table);
+        if let Some(tat) = table.get(hash, key) {
+            let _ = tat.compare_exchange(
+                reserved_tat,
+                self.gcra.unreserve(reserved_tat),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
         }
     }
 }
@@ -599,6 +702,8 @@ impl<K: Hash + Eq> fmt::Debug for UntilKeyReady<'_, K> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::mpsc;
+    use std::sync::{Arc, Barrier};
     use std::time::Duration;
 
     use super::*;
@@ -608,7 +713,7 @@ mod tests {
         fn capacity(&self) -> usize {
             self.shards
                 .iter()
-                .map(|shard| lock(&shard.table).tats.capacity())
+                .map(|shard| read(&shard.table).tats.capacity())
                 .sum()
         }
     }
@@ -631,6 +736,62 @@ mod tests {
             "{}",
             per_key.capacity()
         );
+    }
+
+    /// A key whose comparison, when it carries barriers, stops in the middle of a call
+    /// (under its shard's lock) until the test lets it go on.
+    #[derive(Clone)]
+    struct Stalling {
+        id: u64,
+        stall: Option<Arc<(Barrier, Barrier)>>,
+    }
+
+    impl Hash for Stalling {
+        fn hash<H: Hasher>(&self, state: &mut H) {
+            self.id.hash(state);
+        }
+    }
+
+    impl PartialEq for Stalling {
+        fn eq(&self, other: &Self) -> bool {
+            if let Some(stall) = &self.stall {
+                stall.0.wait();
+                stall.1.wait();
+            }
+            self.id == other.id
+        }
+    }
+
+    impl Eq for Stalling {}
+
+    #[test]
+    fn a_call_stalled_under_a_shards_lock_holds_up_no_other_key_of_the_shard() {
+        let per_key = KeyedRateLimiter::new(Rate::every(Duration::from_secs(3600)));
+        let key = |id| Stalling { id, stall: None };
+        let shard = |id| shard_of(hash_of(&key(id)));
+        let other = (2..).find(|&id| shard(id) == shard(1)).unwrap();
+        per_key.check_key(&key(1)).unwrap();
+        per_key.check_key(&key(other)).unwrap();
+        let stall = Arc::new((Barrier::new(2), Barrier::new(2)));
+        let (done, finished) = mpsc::channel();
+        std::thread::scope(|scope| {
+            let stalled = Stalling {
+                id: 1,
+                stall: Some(stall.clone()),
+            };
+            let per_key = &per_key;
+            scope.spawn(move || per_key.check_key(&stalled).is_err());
+            // The first call is inside the shard, comparing its key.
+            stall.0.wait();
+            scope.spawn(move || done.send(per_key.check_key(&key(other)).is_err()));
+            let answered = finished.recv_timeout(Duration::from_secs(10));
+            stall.1.wait();
+            assert_eq!(
+                answered,
+                Ok(true),
+                "a call for another key of the shard waited for the stalled one"
+            );
+        });
     }
 
     #[test]
