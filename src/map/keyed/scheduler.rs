@@ -198,7 +198,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 
     /// `key`'s entry, made with the default settings if the key is new (sweeping the idle
     /// keys first when the map has doubled its keys since the last sweep).
-    fn state(&mut self, key: K, now: u64) -> (K, &mut KeyState<T>) {
+    /// Also hands out the lines and the asks beside the entry, so the caller can place the
+    /// key without looking it up again.
+    fn state(&mut self, key: K, now: u64) -> (K, &mut KeyState<T>, &mut Asks<K>, &mut Lines<K>) {
         if self.keys.len() >= 2 * self.swept_at.max(32) && !self.keys.contains_key(&key) {
             let pulled = self.pulled;
             self.keys.retain(|_, state| !state.is_idle(now, pulled));
@@ -206,20 +208,30 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             let keys = &self.keys;
             self.asks.retain(|key| keys.contains_key(key));
         }
-        match self.keys.entry(key) {
-            Entry::Occupied(occupied) => (occupied.key().clone(), occupied.into_mut()),
+        let Self {
+            keys,
+            own,
+            given,
+            defaults,
+            adaptive,
+            asks,
+            lines,
+            ..
+        } = self;
+        match keys.entry(key) {
+            Entry::Occupied(occupied) => (occupied.key().clone(), occupied.into_mut(), asks, lines),
             Entry::Vacant(vacant) => {
                 let key = vacant.key().clone();
-                let given = self.given.as_mut().map(|given| given.of(&key));
-                let settings = self.defaults.for_new_key(self.own.get(&key), given);
+                let given = given.as_mut().map(|given| given.of(&key));
+                let settings = defaults.for_new_key(own.get(&key), given);
                 let state = vacant.insert(KeyState::new(settings));
-                if let Some(adaptive) = &self.adaptive {
+                if let Some(adaptive) = adaptive {
                     // A key made again starts low, whatever it had reached before.
                     let core = KeyAdapt::new(adaptive, now);
                     state.adapt = Some(Box::new(Adapted::new(core, now, &state.settings)));
                     state.change_settings(now, |_, _| {});
                 }
-                (key, state)
+                (key, state, asks, lines)
             }
         }
     }
@@ -252,17 +264,29 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Places `key` again if it is out of the lines, or asleep until later than it needs.
     #[inline]
     fn replace(&mut self, key: &K, now: u64) {
-        let Some(state) = self.keys.get(key) else {
-            return;
-        };
+        if let Some(state) = self.keys.get_mut(key) {
+            Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
+        }
+    }
+
+    /// [`replace`](Self::replace) for a key whose entry the caller already holds: the hot
+    /// paths (an item pushed, an attempt ended) look their key up once.
+    #[inline]
+    fn replace_in(
+        state: &mut KeyState<T>,
+        key: &K,
+        now: u64,
+        asks: &mut Asks<K>,
+        lines: &mut Lines<K>,
+    ) {
         let again = match state.place {
             Place::Out => true,
             // An asker that got a permit or may start is checked when it is popped.
             Place::Turn | Place::Ask => false,
-            Place::Asleep(at) => self.asks.line(key, state).0.is_none_or(|ready| ready < at),
+            Place::Asleep(at) => asks.line(key, state).0.is_none_or(|ready| ready < at),
         };
         if again {
-            self.place(key.clone(), now);
+            Self::put(state, key.clone(), now, asks, lines);
         }
     }
 
@@ -278,14 +302,14 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn push(&mut self, key: K, item: T, now: u64) {
         self.pulled += 1;
         let pulled = self.pulled;
-        let (key, state) = self.state(key, now);
+        self.waiting += 1;
+        let (key, state, asks, lines) = self.state(key, now);
         if state.running == 0 && !state.has_items() {
             // Back after its budget lapsed, not yet swept: as fresh as a forgotten key.
             state.spent.come_back(pulled);
         }
         state.fresh.push_back(item);
-        self.waiting += 1;
-        self.replace(&key, now);
+        Self::replace_in(state, &key, now, asks, lines);
     }
 
     /// Queues an item back from a failed attempt of `key` (which no longer runs it),
@@ -294,7 +318,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let state = self.keys.get_mut(key).expect("a running key has state");
         state.push_retry(item, order, not_before);
         self.waiting += 1;
-        self.replace(key, now);
+        Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
     }
 
     /// Pauses `key`: none of its items starts before `until`.
@@ -655,7 +679,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 self.asks.forget(key);
             }
         } else {
-            self.replace(key, now);
+            Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
         }
     }
 }
