@@ -193,32 +193,38 @@ impl KeyAdapt {
         }
     }
 
-    /// An attempt ended at `now` after running `latency` (time it was not polled excluded
-    /// by the caller). Returns whether [`limit`](Self::limit) or [`rate`](Self::rate)
-    /// changed.
+    /// An attempt started at `started_at` ended at `now`, having taken the server `latency`
+    /// (the time it ran, less time it was not polled, as the caller measured it; `None`
+    /// when the caller cannot tell, which gives no latency sample and never counts as a
+    /// timeout). Only attempts started after the last cut may cut again. Returns whether
+    /// [`limit`](Self::limit) or [`rate`](Self::rate) changed.
     pub(crate) fn finished(
         &mut self,
         config: &Adaptive,
         now: u64,
         outcome: Outcome,
-        latency: u64,
+        started_at: u64,
+        latency: Option<u64>,
     ) -> bool {
         let before = (self.limit(), self.interval());
         self.follow_config(config);
-        let started_at = now.saturating_sub(latency);
         self.ends = self.ends.saturating_add(1);
+        let after_cut = started_at >= self.last_cut;
         if outcome.is_success() {
             self.successes = self.successes.saturating_add(1);
-            if latency >= LATENCY_MIN_SAMPLE && started_at >= self.last_cut {
-                self.latency_sum = self.latency_sum.saturating_add(micros(latency));
-                self.latency_count = self.latency_count.saturating_add(1);
+            match latency {
+                Some(latency) if latency >= LATENCY_MIN_SAMPLE && after_cut => {
+                    self.latency_sum = self.latency_sum.saturating_add(micros(latency));
+                    self.latency_count = self.latency_count.saturating_add(1);
+                }
+                _ => {}
             }
         } else if outcome.is_overload() {
             self.flags |= OVERLOADED;
-            if self.flags & CUT_DONE == 0 && started_at >= self.last_cut {
+            if self.flags & CUT_DONE == 0 && after_cut {
                 let slow = u64::from(self.baseline) * 1_000;
-                let slow = (slow as f32 * LATENCY_HIGH) as u64;
-                self.cut(config, now, latency >= slow.max(SLOW_OVERLOAD));
+                let slow = ((slow as f32 * LATENCY_HIGH) as u64).max(SLOW_OVERLOAD);
+                self.cut(config, now, latency.is_some_and(|latency| latency >= slow));
             }
         }
         let elapsed = now.saturating_sub(self.round_start);
@@ -598,6 +604,21 @@ fn per_second(interval: Duration) -> f32 {
 
 fn micros(nanos: u64) -> u32 {
     u32::try_from(nanos / 1_000).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+impl KeyAdapt {
+    /// [`finished`](Self::finished) for an attempt of known `latency` that started then.
+    pub(crate) fn finished_after(
+        &mut self,
+        config: &Adaptive,
+        now: u64,
+        outcome: Outcome,
+        latency: u64,
+    ) -> bool {
+        let started_at = now.saturating_sub(latency);
+        self.finished(config, now, outcome, started_at, Some(latency))
+    }
 }
 
 #[cfg(test)]

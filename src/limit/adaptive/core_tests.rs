@@ -162,14 +162,14 @@ fn successes_faster_than_a_millisecond_are_no_latency_samples() {
     for _ in 0..200 {
         key.started(now, 1, false);
         now += MS / 2;
-        key.finished(&config, now, Outcome::success(), MS / 2);
+        key.finished_after(&config, now, Outcome::success(), MS / 2);
         now += MS;
     }
     assert_eq!((key.baseline, key.latency_count), (0, 0));
     for _ in 0..40 {
         key.started(now, 1, false);
         now += 20 * MS;
-        key.finished(&config, now, Outcome::success(), 20 * MS);
+        key.finished_after(&config, now, Outcome::success(), 20 * MS);
     }
     assert_eq!(key.baseline, 20_000, "microseconds");
 }
@@ -185,7 +185,7 @@ fn grow(key: &mut KeyAdapt, config: &Adaptive, limit: usize) -> u64 {
         }
         now += 100 * MS;
         for _ in 0..running {
-            key.finished(config, now, Outcome::success(), 100 * MS);
+            key.finished_after(config, now, Outcome::success(), 100 * MS);
         }
     }
     now
@@ -204,21 +204,21 @@ fn a_correlated_burst_of_overloads_cuts_once() {
     // Every attempt in flight answers 503, one per millisecond from 50 ms on.
     for j in 0..running as u64 {
         let latency = 50 * MS + j * MS;
-        key.finished(&config, now + latency, Outcome::overload(), latency);
+        key.finished_after(&config, now + latency, Outcome::overload(), latency);
     }
     let cut = key.limit;
     assert_eq!(cut, before * CUT, "exactly one cut for {running} overloads");
     // An attempt started after the cut, answered in the round the cut began: no cut.
     now += 50 * MS + running as u64 * MS;
     key.started(now, 1, false);
-    key.finished(&config, now + MS, Outcome::overload(), MS);
+    key.finished_after(&config, now + MS, Outcome::overload(), MS);
     assert_eq!(key.limit, cut);
     // Once that round has closed, an overload of an attempt started since cuts again.
     now += 150 * MS;
     key.started(now, 1, false);
-    key.finished(&config, now + 10 * MS, Outcome::success(), 10 * MS);
+    key.finished_after(&config, now + 10 * MS, Outcome::success(), 10 * MS);
     key.started(now + 20 * MS, key.limit(), false);
-    key.finished(&config, now + 21 * MS, Outcome::overload(), MS);
+    key.finished_after(&config, now + 21 * MS, Outcome::overload(), MS);
     assert_eq!(key.limit, cut * CUT);
 }
 
@@ -312,7 +312,7 @@ fn a_lower_ceiling_takes_the_values_down_at_once_a_higher_one_lets_them_creep() 
         }
         now += 100 * MS;
         for _ in 0..running {
-            key.finished(&config, now, Outcome::success(), 100 * MS);
+            key.finished_after(&config, now, Outcome::success(), 100 * MS);
         }
         seen.push(key.limit());
     }
@@ -337,7 +337,7 @@ fn an_overload_while_the_rate_binds_cuts_the_rate_which_creeps_back() {
         let interval = key.rate().map_or(0, |g| g.decide(0, 0).unwrap());
         now += interval;
         key.started(now, 1, true);
-        key.finished(&config, now + 20 * MS, outcome, 20 * MS);
+        key.finished_after(&config, now + 20 * MS, outcome, 20 * MS);
     };
     for _ in 0..400 {
         run(&mut key, Outcome::success());

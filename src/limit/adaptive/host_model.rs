@@ -295,7 +295,7 @@ impl Sim {
         let latency = self.now - request.sent;
         if self
             .key
-            .finished(&self.config, self.now, request.outcome, latency)
+            .finished_after(&self.config, self.now, request.outcome, latency)
         {
             let gcra = self.key.rate();
             if let (Some(old), Some(new)) = (self.gcra, gcra) {

@@ -227,7 +227,10 @@ impl AdaptiveLimiter {
         let Some(outcome) = outcome else { return };
         let now = Clock::Async.now();
         let latency = now.saturating_sub(started);
-        if state.key.finished(&self.config, now, outcome, latency) {
+        if state
+            .key
+            .finished(&self.config, now, outcome, started, Some(latency))
+        {
             let gcra = state.key.rate();
             if let (Some(old), Some(new)) = (state.gcra, gcra) {
                 state.tat = new.carry_over(&old, state.tat, now);

@@ -96,7 +96,7 @@ impl Unpolled {
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct AttemptClock {
     /// When it started.
-    started_at: u64,
+    pub(super) started_at: u64,
     /// [`Unpolled::total`] then.
     unpolled_at_start: u64,
 }
@@ -158,10 +158,13 @@ impl Adapted {
         adaptive: &Adaptive,
         now: u64,
         outcome: Outcome,
-        latency: u64,
+        clock: AttemptClock,
+        unpolled: &Unpolled,
     ) -> bool {
         self.last_active = now;
-        self.core.finished(adaptive, now, outcome, latency)
+        let latency = clock.latency(now, unpolled);
+        self.core
+            .finished(adaptive, now, outcome, clock.started_at, latency)
     }
 
     /// Whether the key was idle long enough to be forgotten.

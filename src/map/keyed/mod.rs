@@ -330,9 +330,8 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         if C::ADAPTIVE {
             if let Some(outcome) = self.classify.classify(&output) {
                 let now = self.now();
-                // Unknown (0): no latency sample; the core takes none below 1 ms.
-                let latency = clock.latency(now, &self.unpolled).unwrap_or(0);
-                self.scheduler.adapted(&key, outcome, latency, now);
+                self.scheduler
+                    .adapted(&key, outcome, clock, &self.unpolled, now);
             }
         }
         let Some(item) = kept else {

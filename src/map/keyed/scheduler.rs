@@ -23,7 +23,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
-use super::adapt::Adapted;
+use super::adapt::{Adapted, AttemptClock, Unpolled};
 use super::asking::Asks;
 use super::budget::RetryBudget;
 use super::key::{KeyState, Place};
@@ -463,9 +463,16 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.adaptive = Some(adaptive);
     }
 
-    /// An attempt of `key` ended at `now` with `outcome` after running `latency`: on an
-    /// adaptive map the key adapts, and moves where its new limit and rate put it.
-    pub(crate) fn adapted(&mut self, key: &K, outcome: Outcome, latency: u64, now: u64) {
+    /// An attempt of `key` timed by `clock` ended at `now` with `outcome`: on an adaptive
+    /// map the key adapts, and moves where its new limit and rate put it.
+    pub(crate) fn adapted(
+        &mut self,
+        key: &K,
+        outcome: Outcome,
+        clock: AttemptClock,
+        unpolled: &Unpolled,
+        now: u64,
+    ) {
         let Some(adaptive) = &self.adaptive else {
             return;
         };
@@ -475,7 +482,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let Some(adapted) = &mut state.adapt else {
             return;
         };
-        if adapted.finished(adaptive, now, outcome, latency) {
+        if adapted.finished(adaptive, now, outcome, clock, unpolled) {
             state.adapted(now);
             let (limit, rate) = (state.limit(), state.rate());
             events::key_adapted(limit, rate.map(|rate| rate.per_second()));
