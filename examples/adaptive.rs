@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release --features tokio --example adaptive -- [--seeds N] [--scale S]
 //!                                                            [--threads T] [--only TEXT]
+//!                                                            [--tuning]
 //! ```
 //!
 //! Each strategy crawls every URL once per seed, on a current-thread tokio runtime started
@@ -43,7 +44,7 @@
 //! (the tests use 1, 2 and 3). `--seeds N` runs the first N of them, `--scale S` scales the
 //! hosts, URLs, global limit and halved hosts (0.1: 100 hosts, 20,000 URLs, limit 51),
 //! `--threads T` runs T runs at once (2 by default), `--only TEXT` the strategies whose name
-//! contains TEXT.
+//! contains TEXT, `--tuning` the seeds tuning uses (1, 2, 3) instead of the table's.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -56,8 +57,12 @@ use std::time::{Duration, Instant};
 use futures_lite::{Stream, StreamExt};
 use tollgate::{Adaptive, MapControl, Outcome, Rate, RetryPolicy, amap_iter};
 use tollgate_testkit::simulated_internet::{
-    Config, HALVE_AT, RESTORE_AT, Report, Response, SimulatedInternet, Summary, Url,
+    CURVE_BUCKET_SECS, CURVE_BUCKETS, Config, HALVE_AT, RESTORE_AT, Report, Response,
+    SimulatedInternet, Summary, Url,
 };
+
+/// The seeds tuning uses (`--tuning`; the tests use them too).
+const TUNING_SEEDS: [u64; 3] = [1, 2, 3];
 
 /// The seeds of the table, never used while tuning.
 const SEEDS: [u64; 5] = [
@@ -312,6 +317,7 @@ struct Args {
     scale: f64,
     threads: usize,
     only: Option<String>,
+    tuning: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -320,6 +326,7 @@ fn parse_args() -> Result<Args, String> {
         scale: 1.0,
         threads: 2,
         only: None,
+        tuning: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -331,6 +338,7 @@ fn parse_args() -> Result<Args, String> {
                 args.threads = value()?.parse().map_err(|e| format!("--threads: {e}"))?
             }
             "--only" => args.only = Some(value()?),
+            "--tuning" => args.tuning = true,
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
@@ -359,10 +367,17 @@ fn main() -> ExitCode {
                 .is_none_or(|only| s.name.contains(only.as_str()))
         })
         .collect();
-    let seeds = &SEEDS[..args.seeds];
+    let (seeds, which) = if args.tuning {
+        (
+            &TUNING_SEEDS[..args.seeds.min(TUNING_SEEDS.len())],
+            "tuning seeds",
+        )
+    } else {
+        (&SEEDS[..args.seeds], "not used while tuning")
+    };
     let config = Config::scaled(0, args.scale);
     println!(
-        "simulated internet: {} hosts, {} URLs, global limit {}, {} hosts halved at 60 s and restored at 180 s; seeds {seeds:x?} (not used while tuning)",
+        "simulated internet: {} hosts, {} URLs, global limit {}, {} hosts halved at 60 s and restored at 180 s; seeds {seeds:x?} ({which})",
         config.hosts, config.urls, config.global_limit, config.halved
     );
 
@@ -411,6 +426,19 @@ fn main() -> ExitCode {
     println!("{:<24} {}", "strategy", Report::SUMMARY_HEADER);
     for (name, summary) in &summaries {
         println!("{name:<24} {summary}");
+    }
+    for (strategy, summary) in &summaries {
+        println!(
+            "{:<24} overload {:.2}%: 429s {:.2}%, 503s {:.2}%; per {CURVE_BUCKET_SECS} s: {}",
+            strategy,
+            summary.mean(|r| r.overload) * 100.0,
+            summary.mean(|r| r.too_many) * 100.0,
+            summary.mean(|r| r.overload - r.too_many) * 100.0,
+            (0..CURVE_BUCKETS)
+                .map(|b| format!("{:.1}", summary.mean(|r| r.overload_curve[b]) * 100.0))
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
     }
     let capped = |s: &Summary| s.mean(|r| r.capped_goodput);
     let best = |within: f64| {

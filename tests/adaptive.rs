@@ -59,7 +59,7 @@ matrix! {
         let limiter = Arc::new(AdaptiveLimiter::new(Adaptive::new(1, 16)));
         let in_flight = Arc::new(InFlight::default());
         let over = Arc::new(AtomicUsize::new(0));
-        assert_eq!(limiter.limit(), 2);
+        assert_eq!(limiter.limit(), 1, "a new limiter starts at its floor");
         // Rounds of 64 attempts of 20 ms: every start finds the limit in full use, every
         // window ends in successes. A window lasts 100 ms at least; slow start raises the
         // limit by half each window, so a few rounds suffice even on a busy machine.
@@ -96,6 +96,13 @@ matrix! {
 
     async fn an_overload_at_full_use_cuts_the_limit_and_a_drop_without_report_is_ignored() {
         let limiter = AdaptiveLimiter::new(Adaptive::new(1, 8));
+        // From its floor of 1 to 2: rounds of one attempt in full use, each over 100 ms
+        // long (a round's least length), raise the limit by half.
+        while limiter.limit() < 2 {
+            let permit = limiter.acquire().await;
+            sleep(Duration::from_millis(110)).await;
+            permit.report(Outcome::success());
+        }
         let first = limiter.acquire().await;
         let second = limiter.acquire().await; // the whole limit of 2 in use
         drop(first); // cancelled: no report, nothing learnt

@@ -94,7 +94,7 @@ use tokio::time::{Instant, sleep_until};
 
 mod report;
 
-pub use report::{Capacity, Report, Second, Summary};
+pub use report::{CURVE_BUCKET_SECS, CURVE_BUCKETS, Capacity, Report, Second, Summary};
 use report::{HostRecord, Run};
 
 /// When the chosen hosts halve their knee and rate, since the start.

@@ -60,12 +60,15 @@ use crate::limit::rate::gcra::Rate;
 /// half each such round (slow start). After a cut it follows a cubic curve back to its value
 /// before the cut: quickly at first, flat near that value (where the last overload came), then
 /// faster and faster past it. The limit is back in about 50 starts (8 such rounds at least),
-/// the rate in about 100 starts (2 to 20 seconds of such rounds). No round raises a value by
+/// the rate in about 400 starts (2 to 60 seconds of such rounds: a server metering starts
+/// strictly refuses now and then even below its rate, when requests reach it bunched by the
+/// network, so the rate spends long near the value that was refused and about 1 start in
+/// 150 or fewer is refused). No round raises a value by
 /// more than half, and never above its ceiling. A value that does not bind never rises: a key
 /// held back by something else (a map's global limit) keeps its limit.
 ///
-/// **Starts, floors, ceilings.** A new key starts at a limit of 2 (or the floor, if higher,
-/// or the ceiling, if lower) and a rate of 5 starts per second (or the rate ceiling, if
+/// **Starts, floors, ceilings.** A new key starts at its floor (a server that never answers
+/// holds no more than that) and a rate of 5 starts per second (or the rate ceiling, if
 /// lower); without [`max_rate`](Self::max_rate), with no rate. A key forgotten and seen again
 /// starts afresh. The limit stays within the floor and the ceiling, the rate within one start
 /// per 10 seconds (or the rate ceiling, if lower) and the rate ceiling. A ceiling set for one

@@ -48,7 +48,7 @@ use crate::sync::lock;
 /// }
 ///
 /// let api = AdaptiveLimiter::new(Adaptive::new(1, 16).max_rate(Rate::per_second(100)));
-/// assert_eq!(api.limit(), 2); // starts low
+/// assert_eq!(api.limit(), 1); // starts low: at its floor
 /// # futures_lite::future::block_on(async {
 /// for path in ["a", "b", ""] {
 ///     let permit = api.acquire().await;
@@ -91,7 +91,7 @@ impl AdaptiveLimiter {
     /// use tollgate::{Adaptive, AdaptiveLimiter, Rate};
     ///
     /// let limiter = AdaptiveLimiter::new(Adaptive::new(1, 8).max_rate(Rate::per_second(32)));
-    /// assert_eq!(limiter.limit(), 2);
+    /// assert_eq!(limiter.limit(), 1); // its floor
     /// assert_eq!(limiter.rate(), Some(Rate::per_second(5))); // starts low
     /// ```
     pub fn new(adaptive: Adaptive) -> Self {
@@ -120,10 +120,10 @@ impl AdaptiveLimiter {
     /// ```
     /// use tollgate::{Adaptive, AdaptiveLimiter, Outcome};
     ///
-    /// let limiter = AdaptiveLimiter::new(Adaptive::new(1, 4));
+    /// let limiter = AdaptiveLimiter::new(Adaptive::new(2, 4));
     /// # futures_lite::future::block_on(async {
     /// let first = limiter.acquire().await;
-    /// let second = limiter.acquire().await; // the limit starts at 2: both fit
+    /// let second = limiter.acquire().await; // the limit starts at the floor, 2: both fit
     /// first.report(Outcome::success());
     /// drop(second); // ignored: no signal
     /// # });
@@ -340,12 +340,11 @@ impl fmt::Debug for AdaptiveAcquire<'_> {
 ///
 /// let limiter = AdaptiveLimiter::new(Adaptive::new(1, 4));
 /// # futures_lite::future::block_on(async {
-/// let first = limiter.acquire().await;
-/// let second = limiter.acquire().await; // the whole limit of 2 in use
-/// first.report(Outcome::overload()); // the server said 503
-/// drop(second);
+/// let permit = limiter.acquire().await; // a new limiter starts at its floor: 1 at a time
+/// permit.report(Outcome::overload()); // the server said 503
+/// drop(limiter.acquire().await); // cancelled: no report, nothing learnt
 /// # });
-/// assert_eq!(limiter.limit(), 1); // the limit was what bound: it is cut
+/// assert_eq!(limiter.limit(), 1); // cut, but never below the floor
 /// ```
 #[clippy::has_significant_drop]
 #[must_use = "the permit is released as soon as it is dropped; report how the attempt went"]
@@ -371,7 +370,7 @@ impl AdaptivePermit<'_> {
     /// # futures_lite::future::block_on(async {
     /// limiter.acquire().await.report(Outcome::failure()); // a 404: changes nothing
     /// # });
-    /// assert_eq!(limiter.limit(), 2);
+    /// assert_eq!(limiter.limit(), 1);
     /// ```
     pub fn report(mut self, outcome: Outcome) {
         self.reported = true;

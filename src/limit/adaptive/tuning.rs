@@ -9,8 +9,9 @@ pub(super) const MS: u64 = 1_000_000;
 /// One second, in nanoseconds.
 pub(super) const SEC: u64 = 1_000_000_000;
 
-/// The limit a new key starts at (then raised to the floor, lowered to the ceiling).
-pub(super) const INITIAL_LIMIT: f32 = 2.0;
+/// The limit a new key starts at (then raised to the floor, lowered to the ceiling): 1, so a
+/// key starts at its floor and a host that never answers holds no more than that.
+pub(super) const INITIAL_LIMIT: f32 = 1.0;
 
 /// A new key's rate, in starts per second (or its rate ceiling, when that is lower): low
 /// enough for most servers, whatever the ceiling (the ceiling's sixteenth was measured
@@ -62,13 +63,13 @@ pub(super) const SLOW_OVERLOAD: u64 = SEC;
 
 /// A rate cut by [`CUT`] is back at its value before the cut after about this many starts
 /// made while the rate bound the key ...
-pub(super) const RATE_RECOVERY_STARTS: f32 = 100.0;
+pub(super) const RATE_RECOVERY_STARTS: f32 = 400.0;
 
 /// ... but after no less than this many seconds of such time ...
 pub(super) const RATE_RECOVERY_MIN_SECS: f32 = 2.0;
 
 /// ... and no more than this many.
-pub(super) const RATE_RECOVERY_MAX_SECS: f32 = 20.0;
+pub(super) const RATE_RECOVERY_MAX_SECS: f32 = 60.0;
 
 /// A latency verdict needs this many samples (successes of attempts started since the last
 /// cut); fewer are carried into the next round.

@@ -606,10 +606,11 @@ fn a_cleared_rate_follows_the_default_again() {
 
 #[test]
 fn an_adaptive_keys_state_carries_over_on_its_adapted_rate_when_a_ceiling_changes() {
-    // A rate ceiling of 1000/s: the key starts at 5/s, a start every 200 ms.
+    // A rate ceiling of 1000/s: the key starts at 5/s, a start every 200 ms (and at its
+    // floor of 2 at once).
     let mut scheduler = KeyScheduler::new(4);
     let adaptive =
-        crate::limit::adaptive::config::Adaptive::new(1, 4).max_rate(Rate::per_second(1_000));
+        crate::limit::adaptive::config::Adaptive::new(2, 4).max_rate(Rate::per_second(1_000));
     scheduler.set_default_rate(Gcra::new(Rate::per_second(1_000)));
     scheduler.set_adaptive(adaptive);
     for item in 0..3 {

@@ -144,11 +144,28 @@ pub struct Report {
     pub goodput: f64,
     /// 200s ÷ ∫ capped ideal dt (the ideal within the global limit's slots).
     pub capped_goodput: f64,
+    /// 200s ÷ ∫ fair-share ideal dt (the global limit's slots shared evenly among the hosts
+    /// with work, none given more than it needs).
+    pub fair_goodput: f64,
+    /// [`host_p10`](Self::host_p10) against each host's fair share.
+    pub host_p10_fair: f64,
+    /// As [`halved_goodput_settled`](Self::halved_goodput_settled), against the halved
+    /// hosts' fair shares.
+    pub halved_fair_settled: Option<f64>,
+    /// As [`restored_goodput_settled`](Self::restored_goodput_settled), against the
+    /// restored hosts' fair shares.
+    pub restored_fair_settled: Option<f64>,
     /// The 10th percentile, over the live hosts with URLs, of a host's 200s ÷ ∫ its ideal
     /// over the time it had work.
     pub host_p10: f64,
     /// (429s + 503s) ÷ attempts.
     pub overload: f64,
+    /// 429s ÷ attempts (the rest of [`overload`](Self::overload) is 503s).
+    pub too_many: f64,
+    /// (429s + 503s) ÷ attempts in each [`CURVE_BUCKET_SECS`] seconds of the first
+    /// [`CURVE_BUCKETS`] (the overload over time: keys climbing at the start, the halving
+    /// at 60 s, the restore at 180 s).
+    pub overload_curve: Vec<f64>,
     /// The halved hosts pooled: seconds after 60 s until their share of 429s and 503s among
     /// their answers stays under 1% for 5 whole seconds in a row (a second without answers
     /// counts as under), before 180 s; `None`: never.
@@ -176,31 +193,27 @@ pub(super) fn compute(run: &Run<'_>) -> Report {
     let mut requests = 0u64;
     let mut successes = 0u64;
     let mut overload = 0u64;
+    let mut too_many = 0u64;
+    let mut curve = vec![(0u64, 0u64); CURVE_BUCKETS];
     for host in &run.hosts {
-        for second in host.seconds {
+        for (s, second) in host.seconds.iter().enumerate() {
             requests += u64::from(second.starts);
             successes += u64::from(second.ok);
             overload += u64::from(second.overload());
+            too_many += u64::from(second.too_many);
+            if let Some(bucket) = curve.get_mut(s / CURVE_BUCKET_SECS) {
+                bucket.0 += u64::from(second.starts);
+                bucket.1 += u64::from(second.overload());
+            }
         }
     }
-    let (ideal, capped) = integrate_ideals(run, end);
-    let mut shares: Vec<f64> = run
-        .hosts
-        .iter()
-        .filter(|h| h.counts())
-        .map(|h| {
-            let ok: u64 = h.seconds.iter().map(|s| u64::from(s.ok)).sum();
-            ok as f64 / h.ideal_over(run, 0.0, end)
-        })
-        .collect();
-    shares.sort_by(f64::total_cmp);
-    let host_p10 = if shares.is_empty() {
-        f64::NAN
-    } else {
-        shares[(shares.len() as f64 * 0.1).ceil().max(1.0) as usize - 1]
-    };
     let last_second = end.ceil() as u64;
-    let halved = halved_series(run, last_second);
+    let ideals = integrate_ideals(run, end, last_second);
+    let ok_of = |h: &HostRecord<'_>| h.seconds.iter().map(|s| u64::from(s.ok)).sum::<u64>() as f64;
+    let counted = || run.hosts.iter().enumerate().filter(|(_, h)| h.counts());
+    let host_p10 = p10(counted().map(|(_, h)| ok_of(h) / h.ideal_over(run, 0.0, end)));
+    let host_p10_fair = p10(counted().map(|(i, h)| ok_of(h) / ideals.fair_per_host[i]));
+    let halved = halved_series(run, last_second, &ideals.fair_halved_per_second);
     let settle = |from: u64, until: u64, pass: &dyn Fn(&Pooled) -> bool| -> Option<f64> {
         if !run.halving {
             return None;
@@ -211,12 +224,22 @@ pub(super) fn compute(run: &Run<'_>) -> Report {
     };
     let calm = |p: &Pooled| p.ideal > 0.0 && f64::from(p.overload) < 0.01 * f64::from(p.answers);
     let good = |p: &Pooled| p.ideal > 0.0 && f64::from(p.ok) >= 0.9 * p.ideal;
+    let fair_good = |p: &Pooled| p.fair > 0.0 && f64::from(p.ok) >= 0.9 * p.fair;
     let (halve, restore) = (HALVE_AT_SECS, RESTORE_AT_SECS);
     Report {
-        goodput: successes as f64 / ideal,
-        capped_goodput: successes as f64 / capped,
+        goodput: successes as f64 / ideals.ideal,
+        capped_goodput: successes as f64 / ideals.capped,
+        fair_goodput: successes as f64 / ideals.fair,
         host_p10,
+        host_p10_fair,
+        halved_fair_settled: settle(halve, restore, &fair_good),
+        restored_fair_settled: settle(restore, last_second, &fair_good),
         overload: overload as f64 / requests.max(1) as f64,
+        too_many: too_many as f64 / requests.max(1) as f64,
+        overload_curve: curve
+            .iter()
+            .map(|&(starts, overload)| overload as f64 / starts.max(1) as f64)
+            .collect(),
         halved_overload_settled: settle(halve, restore, &calm),
         halved_goodput_settled: settle(halve, restore, &good),
         restored_goodput_settled: settle(restore, last_second, &good),
@@ -234,8 +257,38 @@ pub(super) fn compute(run: &Run<'_>) -> Report {
     }
 }
 
-/// ∫ ideal dt and ∫ capped ideal dt over `[0, end)`.
-fn integrate_ideals(run: &Run<'_>, end: f64) -> (f64, f64) {
+/// The 10th percentile of `shares` (NaN when there are none).
+fn p10(shares: impl Iterator<Item = f64>) -> f64 {
+    let mut shares: Vec<f64> = shares.collect();
+    shares.sort_by(f64::total_cmp);
+    if shares.is_empty() {
+        return f64::NAN;
+    }
+    shares[(shares.len() as f64 * 0.1).ceil().max(1.0) as usize - 1]
+}
+
+/// The width of a bucket of [`Report::overload_curve`], in seconds.
+pub const CURVE_BUCKET_SECS: usize = 10;
+
+/// How many buckets [`Report::overload_curve`] has.
+pub const CURVE_BUCKETS: usize = 30;
+
+/// The three ideals integrated over a run.
+struct Ideals {
+    /// ∫ ideal dt.
+    ideal: f64,
+    /// ∫ capped ideal dt.
+    capped: f64,
+    /// ∫ fair-share ideal dt.
+    fair: f64,
+    /// ∫ of each host's fair share dt (by index in `Run::hosts`).
+    fair_per_host: Vec<f64>,
+    /// ∫ of the halved hosts' fair shares over each second.
+    fair_halved_per_second: Vec<f64>,
+}
+
+/// The ideals over `[0, end)`: see the module docs.
+fn integrate_ideals(run: &Run<'_>, end: f64, last_second: u64) -> Ideals {
     // Between two of these instants, the hosts with work and their values stay the same.
     let mut instants = vec![0.0, HALVE_AT, RESTORE_AT, end];
     instants.extend(run.hosts.iter().map(HostRecord::end));
@@ -246,10 +299,43 @@ fn integrate_ideals(run: &Run<'_>, end: f64) -> (f64, f64) {
     // host at its ideal gives 1 / (1.2 × base), so the shortest latencies go first.
     let mut by_latency: Vec<&HostRecord<'_>> = run.hosts.iter().filter(|h| h.counts()).collect();
     by_latency.sort_by_key(|h| h.capacity.base);
-    let (mut ideal, mut capped) = (0.0, 0.0);
+    let (mut ideal, mut capped, mut fair) = (0.0, 0.0, 0.0);
+    let mut fair_per_host = vec![0.0; run.hosts.len()];
+    let mut fair_halved_per_second = vec![0.0; last_second as usize + 1];
+    let mut needs: Vec<(f64, usize)> = Vec::new();
     for pair in instants.windows(2) {
         let (from, to) = (pair[0], pair[1]);
         let mid = (from + to) / 2.0;
+        // The fair share: the global limit's slots divided evenly among the hosts with work,
+        // none given more than it needs (water-filling), each slot giving 1 / (1.2 × base).
+        needs.clear();
+        needs.extend(
+            run.hosts
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.counts() && mid < h.end())
+                .map(|(i, h)| (h.capacity.slots(h.halved_at(run, mid)), i)),
+        );
+        needs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut left = run.global_limit as f64;
+        for (served, &(need, i)) in needs.iter().enumerate() {
+            let given = need.min(left / (needs.len() - served) as f64);
+            left -= given;
+            let host = &run.hosts[i];
+            let rate = given / (1.2 * host.capacity.base.as_secs_f64());
+            fair += rate * (to - from);
+            fair_per_host[i] += rate * (to - from);
+            if run.halving && host.halved {
+                let first = from.floor() as usize;
+                for (s, cell) in fair_halved_per_second.iter_mut().enumerate().skip(first) {
+                    let span = overlap(from, to, s as f64, s as f64 + 1.0);
+                    if span <= 0.0 {
+                        break;
+                    }
+                    *cell += rate * span;
+                }
+            }
+        }
         let mut slots = run.global_limit as f64;
         let (mut sum, mut within) = (0.0, 0.0);
         for host in by_latency.iter().filter(|h| mid < h.end()) {
@@ -268,7 +354,13 @@ fn integrate_ideals(run: &Run<'_>, end: f64) -> (f64, f64) {
         ideal += sum * (to - from);
         capped += within * (to - from);
     }
-    (ideal, capped)
+    Ideals {
+        ideal,
+        capped,
+        fair,
+        fair_per_host,
+        fair_halved_per_second,
+    }
 }
 
 /// The halved hosts pooled over one second.
@@ -279,9 +371,11 @@ struct Pooled {
     answers: u32,
     /// ∫ of their ideal over the second, while they had work.
     ideal: f64,
+    /// ∫ of their fair shares over the second.
+    fair: f64,
 }
 
-fn halved_series(run: &Run<'_>, last_second: u64) -> Vec<Pooled> {
+fn halved_series(run: &Run<'_>, last_second: u64, fair: &[f64]) -> Vec<Pooled> {
     let mut series = vec![Pooled::default(); last_second as usize + 1];
     for host in run.hosts.iter().filter(|h| h.halved && h.counts()) {
         for (s, pooled) in series.iter_mut().enumerate() {
@@ -292,6 +386,9 @@ fn halved_series(run: &Run<'_>, last_second: u64) -> Vec<Pooled> {
             pooled.ideal += host.ideal_over(run, s as f64, s as f64 + 1.0);
         }
     }
+    for (pooled, fair) in series.iter_mut().zip(fair) {
+        pooled.fair = *fair;
+    }
     series
 }
 
@@ -301,10 +398,10 @@ fn settled(seconds: Option<f64>) -> String {
 
 impl Report {
     /// The header of the rows [`Report`]'s `Display` prints.
-    pub const HEADER: &'static str = "goodput  capped   p10 host  overload  halved<1%  halved≥90%  restored≥90%  dead peak  virtual s  requests";
+    pub const HEADER: &'static str = "goodput  capped   fair     p10 host  p10 fair  overload  halved<1%  halved≥90%  restored≥90%  halved≥90% fair  restored≥90% fair  dead peak  virtual s  requests";
 
     /// A column header for [`Summary`] rows (each cell "mean (worst)").
-    pub const SUMMARY_HEADER: &'static str = "goodput/ideal   goodput/capped  p10 host/ideal  overload %     halved: <1% s   halved: ≥90% s  restored: ≥90% s  dead peak  virtual s        requests";
+    pub const SUMMARY_HEADER: &'static str = "goodput/ideal   goodput/capped  goodput/fair    p10 host/ideal  p10 host/fair   overload %     halved: <1% s   halved: ≥90% s  restored: ≥90% s  halved: ≥90% fair s  restored: ≥90% fair s  dead peak  virtual s        requests";
 }
 
 impl fmt::Display for Report {
@@ -312,14 +409,18 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{:>6.1}%  {:>6.1}%  {:>7.1}%  {:>7.2}%  {:>9}  {:>10}  {:>12}  {:>9}  {:>9.0}  {:>8}",
+            "{:>6.1}%  {:>6.1}%  {:>6.1}%  {:>7.1}%  {:>7.1}%  {:>7.2}%  {:>9}  {:>10}  {:>12}  {:>15}  {:>17}  {:>9}  {:>9.0}  {:>8}",
             self.goodput * 100.0,
             self.capped_goodput * 100.0,
+            self.fair_goodput * 100.0,
             self.host_p10 * 100.0,
+            self.host_p10_fair * 100.0,
             self.overload * 100.0,
             settled(self.halved_overload_settled),
             settled(self.halved_goodput_settled),
             settled(self.restored_goodput_settled),
+            settled(self.halved_fair_settled),
+            settled(self.restored_fair_settled),
             self.dead_peak,
             self.virtual_time,
             self.requests,
@@ -398,7 +499,12 @@ impl fmt::Display for Summary {
             self.mean(|r| r.capped_goodput),
             self.min(|r| r.capped_goodput),
         );
+        let fair = pct(self.mean(|r| r.fair_goodput), self.min(|r| r.fair_goodput));
         let p10 = pct(self.mean(|r| r.host_p10), self.min(|r| r.host_p10));
+        let p10_fair = pct(
+            self.mean(|r| r.host_p10_fair),
+            self.min(|r| r.host_p10_fair),
+        );
         let overload = format!(
             "{:.2} ({:.2})",
             self.mean(|r| r.overload) * 100.0,
@@ -406,10 +512,12 @@ impl fmt::Display for Summary {
         );
         write!(
             f,
-            "{goodput:<15} {capped:<15} {p10:<15} {overload:<14} {:<15} {:<15} {:<17} {:<10} {:<16} {:.0} ({:.0})",
+            "{goodput:<15} {capped:<15} {fair:<15} {p10:<15} {p10_fair:<15} {overload:<14} {:<15} {:<15} {:<17} {:<20} {:<22} {:<10} {:<16} {:.0} ({:.0})",
             self.settle_cell(|r| r.halved_overload_settled),
             self.settle_cell(|r| r.halved_goodput_settled),
             self.settle_cell(|r| r.restored_goodput_settled),
+            self.settle_cell(|r| r.halved_fair_settled),
+            self.settle_cell(|r| r.restored_fair_settled),
             format!(
                 "{:.1} ({:.0})",
                 self.mean(|r| f64::from(r.dead_peak)),
