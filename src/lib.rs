@@ -9,6 +9,8 @@
 
 mod error;
 mod events;
+#[cfg(feature = "http")]
+pub mod http;
 mod limit;
 mod map;
 mod race;
@@ -28,6 +30,7 @@ pub use crate::limit::bulkhead::keyed::{
 pub use crate::limit::bulkhead::{
     Bulkhead, BulkheadError, BulkheadPermit, BulkheadPermitArc, BulkheadStats,
 };
+pub use crate::limit::hint::Hint;
 pub use crate::limit::rate::{KeyedRateLimiter, Rate, RateLimitError, RateLimiter};
 pub use crate::limit::semaphore::{Semaphore, SemaphoreError, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{

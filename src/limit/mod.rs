@@ -1,8 +1,9 @@
 //! Limiters: the FIFO semaphore core and the bulkheads built on it (how many run at once),
-//! and the rate limiters (how many start per unit of time).
+//! the rate limiters (how many start per unit of time), and a server's hint about one key.
 
 pub(crate) mod adaptive;
 pub(crate) mod bulkhead;
 pub(crate) mod check;
+pub(crate) mod hint;
 pub(crate) mod rate;
 pub(crate) mod semaphore;

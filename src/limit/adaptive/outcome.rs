@@ -1,7 +1,10 @@
 //! [`Outcome`]: what one attempt's output says about the key it ran for.
 
+use crate::limit::hint::Hint;
+
 /// What one attempt's output says about its key: it succeeded, the server was **overloaded**
-/// (a 429, a 503, an attempt timeout), or it failed for another reason (a 404, a stray 500).
+/// (a 429, a 503, an attempt timeout), or it failed for another reason (a 404, a stray 500);
+/// and, whichever it was, the server's [`Hint`] about the key, if it gave one.
 ///
 /// An adaptive key moves its limit and rate from the outcomes of its attempts (see
 /// [`Adaptive`](crate::Adaptive)): an overload may lower them, a success is credit for
@@ -9,29 +12,43 @@
 /// lowers a value, never counts as credit, and its latency is not a sample (an error that
 /// came back at once says nothing about how busy the server is).
 ///
+/// The hint is read from every outcome, success or failure alike (servers send rate-limit
+/// headers on their 200s too): attach it with [`with_hint`](Self::with_hint). With the
+/// `http` feature, `tollgate::http::outcome` builds the whole outcome from a response's
+/// status and headers.
+///
 /// A struct with private fields rather than an enum, so that what a server says beyond
-/// "overloaded" can be added to it later without breaking code that builds one.
+/// "overloaded" fits in it (the hint) without breaking code that builds one. It stays
+/// `Copy`.
 ///
 /// # Examples
 ///
 /// ```
-/// use tollgate::Outcome;
+/// use std::time::Duration;
+/// use tollgate::{Hint, Outcome};
 ///
-/// fn classify(status: u16) -> Outcome {
-///     match status {
+/// fn classify(status: u16, retry_after: Option<Duration>) -> Outcome {
+///     let outcome = match status {
 ///         200..=399 => Outcome::success(),
 ///         429 | 503 => Outcome::overload(),
 ///         _ => Outcome::failure(),
+///     };
+///     match retry_after {
+///         Some(pause) => outcome.with_hint(Hint::new().pause_for(pause)),
+///         None => outcome,
 ///     }
 /// }
 ///
-/// assert!(classify(200).is_success());
-/// assert!(classify(429).is_overload());
-/// assert!(classify(404).is_failure());
+/// assert!(classify(200, None).is_success());
+/// assert!(classify(404, None).is_failure());
+/// let throttled = classify(429, Some(Duration::from_secs(5)));
+/// assert!(throttled.is_overload());
+/// assert_eq!(throttled.hint().pause, Some(Duration::from_secs(5)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
     kind: Kind,
+    hint: Hint,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +70,7 @@ impl Outcome {
     pub const fn success() -> Self {
         Self {
             kind: Kind::Success,
+            hint: Hint::new(),
         }
     }
 
@@ -67,6 +85,7 @@ impl Outcome {
     pub const fn overload() -> Self {
         Self {
             kind: Kind::Overload,
+            hint: Hint::new(),
         }
     }
 
@@ -82,6 +101,7 @@ impl Outcome {
     pub const fn failure() -> Self {
         Self {
             kind: Kind::Failure,
+            hint: Hint::new(),
         }
     }
 
@@ -116,5 +136,37 @@ impl Outcome {
     /// ```
     pub const fn is_failure(&self) -> bool {
         matches!(self.kind, Kind::Failure)
+    }
+
+    /// This outcome with the server's `hint` about the key (it replaces any hint the outcome
+    /// had: [`Hint::merge`] combines two). A map reads the hint of every outcome, success,
+    /// overload or failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Hint, Outcome, Rate};
+    ///
+    /// // A 200 that says "10 a second, please".
+    /// let outcome = Outcome::success().with_hint(Hint::new().rate(Rate::per_second(10)));
+    /// assert!(outcome.is_success());
+    /// assert_eq!(outcome.hint().rate, Some(Rate::per_second(10)));
+    /// ```
+    #[must_use]
+    pub const fn with_hint(mut self, hint: Hint) -> Self {
+        self.hint = hint;
+        self
+    }
+
+    /// The server's hint about the key ([empty](Hint::is_empty) unless one was attached
+    /// with [`with_hint`](Self::with_hint)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(tollgate::Outcome::overload().hint().is_empty());
+    /// ```
+    pub const fn hint(&self) -> Hint {
+        self.hint
     }
 }

@@ -1,0 +1,154 @@
+//! What an HTTP response says about its key, on the `http` crate's types (the ones hyper,
+//! reqwest and axum share). Available with the `http` feature.
+//!
+//! - [`outcome`]: the response's [`Outcome`]: 2xx and 3xx a success, 429 and
+//!   503 an overload, anything else a failure; each with the headers' [`hint`].
+//! - [`hint`]: the [`Hint`] the headers give: a pause, a rate, a limit.
+//! - [`retry_after`]: the `Retry-After` header alone.
+//!
+//! # What the headers say
+//!
+//! | header | gives |
+//! | --- | --- |
+//! | `Retry-After: 120` or `Retry-After: <HTTP-date>` | a pause of that long (a date measured against the response's `Date`; see [`retry_after`]) |
+//! | `RateLimit-Policy: "p";q=10;w=1` | the rate 10 per second, evenly spaced; of several policies, the slowest |
+//! | `RateLimit-Policy: "p";q=4;qu="concurrent-requests"` | the limit 4; of several, the lowest |
+//! | `RateLimit: "p";r=0;t=30` | a pause of 30 s (nothing remains until the reset); `r` above 0 gives nothing |
+//! | `RateLimit-Limit: 10, 10;w=1` (the draft's earlier revisions) | the rate 10 per second; `RateLimit-Limit: 10` alone gives nothing |
+//! | `RateLimit-Remaining: 0` and `RateLimit-Reset: 30` | a pause of 30 s |
+//! | `X-RateLimit-Remaining: 0` and `X-RateLimit-Reset: 1700000000` | a pause until then (see below); `X-RateLimit-Limit` alone gives nothing |
+//!
+//! `RateLimit-Policy` and `RateLimit` are read as the IETF HTTPAPI working group's draft
+//! "RateLimit header fields for HTTP" (`draft-ietf-httpapi-ratelimit-headers`, revision 10)
+//! defines them: Structured Field lists, a policy's name a string or a token (or, as in
+//! revisions 5 and 6, the quota itself: `RateLimit-Policy: 10;w=1`). A quota without a
+//! window says nothing about time, so it gives no rate; a policy counted in other units
+//! (`qu="content-bytes"`) gives nothing; partition keys (`pk`) are not read: the key is
+//! yours, given to the map.
+//!
+//! A reset (`RateLimit-Reset`, `X-RateLimit-Reset`) counts seconds from the response when it
+//! is below 1,000,000,000 (a fraction allowed), and is a Unix time otherwise (GitHub's
+//! form): in seconds up to 1,000,000,000,000, in milliseconds from there. A Unix time is
+//! measured against the response's `Date` header when it has a valid one (so the client's
+//! clock skew does not count), else against the system clock; an HTTP-date is read as one.
+//! A reset in the past gives a zero pause.
+//!
+//! # When headers disagree
+//!
+//! The stricter word wins: of all the rate-limit fields present, the longest pause, the
+//! lowest limit, the slowest rate ([`Hint::merge`]). One exception: when
+//! `Retry-After` is present and valid, it alone sets the pause, even if a rate-limit field's
+//! reset is later, as the draft asks of clients (its reset may be ignored then). Headers
+//! are read whatever the status: servers send rate-limit fields on their 200s too.
+//!
+//! # Malformed values
+//!
+//! Every function here reads any bytes without panicking. A malformed value (garbage, a
+//! negative number, an impossible date, bytes that are not ASCII, an empty value) is
+//! ignored: a Structured Field that does not parse is ignored whole, as RFC 9651 asks, and
+//! the other headers still count. Any pause is at most 2^31 seconds (about 68 years), the
+//! value RFC 9111 gives delta-seconds too large to represent.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//! use http::{HeaderMap, StatusCode};
+//! use tollgate::Rate;
+//!
+//! let mut headers = HeaderMap::new();
+//! headers.insert("ratelimit-policy", r#""default";q=100;w=60"#.parse().unwrap());
+//! headers.insert("ratelimit", r#""default";r=0;t=30"#.parse().unwrap());
+//!
+//! let outcome = tollgate::http::outcome(StatusCode::OK, &headers);
+//! assert!(outcome.is_success());
+//! let hint = outcome.hint();
+//! assert_eq!(hint.rate, Some(Rate::per(100, Duration::from_secs(60))));
+//! assert_eq!(hint.pause, Some(Duration::from_secs(30)));
+//! ```
+
+mod date;
+mod rate_limit;
+mod retry_after;
+mod structured;
+#[cfg(test)]
+mod tests;
+
+use ::http::{HeaderMap, StatusCode};
+
+use crate::http::date::response_time;
+use crate::http::rate_limit::{IETF_OLD, X_RATE_LIMIT, counters, ietf};
+use crate::limit::adaptive::outcome::Outcome;
+use crate::limit::hint::Hint;
+
+pub use self::retry_after::retry_after;
+
+/// The [`Hint`] a response's headers give about its key: a pause from
+/// `Retry-After` or an exhausted rate-limit counter, a rate from a rate-limit policy with a
+/// window, a limit from a policy counted in concurrent requests. An empty hint when they say
+/// nothing. The [module docs](self) list what each header gives and which wins when they
+/// disagree; malformed values are ignored, never a panic.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use http::HeaderMap;
+/// use tollgate::Rate;
+///
+/// let mut headers = HeaderMap::new();
+/// // GitHub's form: a Unix time, measured against the response's Date.
+/// headers.insert("date", "Tue, 14 Nov 2023 22:13:00 GMT".parse().unwrap());
+/// headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
+/// headers.insert("x-ratelimit-reset", "1700000000".parse().unwrap());
+/// headers.insert("ratelimit-policy", r#""hour";q=1000;w=3600, "min";q=50;w=60"#.parse().unwrap());
+///
+/// let hint = tollgate::http::hint(&headers);
+/// assert_eq!(hint.pause, Some(Duration::from_secs(20)));
+/// assert_eq!(hint.rate, Some(Rate::per(1000, Duration::from_secs(3600))));
+/// assert_eq!(hint.limit, None);
+/// assert!(tollgate::http::hint(&HeaderMap::new()).is_empty());
+/// ```
+pub fn hint(headers: &HeaderMap) -> Hint {
+    let now = response_time(headers);
+    let fields = ietf(headers)
+        .merge(counters(headers, &IETF_OLD, now))
+        .merge(counters(headers, &X_RATE_LIMIT, now));
+    match retry_after(headers) {
+        Some(pause) => Hint {
+            pause: Some(pause),
+            ..fields
+        },
+        None => fields,
+    }
+}
+
+/// The [`Outcome`] of a response: a success for 2xx and 3xx, an overload for
+/// 429 (Too Many Requests) and 503 (Service Unavailable), a failure for anything else; with
+/// the [`hint`] its headers give, whatever the status.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use http::{HeaderMap, StatusCode};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("retry-after", "5".parse().unwrap());
+/// let outcome = tollgate::http::outcome(StatusCode::TOO_MANY_REQUESTS, &headers);
+/// assert!(outcome.is_overload());
+/// assert_eq!(outcome.hint().pause, Some(Duration::from_secs(5)));
+///
+/// assert!(tollgate::http::outcome(StatusCode::NOT_FOUND, &HeaderMap::new()).is_failure());
+/// assert!(tollgate::http::outcome(StatusCode::MOVED_PERMANENTLY, &HeaderMap::new()).is_success());
+/// ```
+pub fn outcome(status: StatusCode, headers: &HeaderMap) -> Outcome {
+    let outcome = if status.is_success() || status.is_redirection() {
+        Outcome::success()
+    } else if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+        Outcome::overload()
+    } else {
+        Outcome::failure()
+    };
+    outcome.with_hint(hint(headers))
+}
