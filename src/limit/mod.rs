@@ -1,7 +1,9 @@
 //! Limiters: the FIFO semaphore core and the bulkheads built on it (how many run at once),
-//! and the rate limiters (how many start per unit of time).
+//! the rate limiters (how many start per unit of time), and the circuit breakers (whether a
+//! server that keeps failing is tried at all).
 
 pub(crate) mod adaptive;
+pub(crate) mod breaker;
 pub(crate) mod bulkhead;
 pub(crate) mod check;
 pub(crate) mod rate;
