@@ -424,6 +424,7 @@ fn a_zero_open_period_probes_at_once() {
 
 #[test]
 fn a_core_is_a_few_words() {
+    println!("BreakerCore: {} bytes", std::mem::size_of::<BreakerCore>());
     assert!(
         std::mem::size_of::<BreakerCore>() <= 112,
         "{}",

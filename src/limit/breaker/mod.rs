@@ -18,7 +18,7 @@ pub(crate) mod config;
 pub(crate) mod core;
 #[cfg(all(test, not(tollgate_loom)))]
 mod core_tests;
-mod error;
+pub(crate) mod error;
 mod keyed;
 mod wait;
 mod window;
