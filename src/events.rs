@@ -79,7 +79,9 @@ pub(crate) fn key_adapted(limit: usize, rate_per_second: Option<f64>) {
 /// A circuit breaker changed state (`from` and `to`: "closed", "open", "half-open"), for
 /// `key` (its `Debug` form) when it is a keyed breaker's: `failure_ratio` and `attempts` are
 /// the window's figures that opened it (or the probes' so far), `open_for` the open period
-/// it starts (zero unless `to` is open). `INFO`: an operator wants to see a host cut off.
+/// it starts (zero unless `to` is open). The move from open to half-open is seen, and
+/// reported, by the first ask after the open period. `INFO`: an operator wants to see a
+/// host cut off.
 #[inline(always)]
 pub(crate) fn breaker_transition(
     key: Option<&dyn std::fmt::Debug>,

@@ -88,12 +88,13 @@ pub(crate) const TIME_BUCKETS: u64 = 8;
 ///   every 10 s) as soon as a fast one, where a time window would never hold enough outcomes
 ///   for it; 100 attempts, resilience4j's and Polly's minimum, would take a host of tens of
 ///   attempts a minute several minutes of failures to open.
-/// - **Failure ratio 0.8**: a host that is down fails nearly every attempt, so any ratio
-///   opens it at its tenth attempt; the ratio only decides hosts that fail in part, and the
-///   window is small, so a low ratio would open on a streak of bad luck (of 20 attempts to a
-///   host that fails 30% of the time, 10 or more are bad once in 21 windows; 16 or more, once
-///   in 180,000).
-///   Polly's 0.1 and resilience4j's 0.5 judge windows of 100 calls and more.
+/// - **Failure ratio 0.8**: a host that is down fails every attempt, and the ratio hardly
+///   changes how soon it opens (a new host at its tenth attempt whatever the ratio; one whose
+///   window was full of successes after 16 failures, 10 at a ratio of 0.5). The ratio decides
+///   hosts that fail in part, and the window is small, so a low ratio would open on a streak
+///   of bad luck: of 20 attempts to a host that fails 30% of the time, 10 or more are bad
+///   once in 21 windows, 16 or more once in 180,000. Polly's 0.1 and resilience4j's 0.5 judge
+///   windows of 100 calls and more.
 /// - **Open for 30 s**: between Polly's 5 s (a service restarting behind a load balancer)
 ///   and resilience4j's and failsafe-go's 60 s; the doubling (none of the three doubles by
 ///   default) keeps probing a host that stays down cheap.
