@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::limit::breaker::CircuitOpen;
 use crate::limit::bulkhead::BulkheadError;
 use crate::limit::rate::RateLimitError;
 use crate::limit::semaphore::SemaphoreError;
@@ -53,6 +54,9 @@ pub enum Error {
     Retry(RetryError<Box<dyn std::error::Error + Send + Sync>>),
     /// A [`MapControl`](crate::MapControl) setting the map cannot take.
     Control(ControlError),
+    /// A [`CircuitBreaker`](crate::CircuitBreaker) or
+    /// [`KeyedCircuitBreaker`](crate::KeyedCircuitBreaker) refused an attempt.
+    CircuitOpen(CircuitOpen),
 }
 
 impl fmt::Display for Error {
@@ -67,6 +71,7 @@ impl fmt::Display for Error {
             Error::Race(error) => error.fmt(f),
             Error::Retry(error) => error.fmt(f),
             Error::Control(error) => error.fmt(f),
+            Error::CircuitOpen(error) => error.fmt(f),
         }
     }
 }
@@ -85,6 +90,7 @@ impl std::error::Error for Error {
             Error::Race(error) => error.source(),
             Error::Retry(error) => error.source(),
             Error::Control(error) => error.source(),
+            Error::CircuitOpen(error) => error.source(),
         }
     }
 }
@@ -106,7 +112,8 @@ from_error!(
     Bulkhead(BulkheadError),
     Semaphore(SemaphoreError),
     RateLimit(RateLimitError),
-    Control(ControlError)
+    Control(ControlError),
+    CircuitOpen(CircuitOpen)
 );
 
 // The two generic errors convert with their contestants' and attempts' errors boxed.

@@ -76,6 +76,47 @@ pub(crate) fn key_adapted(limit: usize, rate_per_second: Option<f64>) {
     let _ = (limit, rate_per_second);
 }
 
+/// A circuit breaker changed state (`from` and `to`: "closed", "open", "half-open"), for
+/// `key` (its `Debug` form) when it is a keyed breaker's: `failure_ratio` and `attempts` are
+/// the window's figures that opened it (or the probes' so far), `open_for` the open period
+/// it starts (zero unless `to` is open). The move from open to half-open is seen, and
+/// reported, by the first ask after the open period. `INFO`: an operator wants to see a
+/// host cut off.
+#[inline(always)]
+pub(crate) fn breaker_transition(
+    key: Option<&dyn std::fmt::Debug>,
+    from: &'static str,
+    to: &'static str,
+    failure_ratio: f64,
+    attempts: u32,
+    open_for: Duration,
+) {
+    #[cfg(feature = "tracing")]
+    match key {
+        Some(key) => tracing::info!(
+            target: "tollgate",
+            ?key,
+            from,
+            to,
+            failure_ratio,
+            attempts,
+            open_for_ms = millis(open_for),
+            "circuit breaker"
+        ),
+        None => tracing::info!(
+            target: "tollgate",
+            from,
+            to,
+            failure_ratio,
+            attempts,
+            open_for_ms = millis(open_for),
+            "circuit breaker"
+        ),
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = (key, from, to, failure_ratio, attempts, open_for);
+}
+
 /// A hedged race started contestant `index` (0-based): nobody had won within the delay, or
 /// every contestant started before had failed (`after_failures`).
 #[inline(always)]

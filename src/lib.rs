@@ -24,6 +24,10 @@ mod wake;
 
 pub use crate::error::Error;
 pub use crate::limit::adaptive::{Adaptive, AdaptiveLimiter, AdaptivePermit, Outcome};
+pub use crate::limit::breaker::{
+    Breaker, BreakerPermit, BreakerState, CircuitBreaker, CircuitOpen, KeyedBreakerPermit,
+    KeyedCircuitBreaker,
+};
 pub use crate::limit::bulkhead::keyed::{
     KeyedBulkhead, KeyedBulkheadPermit, KeyedBulkheadPermitArc,
 };
@@ -50,6 +54,7 @@ pub use crate::wake::model as __wake_model;
 /// bounded maps), named so they can be stored in structs. One public path each.
 pub mod futures {
     pub use crate::limit::adaptive::AdaptiveAcquire;
+    pub use crate::limit::breaker::{BreakerAcquire, KeyedBreakerAcquire};
     pub use crate::limit::bulkhead::keyed::{
         KeyedBulkheadAcquire, KeyedBulkheadAcquireArc, KeyedBulkheadRun,
     };

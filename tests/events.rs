@@ -14,8 +14,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use tollgate::{
-    Answer, Bulkhead, LaterReason, RetryPolicy, SharedLimits, map_async, race, retry, sleep,
-    timeout,
+    Answer, Breaker, Bulkhead, KeyedCircuitBreaker, LaterReason, Outcome, RetryPolicy,
+    SharedLimits, map_async, race, retry, sleep, timeout,
 };
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -262,5 +262,23 @@ matrix! {
         assert_eq!(warm_ups[0].level, Level::INFO);
         let remaining: u64 = warm_ups[0].field("remaining_ms").parse().unwrap();
         assert!(remaining <= 10, "told {remaining} ms");
+    }
+
+    async fn a_circuit_breaker_reports_each_transition_naming_its_key() {
+        let _one = exclusive();
+        let per_host = KeyedCircuitBreaker::<String>::new(
+            Breaker::new().min_attempts(4).failure_ratio(0.5).open_for(Duration::ZERO),
+        );
+        for outcome in [Outcome::success(), Outcome::overload(), Outcome::success(), Outcome::failure()] {
+            per_host.try_acquire("a.example").unwrap().report(outcome);
+        }
+        let probe = per_host.try_acquire("a.example").unwrap(); // open for no time: a probe
+        probe.report(Outcome::success());
+        let seen = seen("circuit breaker");
+        let steps: Vec<_> = seen.iter().map(|seen| (seen.field("from"), seen.field("to"))).collect();
+        assert_eq!(steps, [("closed", "open"), ("open", "half-open"), ("half-open", "closed")]);
+        assert!(seen.iter().all(|seen| seen.level == Level::INFO && seen.field("key") == "\"a.example\""));
+        assert_eq!(seen[0].field("attempts"), "4");
+        assert_eq!(seen[0].field("failure_ratio"), "0.5");
     }
 }

@@ -1,7 +1,9 @@
 //! Limiters: the FIFO semaphore core and the bulkheads built on it (how many run at once),
-//! the rate limiters (how many start per unit of time), and a server's hint about one key.
+//! the rate limiters (how many start per unit of time), the circuit breakers (whether a
+//! server that keeps failing is tried at all), and a server's hint about one key.
 
 pub(crate) mod adaptive;
+pub(crate) mod breaker;
 pub(crate) mod bulkhead;
 pub(crate) mod check;
 pub(crate) mod hint;

@@ -1,0 +1,30 @@
+//! Circuit breakers: stop attempts at a server that keeps failing, probe now and then to
+//! find when it is back.
+//!
+//! - `config.rs`: [`Breaker`], the settings; its docs state the rules and the defaults.
+//! - `window.rs`: the outcomes a closed breaker judges by (the last n, or the last stretch
+//!   of time), a few words on explicit times.
+//! - `core.rs`: `BreakerCore`, one breaker's state machine (closed, open, half-open),
+//!   synchronous, on explicit times; [`BreakerState`].
+//! - `circuit.rs`: [`CircuitBreaker`] and [`BreakerPermit`], one breaker behind a mutex.
+//! - `keyed.rs`: [`KeyedCircuitBreaker`] and [`KeyedBreakerPermit`], one core per key in a
+//!   sharded table that forgets keys holding nothing.
+//! - `wait.rs`: the wait behind both `acquire` futures (an open period's timer, a probe's
+//!   end).
+//! - `error.rs`: [`CircuitOpen`].
+
+mod circuit;
+pub(crate) mod config;
+pub(crate) mod core;
+#[cfg(all(test, not(tollgate_loom)))]
+mod core_tests;
+pub(crate) mod error;
+mod keyed;
+mod wait;
+mod window;
+
+pub use self::circuit::{BreakerAcquire, BreakerPermit, CircuitBreaker};
+pub use self::config::Breaker;
+pub use self::core::BreakerState;
+pub use self::error::CircuitOpen;
+pub use self::keyed::{KeyedBreakerAcquire, KeyedBreakerPermit, KeyedCircuitBreaker};

@@ -1,0 +1,170 @@
+//! The outcomes a closed breaker judges by: the last n (a ring of bits) or those of the last
+//! stretch of time (a ring of buckets). Synchronous, on explicit times (nanoseconds).
+
+use super::config::{QUIET, TIME_BUCKETS, WindowSpec};
+
+/// [`QUIET`] in nanoseconds.
+const QUIET_NANOS: u64 = QUIET.as_secs() * 1_000_000_000;
+
+/// The window of one breaker; which kind follows its [`WindowSpec`].
+#[derive(Clone, Debug)]
+pub(crate) enum Window {
+    Count(CountWindow),
+    Time(TimeWindow),
+}
+
+/// The last `size` outcomes: slot `i` of the ring is bit `i` (set: bad).
+#[derive(Clone, Debug)]
+pub(crate) struct CountWindow {
+    bad: u128,
+    /// When the latest outcome came: a window quiet for [`QUIET`] is empty.
+    latest: u64,
+    /// The slot the next outcome goes to.
+    next: u8,
+    /// Outcomes held (at most the window's size).
+    len: u8,
+}
+
+/// The outcomes of the last stretch of time, counted in [`TIME_BUCKETS`] buckets of
+/// `width` nanoseconds: bucket `b` holds the outcomes of `[b * width, (b + 1) * width)`
+/// and sits at ring slot `b % TIME_BUCKETS`.
+#[derive(Clone, Debug)]
+pub(crate) struct TimeWindow {
+    /// The newest bucket's number; the ring holds it and the seven before it.
+    newest: u64,
+    attempts: [u32; TIME_BUCKETS as usize],
+    bad: [u32; TIME_BUCKETS as usize],
+}
+
+impl Window {
+    /// An empty window of the kind `spec` says.
+    pub(crate) const fn new(spec: WindowSpec) -> Self {
+        match spec {
+            WindowSpec::Count(_) => Self::Count(CountWindow {
+                bad: 0,
+                latest: 0,
+                next: 0,
+                len: 0,
+            }),
+            WindowSpec::Time(_) => Self::Time(TimeWindow {
+                newest: 0,
+                attempts: [0; TIME_BUCKETS as usize],
+                bad: [0; TIME_BUCKETS as usize],
+            }),
+        }
+    }
+
+    /// Forgets every outcome.
+    pub(crate) fn clear(&mut self, spec: WindowSpec) {
+        *self = Self::new(spec);
+    }
+
+    /// Adds one outcome at `now`.
+    pub(crate) fn record(&mut self, spec: WindowSpec, now: u64, bad: bool) {
+        match (self, spec) {
+            (Self::Count(window), WindowSpec::Count(size)) => window.record(size, now, bad),
+            (Self::Time(window), WindowSpec::Time(span)) => window.record(width(span), now, bad),
+            (window, spec) => {
+                // A window of the other kind (a core kept under other settings): start over.
+                *window = Self::new(spec);
+                window.record(spec, now, bad);
+            }
+        }
+    }
+
+    /// `(attempts, bad)` in the window at `now`.
+    pub(crate) fn counts(&self, spec: WindowSpec, now: u64) -> (u32, u32) {
+        match (self, spec) {
+            (Self::Count(window), WindowSpec::Count(_)) => window.counts(now),
+            (Self::Time(window), WindowSpec::Time(span)) => window.counts(width(span), now),
+            _ => (0, 0),
+        }
+    }
+}
+
+impl CountWindow {
+    fn record(&mut self, size: u32, now: u64, bad: bool) {
+        if self.is_quiet(now) {
+            self.bad = 0;
+            self.next = 0;
+            self.len = 0;
+        }
+        let bit = 1u128 << self.next;
+        if bad {
+            self.bad |= bit;
+        } else {
+            self.bad &= !bit;
+        }
+        // `size` is at most 128, so slots and lengths fit in a `u8`.
+        let size = size as u8;
+        self.next = if self.next + 1 >= size {
+            0
+        } else {
+            self.next + 1
+        };
+        self.len = (self.len + 1).min(size);
+        self.latest = self.latest.max(now);
+    }
+
+    fn counts(&self, now: u64) -> (u32, u32) {
+        if self.is_quiet(now) {
+            (0, 0)
+        } else {
+            (u32::from(self.len), self.bad.count_ones())
+        }
+    }
+
+    fn is_quiet(&self, now: u64) -> bool {
+        self.len > 0 && now.saturating_sub(self.latest) >= QUIET_NANOS
+    }
+}
+
+impl TimeWindow {
+    fn record(&mut self, width: u64, now: u64, bad: bool) {
+        let bucket = now / width;
+        if bucket > self.newest {
+            let gap = bucket - self.newest;
+            if gap >= TIME_BUCKETS {
+                self.attempts = [0; TIME_BUCKETS as usize];
+                self.bad = [0; TIME_BUCKETS as usize];
+            } else {
+                for passed in self.newest + 1..=bucket {
+                    let slot = (passed % TIME_BUCKETS) as usize;
+                    self.attempts[slot] = 0;
+                    self.bad[slot] = 0;
+                }
+            }
+            self.newest = bucket;
+        }
+        // A time a little behind the newest (another thread's read of the clock) counts in
+        // the newest bucket.
+        let slot = (self.newest % TIME_BUCKETS) as usize;
+        self.attempts[slot] = self.attempts[slot].saturating_add(1);
+        if bad {
+            self.bad[slot] = self.bad[slot].saturating_add(1);
+        }
+    }
+
+    fn counts(&self, width: u64, now: u64) -> (u32, u32) {
+        let bucket = now / width;
+        // Buckets numbered `bucket - TIME_BUCKETS` or lower have left the window.
+        let mut totals = (0u32, 0u32);
+        for back in 0..TIME_BUCKETS {
+            let Some(number) = self.newest.checked_sub(back) else {
+                break;
+            };
+            if number + TIME_BUCKETS <= bucket {
+                break;
+            }
+            let slot = (number % TIME_BUCKETS) as usize;
+            totals.0 = totals.0.saturating_add(self.attempts[slot]);
+            totals.1 = totals.1.saturating_add(self.bad[slot]);
+        }
+        totals
+    }
+}
+
+/// A time window's bucket width: an eighth of its span, rounded up.
+fn width(span: u64) -> u64 {
+    span.div_ceil(TIME_BUCKETS).max(1)
+}

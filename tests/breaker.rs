@@ -1,0 +1,320 @@
+//! `CircuitBreaker` and `KeyedCircuitBreaker`: failures and overloads open them, successes
+//! never do; half-open lets exactly its probes through while the other callers wait holding
+//! nothing; a dropped probe or a cancelled wait takes nothing; a keyed breaker forgets keys
+//! that hold nothing, and its hosts do not wait for one another; under `--features tokio`,
+//! `acquire` waits exactly the open period on tokio's paused clock.
+
+mod common;
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{InFlight, matrix, panic_message, spawn};
+use futures_lite::future::poll_once;
+use tollgate::futures::{BreakerAcquire, KeyedBreakerAcquire};
+use tollgate::testing::eventually;
+use tollgate::{
+    Breaker, BreakerPermit, BreakerState, CircuitBreaker, CircuitOpen, KeyedBreakerPermit,
+    KeyedCircuitBreaker, Outcome, Semaphore, sleep,
+};
+
+#[test]
+fn breakers_futures_permits_and_errors_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<CircuitBreaker>();
+    send_sync::<BreakerAcquire<'static>>();
+    send_sync::<BreakerPermit<'static>>();
+    send_sync::<KeyedCircuitBreaker<String>>();
+    send_sync::<KeyedBreakerAcquire<'static, String>>();
+    send_sync::<KeyedBreakerPermit<'static, String>>();
+    send_sync::<CircuitOpen>();
+    send_sync::<Breaker>();
+}
+
+#[test]
+fn bad_settings_panic_naming_the_setting() {
+    type Make = fn() -> Breaker;
+    let cases: [(&str, Make); 8] = [
+        ("failure_ratio", || Breaker::new().failure_ratio(0.0)),
+        ("failure_ratio", || Breaker::new().failure_ratio(1.5)),
+        ("failure_ratio", || Breaker::new().failure_ratio(f64::NAN)),
+        ("min_attempts", || Breaker::new().min_attempts(0)),
+        ("count_window", || Breaker::new().count_window(0)),
+        ("count_window", || Breaker::new().count_window(129)),
+        ("time_window", || Breaker::new().time_window(Duration::ZERO)),
+        ("probes", || Breaker::new().probes(0)),
+    ];
+    for (setting, make) in cases {
+        let panic = std::panic::catch_unwind(make).unwrap_err();
+        let message = panic_message(&*panic);
+        assert!(
+            message.starts_with(&format!("tollgate::Breaker::{setting}: ")),
+            "{message}"
+        );
+    }
+    // The edges are settings.
+    let _ = Breaker::new()
+        .failure_ratio(1.0)
+        .count_window(128)
+        .count_window(1)
+        .min_attempts(1)
+        .probes(1)
+        .open_for(Duration::ZERO)
+        .time_window(Duration::from_nanos(1));
+}
+
+#[test]
+fn a_refusal_names_the_key_and_when_the_next_probe_goes() {
+    let open_for = Duration::from_secs(30);
+    let per_host =
+        KeyedCircuitBreaker::<String>::new(Breaker::new().min_attempts(1).open_for(open_for));
+    per_host
+        .try_acquire("down.example")
+        .unwrap()
+        .report(Outcome::overload());
+    let refused = per_host.try_acquire("down.example").unwrap_err();
+    assert_eq!(refused.key(), Some("\"down.example\""));
+    assert!(refused.probe_in() <= open_for && refused.probe_in() > open_for / 2);
+    let shown = refused.to_string();
+    assert!(
+        shown.starts_with("circuit open for key \"down.example\": next probe in "),
+        "{shown}"
+    );
+    let umbrella = tollgate::Error::from(refused);
+    assert_eq!(umbrella.to_string(), shown);
+    assert!(matches!(umbrella, tollgate::Error::CircuitOpen(_)));
+    // The single breaker names no key.
+    let single = CircuitBreaker::new(Breaker::new().min_attempts(1));
+    single.try_acquire().unwrap().report(Outcome::failure());
+    let refused = single.try_acquire().unwrap_err();
+    assert_eq!(refused.key(), None);
+    assert!(
+        refused
+            .to_string()
+            .starts_with("circuit open: next probe in ")
+    );
+}
+
+matrix! {
+    async fn failures_and_overloads_both_open_it_and_successes_never_do() {
+        let breaker = CircuitBreaker::new(Breaker::new().min_attempts(4).failure_ratio(1.0));
+        for outcome in [Outcome::overload(), Outcome::failure(), Outcome::overload()] {
+            breaker.acquire().await.report(outcome);
+            assert_eq!(breaker.state(), BreakerState::Closed);
+        }
+        breaker.acquire().await.report(Outcome::failure());
+        assert_eq!(breaker.state(), BreakerState::Open);
+        assert!(breaker.try_acquire().is_err());
+
+        let calm = CircuitBreaker::new(Breaker::new().min_attempts(1).failure_ratio(0.001));
+        for _ in 0..1_000 {
+            calm.try_acquire().unwrap().report(Outcome::success());
+        }
+        assert_eq!(calm.state(), BreakerState::Closed);
+    }
+
+    async fn half_open_lets_exactly_its_probes_through_while_the_others_wait_holding_nothing() {
+        const TASKS: usize = 16;
+        let breaker = Arc::new(CircuitBreaker::new(
+            Breaker::new().min_attempts(1).probes(2).open_for(Duration::from_millis(30)),
+        ));
+        breaker.try_acquire().unwrap().report(Outcome::failure());
+        assert_eq!(breaker.state(), BreakerState::Open);
+        // A gate whose one permit the test holds: probes wait at it until it closes.
+        let gate = Arc::new(Semaphore::new(1));
+        let held = gate.try_acquire().unwrap();
+        let granted = Arc::new(AtomicUsize::new(0));
+        let probes = Arc::new(InFlight::default());
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let (breaker, gate, granted, probes) =
+                    (breaker.clone(), gate.clone(), granted.clone(), probes.clone());
+                spawn(async move {
+                    let permit = breaker.acquire().await;
+                    granted.fetch_add(1, Ordering::SeqCst);
+                    if permit.is_probe() {
+                        let _probing = probes.enter();
+                        assert!(gate.acquire().await.is_err(), "the gate only closes");
+                    }
+                    permit.report(Outcome::success());
+                })
+            })
+            .collect();
+        eventually(Duration::from_secs(30), || {
+            granted.load(Ordering::SeqCst) == 2 && gate.waiting() == 2
+        })
+        .await
+        .unwrap();
+        // Both probe places are taken: the others wait, and so would anyone else.
+        assert_eq!(breaker.state(), BreakerState::HalfOpen);
+        let refused = breaker.try_acquire().unwrap_err();
+        assert_eq!(refused.probe_in(), Duration::ZERO);
+        assert_eq!(granted.load(Ordering::SeqCst), 2);
+        // Both probes succeed: closed, and every waiter goes.
+        gate.close();
+        drop(held);
+        for task in tasks {
+            task.await;
+        }
+        assert_eq!(granted.load(Ordering::SeqCst), TASKS);
+        assert_eq!(probes.peak(), 2, "never more probes out than allowed");
+        assert_eq!(breaker.state(), BreakerState::Closed);
+    }
+
+    async fn a_probe_dropped_without_a_report_lets_the_next_waiter_probe() {
+        let breaker = CircuitBreaker::new(
+            Breaker::new().min_attempts(1).open_for(Duration::from_millis(10)),
+        );
+        breaker.try_acquire().unwrap().report(Outcome::failure());
+        let probe = breaker.acquire().await;
+        assert!(probe.is_probe());
+        let mut next = pin!(breaker.acquire());
+        assert!(poll_once(next.as_mut()).await.is_none());
+        drop(probe); // cancelled: says nothing, frees its place
+        assert_eq!(breaker.state(), BreakerState::HalfOpen);
+        let next = next.await;
+        assert!(next.is_probe());
+        next.report(Outcome::success());
+        assert_eq!(breaker.state(), BreakerState::Closed);
+    }
+
+    async fn a_cancelled_acquire_takes_nothing() {
+        let breaker = CircuitBreaker::new(
+            Breaker::new().min_attempts(1).open_for(Duration::from_millis(20)),
+        );
+        breaker.try_acquire().unwrap().report(Outcome::overload());
+        for _ in 0..8 {
+            let mut waiting = Box::pin(breaker.acquire());
+            assert!(poll_once(waiting.as_mut()).await.is_none());
+        }
+        // After the open period the one probe place is free for the next caller.
+        let probe = breaker.acquire().await;
+        assert!(probe.is_probe());
+        assert!(breaker.try_acquire().is_err());
+        probe.report(Outcome::success());
+        assert!(breaker.try_acquire().is_ok());
+    }
+
+    async fn a_keyed_breakers_hosts_do_not_wait_for_one_another() {
+        let per_host = KeyedCircuitBreaker::<String>::new(
+            Breaker::new().min_attempts(2).open_for(Duration::from_millis(20)),
+        );
+        for _ in 0..2 {
+            per_host.acquire("down.example").await.report(Outcome::failure());
+        }
+        assert_eq!(per_host.state("down.example"), BreakerState::Open);
+        let mut down = pin!(per_host.acquire("down.example"));
+        assert!(poll_once(down.as_mut()).await.is_none());
+        for _ in 0..10 {
+            let up = poll_once(per_host.acquire("up.example")).await.expect("at once");
+            assert!(!up.is_probe());
+            up.report(Outcome::success());
+        }
+        let probe = down.await;
+        assert!(probe.is_probe());
+        assert_eq!(probe.key(), "down.example");
+        probe.report(Outcome::success());
+        assert_eq!(per_host.state("down.example"), BreakerState::Closed);
+    }
+
+    async fn a_keyed_breaker_forgets_keys_that_hold_nothing() {
+        let per_host = KeyedCircuitBreaker::<u64>::new(
+            Breaker::new().time_window(Duration::from_millis(20)),
+        );
+        // Permits dropped without a report leave nothing behind.
+        for key in 0..1_000 {
+            drop(per_host.try_acquire(&key).unwrap());
+        }
+        assert!(per_host.is_empty());
+        // Keys that reported are kept while their windows hold outcomes ...
+        for key in 0..4_096 {
+            per_host.try_acquire(&key).unwrap().report(Outcome::success());
+        }
+        sleep(Duration::from_millis(50)).await;
+        // ... and swept once they are empty: new keys take their place, no more.
+        for key in 10_000..18_192 {
+            per_host.try_acquire(&key).unwrap().report(Outcome::success());
+        }
+        assert!(per_host.len() <= 8_192, "{} keys held", per_host.len());
+    }
+}
+
+/// Under tokio's paused clock a breaker's waits take virtual time, to the nanosecond.
+#[cfg(feature = "tokio")]
+mod paused {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn acquire_waits_exactly_the_open_period_and_twice_it_after_a_failed_probe() {
+        let breaker = Arc::new(CircuitBreaker::new(
+            Breaker::new()
+                .min_attempts(1)
+                .open_for(Duration::from_secs(10)),
+        ));
+        let begin = tokio::time::Instant::now();
+        let wall = std::time::Instant::now();
+        breaker.try_acquire().unwrap().report(Outcome::overload());
+        let probe = breaker.acquire().await;
+        assert_eq!(begin.elapsed(), Duration::from_secs(10));
+        assert!(probe.is_probe());
+        probe.report(Outcome::failure()); // open again, for 20 s
+        // Eight waiters: one probes at 30 s; its success lets the others go then too.
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let breaker = breaker.clone();
+                tokio::spawn(async move {
+                    let permit = breaker.acquire().await;
+                    let at = begin.elapsed();
+                    let probe = permit.is_probe();
+                    permit.report(Outcome::success());
+                    (at, probe)
+                })
+            })
+            .collect();
+        let mut probes = 0;
+        for task in tasks {
+            let (at, probe) = task.await.unwrap();
+            assert_eq!(at, Duration::from_secs(30));
+            probes += usize::from(probe);
+        }
+        assert_eq!(probes, 1);
+        assert_eq!(breaker.state(), BreakerState::Closed);
+        assert!(wall.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_keyed_count_window_quiet_for_ten_minutes_is_forgotten() {
+        let per_host = KeyedCircuitBreaker::<u32>::new(Breaker::new());
+        for key in 0..1_000 {
+            per_host
+                .try_acquire(&key)
+                .unwrap()
+                .report(Outcome::failure());
+        }
+        // Ten failures open a key: open keys are never forgotten.
+        for _ in 0..10 {
+            per_host
+                .try_acquire(&u32::MAX)
+                .unwrap()
+                .report(Outcome::failure());
+        }
+        assert_eq!(per_host.state(&u32::MAX), BreakerState::Open);
+        assert_eq!(per_host.len(), 1_001);
+        tokio::time::advance(Duration::from_secs(601)).await;
+        for key in 1_000..3_000 {
+            per_host
+                .try_acquire(&key)
+                .unwrap()
+                .report(Outcome::success());
+        }
+        assert!(per_host.len() <= 2_001, "{} keys held", per_host.len());
+        // Its open period is over: half-open, still held, and its probe goes.
+        assert_eq!(per_host.state(&u32::MAX), BreakerState::HalfOpen);
+        let probe = per_host.try_acquire(&u32::MAX).unwrap();
+        assert!(probe.is_probe());
+        probe.report(Outcome::success());
+        assert_eq!(per_host.state(&u32::MAX), BreakerState::Closed);
+    }
+}
