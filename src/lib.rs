@@ -62,8 +62,8 @@ pub mod futures {
     pub use crate::limit::rate::{UntilKeyReady, UntilReady};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::map::{
-        Adapting, BoundedMap, Collected, CompletionOrder, Delivery, Fixed, GatherLimit, Gathered,
-        Indexed, InputOrder, MapAsync, MapBounded, MapUnordered, NoRetry, NoSharedLimits,
+        Adapting, BoundedMap, Classified, Collected, CompletionOrder, Delivery, Fixed, GatherLimit,
+        Gathered, Indexed, InputOrder, MapAsync, MapBounded, MapUnordered, NoRetry, NoSharedLimits,
         OutputForm, PerKey, Plain, TryCollected, TryMapAsync, Unkeyed, Window, WithSharedLimits,
     };
     pub use crate::race::Race;

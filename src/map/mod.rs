@@ -40,7 +40,7 @@ pub use self::delivery::{
     Collected, CompletionOrder, Delivery, Gathered, InputOrder, TryCollected,
 };
 pub use self::keyed::{
-    Adapting, Answer, Fixed, KeySettings, LaterReason, NoRetry, NoSharedLimits, PerKey,
+    Adapting, Answer, Classified, Fixed, KeySettings, LaterReason, NoRetry, NoSharedLimits, PerKey,
     SharedLimits, Unkeyed, WithSharedLimits,
 };
 pub use self::results::{Indexed, OutputForm, Plain};

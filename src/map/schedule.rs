@@ -15,8 +15,8 @@ use super::bounded::BoundedMap;
 use super::control::MapControl;
 use super::delivery::Delivery;
 use super::keyed::{
-    Adapting, Fixed, KeySettings, NoRetry, NoSharedLimits, PerKey, RetryItem, SharedLimits,
-    Unkeyed, WithSharedLimits, check_default_key_limit,
+    Adapting, Classified, Fixed, KeySettings, NoRetry, NoSharedLimits, PerKey, RetryItem,
+    SharedLimits, Unkeyed, WithSharedLimits, check_default_key_limit,
 };
 use super::window::Window;
 use crate::limit::adaptive::config::Adaptive;
@@ -602,5 +602,63 @@ where
         Classifier: FnMut(&<Fut::IntoFuture as Future>::Output) -> Outcome,
     {
         self.replace_admission(|admission| admission.with_adaptive(adaptive, classify))
+    }
+}
+
+impl<S, F, Fut, K, KF, P, G, D> KeyedMap<S, F, Fut, K, KF, P, G, D>
+where
+    K: Hash + Eq + Clone,
+    KF: FnMut(&S::Item) -> K,
+    S: Stream,
+    F: FnMut(S::Item) -> Fut,
+    Fut: IntoFuture,
+    D: Delivery,
+{
+    /// Makes the map listen to the server: `classify` reads each attempt's output
+    /// (success and failure alike) into an [`Outcome`], and the [`Hint`](crate::Hint)
+    /// it carries ([`Outcome::with_hint`]) applies to the attempt's key at once: a
+    /// pause holds the key (its items wait holding no slot), a limit or a rate becomes
+    /// the key's own, as if a control had set it
+    /// ([`MapControl::set_key_limit`](crate::MapControl::set_key_limit),
+    /// [`set_key_rate`](crate::MapControl::set_key_rate)); a later hint replaces it.
+    /// What a hint set is kept while the key is known, and the key at least 60 s after
+    /// the hint: a host whose items come one by one keeps what its server said between
+    /// them, and a crawl of a million hosts does not keep a million hints.
+    ///
+    /// An [`adaptive`](Self::adaptive) map follows the hints of its own `classify` (a
+    /// hinted limit or rate is then the key's ceiling): do not call both.
+    /// [`RetryPolicy::retry_after`](crate::RetryPolicy::retry_after) and
+    /// [`pause_key`](crate::RetryPolicy::pause_key) keep working beside hints (a key
+    /// paused by both waits for the later end).
+    ///
+    /// With the `http` feature, `tollgate::http::outcome(status, headers)` reads an HTTP
+    /// response: `Retry-After` and the rate-limit header fields.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Hint, Outcome, Rate};
+    /// # futures_lite::future::block_on(async {
+    /// // Each answer says how fast its host may be asked (as `RateLimit-Policy` does).
+    /// let pages = tollgate::map_async(0..20u32, 8, |n| async move { Ok::<u32, u16>(n) })
+    ///     .per_key(|n| n % 2, 4)
+    ///     .classify(|out| match out {
+    ///         Ok(_) => Outcome::success().with_hint(Hint::new().rate(Rate::per_second(1_000))),
+    ///         Err(429) => Outcome::overload().with_hint(Hint::new().pause_for(Duration::from_secs(1))),
+    ///         Err(_) => Outcome::failure(),
+    ///     })
+    ///     .await;
+    /// assert_eq!(pages.len(), 20);
+    /// # });
+    /// ```
+    pub fn classify<Classifier>(
+        self,
+        classify: Classifier,
+    ) -> KeyedMap<S, F, Fut, K, KF, P, G, D, Classified<Classifier>>
+    where
+        Classifier: FnMut(&<Fut::IntoFuture as Future>::Output) -> Outcome,
+    {
+        self.replace_admission(|admission| admission.with_classified(classify))
     }
 }

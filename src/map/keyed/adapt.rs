@@ -12,11 +12,14 @@ use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::adaptive::outcome::Outcome;
 use crate::limit::rate::gcra::Gcra;
 
-/// How a keyed map reads an attempt's output `O` for its adaptive keys.
+/// How a keyed map reads an attempt's output `O`: for the hints its outcome carries, and
+/// for its adaptive keys.
 pub(crate) trait Classify<O> {
-    /// Whether the map adapts (every hook is skipped when not).
+    /// Whether the map reads outcomes at all (every hook is skipped when not).
+    const CLASSIFIES: bool;
+    /// Whether the map adapts (the adaptive hooks are skipped when not).
     const ADAPTIVE: bool;
-    /// What the attempt's output says; `None` on a map that does not adapt.
+    /// What the attempt's output says; `None` on a map that reads no outcome.
     fn classify(&mut self, output: &O) -> Option<Outcome>;
 }
 
@@ -26,6 +29,7 @@ pub(crate) trait Classify<O> {
 pub struct Fixed;
 
 impl<O> Classify<O> for Fixed {
+    const CLASSIFIES: bool = false;
     const ADAPTIVE: bool = false;
 
     #[inline(always)]
@@ -54,7 +58,37 @@ impl<C> std::fmt::Debug for Adapting<C> {
 }
 
 impl<O, C: FnMut(&O) -> Outcome> Classify<O> for Adapting<C> {
+    const CLASSIFIES: bool = true;
     const ADAPTIVE: bool = true;
+
+    #[inline]
+    fn classify(&mut self, output: &O) -> Option<Outcome> {
+        Some((self.classify)(output))
+    }
+}
+
+/// The keys of a keyed map keep the limits and rates they are given, and follow the hints
+/// of the outcomes the function `C` reads from each attempt's output: made by
+/// [`classify`](crate::futures::MapAsync::classify).
+pub struct Classified<C> {
+    classify: C,
+}
+
+impl<C> Classified<C> {
+    pub(crate) fn new(classify: C) -> Self {
+        Self { classify }
+    }
+}
+
+impl<C> std::fmt::Debug for Classified<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Classified").finish_non_exhaustive()
+    }
+}
+
+impl<O, C: FnMut(&O) -> Outcome> Classify<O> for Classified<C> {
+    const CLASSIFIES: bool = true;
+    const ADAPTIVE: bool = false;
 
     #[inline]
     fn classify(&mut self, output: &O) -> Option<Outcome> {

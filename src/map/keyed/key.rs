@@ -48,7 +48,13 @@ pub(super) struct KeyState<T> {
     /// On an adaptive map, the key's own limit and rate as they adapt (the settings are
     /// then their ceilings); boxed, so a map that does not adapt pays one word per key.
     pub(super) adapt: Option<Box<Adapted>>,
+    /// Kept, even idle, until this time (a server's hint set its limit or rate).
+    pub(super) kept_until: u64,
 }
+
+/// How long a key whose server hinted a limit or a rate is kept after the hint, idle or not
+/// (60 s): forgetting it would forget the hint.
+pub(super) const HINT_KEPT: u64 = 60_000_000_000;
 
 impl<T> KeyState<T> {
     #[inline]
@@ -63,6 +69,16 @@ impl<T> KeyState<T> {
             spent: Spent::default(),
             place: Place::Out,
             adapt: None,
+            kept_until: 0,
+        }
+    }
+
+    /// The limit and rate the key is given: on an adaptive map its ceilings, elsewhere the
+    /// values in force.
+    pub(super) fn given(&self) -> (usize, Option<Gcra>) {
+        match &self.adapt {
+            Some(adapted) => (adapted.ceiling_limit, adapted.ceiling_rate),
+            None => (self.settings.limit, self.settings.rate),
         }
     }
 
@@ -202,6 +218,7 @@ impl<T> KeyState<T> {
             && !self.has_items()
             && Gcra::is_idle(self.tat, now)
             && self.paused_until <= now
+            && self.kept_until <= now
             && self.spent.is_settled(pulled)
             && self
                 .adapt

@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use futures_lite::Stream;
 
-pub use self::adapt::{Adapting, Fixed};
+pub use self::adapt::{Adapting, Classified, Fixed};
 use self::adapt::{AttemptClock, Classify, Unpolled};
 pub use self::attempts::NoRetry;
 pub(crate) use self::attempts::{Attempts, Budget, RetryItem};
@@ -201,6 +201,12 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         self.with_parts(|policy| policy, |gate| gate, |_| Adapting::new(classify))
     }
 
+    /// The same admission, following the hints of the outcomes `classify` reads (before
+    /// the map starts).
+    pub(crate) fn with_classified<D>(self, classify: D) -> PerKey<T, K, KF, P, G, Classified<D>> {
+        self.with_parts(|policy| policy, |gate| gate, |_| Classified::new(classify))
+    }
+
     /// Every key asks `given` for its settings when it is made (a key's rate may come
     /// from it, so the map reads the clock).
     pub(crate) fn set_key_settings(
@@ -327,11 +333,19 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
             attempt,
             clock,
         } = running;
-        if C::ADAPTIVE {
+        if C::CLASSIFIES {
             if let Some(outcome) = self.classify.classify(&output) {
+                let hint = outcome.hint();
+                // A pause or a rate is kept on the map's clock, from now on.
+                self.timed |= hint.pause.is_some() || hint.rate.is_some();
                 let now = self.now();
-                self.scheduler
-                    .adapted(&key, outcome, clock, &self.unpolled, now);
+                if !hint.is_empty() {
+                    self.scheduler.hinted(&key, hint, now);
+                }
+                if C::ADAPTIVE {
+                    self.scheduler
+                        .adapted(&key, outcome, clock, &self.unpolled, now);
+                }
             }
         }
         let Some(item) = kept else {

@@ -26,7 +26,7 @@ use std::hash::Hash;
 use super::adapt::{Adapted, AttemptClock, Unpolled};
 use super::asking::Asks;
 use super::budget::RetryBudget;
-use super::key::{KeyState, Place};
+use super::key::{HINT_KEPT, KeyState, Place};
 use super::pacing::{MapRate, Sleepers};
 use super::settings::{GivenSettings, InForce, OwnSettings};
 use super::shared::LaterReason;
@@ -34,6 +34,7 @@ use crate::events;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::adaptive::outcome::Outcome;
+use crate::limit::hint::Hint;
 use crate::limit::rate::gcra::Gcra;
 use crate::map::control::{KeyChange, KeyProgress};
 
@@ -488,6 +489,35 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             events::key_adapted(limit, rate.map(|rate| rate.per_second()));
             self.replace(key, now);
         }
+    }
+
+    /// A server's `hint` about `key`, read from an attempt's output at `now`: a pause holds
+    /// the key; a limit or a rate becomes the key's own (on an adaptive map, its ceiling)
+    /// while the key is known, and the key is kept [`HINT_KEPT`] after it, so a host whose
+    /// items come one by one keeps what its server said between them.
+    pub(crate) fn hinted(&mut self, key: &K, hint: Hint, now: u64) {
+        let Some(state) = self.keys.get_mut(key) else {
+            return;
+        };
+        if let Some(pause) = hint.pause {
+            let until = now.saturating_add(u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX));
+            state.paused_until = state.paused_until.max(until);
+        }
+        let (limit_given, rate_given) = state.given();
+        if let Some(limit) = hint.limit.filter(|&limit| limit != limit_given) {
+            state.change_settings(now, |settings, _| settings.set_own_limit(limit));
+        }
+        if let Some(rate) = hint
+            .rate
+            .map(Gcra::new)
+            .filter(|&rate| Some(rate) != rate_given)
+        {
+            state.change_settings(now, |settings, tat| settings.set_own_rate(rate, tat, now));
+        }
+        if hint.limit.is_some() || hint.rate.is_some() {
+            state.kept_until = state.kept_until.max(now.saturating_add(HINT_KEPT));
+        }
+        Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
     }
 
     /// Every key made from now on asks `given` for its settings (before the first item

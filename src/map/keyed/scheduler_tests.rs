@@ -627,3 +627,58 @@ fn an_adaptive_keys_state_carries_over_on_its_adapted_rate_when_a_ceiling_change
     scheduler.change_default_rate(Gcra::new(Rate::per_second(100)), 0);
     assert_eq!(drain_at(&mut scheduler, 200 * MS), [("a", 1)]);
 }
+
+#[test]
+fn a_hint_sets_the_keys_own_values_and_keeps_the_key_a_minute_then_lets_it_go() {
+    const SEC: u64 = 1_000 * MS;
+    let mut scheduler = KeyScheduler::new(4);
+    for item in 0..3 {
+        scheduler.push(1, item, 0);
+    }
+    assert_eq!(drain(&mut scheduler), [(1, 0), (1, 1), (1, 2)]);
+    // The server says: one at a time.
+    scheduler.hinted(&1, Hint::new().limit(1), 0);
+    scheduler.push(1, 3, 0);
+    scheduler.finish(&1, 0);
+    scheduler.finish(&1, 0);
+    assert_eq!(drain(&mut scheduler), [], "one still runs: a limit of 1");
+    scheduler.finish(&1, 0);
+    assert_eq!(drain(&mut scheduler), [(1, 3)]);
+    scheduler.finish(&1, MS);
+    // Idle, but kept for its hint (a key without one is forgotten as its last item ends).
+    scheduler.push(2, 0, MS);
+    assert_eq!(drain_at(&mut scheduler, MS), [(2, 0)]);
+    scheduler.finish(&2, MS);
+    assert_eq!(scheduler.active_keys(), 1, "1 kept, 2 forgotten");
+    // 30 s on, a sweep (the map doubled its keys) keeps it; 61 s on, it goes.
+    for (at, kept) in [(30 * SEC, 64 + 1), (61 * SEC, 64 + 64)] {
+        for n in 0..64 {
+            scheduler.push(if at == 30 * SEC { 10 + n } else { 100 + n }, 0, at);
+        }
+        assert_eq!(scheduler.active_keys(), kept, "at {} s", at / SEC);
+    }
+}
+
+#[test]
+fn a_hinted_rate_on_an_adaptive_map_is_a_ceiling_that_takes_the_rate_down_at_once() {
+    let mut scheduler = KeyScheduler::new(4);
+    let adaptive =
+        crate::limit::adaptive::config::Adaptive::new(2, 4).max_rate(Rate::per_second(1_000));
+    scheduler.set_default_rate(Gcra::new(Rate::per_second(1_000)));
+    scheduler.set_adaptive(adaptive);
+    for item in 0..3 {
+        scheduler.push("a", item, 0);
+    }
+    // Adapted: 5 a second, a start every 200 ms.
+    assert_eq!(drain(&mut scheduler), [("a", 0)]);
+    assert_eq!(scheduler.next(0), Next::NotBefore(200 * MS));
+    // The server says 2 a second: the ceiling, below the adapted 5.
+    scheduler.hinted(&"a", Hint::new().rate(Rate::per_second(2)), 0);
+    // (The key may wake at 200 ms as planned: it sleeps on then.)
+    let Next::NotBefore(at) = scheduler.next(200 * MS) else {
+        panic!("the next start waits for the rate");
+    };
+    assert!(at >= 400 * MS, "next start at {} ms: 2 a second", at / MS);
+    let progress = scheduler.busiest(0, 1).1;
+    assert_eq!(progress[0].rate(), Some(Rate::per_second(2)));
+}
