@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release --features tokio --example adaptive -- [--seeds N] [--scale S]
 //!                                                            [--threads T] [--only TEXT]
-//!                                                            [--tuning]
+//!                                                            [--tuning] [--dead-share F]
 //! ```
 //!
 //! Each strategy crawls every URL once per seed, on a current-thread tokio runtime started
@@ -44,7 +44,9 @@
 //! (the tests use 1, 2 and 3). `--seeds N` runs the first N of them, `--scale S` scales the
 //! hosts, URLs, global limit and halved hosts (0.1: 100 hosts, 20,000 URLs, limit 51),
 //! `--threads T` runs T runs at once (2 by default), `--only TEXT` the strategies whose name
-//! contains TEXT, `--tuning` the seeds tuning uses (1, 2, 3) instead of the table's.
+//! contains TEXT, `--tuning` the seeds tuning uses (1, 2, 3) instead of the table's, `--dead-share F` makes that
+//! share of the hosts dead instead of 5% (the same hosts otherwise: `0` shows what the dead
+//! hosts cost the others).
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -318,6 +320,7 @@ struct Args {
     threads: usize,
     only: Option<String>,
     tuning: bool,
+    dead_share: Option<f64>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -327,6 +330,7 @@ fn parse_args() -> Result<Args, String> {
         threads: 2,
         only: None,
         tuning: false,
+        dead_share: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -339,6 +343,9 @@ fn parse_args() -> Result<Args, String> {
             }
             "--only" => args.only = Some(value()?),
             "--tuning" => args.tuning = true,
+            "--dead-share" => {
+                args.dead_share = Some(value()?.parse().map_err(|e| format!("--dead-share: {e}"))?)
+            }
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
@@ -396,7 +403,9 @@ fn main() -> ExitCode {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&(s, seed)) = jobs.get(i) else { break };
                     let started = Instant::now();
-                    let report = run(&strategies[s], Config::scaled(seed, args.scale));
+                    let mut config = Config::scaled(seed, args.scale);
+                    config.dead_share = args.dead_share.unwrap_or(config.dead_share);
+                    let report = run(&strategies[s], config);
                     eprintln!(
                         "[{:>3}/{}] {:<16} seed {seed:x}: {report}  ({:.1} s)",
                         i + 1,
