@@ -62,9 +62,10 @@ pub mod futures {
     pub use crate::limit::rate::{UntilKeyReady, UntilReady};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::map::{
-        Adapting, BoundedMap, Classified, Collected, CompletionOrder, Delivery, Fixed, GatherLimit,
-        Gathered, Indexed, InputOrder, MapAsync, MapBounded, MapUnordered, NoRetry, NoSharedLimits,
-        OutputForm, PerKey, Plain, TryCollected, TryMapAsync, Unkeyed, Window, WithSharedLimits,
+        Adapting, BoundedMap, Classified, Classifying, Collected, CompletionOrder, Delivery,
+        FailWhenOpen, Fixed, GatherLimit, Gathered, Indexed, InputOrder, MapAsync, MapBounded,
+        MapUnordered, NoRetry, NoSharedLimits, OutputForm, PerKey, Plain, TryCollected,
+        TryMapAsync, Unkeyed, WaitWhenOpen, Window, WithBreaker, WithSharedLimits,
     };
     pub use crate::race::Race;
     pub use crate::retry::Retry;

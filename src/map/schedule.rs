@@ -5,6 +5,7 @@
 //! plain [`Window`] a method installs the scheduler ([`PerKey`]), on a map that has one it
 //! changes its settings.
 
+use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -15,12 +16,15 @@ use super::bounded::BoundedMap;
 use super::control::MapControl;
 use super::delivery::Delivery;
 use super::keyed::{
-    Adapting, Classified, Fixed, KeySettings, NoRetry, NoSharedLimits, PerKey, RetryItem,
-    SharedLimits, Unkeyed, WithSharedLimits, check_default_key_limit,
+    Adapting, Classified, Classifying, FailWhenOpen, Fixed, KeySettings, MapBreaker, NoRetry,
+    NoSharedLimits, PerKey, RetryItem, SharedLimits, Unkeyed, WaitWhenOpen, WithBreaker,
+    WithSharedLimits, check_default_key_limit,
 };
 use super::window::Window;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::outcome::Outcome;
+use crate::limit::breaker::config::Breaker;
+use crate::limit::breaker::error::CircuitOpen;
 use crate::limit::rate::Rate;
 use crate::retry::RetryPolicy;
 
@@ -660,5 +664,105 @@ where
         Classifier: FnMut(&<Fut::IntoFuture as Future>::Output) -> Outcome,
     {
         self.replace_admission(|admission| admission.with_classified(classify))
+    }
+}
+
+impl<S, F, Fut, K, KF, P, G, D, C> KeyedMap<S, F, Fut, K, KF, P, G, D, C>
+where
+    K: Hash + Eq + Clone + fmt::Debug,
+    KF: FnMut(&S::Item) -> K,
+    S: Stream,
+    F: FnMut(S::Item) -> Fut,
+    Fut: IntoFuture,
+    D: Delivery,
+    C: Classifying,
+{
+    /// Gives every key a circuit breaker (see [`Breaker`] for the rules and defaults),
+    /// counting the outcomes the map's classification reads
+    /// ([`classify`](Self::classify) or [`adaptive`](Self::adaptive); call it after
+    /// either): a failure and an overload both count bad, so a host that answers only
+    /// 503s opens its breaker. While a key's breaker is open, its items end at once with
+    /// a [`CircuitOpen`] error naming the key and when its next probe may go, converted
+    /// into the map's error type: they are never started, and no retry policy sees them.
+    /// Once the open period is over, one probe goes (the key's other items wait for its
+    /// outcome, holding no slot); its success closes the breaker and the key's items
+    /// flow again, its failure opens it again for twice as long (up to 16 times). Other
+    /// keys are not held up meanwhile.
+    ///
+    /// A key whose breaker has seen failures lately is kept while its breaker remembers
+    /// them (at most its window: 10 minutes without outcomes empties a count window),
+    /// then forgotten like any idle key. Each map's breakers are its own: a fleet's
+    /// processes do not share them. [`breaker_waiting`](Self::breaker_waiting) makes the
+    /// items of an open key wait instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Breaker, CircuitOpen, Outcome};
+    ///
+    /// #[derive(Debug)]
+    /// enum Error {
+    ///     Status(u16),
+    ///     Open(CircuitOpen),
+    /// }
+    /// impl From<CircuitOpen> for Error {
+    ///     fn from(open: CircuitOpen) -> Self {
+    ///         Error::Open(open)
+    ///     }
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // Host 0 answers 503 to everything; host 1 is fine.
+    /// let pages = tollgate::map_async(0..40u32, 1, |n| async move {
+    ///     if n % 2 == 0 { Err(Error::Status(503)) } else { Ok(n) }
+    /// })
+    /// .per_key(|n| n % 2, 1)
+    /// .classify(|out| match out {
+    ///     Ok(_) => Outcome::success(),
+    ///     Err(Error::Status(503)) => Outcome::overload(),
+    ///     Err(_) => Outcome::failure(),
+    /// })
+    /// .breaker(Breaker::new().min_attempts(3).count_window(3).open_for(Duration::from_secs(60)))
+    /// .await;
+    /// let refused = pages.iter().filter(|page| matches!(page, Err(Error::Open(_)))).count();
+    /// assert_eq!(refused, 17); // host 0: 3 attempts opened its breaker, the rest ended at once
+    /// # });
+    /// ```
+    pub fn breaker<Value, Error>(
+        self,
+        breaker: Breaker,
+    ) -> KeyedMap<S, F, Fut, K, KF, P, G, D, WithBreaker<C, FailWhenOpen>>
+    where
+        Fut: IntoFuture<Output = Result<Value, Error>>,
+        Error: From<CircuitOpen>,
+    {
+        self.replace_admission(|admission| admission.with_breaker(MapBreaker::new(breaker, true)))
+    }
+
+    /// As [`breaker`](Self::breaker), but the items of a key whose breaker is open wait,
+    /// holding no slot, until a probe has closed it (then they run), instead of ending at
+    /// once; the map's output type is then free.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Breaker, Outcome};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let pages = tollgate::map_async(0..8u32, 2, |n| async move { n })
+    ///     .per_key(|n| n % 2, 1)
+    ///     .classify(|_| Outcome::success())
+    ///     .breaker_waiting(Breaker::new().open_for(Duration::from_secs(5)))
+    ///     .await;
+    /// assert_eq!(pages, (0..8).collect::<Vec<_>>());
+    /// # });
+    /// ```
+    pub fn breaker_waiting(
+        self,
+        breaker: Breaker,
+    ) -> KeyedMap<S, F, Fut, K, KF, P, G, D, WithBreaker<C, WaitWhenOpen>> {
+        self.replace_admission(|admission| admission.with_breaker(MapBreaker::new(breaker, false)))
     }
 }

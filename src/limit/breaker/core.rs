@@ -154,6 +154,11 @@ impl BreakerCore {
         self.window.counts(config.window(), now)
     }
 
+    /// When open: when the open period ends (the next probe may go then).
+    pub(crate) fn open_until(&self) -> u64 {
+        self.until
+    }
+
     /// Permits out, of every epoch.
     pub(crate) fn permits_out(&self) -> u32 {
         self.out

@@ -10,6 +10,7 @@ use super::settings::InForce;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::adaptive::outcome::Outcome;
+use crate::limit::breaker::error::CircuitOpen;
 use crate::limit::rate::gcra::Gcra;
 
 /// How a keyed map reads an attempt's output `O`: for the hints its outcome carries, and
@@ -19,8 +20,15 @@ pub(crate) trait Classify<O> {
     const CLASSIFIES: bool;
     /// Whether the map adapts (the adaptive hooks are skipped when not).
     const ADAPTIVE: bool;
+    /// Whether each key has a circuit breaker (the breaker hooks are skipped when not).
+    const BREAKS: bool = false;
     /// What the attempt's output says; `None` on a map that reads no outcome.
     fn classify(&mut self, output: &O) -> Option<Outcome>;
+    /// The output of an item whose key's breaker is open, on a map where such items fail
+    /// at once; `None` where they wait.
+    fn open(&mut self, _open: CircuitOpen) -> Option<O> {
+        None
+    }
 }
 
 /// The keys of a keyed map keep the limits and rates they are given: the map does not

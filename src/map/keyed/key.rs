@@ -14,6 +14,7 @@ use super::adapt::Adapted;
 use super::budget::{RetryBudget, Spent};
 use super::pacing::Due;
 use super::settings::InForce;
+use crate::limit::breaker::core::BreakerCore;
 use crate::limit::rate::gcra::Gcra;
 
 /// Where a key is in the scheduler's lines.
@@ -50,7 +51,17 @@ pub(super) struct KeyState<T> {
     pub(super) adapt: Option<Box<Adapted>>,
     /// Kept, even idle, until this time (a server's hint set its limit or rate).
     pub(super) kept_until: u64,
+    /// On a map with breakers, the key's (made at its first start; dropped once it holds
+    /// nothing a fresh one would not); boxed, so other maps pay one word per key.
+    pub(super) breaker: Option<Box<BreakerCore>>,
+    /// No start before this time: its breaker is open (until the next probe may go), or
+    /// half-open with its probes out ([`HELD_FOR_PROBE`]: until one ends).
+    pub(super) held_until: u64,
 }
+
+/// [`KeyState::held_until`] of a key whose half-open breaker has all its probes out: it
+/// waits out of every line, to be placed again when a probe ends.
+pub(super) const HELD_FOR_PROBE: u64 = u64::MAX;
 
 /// How long a key whose server hinted a limit or a rate is kept after the hint, idle or not
 /// (60 s): forgetting it would forget the hint.
@@ -70,6 +81,8 @@ impl<T> KeyState<T> {
             place: Place::Out,
             adapt: None,
             kept_until: 0,
+            breaker: None,
+            held_until: 0,
         }
     }
 
@@ -163,12 +176,29 @@ impl<T> KeyState<T> {
     /// or without room.
     #[inline]
     pub(super) fn ready_at(&self) -> Option<u64> {
-        if self.running >= self.limit() {
+        if self.running >= self.limit() || self.held_until == HELD_FOR_PROBE {
             return None;
         }
         let work = self.work_ready_at()?;
         let rate = self.rate().map_or(0, |rate| rate.allowed_at(self.tat));
-        Some(work.max(rate).max(self.paused_until))
+        Some(work.max(rate).max(self.paused_until).max(self.held_until))
+    }
+
+    /// Makes every item back from a failed attempt due by `now` (its key's breaker opened
+    /// on a map where such items fail: they end at once instead of after their pauses).
+    pub(super) fn due_now(&mut self, now: u64) {
+        if self.delayed.peek().is_some_and(|Reverse(due)| due.at > now) {
+            let delayed = std::mem::take(&mut self.delayed);
+            self.delayed = delayed
+                .into_iter()
+                .map(|Reverse(due)| {
+                    Reverse(Due {
+                        at: due.at.min(now),
+                        ..due
+                    })
+                })
+                .collect();
+        }
     }
 
     /// Queues an item back from a failed attempt (no longer running), not to start before
@@ -219,6 +249,7 @@ impl<T> KeyState<T> {
             && Gcra::is_idle(self.tat, now)
             && self.paused_until <= now
             && self.kept_until <= now
+            && self.breaker.is_none()
             && self.spent.is_settled(pulled)
             && self
                 .adapt

@@ -20,6 +20,7 @@
 mod adapt;
 mod asking;
 mod attempts;
+mod breaking;
 mod budget;
 mod hooks;
 mod key;
@@ -45,6 +46,8 @@ pub use self::adapt::{Adapting, Classified, Fixed};
 use self::adapt::{AttemptClock, Classify, Unpolled};
 pub use self::attempts::NoRetry;
 pub(crate) use self::attempts::{Attempts, Budget, RetryItem};
+pub(crate) use self::breaking::MapBreaker;
+pub use self::breaking::{Classifying, FailWhenOpen, WaitWhenOpen, WithBreaker};
 use self::scheduler::{KeyScheduler, Next};
 use self::settings::GivenSettings;
 pub use self::settings::KeySettings;
@@ -58,6 +61,8 @@ use super::pool::Started;
 use super::results::Results;
 use crate::events;
 use crate::limit::adaptive::config::Adaptive;
+use crate::limit::breaker::core::Ticket;
+use crate::limit::breaker::error::CircuitOpen;
 use crate::limit::rate::Rate;
 use crate::limit::rate::gcra::{Gcra, nanos_since_origin};
 use crate::runtime::now;
@@ -99,6 +104,8 @@ struct Running<K, T> {
     attempt: u32,
     /// When it started, for its latency (an adaptive map's only).
     clock: AttemptClock,
+    /// Its key's breaker permit (a map with breakers only).
+    ticket: Option<Ticket>,
 }
 
 /// The admission of a map with per-key limits, rates or retries: made by the maps'
@@ -199,6 +206,18 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         // Latencies and windows are measured on the map's clock.
         self.timed = true;
         self.with_parts(|policy| policy, |gate| gate, |_| Adapting::new(classify))
+    }
+
+    /// The same admission, with a circuit breaker per key counting the outcomes its
+    /// classification reads (before the map starts).
+    pub(crate) fn with_breaker<M>(
+        mut self,
+        breaker: MapBreaker<K>,
+    ) -> PerKey<T, K, KF, P, G, WithBreaker<C, M>> {
+        self.scheduler.set_breaker(breaker);
+        // Open periods and time windows are on the map's clock.
+        self.timed = true;
+        self.with_parts(|policy| policy, |gate| gate, WithBreaker::new)
     }
 
     /// The same admission, following the hints of the outcomes `classify` reads (before
@@ -319,6 +338,28 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         }
     }
 
+    /// An item of a key whose breaker is open ends at once with `open` (on a map where such
+    /// items fail): it never started, and no retry policy sees it.
+    fn refused<O, R>(
+        &mut self,
+        waiting: Waiting<T>,
+        open: CircuitOpen,
+        results: &mut R,
+    ) -> ControlFlow<()>
+    where
+        P: Attempts<T, O>,
+        C: Classify<O>,
+        R: Results<O>,
+    {
+        let output = self
+            .classify
+            .open(open)
+            .expect("only a map whose open keys' items fail refuses items");
+        self.counts.finished += 1;
+        self.counts.failed += u64::from(P::is_failure(&output));
+        results.accept(waiting.seq, output)
+    }
+
     /// Records that the attempt in slot `index` (of input position `seq`) ended with
     /// `output`: the output when it is final, `None` when the item goes back to its key's
     /// queue for another attempt (its slots are given back either way).
@@ -332,6 +373,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
             kept,
             attempt,
             clock,
+            ticket,
         } = running;
         if C::CLASSIFIES {
             if let Some(outcome) = self.classify.classify(&output) {
@@ -345,6 +387,10 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
                 if C::ADAPTIVE {
                     self.scheduler
                         .adapted(&key, outcome, clock, &self.unpolled, now);
+                }
+                if let Some(ticket) = ticket.filter(|_| C::BREAKS) {
+                    self.scheduler
+                        .broke(&key, ticket, outcome.is_success(), now);
                 }
             }
         }
@@ -437,11 +483,17 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         } else {
             AttemptClock::default()
         };
+        let ticket = if C::BREAKS {
+            self.scheduler.take_granted()
+        } else {
+            None
+        };
         let running = Running {
             key,
             kept,
             attempt: attempts + 1,
             clock,
+            ticket,
         };
         (running, seq, item)
     }
@@ -692,6 +744,12 @@ where
                 let admission = &mut engine.admission;
                 let (key, waiting) = match admission.scheduler.next(now) {
                     Next::Start(key, waiting) => (key, waiting),
+                    Next::Refused(_key, waiting, open) => {
+                        *budget -= 1;
+                        progressed = true;
+                        admission.refused(waiting, open, results)?;
+                        continue;
+                    }
                     Next::NotBefore(at) => {
                         admission.timer.wake_at(Some(at));
                         stuck = !admission.scheduler.rate_blocks(now);

@@ -25,8 +25,9 @@ use std::hash::Hash;
 
 use super::adapt::{Adapted, AttemptClock, Unpolled};
 use super::asking::Asks;
+use super::breaking::MapBreaker;
 use super::budget::RetryBudget;
-use super::key::{HINT_KEPT, KeyState, Place};
+use super::key::{HELD_FOR_PROBE, HINT_KEPT, KeyState, Place};
 use super::pacing::{MapRate, Sleepers};
 use super::settings::{GivenSettings, InForce, OwnSettings};
 use super::shared::LaterReason;
@@ -34,6 +35,8 @@ use crate::events;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::adaptive::outcome::Outcome;
+use crate::limit::breaker::core::{BreakerCore, BreakerState, Refusal, Ticket};
+use crate::limit::breaker::error::CircuitOpen;
 use crate::limit::hint::Hint;
 use crate::limit::rate::gcra::Gcra;
 use crate::map::control::{KeyChange, KeyProgress};
@@ -48,6 +51,9 @@ pub(crate) enum Next<K, T> {
     NotBefore(u64),
     /// Nothing may start until something finishes or more items come.
     Nothing,
+    /// This item of this key ends at once, refused by the key's open breaker (a map where
+    /// such items fail; it is not counted as running).
+    Refused(K, T, CircuitOpen),
 }
 
 /// The lines a key waits in (besides the askers of a map with shared limits).
@@ -85,6 +91,10 @@ pub(crate) struct KeyScheduler<K, T> {
     waiting: usize,
     /// Items pushed so far: the clock a spent retry budget lapses on.
     pulled: u64,
+    /// On a map with a breaker per key, its settings.
+    breaker: Option<MapBreaker<K>>,
+    /// The ticket of the last start's breaker permit, for the map to take.
+    granted: Option<Ticket>,
 }
 
 impl<K, T> KeyScheduler<K, T> {
@@ -146,7 +156,47 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             },
             waiting: 0,
             pulled: 0,
+            breaker: None,
+            granted: None,
         }
+    }
+
+    /// Gives every key a circuit breaker (before any item is pushed).
+    pub(crate) fn set_breaker(&mut self, breaker: MapBreaker<K>) {
+        self.breaker = Some(breaker);
+    }
+
+    /// The breaker ticket of the item [`next`](Self::next) just started (on a map with
+    /// breakers).
+    pub(crate) fn take_granted(&mut self) -> Option<Ticket> {
+        self.granted.take()
+    }
+
+    /// An attempt of `key` whose start was granted `ticket` ended at `now`, a `success` or
+    /// not: its breaker counts it (and may open, close, or open again).
+    pub(crate) fn broke(&mut self, key: &K, ticket: Ticket, success: bool, now: u64) {
+        let (Some(breaker), Some(state)) = (&self.breaker, self.keys.get_mut(key)) else {
+            return;
+        };
+        let Some(core) = &mut state.breaker else {
+            return;
+        };
+        let transition = core.report(&breaker.config, now, ticket, success);
+        breaker.tell(key, transition);
+        let open = core.state(now) == BreakerState::Open;
+        state.held_until = if open && !breaker.fails {
+            core.open_until()
+        } else {
+            0
+        };
+        if core.is_forgettable(&breaker.config, now) {
+            state.breaker = None;
+        }
+        if open && breaker.fails {
+            // Items back from failed attempts end now, not after their pauses.
+            state.due_now(now);
+        }
+        Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
     }
 
     /// Sets the whole map's rate (before any item is pushed).
@@ -204,7 +254,15 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     fn state(&mut self, key: K, now: u64) -> (K, &mut KeyState<T>, &mut Asks<K>, &mut Lines<K>) {
         if self.keys.len() >= 2 * self.swept_at.max(32) && !self.keys.contains_key(&key) {
             let pulled = self.pulled;
-            self.keys.retain(|_, state| !state.is_idle(now, pulled));
+            let breaker = self.breaker.as_ref().map(|breaker| &breaker.config);
+            self.keys.retain(|_, state| {
+                if let (Some(config), Some(core)) = (breaker, &state.breaker) {
+                    if core.is_forgettable(config, now) {
+                        state.breaker = None;
+                    }
+                }
+                !state.is_idle(now, pulled)
+            });
             self.swept_at = self.keys.len();
             let keys = &self.keys;
             self.asks.retain(|key| keys.contains_key(key));
@@ -317,6 +375,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// not to start before `not_before`. `order` is its place in the input.
     pub(crate) fn retry(&mut self, key: &K, item: T, order: u64, not_before: u64, now: u64) {
         let state = self.keys.get_mut(key).expect("a running key has state");
+        let refused = self.breaker.as_ref().is_some_and(|breaker| breaker.fails)
+            && state
+                .breaker
+                .as_ref()
+                .is_some_and(|core| core.state(now) == BreakerState::Open);
+        // An item whose key's breaker is open (on a map where such items fail) ends now.
+        let not_before = if refused { now } else { not_before };
         state.push_retry(item, order, not_before);
         self.waiting += 1;
         Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
@@ -371,6 +436,38 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 // Paused or full since it got its turn: back where it belongs.
                 Self::put(state, key, now, &mut self.asks, &mut self.lines);
                 continue;
+            }
+            if let Some(breaker) = &self.breaker {
+                let core = state
+                    .breaker
+                    .get_or_insert_with(|| Box::new(BreakerCore::new(&breaker.config)));
+                let (granted, transition) = core.try_acquire(&breaker.config, now);
+                breaker.tell(&key, transition);
+                match granted {
+                    Ok(ticket) => {
+                        state.held_until = 0;
+                        self.granted = Some(ticket);
+                    }
+                    Err(refusal @ Refusal::Open { .. }) if breaker.fails => {
+                        let error = breaker.refused(&key, refusal, now);
+                        let item = state.take_item(now, None).expect("a ready key has an item");
+                        state.running -= 1;
+                        self.waiting -= 1;
+                        let refused = key.clone();
+                        Self::put(state, key, now, &mut self.asks, &mut self.lines);
+                        return Next::Refused(refused, item, error);
+                    }
+                    Err(refusal) => {
+                        // Waits, holding nothing: until the next probe may go, or until a
+                        // probe out ends.
+                        state.held_until = match refusal {
+                            Refusal::Open { until } => until,
+                            Refusal::ProbesOut => HELD_FOR_PROBE,
+                        };
+                        Self::put(state, key, now, &mut self.asks, &mut self.lines);
+                        continue;
+                    }
+                }
             }
             let item = state
                 .take_item(now, self.budget.as_ref())
