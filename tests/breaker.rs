@@ -41,9 +41,9 @@ fn bad_settings_panic_naming_the_setting() {
         ("failure_ratio", || Breaker::new().failure_ratio(1.5)),
         ("failure_ratio", || Breaker::new().failure_ratio(f64::NAN)),
         ("min_attempts", || Breaker::new().min_attempts(0)),
-        ("count_window", || Breaker::new().count_window(0)),
-        ("count_window", || Breaker::new().count_window(129)),
-        ("time_window", || Breaker::new().time_window(Duration::ZERO)),
+        ("over_last", || Breaker::new().over_last(0)),
+        ("over_last", || Breaker::new().over_last(129)),
+        ("over_time", || Breaker::new().over_time(Duration::ZERO)),
         ("probes", || Breaker::new().probes(0)),
     ];
     for (setting, make) in cases {
@@ -57,12 +57,12 @@ fn bad_settings_panic_naming_the_setting() {
     // The edges are settings.
     let _ = Breaker::new()
         .failure_ratio(1.0)
-        .count_window(128)
-        .count_window(1)
+        .over_last(128)
+        .over_last(1)
         .min_attempts(1)
         .probes(1)
         .open_for(Duration::ZERO)
-        .time_window(Duration::from_nanos(1));
+        .over_time(Duration::from_nanos(1));
 }
 
 #[test]
@@ -221,14 +221,14 @@ matrix! {
 
     async fn a_keyed_breaker_forgets_keys_that_hold_nothing() {
         let per_host = KeyedCircuitBreaker::<u64>::new(
-            Breaker::new().time_window(Duration::from_millis(20)),
+            Breaker::new().over_time(Duration::from_millis(20)),
         );
         // Permits dropped without a report leave nothing behind.
         for key in 0..1_000 {
             drop(per_host.try_acquire(&key).unwrap());
         }
         assert!(per_host.is_empty());
-        // Keys that reported are kept while their windows hold outcomes ...
+        // Keys that reported are kept while their records hold outcomes ...
         for key in 0..4_096 {
             per_host.try_acquire(&key).unwrap().report(Outcome::success());
         }
@@ -285,7 +285,7 @@ mod paused {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_keyed_count_window_quiet_for_ten_minutes_is_forgotten() {
+    async fn a_keyed_over_last_quiet_for_ten_minutes_is_forgotten() {
         let per_host = KeyedCircuitBreaker::<u32>::new(Breaker::new());
         for key in 0..1_000 {
             per_host

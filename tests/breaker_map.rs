@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use common::matrix;
 use futures_lite::{Stream, StreamExt, stream};
-use tollgate::{BoundedStreamExt, Breaker, CircuitOpen, Outcome, RetryPolicy, sleep};
+use tollgate::{
+    BoundedStreamExt, Breaker, BreakerState, CircuitOpen, MapControl, Outcome, RetryPolicy, sleep,
+};
 
 const ITEMS: u32 = 240;
 /// The breaker opens on the failing host's 4th 503 (4 of 4 bad), for 300 ms.
@@ -48,7 +50,7 @@ fn classify(output: &Result<u32, Error>) -> Outcome {
 fn breaker() -> Breaker {
     Breaker::new()
         .min_attempts(4)
-        .count_window(4)
+        .over_last(4)
         .open_for(OPEN_FOR)
 }
 
@@ -127,16 +129,29 @@ matrix! {
     async fn an_open_key_fails_its_items_at_once_and_a_probe_lets_it_flow_again() {
         let server = Server::default();
         let pulled = Mutex::new(Vec::new());
+        let control = MapControl::new();
+        let (mut most_open, mut seen_open) = (0, false);
         let outputs: Vec<(u32, Result<u32, Error>, Instant)> = lazy_input(&pulled)
             .map_unordered(8, |n| server.fetch(n))
             .per_key(host, 1)
             .retry(retries())
             .classify(classify)
             .breaker(breaker())
+            .control(&control)
             .indexed()
-            .map(|(position, output)| (position as u32, output, Instant::now()))
+            .map(|(position, output)| {
+                // What a watcher sees while it runs: the open key, and its breaker's state.
+                most_open = most_open.max(control.progress().open_keys());
+                seen_open |= control.busiest_keys(2).iter().any(|key| {
+                    *key.key() == 0 && key.breaker() == Some(BreakerState::Open)
+                });
+                (position as u32, output, Instant::now())
+            })
             .collect()
             .await;
+        assert_eq!(most_open, 1, "one key open at most");
+        assert!(seen_open, "the busiest keys showed the open breaker");
+        assert_eq!(control.progress().open_keys(), 0, "0 once the map ended");
         assert_eq!(outputs.len(), ITEMS as usize);
         assert_eq!(server.starts_while_open(), 0, "no attempt reached the host while open");
         let pulled = pulled.into_inner().unwrap();

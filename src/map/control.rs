@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crate::limit::breaker::core::BreakerState;
 use crate::limit::check::at_least_one;
 use crate::limit::rate::Rate;
 // atomic-waker's own (not the loom shim): the control is std-only, like its other atomics.
@@ -139,6 +140,8 @@ pub(crate) struct Shared {
     cancelled_attempts: AtomicU64,
     cancelled_retries: AtomicU64,
     paused_keys: AtomicU64,
+    /// Keys whose circuit breaker is open or half-open.
+    open_keys: AtomicU64,
     /// Keys the shared limits told "later", and of those the ones told of a warm-up.
     keys_told_later: AtomicU64,
     keys_warming_up: AtomicU64,
@@ -237,6 +240,10 @@ impl Shared {
         self.paused_keys.store(paused as u64, Ordering::Relaxed);
     }
 
+    pub(crate) fn publish_open_keys(&self, open: usize) {
+        self.open_keys.store(open as u64, Ordering::Relaxed);
+    }
+
     pub(crate) fn publish_told_later(&self, later: usize, warming_up: usize) {
         self.keys_told_later.store(later as u64, Ordering::Relaxed);
         self.keys_warming_up
@@ -324,6 +331,7 @@ impl Shared {
         *settings = Settings::default();
         self.write(&Figures::default(), false);
         self.publish_paused_keys(0);
+        self.publish_open_keys(0);
         self.publish_told_later(0, 0);
         self.want_keys.store(false, Ordering::Relaxed);
         self.keys_wanted.store(0, Ordering::Relaxed);
@@ -511,6 +519,7 @@ impl<K> MapControl<K> {
         Progress {
             figures,
             paused_keys: key_figure(&self.shared.paused_keys),
+            open_keys: key_figure(&self.shared.open_keys),
             keys_told_later: key_figure(&self.shared.keys_told_later),
             keys_warming_up: key_figure(&self.shared.keys_warming_up),
             draining: self.shared.is_draining(),
@@ -918,7 +927,9 @@ impl<K> MapControl<K> {
 
 impl<K: Clone> MapControl<K> {
     /// The `n` keys with the most items waiting or in flight, busiest first, as the map
-    /// last published them.
+    /// last published them. On a map with [breakers](crate::futures::MapAsync::breaker),
+    /// keys whose breaker is open or half-open count too (after the busy ones), even with
+    /// nothing waiting: their items fail at once.
     ///
     /// Walking the keys costs the map time in proportion to its active keys, so it
     /// publishes them only when asked: each call asks (and wakes the map), and the map
@@ -993,6 +1004,7 @@ impl<K: Clone> MapControl<K> {
 pub struct Progress {
     figures: Figures,
     paused_keys: u64,
+    open_keys: u64,
     keys_told_later: u64,
     keys_warming_up: u64,
     draining: bool,
@@ -1102,6 +1114,14 @@ impl Progress {
         self.paused_keys
     }
 
+    /// Keys whose circuit breaker ([`breaker`](crate::futures::MapAsync::breaker)) is
+    /// open or half-open: their items fail at once or wait, as of the map's poll after the
+    /// previous reading; 0 once the map ended, and for a map without breakers.
+    #[must_use]
+    pub fn open_keys(&self) -> u64 {
+        self.open_keys
+    }
+
     /// Keys whose [shared limits](crate::SharedLimits) told them to come back
     /// [later](crate::Answer::Later) and that wait for it now (a busy key, a rate, a pause
     /// kept by the store, a warm-up), as of the map's poll after the previous reading; 0
@@ -1145,6 +1165,7 @@ pub struct KeyProgress<K> {
     pub(crate) limit: usize,
     /// The rate's interval in nanoseconds (0: no rate).
     pub(crate) rate_interval: u64,
+    pub(crate) breaker: Option<BreakerState>,
 }
 
 impl<K> KeyProgress<K> {
@@ -1184,6 +1205,13 @@ impl<K> KeyProgress<K> {
     #[must_use]
     pub fn rate(&self) -> Option<Rate> {
         (self.rate_interval > 0).then(|| Rate::every(Duration::from_nanos(self.rate_interval)))
+    }
+
+    /// Where its circuit breaker stands (`None`: the map has no breakers, see
+    /// [`breaker`](crate::futures::MapAsync::breaker)).
+    #[must_use]
+    pub fn breaker(&self) -> Option<BreakerState> {
+        self.breaker
     }
 }
 

@@ -2,17 +2,17 @@
 
 use std::time::Duration;
 
-/// The largest count window: its outcomes are the bits of one `u128`.
-pub(crate) const MAX_COUNT_WINDOW: u32 = 128;
+/// The largest count record: its outcomes are the bits of one `u128`.
+pub(crate) const MAX_COUNT_RECORD: u32 = 128;
 
-/// A count window that has heard no outcome for this long starts empty again.
+/// A count record that has heard no outcome for this long starts empty again.
 pub(crate) const QUIET: Duration = Duration::from_secs(600);
 
 /// How many times in a row a failed probe doubles the open period (so it grows to 16 times
 /// [`Breaker::open_for`] at most).
 pub(crate) const MAX_DOUBLINGS: u8 = 4;
 
-/// How many buckets a time window is kept in.
+/// How many buckets a time record is kept in.
 pub(crate) const TIME_BUCKETS: u64 = 8;
 
 /// The settings of a circuit **breaker**: when it opens, how long it stays open, how many
@@ -29,7 +29,7 @@ pub(crate) const TIME_BUCKETS: u64 = 8;
 /// // Open when half of the last 40 attempts (20 at least) went wrong; probe after 10 s.
 /// let breaker = Breaker::new()
 ///     .failure_ratio(0.5)
-///     .count_window(40)
+///     .over_last(40)
 ///     .min_attempts(20)
 ///     .open_for(Duration::from_secs(10));
 /// # let _ = breaker;
@@ -41,16 +41,16 @@ pub(crate) const TIME_BUCKETS: u64 = 8;
 /// counts good, a **failure and an overload both count bad** (an adaptive key counts only
 /// overloads; a breaker counts both, so a host that answers nothing but 503 opens it).
 ///
-/// - **Closed**: every attempt may go. The outcomes of its attempts fill the window (the last
-///   [`count_window`](Self::count_window) outcomes, or those of the last
-///   [`time_window`](Self::time_window)). After each report, when the window holds
+/// - **Closed**: every attempt may go. The outcomes of its attempts fill the record (the last
+///   [`over_last`](Self::over_last) outcomes, or those of the last
+///   [`over_time`](Self::over_time)). After each report, when the record holds
 ///   [`min_attempts`](Self::min_attempts) outcomes or more and the bad ones are
 ///   [`failure_ratio`](Self::failure_ratio) of them or more, the breaker **opens**.
 /// - **Open**: no attempt may go: `try_acquire` fails at once with
 ///   [`CircuitOpen`](crate::CircuitOpen), which says when the next probe may go; `acquire`
 ///   waits for it, holding nothing. After the open period the breaker is half-open.
 /// - **Half-open**: up to [`probes`](Self::probes) permits are out at once, each a **probe**.
-///   Once that many probes succeeded, the breaker **closes** with an empty window. The first
+///   Once that many probes succeeded, the breaker **closes** with an empty record. The first
 ///   probe that fails (or overloads) opens it again, for twice the previous open period (up to
 ///   16 times [`open_for`](Self::open_for): a host down for an hour costs a probe every
 ///   eight minutes with the defaults, not one every 30 seconds, and a host that is back is
@@ -61,10 +61,10 @@ pub(crate) const TIME_BUCKETS: u64 = 8;
 /// - **Stale outcomes are ignored**: the report of a permit granted before the breaker last
 ///   changed state (an attempt that started while closed and ends while open, say) speaks of
 ///   a server that has been judged since.
-/// - **Quiet breakers forget**: a count window that heard no outcome for ten minutes starts
-///   empty again (outcomes that old say nothing about the server now), and a time window
+/// - **Quiet breakers forget**: a count record that heard no outcome for ten minutes starts
+///   empty again (outcomes that old say nothing about the server now), and a time record
 ///   forgets by itself. A [`KeyedCircuitBreaker`](crate::KeyedCircuitBreaker) forgets a closed
-///   key whose window is empty and that has no permit out, so its memory follows the keys
+///   key whose record is empty and that has no permit out, so its memory follows the keys
 ///   heard from lately, not every key ever seen.
 ///
 /// A breaker is per process: it judges the attempts of this process only (a fleet of
@@ -78,23 +78,23 @@ pub(crate) const TIME_BUCKETS: u64 = 8;
 ///
 /// | setting | tollgate | resilience4j | Polly (v8) | failsafe-go |
 /// | --- | --- | --- | --- | --- |
-/// | window | last 20 outcomes | last 100 | last 30 s | last 1 (count) |
+/// | record | last 20 outcomes | last 100 | last 30 s | last 1 (count) |
 /// | min attempts | 10 | 100 | 100 | 1 |
 /// | failure ratio | 0.8 | 0.5 | 0.1 | 1 failure |
 /// | open for | 30 s, doubling per failed probe up to 8 min | 60 s | 5 s | 60 s |
 /// | probes | 1, all must succeed | 10, judged by the ratio | 1 | 1 |
 ///
-/// - **Window of 20 outcomes, 10 at least**: a count window judges a slow host (one request
-///   every 10 s) as soon as a fast one, where a time window would never hold enough outcomes
+/// - **Record of 20 outcomes, 10 at least**: a count record judges a slow host (one request
+///   every 10 s) as soon as a fast one, where a time record would never hold enough outcomes
 ///   for it; 100 attempts, resilience4j's and Polly's minimum, would take a host of tens of
 ///   attempts a minute several minutes of failures to open.
 /// - **Failure ratio 0.8**: a host that is down fails every attempt, and the ratio hardly
 ///   changes how soon it opens (a new host at its tenth attempt whatever the ratio; one whose
-///   window was full of successes after 16 failures, 10 at a ratio of 0.5). The ratio decides
-///   hosts that fail in part, and the window is small, so a low ratio would open on a streak
+///   record was full of successes after 16 failures, 10 at a ratio of 0.5). The ratio decides
+///   hosts that fail in part, and the record is small, so a low ratio would open on a streak
 ///   of bad luck: of 20 attempts to a host that fails 30% of the time, 10 or more are bad
-///   once in 21 windows, 16 or more once in 180,000. Polly's 0.1 and resilience4j's 0.5 judge
-///   windows of 100 calls and more.
+///   once in 21 records, 16 or more once in 180,000. Polly's 0.1 and resilience4j's 0.5 judge
+///   records of 100 calls and more.
 /// - **Open for 30 s**: between Polly's 5 s (a service restarting behind a load balancer)
 ///   and resilience4j's and failsafe-go's 60 s; the doubling (none of the three doubles by
 ///   default) keeps probing a host that stays down cheap.
@@ -109,23 +109,23 @@ pub(crate) const TIME_BUCKETS: u64 = 8;
 pub struct Breaker {
     failure_ratio: f64,
     min_attempts: u32,
-    window: WindowSpec,
+    record: RecordSpec,
     /// Nanoseconds (saturated).
     open_for: u64,
     probes: u32,
 }
 
-/// Which window a breaker judges by.
+/// Which record a breaker judges by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WindowSpec {
-    /// The last this many outcomes (1 to [`MAX_COUNT_WINDOW`]).
+pub(crate) enum RecordSpec {
+    /// The last this many outcomes (1 to [`MAX_COUNT_RECORD`]).
     Count(u32),
     /// The outcomes of the last this many nanoseconds (at least 1).
     Time(u64),
 }
 
 impl Breaker {
-    /// The defaults (see the table above): a window of the last 20 outcomes, at least 10
+    /// The defaults (see the table above): a record of the last 20 outcomes, at least 10
     /// attempts, a failure ratio of 0.8, open for 30 s, one probe.
     ///
     /// # Examples
@@ -139,16 +139,16 @@ impl Breaker {
         Self {
             failure_ratio: 0.8,
             min_attempts: 10,
-            window: WindowSpec::Count(20),
+            record: RecordSpec::Count(20),
             open_for: 30_000_000_000,
             probes: 1,
         }
     }
 
-    /// The share of bad outcomes (failures and overloads) in the window at which the breaker
+    /// The share of bad outcomes (failures and overloads) in the record at which the breaker
     /// opens: it opens when `bad / attempts >= ratio` (and there are enough attempts, see
     /// [`min_attempts`](Self::min_attempts)). `1.0` opens only when every attempt of the
-    /// window went wrong.
+    /// record went wrong.
     ///
     /// # Examples
     ///
@@ -171,8 +171,8 @@ impl Breaker {
         self
     }
 
-    /// How many outcomes the window must hold before the breaker judges the ratio: fewer
-    /// never open it. With a count window smaller than this, a full window is enough.
+    /// How many outcomes the record must hold before the breaker judges the ratio: fewer
+    /// never open it. With a count record smaller than this, a full record is enough.
     ///
     /// # Examples
     ///
@@ -196,12 +196,12 @@ impl Breaker {
         self
     }
 
-    /// Judge the last `outcomes` outcomes (replaces a [`time_window`](Self::time_window)).
+    /// Judge the last `outcomes` outcomes (replaces a [`over_time`](Self::over_time)).
     ///
     /// # Examples
     ///
     /// ```
-    /// let last_fifty = tollgate::Breaker::new().count_window(50);
+    /// let last_fifty = tollgate::Breaker::new().over_last(50);
     /// # let _ = last_fifty;
     /// ```
     ///
@@ -210,39 +210,39 @@ impl Breaker {
     /// If `outcomes` is 0 or above 128.
     #[must_use]
     #[track_caller]
-    pub const fn count_window(mut self, outcomes: u32) -> Self {
+    pub const fn over_last(mut self, outcomes: u32) -> Self {
         assert!(
-            outcomes > 0 && outcomes <= MAX_COUNT_WINDOW,
-            "tollgate::Breaker::count_window: from 1 to 128 outcomes"
+            outcomes > 0 && outcomes <= MAX_COUNT_RECORD,
+            "tollgate::Breaker::over_last: from 1 to 128 outcomes"
         );
-        self.window = WindowSpec::Count(outcomes);
+        self.record = RecordSpec::Count(outcomes);
         self
     }
 
-    /// Judge the outcomes of the last `window` of time (replaces a
-    /// [`count_window`](Self::count_window)). The window is kept in eight buckets: an
-    /// outcome counts for at least seven eighths of `window` and less than all of it.
+    /// Judge the outcomes of the last `record` of time (replaces a
+    /// [`over_last`](Self::over_last)). The record is kept in eight buckets: an
+    /// outcome counts for at least seven eighths of `record` and less than all of it.
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
     ///
-    /// let last_minute = tollgate::Breaker::new().time_window(Duration::from_secs(60));
+    /// let last_minute = tollgate::Breaker::new().over_time(Duration::from_secs(60));
     /// # let _ = last_minute;
     /// ```
     ///
     /// # Panics
     ///
-    /// If `window` is zero.
+    /// If `record` is zero.
     #[must_use]
     #[track_caller]
-    pub const fn time_window(mut self, window: Duration) -> Self {
+    pub const fn over_time(mut self, record: Duration) -> Self {
         assert!(
-            !window.is_zero(),
-            "tollgate::Breaker::time_window: the window must be longer than zero"
+            !record.is_zero(),
+            "tollgate::Breaker::over_time: the record must be longer than zero"
         );
-        self.window = WindowSpec::Time(saturating_nanos(window));
+        self.record = RecordSpec::Time(saturating_nanos(record));
         self
     }
 
@@ -289,16 +289,16 @@ impl Breaker {
         self.failure_ratio
     }
 
-    /// The fewest outcomes that are judged: `min_attempts`, or a full count window.
+    /// The fewest outcomes that are judged: `min_attempts`, or a full count record.
     pub(crate) const fn least_attempts(&self) -> u32 {
-        match self.window {
-            WindowSpec::Count(size) if size < self.min_attempts => size,
+        match self.record {
+            RecordSpec::Count(size) if size < self.min_attempts => size,
             _ => self.min_attempts,
         }
     }
 
-    pub(crate) const fn window(&self) -> WindowSpec {
-        self.window
+    pub(crate) const fn record(&self) -> RecordSpec {
+        self.record
     }
 
     /// The open period after `doublings` failed probes in a row, in nanoseconds.

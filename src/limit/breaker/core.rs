@@ -15,7 +15,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::config::{Breaker, MAX_DOUBLINGS};
-use super::window::Window;
+use super::record::Record;
 use crate::events;
 
 /// Where a circuit breaker stands.
@@ -30,7 +30,7 @@ use crate::events;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BreakerState {
-    /// Attempts go; their outcomes fill the window.
+    /// Attempts go; their outcomes fill the record.
     Closed,
     /// Attempts are refused until the open period ends.
     Open,
@@ -72,7 +72,7 @@ pub(crate) enum Refusal {
     ProbesOut,
 }
 
-/// A change of state, for the `tracing` event: the window's figures that caused it (for a
+/// A change of state, for the `tracing` event: the record's figures that caused it (for a
 /// half-open breaker, its probes' outcomes so far).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Transition {
@@ -110,7 +110,7 @@ impl Transition {
 /// One breaker's state.
 #[derive(Clone, Debug)]
 pub(crate) struct BreakerCore {
-    window: Window,
+    record: Record,
     /// When open: when the open period ends.
     until: u64,
     /// Moves on every change of state (wrapping).
@@ -127,10 +127,10 @@ pub(crate) struct BreakerCore {
 }
 
 impl BreakerCore {
-    /// A closed breaker with an empty window.
+    /// A closed breaker with an empty record.
     pub(crate) const fn new(config: &Breaker) -> Self {
         Self {
-            window: Window::new(config.window()),
+            record: Record::new(config.record()),
             until: 0,
             epoch: 0,
             out: 0,
@@ -149,9 +149,9 @@ impl BreakerCore {
         }
     }
 
-    /// `(attempts, bad)` in the window at `now` (none while open or half-open).
+    /// `(attempts, bad)` in the record at `now` (none while open or half-open).
     pub(crate) fn counts(&self, config: &Breaker, now: u64) -> (u32, u32) {
-        self.window.counts(config.window(), now)
+        self.record.counts(config.record(), now)
     }
 
     /// When open: when the open period ends (the next probe may go then).
@@ -164,7 +164,7 @@ impl BreakerCore {
         self.out
     }
 
-    /// Whether the core holds nothing a fresh one would not: closed, an empty window, no
+    /// Whether the core holds nothing a fresh one would not: closed, an empty record, no
     /// permit out (a keyed breaker may then forget the key).
     pub(crate) fn is_forgettable(&self, config: &Breaker, now: u64) -> bool {
         self.state == BreakerState::Closed && self.out == 0 && self.counts(config, now).0 == 0
@@ -213,7 +213,7 @@ impl BreakerCore {
         }
         match self.state {
             BreakerState::Closed => {
-                self.window.record(config.window(), now, !success);
+                self.record.record(config.record(), now, !success);
                 let (attempts, bad) = self.counts(config, now);
                 let tripped = attempts >= config.least_attempts()
                     && f64::from(bad) / f64::from(attempts) >= config.ratio();
@@ -248,7 +248,7 @@ impl BreakerCore {
         self.state = BreakerState::Open;
         self.until = now.saturating_add(open_for);
         self.epoch = self.epoch.wrapping_add(1);
-        self.window.clear(config.window());
+        self.record.clear(config.record());
         Transition {
             from,
             to: BreakerState::Open,
@@ -279,7 +279,7 @@ impl BreakerCore {
         self.doublings = 0;
         self.probes_out = 0;
         self.probes_passed = 0;
-        self.window.clear(config.window());
+        self.record.clear(config.record());
         Transition {
             from: BreakerState::HalfOpen,
             to: BreakerState::Closed,

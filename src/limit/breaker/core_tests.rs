@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::config::{Breaker, MAX_COUNT_WINDOW, QUIET};
+use super::config::{Breaker, MAX_COUNT_RECORD, QUIET};
 use super::core::{BreakerCore, BreakerState, Refusal, Ticket, Transition};
 use crate::limit::adaptive::Outcome;
 
@@ -63,7 +63,7 @@ fn trips_at_exactly_the_ratio_once_min_attempts_are_in_not_before() {
     let config = Breaker::new()
         .failure_ratio(0.5)
         .min_attempts(10)
-        .count_window(20);
+        .over_last(20);
     // Nine bad of nine: too few attempts.
     let mut core = BreakerCore::new(&config);
     for n in 0..9 {
@@ -120,7 +120,7 @@ fn success_only_never_opens() {
     for config in [
         Breaker::new().min_attempts(1).failure_ratio(0.01),
         Breaker::new()
-            .time_window(Duration::from_millis(50))
+            .over_time(Duration::from_millis(50))
             .min_attempts(1),
     ] {
         let mut core = BreakerCore::new(&config);
@@ -134,18 +134,18 @@ fn success_only_never_opens() {
 }
 
 #[test]
-fn a_count_window_opens_exactly_when_the_rule_says() {
+fn a_over_last_opens_exactly_when_the_rule_says() {
     // Against a model in exact arithmetic: the last `size` outcomes, open once at least
     // min(min_attempts, size) are in and bad * n >= k * attempts for a ratio of k / n.
     let mut opened = 0;
     for seed in 0..300 {
         let mut rng = Rng(seed);
-        let size = 1 + rng.below(u64::from(MAX_COUNT_WINDOW)) as u32;
+        let size = 1 + rng.below(u64::from(MAX_COUNT_RECORD)) as u32;
         let min = 1 + rng.below(150) as u32;
         let n = 1 + rng.below(20) as u32;
         let k = 1 + rng.below(u64::from(n)) as u32;
         let config = Breaker::new()
-            .count_window(size)
+            .over_last(size)
             .min_attempts(min)
             .failure_ratio(f64::from(k) / f64::from(n))
             .open_for(Duration::from_secs(1));
@@ -194,12 +194,12 @@ fn a_count_window_opens_exactly_when_the_rule_says() {
 }
 
 #[test]
-fn a_time_window_counts_an_outcome_for_seven_eighths_of_it_at_least_and_never_longer() {
+fn a_over_time_counts_an_outcome_for_seven_eighths_of_it_at_least_and_never_longer() {
     for seed in 0..50 {
         let mut rng = Rng(seed);
         let span = (1 + rng.below(10_000)) * MS;
         let config = Breaker::new()
-            .time_window(Duration::from_nanos(span))
+            .over_time(Duration::from_nanos(span))
             .min_attempts(u32::MAX);
         let mut core = BreakerCore::new(&config);
         let mut times = Vec::new();
@@ -225,12 +225,12 @@ fn a_time_window_counts_an_outcome_for_seven_eighths_of_it_at_least_and_never_lo
 }
 
 #[test]
-fn a_time_window_forgets_old_outcomes() {
+fn a_over_time_forgets_old_outcomes() {
     let config = Breaker::new()
-        .time_window(Duration::from_secs(8))
+        .over_time(Duration::from_secs(8))
         .min_attempts(4)
         .failure_ratio(0.5);
-    // Three failures, then a fourth 6.5 s later: all four in the window, open.
+    // Three failures, then a fourth 6.5 s later: all four in the record, open.
     let mut core = BreakerCore::new(&config);
     for n in 0..3 {
         assert_eq!(
@@ -257,7 +257,7 @@ fn a_time_window_forgets_old_outcomes() {
 }
 
 #[test]
-fn a_quiet_count_window_starts_empty() {
+fn a_quiet_over_last_starts_empty() {
     let config = Breaker::new().min_attempts(3).failure_ratio(0.5);
     let quiet = QUIET.as_secs() * SEC;
     let mut core = BreakerCore::new(&config);
@@ -268,7 +268,7 @@ fn a_quiet_count_window_starts_empty() {
     assert!(!core.is_forgettable(&config, quiet - 1));
     assert_eq!(core.counts(&config, quiet + 1), (0, 0));
     assert!(core.is_forgettable(&config, quiet + 1));
-    // A third failure after the quiet spell is the first of a new window.
+    // A third failure after the quiet spell is the first of a new record.
     assert_eq!(
         attempt(&mut core, &config, quiet + 1, Outcome::failure()),
         None

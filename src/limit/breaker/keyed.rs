@@ -9,11 +9,11 @@
 //!
 //! # Forgetting
 //!
-//! A core that is closed, has an empty window and no permit out decides exactly like a
+//! A core that is closed, has an empty record and no permit out decides exactly like a
 //! fresh one (see `core.rs`), so it can be dropped at any time without changing a decision:
 //! - when a permit's end leaves its key so (a probe closed the breaker, a dropped permit of
 //!   a key that never reported), the key goes at once;
-//! - a window that empties with time (a time window, a quiet count window) is found by a
+//! - a record that empties with time (a time record, a quiet count record) is found by a
 //!   sweep: when an insert finds the shard grown to twice its size after its last sweep (and
 //!   at least [`SWEEP_FLOOR`]), it drops every such key. The sweep costs what the inserts
 //!   since the last one cost, so O(1) amortised, and a shard holds at most about twice the
@@ -52,9 +52,9 @@ const SWEEP_FLOOR: usize = 64;
 /// first time it is used, every key under the same [`Breaker`] settings, and everything the
 /// single breaker's docs say holds per key: a host that keeps failing is refused (or waited
 /// for) while the others go on. **Keys are forgotten automatically** once they hold nothing a
-/// fresh key would not (closed, nothing in the window, no permit out: see the rules in
+/// fresh key would not (closed, nothing in the record, no permit out: see the rules in
 /// [`Breaker`]'s docs), so crawling a million hosts once each keeps only the keys with
-/// outcomes in their windows, and those that are open or half-open.
+/// outcomes in their records, and those that are open or half-open.
 ///
 /// A refusal ([`CircuitOpen`]) names the key, rendered with `Debug` (hence the `Debug` bound
 /// on keys); so do the `tracing` events. Look-ups take `&Q` where `K: Borrow<Q>`, so a
@@ -197,7 +197,7 @@ impl<K: Hash + Eq> KeyedCircuitBreaker<K> {
             .map_or(BreakerState::Closed, |core| core.state(now))
     }
 
-    /// How many keys the breaker holds state for: those with outcomes in their windows, a
+    /// How many keys the breaker holds state for: those with outcomes in their records, a
     /// permit out, or not closed, plus forgettable ones not yet swept (at most about as many
     /// again, and a few dozen per shard).
     ///

@@ -2,7 +2,7 @@
 //! find when it is back.
 //!
 //! - `config.rs`: [`Breaker`], the settings; its docs state the rules and the defaults.
-//! - `window.rs`: the outcomes a closed breaker judges by (the last n, or the last stretch
+//! - `record.rs`: the outcomes a closed breaker judges by (the last n, or the last stretch
 //!   of time), a few words on explicit times.
 //! - `core.rs`: `BreakerCore`, one breaker's state machine (closed, open, half-open),
 //!   synchronous, on explicit times; [`BreakerState`].
@@ -20,8 +20,8 @@ pub(crate) mod core;
 mod core_tests;
 pub(crate) mod error;
 mod keyed;
+mod record;
 mod wait;
-mod window;
 
 pub use self::circuit::{BreakerAcquire, BreakerPermit, CircuitBreaker};
 pub use self::config::Breaker;

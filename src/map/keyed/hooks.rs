@@ -84,8 +84,9 @@ where
         // Pauses are set on the map's clock, which runs only for a map that has a rate
         // or retries (the only maps that pause).
         let now = self.now();
-        let (paused, busiest) = self.scheduler.busiest(now, n);
+        let (paused, open, busiest) = self.scheduler.busiest(now, n);
         shared.publish_paused_keys(paused);
+        shared.publish_open_keys(open);
         if G::ACTIVE {
             let (later, warming_up) = self.scheduler.told_later(now);
             shared.publish_told_later(later, warming_up);

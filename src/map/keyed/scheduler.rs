@@ -692,13 +692,18 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 
     /// How many keys are paused at `now`, and the `n` keys with the most items waiting
     /// or running (busiest first): key, waiting, running, paused.
-    pub(crate) fn busiest(&self, now: u64, n: usize) -> (usize, Vec<KeyProgress<K>>) {
-        let mut paused = 0;
+    pub(crate) fn busiest(&self, now: u64, n: usize) -> (usize, usize, Vec<KeyProgress<K>>) {
+        let (mut paused, mut open) = (0, 0);
         let mut loads = Vec::new();
         for (key, state) in &self.keys {
             let is_paused = state.paused_until > now;
             paused += usize::from(is_paused);
-            if n > 0 && state.items() + state.running > 0 {
+            let is_open = state
+                .breaker
+                .as_ref()
+                .is_some_and(|core| core.state(now) != BreakerState::Closed);
+            open += usize::from(is_open);
+            if n > 0 && (state.items() + state.running > 0 || is_open) {
                 loads.push((key, state, is_paused));
             }
         }
@@ -719,9 +724,15 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 paused,
                 limit: state.limit(),
                 rate_interval: state.rate().map_or(0, |rate| rate.interval_nanos()),
+                breaker: self.breaker.as_ref().map(|_| {
+                    state
+                        .breaker
+                        .as_ref()
+                        .map_or(BreakerState::Closed, |core| core.state(now))
+                }),
             })
             .collect();
-        (paused, busiest)
+        (paused, open, busiest)
     }
 
     /// The next key that may ask its shared limits for a permit at `now`, marked as

@@ -247,7 +247,7 @@ fn the_busiest_keys_come_first() {
         }
     }
     scheduler.pause(&"c", 10, 0);
-    let (paused, busiest) = scheduler.busiest(0, 2);
+    let (paused, _open, busiest) = scheduler.busiest(0, 2);
     assert_eq!(paused, 1);
     let busiest: Vec<_> = busiest
         .iter()
@@ -679,6 +679,6 @@ fn a_hinted_rate_on_an_adaptive_map_is_a_ceiling_that_takes_the_rate_down_at_onc
         panic!("the next start waits for the rate");
     };
     assert!(at >= 400 * MS, "next start at {} ms: 2 a second", at / MS);
-    let progress = scheduler.busiest(0, 1).1;
+    let progress = scheduler.busiest(0, 1).2;
     assert_eq!(progress[0].rate(), Some(Rate::per_second(2)));
 }

@@ -1,14 +1,14 @@
 //! The outcomes a closed breaker judges by: the last n (a ring of bits) or those of the last
 //! stretch of time (a ring of buckets). Synchronous, on explicit times (nanoseconds).
 
-use super::config::{QUIET, TIME_BUCKETS, WindowSpec};
+use super::config::{QUIET, RecordSpec, TIME_BUCKETS};
 
 /// [`QUIET`] in nanoseconds.
 const QUIET_NANOS: u64 = QUIET.as_secs() * 1_000_000_000;
 
-/// The window of one breaker; which kind follows its [`WindowSpec`].
+/// The record of one breaker; which kind follows its [`RecordSpec`].
 #[derive(Clone, Debug)]
-pub(crate) enum Window {
+pub(crate) enum Record {
     Count(CountWindow),
     Time(TimeWindow),
 }
@@ -17,11 +17,11 @@ pub(crate) enum Window {
 #[derive(Clone, Debug)]
 pub(crate) struct CountWindow {
     bad: u128,
-    /// When the latest outcome came: a window quiet for [`QUIET`] is empty.
+    /// When the latest outcome came: a record quiet for [`QUIET`] is empty.
     latest: u64,
     /// The slot the next outcome goes to.
     next: u8,
-    /// Outcomes held (at most the window's size).
+    /// Outcomes held (at most the record's size).
     len: u8,
 }
 
@@ -36,17 +36,17 @@ pub(crate) struct TimeWindow {
     bad: [u32; TIME_BUCKETS as usize],
 }
 
-impl Window {
-    /// An empty window of the kind `spec` says.
-    pub(crate) const fn new(spec: WindowSpec) -> Self {
+impl Record {
+    /// An empty record of the kind `spec` says.
+    pub(crate) const fn new(spec: RecordSpec) -> Self {
         match spec {
-            WindowSpec::Count(_) => Self::Count(CountWindow {
+            RecordSpec::Count(_) => Self::Count(CountWindow {
                 bad: 0,
                 latest: 0,
                 next: 0,
                 len: 0,
             }),
-            WindowSpec::Time(_) => Self::Time(TimeWindow {
+            RecordSpec::Time(_) => Self::Time(TimeWindow {
                 newest: 0,
                 attempts: [0; TIME_BUCKETS as usize],
                 bad: [0; TIME_BUCKETS as usize],
@@ -55,28 +55,28 @@ impl Window {
     }
 
     /// Forgets every outcome.
-    pub(crate) fn clear(&mut self, spec: WindowSpec) {
+    pub(crate) fn clear(&mut self, spec: RecordSpec) {
         *self = Self::new(spec);
     }
 
     /// Adds one outcome at `now`.
-    pub(crate) fn record(&mut self, spec: WindowSpec, now: u64, bad: bool) {
+    pub(crate) fn record(&mut self, spec: RecordSpec, now: u64, bad: bool) {
         match (self, spec) {
-            (Self::Count(window), WindowSpec::Count(size)) => window.record(size, now, bad),
-            (Self::Time(window), WindowSpec::Time(span)) => window.record(width(span), now, bad),
-            (window, spec) => {
-                // A window of the other kind (a core kept under other settings): start over.
-                *window = Self::new(spec);
-                window.record(spec, now, bad);
+            (Self::Count(record), RecordSpec::Count(size)) => record.record(size, now, bad),
+            (Self::Time(record), RecordSpec::Time(span)) => record.record(width(span), now, bad),
+            (record, spec) => {
+                // A record of the other kind (a core kept under other settings): start over.
+                *record = Self::new(spec);
+                record.record(spec, now, bad);
             }
         }
     }
 
-    /// `(attempts, bad)` in the window at `now`.
-    pub(crate) fn counts(&self, spec: WindowSpec, now: u64) -> (u32, u32) {
+    /// `(attempts, bad)` in the record at `now`.
+    pub(crate) fn counts(&self, spec: RecordSpec, now: u64) -> (u32, u32) {
         match (self, spec) {
-            (Self::Count(window), WindowSpec::Count(_)) => window.counts(now),
-            (Self::Time(window), WindowSpec::Time(span)) => window.counts(width(span), now),
+            (Self::Count(record), RecordSpec::Count(_)) => record.counts(now),
+            (Self::Time(record), RecordSpec::Time(span)) => record.counts(width(span), now),
             _ => (0, 0),
         }
     }
@@ -147,7 +147,7 @@ impl TimeWindow {
 
     fn counts(&self, width: u64, now: u64) -> (u32, u32) {
         let bucket = now / width;
-        // Buckets numbered `bucket - TIME_BUCKETS` or lower have left the window.
+        // Buckets numbered `bucket - TIME_BUCKETS` or lower have left the record.
         let mut totals = (0u32, 0u32);
         for back in 0..TIME_BUCKETS {
             let Some(number) = self.newest.checked_sub(back) else {
@@ -164,7 +164,7 @@ impl TimeWindow {
     }
 }
 
-/// A time window's bucket width: an eighth of its span, rounded up.
+/// A time record's bucket width: an eighth of its span, rounded up.
 fn width(span: u64) -> u64 {
     span.div_ceil(TIME_BUCKETS).max(1)
 }
