@@ -464,4 +464,32 @@ matrix! {
         assert_eq!(last, ("3".to_owned(), String::new()));
         assert!(adapted().is_empty(), "{:?}", adapted());
     }
+
+    async fn a_ceiling_that_takes_an_adaptive_keys_values_down_reports_them() {
+        let _one = exclusive();
+        let answer = AtomicU8::new(OK);
+        let control = MapControl::new();
+        let adaptive = Adaptive::new(1, 8).max_rate(Rate::per_second(40));
+        let (risen, lowered) = one_adaptive_key(adaptive, &answer, &control, async {
+            let mut risen = read(&control).await;
+            while risen.0 == "1" || risen.1.parse::<f64>().unwrap() < 15.0 {
+                sleep(Duration::from_millis(5)).await;
+                risen = read(&control).await;
+            }
+            let before = adapted().len();
+            control.set_key_limit(0, 1).unwrap();
+            control.set_key_rate(0, Rate::per_second(10)).unwrap();
+            let lowered = read(&control).await;
+            (risen, (lowered, adapted()[before..].to_vec()))
+        })
+        .await;
+        let (lowered, reported) = lowered;
+        assert_eq!(lowered, ("1".to_owned(), "10.0".to_owned()), "risen to {risen:?}");
+        // The values in force moved: the change is reported with them.
+        assert_eq!(
+            reported.last(),
+            Some(&lowered),
+            "risen to {risen:?}, then reported {reported:?}"
+        );
+    }
 }
