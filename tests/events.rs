@@ -1,6 +1,6 @@
-//! The `tracing` feature: retries, key pauses, hedges, rejections and time-outs reach a
-//! subscriber, under every runtime (the subscriber is process-wide, so events from tokio's
-//! worker threads count too).
+//! The `tracing` feature: retries, key pauses, hedges, rejections, time-outs and adaptive
+//! keys' changes reach a subscriber, under every runtime (the subscriber is process-wide, so
+//! events from tokio's worker threads count too).
 #![cfg(feature = "tracing")]
 
 #[macro_use]
@@ -10,12 +10,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use futures_lite::future::{yield_now, zip};
 use tollgate::{
-    Answer, Breaker, Bulkhead, KeyedCircuitBreaker, LaterReason, Outcome, RetryPolicy,
-    SharedLimits, map_async, race, retry, sleep, timeout,
+    Adaptive, Answer, Breaker, Bulkhead, KeyProgress, KeySettings, KeyedCircuitBreaker,
+    LaterReason, MapControl, Outcome, Rate, RetryPolicy, SharedLimits, map_async, race, retry,
+    sleep, timeout,
 };
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -124,6 +127,75 @@ impl SharedLimits<u32> for WarmUntil {
 }
 
 type Contestant = Pin<Box<dyn Future<Output = Result<u32, &'static str>> + Send>>;
+
+/// The `key adapted` events so far: each one's limit and rate as it wrote them.
+fn adapted() -> Vec<(String, String)> {
+    seen("key adapted")
+        .iter()
+        .map(|seen| {
+            assert_eq!(seen.level, Level::DEBUG);
+            (
+                seen.field("limit").to_owned(),
+                seen.field("rate_per_second").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A key's values as `busiest_keys` reads them, written as the event writes them (no rate:
+/// no field).
+fn written(key: &KeyProgress<u32>) -> (String, String) {
+    let rate = key
+        .rate()
+        .map(|rate| 1e9 / rate.interval().as_nanos() as f64);
+    (
+        key.limit().to_string(),
+        rate.map_or_else(String::new, |rate| format!("{rate:?}")),
+    )
+}
+
+/// What the server of the adaptive tests answers: a success, an overload, a plain failure.
+const OK: u8 = 0;
+const BUSY: u8 = 1;
+const NOT_FOUND: u8 = 2;
+
+fn classify(answer: &u8) -> Outcome {
+    match *answer {
+        OK => Outcome::success(),
+        BUSY => Outcome::overload(),
+        _ => Outcome::failure(),
+    }
+}
+
+/// An adaptive map of one key (0) whose attempts take 5 ms and are answered `answer`, under
+/// `control`, beside `drive`; returns what `drive` returns, once the map drained.
+async fn one_adaptive_key<R>(
+    adaptive: Adaptive,
+    answer: &AtomicU8,
+    control: &MapControl<u32>,
+    drive: impl Future<Output = R>,
+) -> R {
+    let map = map_async(0u32.., 16, |_| async move {
+        sleep(Duration::from_millis(5)).await;
+        answer.load(SeqCst)
+    })
+    .per_key(|_| 0u32, 8)
+    .adaptive(adaptive, classify)
+    .control(control);
+    let drive = async {
+        let out = drive.await;
+        control.drain();
+        out
+    };
+    zip(map, drive).await.1
+}
+
+/// Key 0's values in force, read between two polls of the map.
+async fn read(control: &MapControl<u32>) -> (String, String) {
+    let _ = control.busiest_keys(1);
+    yield_now().await;
+    written(control.busiest_keys(1).first().expect("key 0 has work"))
+}
 
 matrix! {
     async fn a_retry_reports_each_attempt_and_why_it_waits() {
@@ -280,5 +352,144 @@ matrix! {
         assert!(seen.iter().all(|seen| seen.level == Level::INFO && seen.field("key") == "\"a.example\""));
         assert_eq!(seen[0].field("attempts"), "4");
         assert_eq!(seen[0].field("failure_ratio"), "0.5");
+    }
+
+    async fn an_adaptive_key_reports_each_change_with_its_new_values() {
+        let _one = exclusive();
+        let answer = AtomicU8::new(OK);
+        let control = MapControl::new();
+        let adaptive = Adaptive::new(1, 8).max_rate(Rate::per_second(40));
+        // Successes (the limit and the rate rise), overloads (the rate falls), plain
+        // failures (nothing moves), read every 5 ms.
+        let (readings, during_failures) = one_adaptive_key(adaptive, &answer, &control, async {
+            let mut readings = vec![read(&control).await];
+            let mut during_failures = 0;
+            for (phase, span) in [(OK, 1_500), (BUSY, 300), (NOT_FOUND, 200)] {
+                answer.store(phase, SeqCst);
+                if phase == NOT_FOUND {
+                    during_failures = adapted().len();
+                }
+                let began = std::time::Instant::now();
+                while began.elapsed() < Duration::from_millis(span) {
+                    sleep(Duration::from_millis(5)).await;
+                    readings.push(read(&control).await);
+                }
+            }
+            during_failures = adapted().len() - during_failures;
+            (readings, during_failures)
+        })
+        .await;
+        let mut values = readings.clone();
+        values.dedup();
+        let events = adapted();
+        assert_eq!(values[0], ("1".to_owned(), "5.0".to_owned()), "a new key: its floor, 5/s");
+        println!("values read: {values:?}");
+        assert!(values.len() >= 5, "the key moved too little to tell: {values:?}");
+        // Each event is a change: its values differ from those before it.
+        let before = std::iter::once(&values[0]).chain(&events);
+        assert!(before.zip(&events).all(|(before, after)| before != after), "{events:?}");
+        // Each change read is reported, with its new values, in order.
+        let mut reported = events.iter();
+        for value in &values[1..] {
+            assert!(
+                reported.any(|event| event == value),
+                "{value:?} read, not reported: {events:?}"
+            );
+        }
+        // The plain failures moved nothing, and reported nothing; the last values reported
+        // are the ones in force.
+        assert_eq!(during_failures, 0, "{events:?}");
+        assert_eq!(events.last(), values.last());
+    }
+
+    async fn a_map_that_does_not_adapt_reports_no_key_adapted() {
+        let _one = exclusive();
+        // Per-key limits and rates, a key's own settings, changed while it runs; retries.
+        let control = MapControl::new();
+        let policy = RetryPolicy::<u32, u32>::new().attempts(3).interval(Duration::from_millis(1));
+        let outputs = map_async(0..200u32, 8, |n| {
+            let control = &control;
+            async move {
+                match n {
+                    50 => {
+                        control.set_key_limit(1, 1).unwrap();
+                        control.set_key_rate(2, Rate::per_second(2_000)).unwrap();
+                    }
+                    100 => {
+                        control.set_default_key_limit(2).unwrap();
+                        control.set_default_key_rate(Rate::per_second(1_000)).unwrap();
+                        control.clear_key_settings(1).unwrap();
+                    }
+                    _ => {}
+                }
+                sleep(Duration::from_millis(1)).await;
+                if n % 7 == 0 { Err(n) } else { Ok(n) }
+            }
+        })
+        .per_key(|n| n % 4, 4)
+        .per_key_rate(Rate::per_second(5_000))
+        .key_settings(|key| match *key {
+            3 => KeySettings::new().limit(1),
+            _ => KeySettings::new(),
+        })
+        .retry(policy)
+        .control(&control)
+        .await;
+        assert_eq!(outputs.len(), 200);
+        assert!(adapted().is_empty(), "{:?}", adapted());
+    }
+
+    async fn an_adaptive_key_whose_values_cannot_move_reports_nothing() {
+        let _one = exclusive();
+        let answer = AtomicU8::new(NOT_FOUND);
+        let control = MapControl::new();
+        // Plain failures only: they never lower a key, and without a success nothing rises.
+        let adaptive = Adaptive::new(1, 8).max_rate(Rate::per_second(40));
+        let first = one_adaptive_key(adaptive, &answer, &control, async {
+            sleep(Duration::from_millis(300)).await;
+            read(&control).await
+        })
+        .await;
+        assert_eq!(first, ("1".to_owned(), "5.0".to_owned()));
+        assert!(adapted().is_empty(), "{:?}", adapted());
+        // Successes, at full use, of a key whose floor is its ceiling and that has no rate:
+        // its rounds close, each time finding nothing to raise.
+        answer.store(OK, SeqCst);
+        let control = MapControl::new();
+        let last = one_adaptive_key(Adaptive::new(3, 3), &answer, &control, async {
+            sleep(Duration::from_millis(300)).await;
+            read(&control).await
+        })
+        .await;
+        assert_eq!(last, ("3".to_owned(), String::new()));
+        assert!(adapted().is_empty(), "{:?}", adapted());
+    }
+
+    async fn a_ceiling_that_takes_an_adaptive_keys_values_down_reports_them() {
+        let _one = exclusive();
+        let answer = AtomicU8::new(OK);
+        let control = MapControl::new();
+        let adaptive = Adaptive::new(1, 8).max_rate(Rate::per_second(40));
+        let (risen, lowered) = one_adaptive_key(adaptive, &answer, &control, async {
+            let mut risen = read(&control).await;
+            while risen.0 == "1" || risen.1.parse::<f64>().unwrap() < 15.0 {
+                sleep(Duration::from_millis(5)).await;
+                risen = read(&control).await;
+            }
+            let before = adapted().len();
+            control.set_key_limit(0, 1).unwrap();
+            control.set_key_rate(0, Rate::per_second(10)).unwrap();
+            let lowered = read(&control).await;
+            (risen, (lowered, adapted()[before..].to_vec()))
+        })
+        .await;
+        let (lowered, reported) = lowered;
+        assert_eq!(lowered, ("1".to_owned(), "10.0".to_owned()), "risen to {risen:?}");
+        // The values in force moved: the change is reported with them.
+        assert_eq!(
+            reported.last(),
+            Some(&lowered),
+            "risen to {risen:?}, then reported {reported:?}"
+        );
     }
 }
