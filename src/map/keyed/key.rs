@@ -14,6 +14,7 @@ use super::adapt::Adapted;
 use super::budget::{RetryBudget, Spent};
 use super::pacing::Due;
 use super::settings::InForce;
+use crate::events;
 use crate::limit::breaker::core::BreakerCore;
 use crate::limit::rate::gcra::Gcra;
 
@@ -121,6 +122,18 @@ impl<T> KeyState<T> {
         now: u64,
         change: impl FnOnce(&mut InForce, &mut u64),
     ) {
+        let before = (self.settings.limit, self.settings.rate);
+        self.apply_settings(now, change);
+        let after = (self.settings.limit, self.settings.rate);
+        if self.adapt.is_some() && after != before {
+            // A ceiling moved an adaptive key's values: told like any change of them.
+            events::key_adapted(after.0, after.1.map(|rate| rate.per_second()));
+        }
+    }
+
+    /// [`change_settings`](Self::change_settings) without telling: for a key made just
+    /// now, whose first values are no change.
+    pub(super) fn apply_settings(&mut self, now: u64, change: impl FnOnce(&mut InForce, &mut u64)) {
         let Some(adapted) = &mut self.adapt else {
             change(&mut self.settings, &mut self.tat);
             return;

@@ -288,7 +288,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                     // A key made again starts low, whatever it had reached before.
                     let core = KeyAdapt::new(adaptive, now);
                     state.adapt = Some(Box::new(Adapted::new(core, now, &state.settings)));
-                    state.change_settings(now, |_, _| {});
+                    state.apply_settings(now, |_, _| {});
                 }
                 (key, state, asks, lines)
             }
