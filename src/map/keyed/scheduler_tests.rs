@@ -604,10 +604,9 @@ fn a_cleared_rate_follows_the_default_again() {
     assert_eq!(drain_at(&mut scheduler, 0), [("b", 1), ("b", 2)]);
 }
 
-#[test]
-fn an_adaptive_keys_state_carries_over_on_its_adapted_rate_when_a_ceiling_changes() {
-    // A rate ceiling of 1000/s: the key starts at 5/s, a start every 200 ms (and at its
-    // floor of 2 at once).
+/// An adaptive map (limit 2 to 4, rate ceiling 1000/s) whose key "a" has 3 items: it starts
+/// at 5/s, so its first item starts and the next waits 200 ms.
+fn adaptive_key_at_five_a_second() -> KeyScheduler<&'static str, i32> {
     let mut scheduler = KeyScheduler::new(4);
     let adaptive =
         crate::limit::adaptive::config::Adaptive::new(2, 4).max_rate(Rate::per_second(1_000));
@@ -622,6 +621,12 @@ fn an_adaptive_keys_state_carries_over_on_its_adapted_rate_when_a_ceiling_change
         Next::NotBefore(200 * MS),
         "a start every 200 ms"
     );
+    scheduler
+}
+
+#[test]
+fn an_adaptive_keys_state_carries_over_on_its_adapted_rate_when_a_ceiling_changes() {
+    let mut scheduler = adaptive_key_at_five_a_second();
     // The ceiling drops to 100/s, still above the adapted 5/s: the pace stays (the
     // state is not stretched by the ratio of the ceilings, which would make it 2 s).
     scheduler.change_default_rate(Gcra::new(Rate::per_second(100)), 0);
@@ -661,17 +666,7 @@ fn a_hint_sets_the_keys_own_values_and_keeps_the_key_a_minute_then_lets_it_go() 
 
 #[test]
 fn a_hinted_rate_on_an_adaptive_map_is_a_ceiling_that_takes_the_rate_down_at_once() {
-    let mut scheduler = KeyScheduler::new(4);
-    let adaptive =
-        crate::limit::adaptive::config::Adaptive::new(2, 4).max_rate(Rate::per_second(1_000));
-    scheduler.set_default_rate(Gcra::new(Rate::per_second(1_000)));
-    scheduler.set_adaptive(adaptive);
-    for item in 0..3 {
-        scheduler.push("a", item, 0);
-    }
-    // Adapted: 5 a second, a start every 200 ms.
-    assert_eq!(drain(&mut scheduler), [("a", 0)]);
-    assert_eq!(scheduler.next(0), Next::NotBefore(200 * MS));
+    let mut scheduler = adaptive_key_at_five_a_second();
     // The server says 2 a second: the ceiling, below the adapted 5.
     scheduler.hinted(&"a", Hint::new().rate(Rate::per_second(2)), 0);
     // (The key may wake at 200 ms as planned: it sleeps on then.)
