@@ -34,6 +34,19 @@
 //!   request for a while from now: a client should then pause the whole host.
 //! - [`ServerBuilder::flaky_retry_after`]: the `Retry-After` of a flaky host's `503`s
 //!   (`0` unless set).
+//! - [`TestServer::set_unavailable`]: a host answers `503` (no `Retry-After`) to everything
+//!   that arrives from now on, until switched back: a host that goes down and recovers.
+//!
+//! # What a host says about its rate
+//!
+//! - [`ServerBuilder::rate_limit_fields`]: a metered host tells its rate on each `200`, in the
+//!   IETF rate-limit fields: `RateLimit-Policy: "default";q=<per second>;w=1` (the meter's
+//!   rate, rounded down, at least 1) and `RateLimit: "default";r=<remaining>;t=<reset>`,
+//!   read from its meter (a GCRA, see below) as the answer goes out: `r` is how many requests
+//!   in a row the meter would take at that instant (without the allowance), `t` the seconds
+//!   until it would take its whole burst again (rounded up).
+//! - [`TestServer::set_fields`]: header lines a host adds to each `200` from now on (a
+//!   policy that changes in the middle of a run).
 //!
 //! Every `429` goes out as soon as the request head is read, without the host's latency: a
 //! real rate limiter refuses before it does the work. `200`s and `503`s come after the latency.
@@ -115,7 +128,7 @@
 use std::collections::HashSet;
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::thread::JoinHandle;
@@ -308,12 +321,42 @@ impl RateMeter {
         self.interval
     }
 
+    /// The most requests at once after a quiet spell.
+    pub fn burst(&self) -> u32 {
+        (self.tolerance.as_secs_f64() / self.interval.as_secs_f64()).round() as u32 + 1
+    }
+
+    /// How many requests in a row the meter would take at `now`, without the allowance
+    /// (0 to [`burst`](Self::burst)): a rate-limit field's "remaining".
+    pub fn remaining(&self, now: Instant) -> u32 {
+        let Some(schedule) = self.schedule else {
+            return self.burst();
+        };
+        // The n-th request in a row is on time if `schedule + (n - 1) × interval <=
+        // now + tolerance`.
+        let Some(room) = (now + self.tolerance).checked_duration_since(schedule) else {
+            return 0;
+        };
+        let more = room.as_nanos() / self.interval.as_nanos().max(1);
+        u32::try_from(more + 1)
+            .unwrap_or(u32::MAX)
+            .min(self.burst())
+    }
+
+    /// How long from `now` until the meter would take its whole burst again: a rate-limit
+    /// field's "reset".
+    pub fn until_full(&self, now: Instant) -> Duration {
+        self.schedule.map_or(Duration::ZERO, |schedule| {
+            schedule.saturating_duration_since(now)
+        })
+    }
+
     /// Meters `per_second` from now on (the burst stays); the schedule is kept, so a
     /// client that keeps its old pace is refused from the next request.
     pub fn set_rate(&mut self, per_second: f64) {
-        let burst = (self.tolerance.as_secs_f64() / self.interval.as_secs_f64()).round() + 1.0;
+        let burst = self.burst();
         self.interval = Duration::from_secs_f64(1.0 / per_second);
-        self.tolerance = self.interval.mul_f64(burst - 1.0);
+        self.tolerance = self.interval * (burst - 1);
     }
 }
 
@@ -328,6 +371,8 @@ struct HostPlan {
     rate: Option<(f64, u32)>,
     /// `(k, retry_after)`: answer the `k`-th request (from 1) with `429`.
     scripted_429: Vec<(usize, u64)>,
+    /// Whether its `200`s tell its meter's rate in the rate-limit fields.
+    rate_limit_fields: bool,
 }
 
 /// Describes the hosts of a [`TestServer`] before it starts.
@@ -426,6 +471,20 @@ impl ServerBuilder {
         self
     }
 
+    /// Makes `host` tell its rate on each `200` in the IETF rate-limit fields,
+    /// `RateLimit-Policy` and `RateLimit`, read from its meter (see the module docs). The
+    /// host needs a meter: its own ([`ServerBuilder::host_rate_limit`]) or every host's
+    /// ([`ServerBuilder::rate_limit`]).
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host (yet); at [`start`](Self::start), if it has no meter.
+    #[track_caller]
+    pub fn rate_limit_fields(mut self, host: &str) -> Self {
+        self.plan(host).rate_limit_fields = true;
+        self
+    }
+
     #[track_caller]
     fn add(mut self, name: &str, latency: Duration, flaky: bool) -> Self {
         assert!(
@@ -439,6 +498,7 @@ impl ServerBuilder {
             flaky_retry_after: 0,
             rate: None,
             scripted_429: Vec::new(),
+            rate_limit_fields: false,
         });
         self
     }
@@ -469,6 +529,11 @@ impl ServerBuilder {
                 .rate
                 .or(self.rate_for_all)
                 .map(|(per_second, burst)| RateMeter::new(per_second, burst, allowance));
+            assert!(
+                meter.is_some() || !plan.rate_limit_fields,
+                "host {:?} tells its rate but has no rate meter",
+                plan.name
+            );
             let host = Arc::new(Host {
                 addr: listener.local_addr().expect("local address of a listener"),
                 name: plan.name,
@@ -476,11 +541,14 @@ impl ServerBuilder {
                 flaky: plan.flaky,
                 flaky_retry_after: plan.flaky_retry_after,
                 scripted_429: plan.scripted_429,
+                rate_limit_fields: plan.rate_limit_fields,
                 seen_paths: Mutex::default(),
+                unavailable: AtomicBool::new(false),
                 door: Mutex::new(Door {
                     meter,
                     arrivals: Vec::new(),
                     throttle: None,
+                    fields: String::new(),
                 }),
                 gauge: Gauge::default(),
                 counters: Counters::default(),
@@ -639,6 +707,44 @@ impl TestServer {
             .set_rate(per_second);
     }
 
+    /// Makes `host` answer `503 Service Unavailable` (without `Retry-After`, after its
+    /// latency) to every request that arrives from now on while `unavailable` is true, before
+    /// anything else judges it (its meter does not see it); `false` brings it back.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host.
+    #[track_caller]
+    pub fn set_unavailable(&self, host: &str, unavailable: bool) {
+        self.host(host)
+            .unavailable
+            .store(unavailable, Ordering::SeqCst);
+    }
+
+    /// Makes `host` add `fields` (header lines `Name: value`, replacing the ones set before;
+    /// none stops) to each `200` from now on, and returns from when: every answer whose
+    /// [`Arrival::answered_at`] is at or after the returned instant carries them, and no
+    /// earlier one does.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host, or a field has no `:` or holds a line break.
+    #[track_caller]
+    pub fn set_fields(&self, host: &str, fields: &[&str]) -> Instant {
+        let mut lines = String::new();
+        for field in fields {
+            assert!(
+                field.contains(':') && !field.contains(['\r', '\n']),
+                "{field:?} is not a header line"
+            );
+            lines.push_str(field);
+            lines.push_str("\r\n");
+        }
+        let mut door = self.host(host).door.lock().unwrap();
+        door.fields = lines;
+        Instant::now()
+    }
+
     /// The counters summed over all hosts, with the global active count and its peak.
     pub fn global(&self) -> Stats {
         let mut total = self.hosts.iter().fold(Stats::default(), |mut total, host| {
@@ -734,8 +840,12 @@ struct Host {
     flaky: bool,
     flaky_retry_after: u64,
     scripted_429: Vec<(usize, u64)>,
+    /// Whether its `200`s tell its meter's rate.
+    rate_limit_fields: bool,
     /// Paths already answered once with `503` (flaky hosts only).
     seen_paths: Mutex<HashSet<String>>,
+    /// Answer `503` to whatever arrives ([`TestServer::set_unavailable`]).
+    unavailable: AtomicBool,
     door: Mutex<Door>,
     gauge: Gauge,
     counters: Counters,
@@ -750,6 +860,8 @@ struct Door {
     arrivals: Vec<Arrival>,
     /// `(until, retry_after)`: answer `429` to whatever arrives before `until`.
     throttle: Option<(Instant, u64)>,
+    /// Header lines added to each `200` ([`TestServer::set_fields`]), each ending in CRLF.
+    fields: String,
 }
 
 /// The door's verdict on one arrival.
@@ -759,6 +871,8 @@ struct Ticket {
     index: usize,
     /// `Some(retry_after)`: answer `429` at once.
     refuse: Option<u64>,
+    /// Answer `503`: the host is down ([`TestServer::set_unavailable`]).
+    unavailable: bool,
 }
 
 impl Host {
@@ -783,6 +897,20 @@ impl Host {
     fn arrive(&self, at: Instant) -> Ticket {
         let mut door = self.door.lock().unwrap();
         let index = door.arrivals.len();
+        if self.unavailable.load(Ordering::SeqCst) {
+            door.arrivals.push(Arrival {
+                at,
+                path: None,
+                status: None,
+                answered_at: None,
+                over_rate: false,
+            });
+            return Ticket {
+                index,
+                refuse: None,
+                unavailable: true,
+            };
+        }
         let over_rate = match door.meter.as_mut().map(|meter| meter.admit(at)) {
             // Whole seconds, rounded up: the client must not come back before it may.
             Some(Err(early)) => Some(early.as_secs() + u64::from(early.subsec_nanos() > 0)),
@@ -807,6 +935,7 @@ impl Host {
         Ticket {
             index,
             refuse: over_rate.or(scripted).or(throttled),
+            unavailable: false,
         }
     }
 
@@ -815,15 +944,25 @@ impl Host {
     }
 
     /// Counts a response about to go out: before its first byte, so a client that holds it
-    /// finds it counted.
-    fn record_answer(&self, ticket: Ticket, status: u16) {
-        let now = Instant::now();
-        let over_rate = {
+    /// finds it counted. Returns the header lines it adds to a `200`: the rate-limit fields
+    /// read from the meter at this instant, and the ones [`TestServer::set_fields`] set.
+    fn record_answer(&self, ticket: Ticket, status: u16) -> String {
+        let (over_rate, fields) = {
             let mut door = self.door.lock().unwrap();
+            // Taken under the lock, so `set_fields` can say from when its fields go out.
+            let now = Instant::now();
             let arrival = &mut door.arrivals[ticket.index];
             arrival.status = Some(status);
             arrival.answered_at = Some(now);
-            arrival.over_rate
+            let over_rate = arrival.over_rate;
+            let mut fields = String::new();
+            if status == 200 {
+                if let Some(meter) = door.meter.as_ref().filter(|_| self.rate_limit_fields) {
+                    fields = rate_limit_fields(meter, now);
+                }
+                fields.push_str(&door.fields);
+            }
+            (over_rate, fields)
         };
         bump(&self.counters.responses);
         match status {
@@ -835,6 +974,7 @@ impl Host {
         if over_rate {
             bump(&self.counters.over_rate);
         }
+        fields
     }
 
     /// The status for the next request to `path`: `503` the first time on a flaky host.
@@ -845,6 +985,18 @@ impl Host {
             200
         }
     }
+}
+
+/// `RateLimit-Policy` and `RateLimit` as `meter` stands at `now` (see the module docs).
+fn rate_limit_fields(meter: &RateMeter, now: Instant) -> String {
+    let per_second = (1.0 / meter.interval().as_secs_f64()).floor().max(1.0) as u64;
+    let reset = meter.until_full(now);
+    let reset = reset.as_secs() + u64::from(reset.subsec_nanos() > 0);
+    format!(
+        "RateLimit-Policy: \"default\";q={per_second};w=1\r\n\
+         RateLimit: \"default\";r={};t={reset}\r\n",
+        meter.remaining(now)
+    )
 }
 
 #[derive(Debug, Default)]
@@ -948,8 +1100,12 @@ async fn serve(mut stream: TcpStream, host: Arc<Host>, ticket: Ticket) {
         return;
     };
 
-    host.record_answer(ticket, answer.status);
-    if stream.write_all(answer.to_http().as_bytes()).await.is_err() {
+    let fields = host.record_answer(ticket, answer.status);
+    if stream
+        .write_all(answer.to_http(&fields).as_bytes())
+        .await
+        .is_err()
+    {
         bump(&host.counters.disconnects);
         return;
     }
@@ -974,7 +1130,8 @@ impl Answer {
         }
     }
 
-    fn to_http(&self) -> String {
+    /// The response, with `fields` (header lines, each ending in CRLF) among its headers.
+    fn to_http(&self, fields: &str) -> String {
         let Self {
             status,
             retry_after,
@@ -992,7 +1149,7 @@ impl Answer {
             retry_after.map_or_else(String::new, |secs| format!("Retry-After: {secs}\r\n"));
         format!(
             "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
-             {retry_after}Connection: close\r\n\r\n{body}",
+             {retry_after}{fields}Connection: close\r\n\r\n{body}",
             body.len()
         )
     }
@@ -1025,6 +1182,9 @@ async fn answer(stream: &mut TcpStream, host: &Host, ticket: Ticket) -> Option<A
     .await;
     if left {
         return None;
+    }
+    if ticket.unavailable {
+        return Some(Answer::new(503, None, UNAVAILABLE_BODY));
     }
     Some(match host.status_for(&path) {
         503 => Answer::new(503, Some(host.flaky_retry_after), UNAVAILABLE_BODY),
