@@ -11,6 +11,8 @@
 //! - [`get_ok`]: [`get`], then any status but `2xx` as [`ClientError::Status`], with the
 //!   server's `Retry-After` (a delay in seconds or an HTTP date, see [`parse_retry_after`])
 //!   read into [`ClientError::retry_after`]: what a retry policy needs to wait as told.
+//! - [`get_response`]: as [`get`], with the status and every header field on the `http`
+//!   crate's types ([`Response`]): what `tollgate::http::outcome` reads.
 //!
 //! Each call opens one connection for one request, with hyper's connection API
 //! (`client::conn::http1`) rather than a pooled client: nothing is spawned, here or in
@@ -38,7 +40,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
-use hyper::{Request, Uri};
+use hyper::{HeaderMap, Request, StatusCode, Uri};
 
 /// A response, read to the end.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +67,32 @@ impl Page {
                 status: self.status,
                 retry_after: self.retry_after,
             })
+        }
+    }
+}
+
+/// A response with its header fields, read to the end, from [`get_response`].
+#[derive(Clone, Debug)]
+pub struct Response {
+    /// The status.
+    pub status: StatusCode,
+    /// Every header field.
+    pub headers: HeaderMap,
+    /// The body, as text (invalid UTF-8 replaced).
+    pub body: String,
+}
+
+impl From<Response> for Page {
+    fn from(response: Response) -> Self {
+        let retry_after = response
+            .headers
+            .get(hyper::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(parse_retry_after);
+        Self {
+            status: response.status.as_u16(),
+            retry_after,
+            body: response.body,
         }
     }
 }
@@ -152,10 +180,20 @@ impl From<hyper::Error> for ClientError {
 /// [`ClientError`] when the URL is unsupported, the connection fails or the exchange fails.
 /// Any status, including `503`, is a [`Page`], not an error.
 pub async fn get(url: impl AsRef<str>) -> Result<Page, ClientError> {
+    get_response(url).await.map(Page::from)
+}
+
+/// Fetches `url` as [`get`] does, keeping the status and the header fields on the `http`
+/// crate's types.
+///
+/// # Errors
+///
+/// As [`get`].
+pub async fn get_response(url: impl AsRef<str>) -> Result<Response, ClientError> {
     if tokio::runtime::Handle::try_current().is_ok() {
-        return get_tokio(url).await;
+        return response_tokio(url.as_ref()).await;
     }
-    get_smol(url).await
+    response_smol(url.as_ref()).await
 }
 
 /// Fetches `url` with [`get`] and returns the body of a `2xx` answer.
@@ -174,7 +212,11 @@ pub async fn get_ok(url: impl AsRef<str>) -> Result<String, ClientError> {
 ///
 /// As [`get`].
 pub async fn get_smol(url: impl AsRef<str>) -> Result<Page, ClientError> {
-    let target = Target::parse(url.as_ref())?;
+    response_smol(url.as_ref()).await.map(Page::from)
+}
+
+async fn response_smol(url: &str) -> Result<Response, ClientError> {
+    let target = Target::parse(url)?;
     let stream = smol::net::TcpStream::connect((target.host.as_str(), target.port))
         .await
         .map_err(ClientError::Connect)?;
@@ -191,7 +233,11 @@ pub async fn get_smol(url: impl AsRef<str>) -> Result<Page, ClientError> {
 ///
 /// Outside a tokio runtime (tokio's socket needs its reactor).
 pub async fn get_tokio(url: impl AsRef<str>) -> Result<Page, ClientError> {
-    let target = Target::parse(url.as_ref())?;
+    response_tokio(url.as_ref()).await.map(Page::from)
+}
+
+async fn response_tokio(url: &str) -> Result<Response, ClientError> {
+    let target = Target::parse(url)?;
     let stream = tokio::net::TcpStream::connect((target.host.as_str(), target.port))
         .await
         .map_err(ClientError::Connect)?;
@@ -199,7 +245,7 @@ pub async fn get_tokio(url: impl AsRef<str>) -> Result<Page, ClientError> {
 }
 
 /// Sends one `GET` over `io` and reads the whole response.
-async fn exchange<I>(io: I, target: Target) -> Result<Page, ClientError>
+async fn exchange<I>(io: I, target: Target) -> Result<Response, ClientError>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin,
 {
@@ -210,17 +256,12 @@ where
         .map_err(|_| ClientError::Url(target.url))?;
     let page = async move {
         let response = sender.send_request(request).await?;
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(hyper::header::RETRY_AFTER)
-            .and_then(|value| value.to_str().ok())
-            .and_then(parse_retry_after);
-        let body = response.into_body().collect().await?.to_bytes();
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await?.to_bytes();
         // `sender` drops here: hyper's connection then finishes once the exchange is done.
-        Ok::<_, ClientError>(Page {
-            status,
-            retry_after,
+        Ok::<_, ClientError>(Response {
+            status: parts.status,
+            headers: parts.headers,
             body: String::from_utf8_lossy(&body).into_owned(),
         })
     };

@@ -34,6 +34,19 @@
 //!   request for a while from now: a client should then pause the whole host.
 //! - [`ServerBuilder::flaky_retry_after`]: the `Retry-After` of a flaky host's `503`s
 //!   (`0` unless set).
+//! - [`TestServer::set_unavailable`]: a host answers `503` (no `Retry-After`) to everything
+//!   that arrives from now on, until switched back: a host that goes down and recovers.
+//!
+//! # What a host says about its rate
+//!
+//! - [`ServerBuilder::rate_limit_fields`]: a metered host tells its rate on each `200`, in the
+//!   IETF rate-limit fields: `RateLimit-Policy: "default";q=<per second>;w=1` (the meter's
+//!   rate, rounded down, at least 1) and `RateLimit: "default";r=<remaining>;t=<reset>`,
+//!   read from its meter (a GCRA, see below) as the answer goes out: `r` is how many requests
+//!   in a row the meter would take at that instant (without the allowance), `t` the seconds
+//!   until it would take its whole burst again (rounded up).
+//! - [`TestServer::set_fields`]: header lines a host adds to each `200` from now on (a
+//!   policy that changes in the middle of a run).
 //!
 //! Every `429` goes out as soon as the request head is read, without the host's latency: a
 //! real rate limiter refuses before it does the work. `200`s and `503`s come after the latency.
@@ -115,7 +128,7 @@
 use std::collections::HashSet;
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdListener};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::thread::JoinHandle;
@@ -126,6 +139,8 @@ use futures::stream::{FuturesUnordered, SelectAll};
 use smol::future;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::net::{TcpListener, TcpStream};
+
+pub use crate::meter::{RateMeter, achieved_rate, count_between, max_in_window, window_limit};
 
 /// The body a host answers `200` with for `path`: `"<host> <path>"`.
 pub fn page_body(host: &str, path: &str) -> String {
@@ -193,130 +208,6 @@ pub struct Arrival {
     pub over_rate: bool,
 }
 
-/// The most instants of `times` that fit in any window `[t, t + window)`.
-///
-/// `times` need not be sorted. An empty list gives 0; a zero window gives 0.
-pub fn max_in_window(times: &[Instant], window: Duration) -> usize {
-    let mut sorted = times.to_vec();
-    sorted.sort_unstable();
-    let mut best = 0;
-    let mut first = 0;
-    for (last, &at) in sorted.iter().enumerate() {
-        // The window ends just after `at`: drop from its front what is `window` or more
-        // before `at` (all of it, `at` included, for a zero window).
-        while first <= last && at.duration_since(sorted[first]) >= window {
-            first += 1;
-        }
-        best = best.max(last + 1 - first);
-    }
-    best
-}
-
-/// How many instants of `times` fall in `[from, until)`.
-pub fn count_between(times: &[Instant], from: Instant, until: Instant) -> usize {
-    times.iter().filter(|&&at| from <= at && at < until).count()
-}
-
-/// The mean rate between the first and the last of `times`, in requests per second:
-/// `(n - 1) / (last - first)`. `None` for fewer than two instants or when they all coincide.
-pub fn achieved_rate(times: &[Instant]) -> Option<f64> {
-    let first = times.iter().min()?;
-    let last = times.iter().max()?;
-    let span = last.duration_since(*first).as_secs_f64();
-    (times.len() >= 2 && span > 0.0).then(|| (times.len() - 1) as f64 / span)
-}
-
-/// The most requests `per_second` with `burst` lets into any window of length `window`:
-/// `burst + floor(per_second × window)`.
-///
-/// What a host's meter accepts keeps within `window_limit(per_second, burst, window +
-/// allowance)`, since each request may be up to the allowance early.
-pub fn window_limit(per_second: f64, burst: u32, window: Duration) -> usize {
-    burst as usize + (per_second * window.as_secs_f64()).floor() as usize
-}
-
-/// The server's own judge of a rate: `per_second` requests with bursts of up to `burst`,
-/// each request allowed to be up to `allowance` early (see the module docs).
-///
-/// Kept apart from tollgate's limiters on purpose: it is what they are measured against.
-/// Public so that a test can replay a list of instants through it ([`RateMeter::replay`]).
-#[derive(Clone, Debug)]
-pub struct RateMeter {
-    interval: Duration,
-    /// How far ahead of a request's own slot the schedule may run: `(burst - 1) × interval`.
-    tolerance: Duration,
-    allowance: Duration,
-    /// The theoretical arrival time of the next request on an even pace; `None` before
-    /// the first request.
-    schedule: Option<Instant>,
-}
-
-impl RateMeter {
-    /// A meter for `per_second` requests per second with bursts of up to `burst`.
-    ///
-    /// # Panics
-    ///
-    /// If `per_second` is not finite and positive, or `burst` is 0.
-    #[track_caller]
-    pub fn new(per_second: f64, burst: u32, allowance: Duration) -> Self {
-        assert!(
-            per_second.is_finite() && per_second > 0.0,
-            "rate {per_second} must be finite and positive"
-        );
-        assert!(burst >= 1, "burst must be at least 1");
-        let interval = Duration::from_secs_f64(1.0 / per_second);
-        Self {
-            interval,
-            tolerance: interval * (burst - 1),
-            allowance,
-            schedule: None,
-        }
-    }
-
-    /// Judges a request arriving at `now`: `Ok` if it is on time (the schedule moves on by
-    /// one interval), or `Err(wait)` with how much sooner than allowed it came (the schedule
-    /// stays), where `wait > allowance`.
-    ///
-    /// Instants should come in order; one a little out of order is judged as if it came
-    /// with the latest so far.
-    pub fn admit(&mut self, now: Instant) -> Result<(), Duration> {
-        let schedule = self.schedule.unwrap_or(now);
-        // On time if `now + allowance >= schedule - tolerance`, written without
-        // subtracting from an `Instant`.
-        let early = schedule
-            .saturating_duration_since(now)
-            .saturating_sub(self.tolerance);
-        if early > self.allowance {
-            return Err(early);
-        }
-        self.schedule = Some(schedule.max(now) + self.interval);
-        Ok(())
-    }
-
-    /// Runs `times` (in order) through a fresh copy of this meter and returns how many it
-    /// refuses.
-    pub fn replay(&self, times: &[Instant]) -> usize {
-        let mut meter = Self {
-            schedule: None,
-            ..self.clone()
-        };
-        times.iter().filter(|&&at| meter.admit(at).is_err()).count()
-    }
-
-    /// The spacing of requests on an even pace: `1 / per_second`.
-    pub fn interval(&self) -> Duration {
-        self.interval
-    }
-
-    /// Meters `per_second` from now on (the burst stays); the schedule is kept, so a
-    /// client that keeps its old pace is refused from the next request.
-    pub fn set_rate(&mut self, per_second: f64) {
-        let burst = (self.tolerance.as_secs_f64() / self.interval.as_secs_f64()).round() + 1.0;
-        self.interval = Duration::from_secs_f64(1.0 / per_second);
-        self.tolerance = self.interval.mul_f64(burst - 1.0);
-    }
-}
-
 /// How a host answers, set on the builder.
 #[derive(Debug, Clone)]
 struct HostPlan {
@@ -328,6 +219,8 @@ struct HostPlan {
     rate: Option<(f64, u32)>,
     /// `(k, retry_after)`: answer the `k`-th request (from 1) with `429`.
     scripted_429: Vec<(usize, u64)>,
+    /// Whether its `200`s tell its meter's rate in the rate-limit fields.
+    rate_limit_fields: bool,
 }
 
 /// Describes the hosts of a [`TestServer`] before it starts.
@@ -426,6 +319,20 @@ impl ServerBuilder {
         self
     }
 
+    /// Makes `host` tell its rate on each `200` in the IETF rate-limit fields,
+    /// `RateLimit-Policy` and `RateLimit`, read from its meter (see the module docs). The
+    /// host needs a meter: its own ([`ServerBuilder::host_rate_limit`]) or every host's
+    /// ([`ServerBuilder::rate_limit`]).
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host (yet); at [`start`](Self::start), if it has no meter.
+    #[track_caller]
+    pub fn rate_limit_fields(mut self, host: &str) -> Self {
+        self.plan(host).rate_limit_fields = true;
+        self
+    }
+
     #[track_caller]
     fn add(mut self, name: &str, latency: Duration, flaky: bool) -> Self {
         assert!(
@@ -439,6 +346,7 @@ impl ServerBuilder {
             flaky_retry_after: 0,
             rate: None,
             scripted_429: Vec::new(),
+            rate_limit_fields: false,
         });
         self
     }
@@ -469,6 +377,11 @@ impl ServerBuilder {
                 .rate
                 .or(self.rate_for_all)
                 .map(|(per_second, burst)| RateMeter::new(per_second, burst, allowance));
+            assert!(
+                meter.is_some() || !plan.rate_limit_fields,
+                "host {:?} tells its rate but has no rate meter",
+                plan.name
+            );
             let host = Arc::new(Host {
                 addr: listener.local_addr().expect("local address of a listener"),
                 name: plan.name,
@@ -476,11 +389,14 @@ impl ServerBuilder {
                 flaky: plan.flaky,
                 flaky_retry_after: plan.flaky_retry_after,
                 scripted_429: plan.scripted_429,
+                rate_limit_fields: plan.rate_limit_fields,
                 seen_paths: Mutex::default(),
+                unavailable: AtomicBool::new(false),
                 door: Mutex::new(Door {
                     meter,
                     arrivals: Vec::new(),
                     throttle: None,
+                    fields: String::new(),
                 }),
                 gauge: Gauge::default(),
                 counters: Counters::default(),
@@ -639,6 +555,44 @@ impl TestServer {
             .set_rate(per_second);
     }
 
+    /// Makes `host` answer `503 Service Unavailable` (without `Retry-After`, after its
+    /// latency) to every request that arrives from now on while `unavailable` is true, before
+    /// anything else judges it (its meter does not see it); `false` brings it back.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host.
+    #[track_caller]
+    pub fn set_unavailable(&self, host: &str, unavailable: bool) {
+        self.host(host)
+            .unavailable
+            .store(unavailable, Ordering::SeqCst);
+    }
+
+    /// Makes `host` add `fields` (header lines `Name: value`, replacing the ones set before;
+    /// none stops) to each `200` from now on, and returns from when: every answer whose
+    /// [`Arrival::answered_at`] is at or after the returned instant carries them, and no
+    /// earlier one does.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host, or a field has no `:` or holds a line break.
+    #[track_caller]
+    pub fn set_fields(&self, host: &str, fields: &[&str]) -> Instant {
+        let mut lines = String::new();
+        for field in fields {
+            assert!(
+                field.contains(':') && !field.contains(['\r', '\n']),
+                "{field:?} is not a header line"
+            );
+            lines.push_str(field);
+            lines.push_str("\r\n");
+        }
+        let mut door = self.host(host).door.lock().unwrap();
+        door.fields = lines;
+        Instant::now()
+    }
+
     /// The counters summed over all hosts, with the global active count and its peak.
     pub fn global(&self) -> Stats {
         let mut total = self.hosts.iter().fold(Stats::default(), |mut total, host| {
@@ -734,8 +688,12 @@ struct Host {
     flaky: bool,
     flaky_retry_after: u64,
     scripted_429: Vec<(usize, u64)>,
+    /// Whether its `200`s tell its meter's rate.
+    rate_limit_fields: bool,
     /// Paths already answered once with `503` (flaky hosts only).
     seen_paths: Mutex<HashSet<String>>,
+    /// Answer `503` to whatever arrives ([`TestServer::set_unavailable`]).
+    unavailable: AtomicBool,
     door: Mutex<Door>,
     gauge: Gauge,
     counters: Counters,
@@ -750,6 +708,8 @@ struct Door {
     arrivals: Vec<Arrival>,
     /// `(until, retry_after)`: answer `429` to whatever arrives before `until`.
     throttle: Option<(Instant, u64)>,
+    /// Header lines added to each `200` ([`TestServer::set_fields`]), each ending in CRLF.
+    fields: String,
 }
 
 /// The door's verdict on one arrival.
@@ -759,6 +719,8 @@ struct Ticket {
     index: usize,
     /// `Some(retry_after)`: answer `429` at once.
     refuse: Option<u64>,
+    /// Answer `503`: the host is down ([`TestServer::set_unavailable`]).
+    unavailable: bool,
 }
 
 impl Host {
@@ -783,6 +745,20 @@ impl Host {
     fn arrive(&self, at: Instant) -> Ticket {
         let mut door = self.door.lock().unwrap();
         let index = door.arrivals.len();
+        if self.unavailable.load(Ordering::SeqCst) {
+            door.arrivals.push(Arrival {
+                at,
+                path: None,
+                status: None,
+                answered_at: None,
+                over_rate: false,
+            });
+            return Ticket {
+                index,
+                refuse: None,
+                unavailable: true,
+            };
+        }
         let over_rate = match door.meter.as_mut().map(|meter| meter.admit(at)) {
             // Whole seconds, rounded up: the client must not come back before it may.
             Some(Err(early)) => Some(early.as_secs() + u64::from(early.subsec_nanos() > 0)),
@@ -807,6 +783,7 @@ impl Host {
         Ticket {
             index,
             refuse: over_rate.or(scripted).or(throttled),
+            unavailable: false,
         }
     }
 
@@ -815,15 +792,25 @@ impl Host {
     }
 
     /// Counts a response about to go out: before its first byte, so a client that holds it
-    /// finds it counted.
-    fn record_answer(&self, ticket: Ticket, status: u16) {
-        let now = Instant::now();
-        let over_rate = {
+    /// finds it counted. Returns the header lines it adds to a `200`: the rate-limit fields
+    /// read from the meter at this instant, and the ones [`TestServer::set_fields`] set.
+    fn record_answer(&self, ticket: Ticket, status: u16) -> String {
+        let (over_rate, fields) = {
             let mut door = self.door.lock().unwrap();
+            // Taken under the lock, so `set_fields` can say from when its fields go out.
+            let now = Instant::now();
             let arrival = &mut door.arrivals[ticket.index];
             arrival.status = Some(status);
             arrival.answered_at = Some(now);
-            arrival.over_rate
+            let over_rate = arrival.over_rate;
+            let mut fields = String::new();
+            if status == 200 {
+                if let Some(meter) = door.meter.as_ref().filter(|_| self.rate_limit_fields) {
+                    fields = rate_limit_fields(meter, now);
+                }
+                fields.push_str(&door.fields);
+            }
+            (over_rate, fields)
         };
         bump(&self.counters.responses);
         match status {
@@ -835,6 +822,7 @@ impl Host {
         if over_rate {
             bump(&self.counters.over_rate);
         }
+        fields
     }
 
     /// The status for the next request to `path`: `503` the first time on a flaky host.
@@ -845,6 +833,18 @@ impl Host {
             200
         }
     }
+}
+
+/// `RateLimit-Policy` and `RateLimit` as `meter` stands at `now` (see the module docs).
+fn rate_limit_fields(meter: &RateMeter, now: Instant) -> String {
+    let per_second = (1.0 / meter.interval().as_secs_f64()).floor().max(1.0) as u64;
+    let reset = meter.until_full(now);
+    let reset = reset.as_secs() + u64::from(reset.subsec_nanos() > 0);
+    format!(
+        "RateLimit-Policy: \"default\";q={per_second};w=1\r\n\
+         RateLimit: \"default\";r={};t={reset}\r\n",
+        meter.remaining(now)
+    )
 }
 
 #[derive(Debug, Default)]
@@ -948,8 +948,12 @@ async fn serve(mut stream: TcpStream, host: Arc<Host>, ticket: Ticket) {
         return;
     };
 
-    host.record_answer(ticket, answer.status);
-    if stream.write_all(answer.to_http().as_bytes()).await.is_err() {
+    let fields = host.record_answer(ticket, answer.status);
+    if stream
+        .write_all(answer.to_http(&fields).as_bytes())
+        .await
+        .is_err()
+    {
         bump(&host.counters.disconnects);
         return;
     }
@@ -974,7 +978,8 @@ impl Answer {
         }
     }
 
-    fn to_http(&self) -> String {
+    /// The response, with `fields` (header lines, each ending in CRLF) among its headers.
+    fn to_http(&self, fields: &str) -> String {
         let Self {
             status,
             retry_after,
@@ -992,7 +997,7 @@ impl Answer {
             retry_after.map_or_else(String::new, |secs| format!("Retry-After: {secs}\r\n"));
         format!(
             "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
-             {retry_after}Connection: close\r\n\r\n{body}",
+             {retry_after}{fields}Connection: close\r\n\r\n{body}",
             body.len()
         )
     }
@@ -1025,6 +1030,9 @@ async fn answer(stream: &mut TcpStream, host: &Host, ticket: Ticket) -> Option<A
     .await;
     if left {
         return None;
+    }
+    if ticket.unavailable {
+        return Some(Answer::new(503, None, UNAVAILABLE_BODY));
     }
     Some(match host.status_for(&path) {
         503 => Answer::new(503, Some(host.flaky_retry_after), UNAVAILABLE_BODY),

@@ -22,6 +22,7 @@
 pub mod http_client;
 pub mod http_server;
 mod matrix;
+mod meter;
 pub mod nginx;
 mod probes;
 pub mod progress;
