@@ -152,7 +152,7 @@ async fn main() -> ExitCode {
         .breaker(
             Breaker::new()
                 .min_attempts(4)
-                .count_window(4)
+                .over_last(4)
                 .open_for(Duration::from_millis(300)),
         )
         .control(&control)

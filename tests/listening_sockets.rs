@@ -137,7 +137,7 @@ const GLOBAL: usize = 8;
 fn breaker() -> Breaker {
     Breaker::new()
         .min_attempts(FAILURES as u32)
-        .count_window(FAILURES as u32)
+        .over_last(FAILURES as u32)
         .open_for(OPEN_FOR)
 }
 

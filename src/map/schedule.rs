@@ -723,7 +723,7 @@ where
     ///     Err(Error::Status(503)) => Outcome::overload(),
     ///     Err(_) => Outcome::failure(),
     /// })
-    /// .breaker(Breaker::new().min_attempts(3).count_window(3).open_for(Duration::from_secs(60)))
+    /// .breaker(Breaker::new().min_attempts(3).over_last(3).open_for(Duration::from_secs(60)))
     /// .await;
     /// let refused = pages.iter().filter(|page| matches!(page, Err(Error::Open(_)))).count();
     /// assert_eq!(refused, 17); // host 0: 3 attempts opened its breaker, the rest ended at once
