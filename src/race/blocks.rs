@@ -139,6 +139,7 @@ pin_project_lite::pin_project! {
 
 impl<F, E> Blocks<F, E> {
     /// The contestants `futures` yields, numbered in that order.
+    #[inline]
     pub(super) fn new(mut futures: impl Iterator<Item = F>) -> Self {
         // A first block just large enough when the iterator knows its length; at least 4
         // places when it does not.
@@ -251,6 +252,7 @@ impl<F, E> Blocks<F, E> {
     }
 
     /// Drops every contestant and error.
+    #[inline]
     pub(super) fn clear(self: Pin<&mut Self>) {
         let this = self.project();
         *this.first = First::None;
