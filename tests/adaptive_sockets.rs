@@ -2,7 +2,7 @@
 //! test server's meter with no allowance at all (a request a nanosecond early is refused
 //! with `429` and `Retry-After: 1`), each host at 40/s, the client's rate ceiling 3× that,
 //! and the server halving every host's rate in the middle of the run. Under smol,
-//! `run_sync` and tokio (current and multi-thread), one crawl at a time (a lock): each is a
+//! `run_sync` and tokio (current and multi-thread), at most two crawls at a time: each is a
 //! timing measurement, and prints its figures (`--nocapture`).
 
 mod common;
@@ -16,8 +16,11 @@ use http_client::{ClientError, get_ok};
 use http_server::TestServer;
 use tollgate::{Adaptive, Outcome, Rate, RetryPolicy, map_async};
 
-/// One crawl at a time: each is a timing measurement.
-static ONE_AT_A_TIME: smol::lock::Mutex<()> = smol::lock::Mutex::new(());
+/// At most two crawls at a time: each is a timing measurement, but one takes a tenth of a
+/// core (its server included), so a second beside it changes none of the figures (measured on
+/// a loaded 2-core machine: 1.29-1.35x the ideal and 1.5-2.2% refused, one or two at a time)
+/// and halves the binary's time (four at once might not, on two cores).
+static TWO_AT_A_TIME: smol::lock::Semaphore = smol::lock::Semaphore::new(2);
 
 const HOSTS: usize = 4;
 const PAGES: usize = 400;
@@ -39,7 +42,7 @@ fn classify(output: &Result<String, ClientError>) -> Outcome {
 
 matrix! {
     async fn an_adaptive_map_finds_a_strict_servers_rate_and_follows_it_down() {
-        let _one = ONE_AT_A_TIME.lock().await;
+        let _turn = TWO_AT_A_TIME.acquire().await;
         let server = (0..HOSTS)
             .fold(TestServer::builder(), |builder, host| {
                 builder.host(&format!("h{host}"), Duration::from_millis(2))

@@ -6,7 +6,7 @@
 //!   had all 20 with it), each at its full rate; on tokio's paused clock exactly 1 ms apart,
 //!   each exactly at its rate;
 //! - the loopback server's meter with no allowance at all (a request a nanosecond early is
-//!   refused with `429` and `Retry-After: 1`, which pauses the host): 20 hosts x 100 pages,
+//!   refused with `429` and `Retry-After: 1`, which pauses the host): 20 hosts x 20 pages,
 //!   crawled at exactly its rate and with 5% headroom;
 //! - nginx's `limit_req` without burst (an nginx of the test's own on loopback): 6 hosts x
 //!   40 pages at exactly its rate; and nginx changing a host's rate while it runs.
@@ -106,10 +106,17 @@ struct Crawl {
     together: f64,
 }
 
-/// 20 hosts metered at exactly 20/s with no allowance, 100 pages each, crawled at `rate`.
+/// The strict meter's hosts, and the pages of each.
+const STRICT_HOSTS: usize = 20;
+/// A second of crawling at the meter's rate: the 429s (each pausing its host for a second)
+/// show in the printed figures, and the assertion (every page once) needs no more.
+const STRICT_PAGES: usize = 20;
+
+/// [`STRICT_HOSTS`] hosts metered at exactly 20/s with no allowance, [`STRICT_PAGES`] pages
+/// each, crawled at `rate`.
 async fn strict_crawl(rate: Rate) -> Crawl {
-    const HOSTS: usize = 20;
-    const PAGES: usize = 100;
+    const HOSTS: usize = STRICT_HOSTS;
+    const PAGES: usize = STRICT_PAGES;
     let server = (0..HOSTS)
         .fold(TestServer::builder(), |builder, host| {
             builder.host(&format!("h{host}"), Duration::from_millis(2))
@@ -196,7 +203,11 @@ matrix! {
         // the rate has (its timer's lateness), so whether a request is a nanosecond early
         // is the machine's draw, and each 429 pauses its host for a second.
         for crawl in [&exact, &headroom] {
-            assert_eq!(crawl.requests - crawl.refused, 2000, "every page once: {crawl:?}");
+            assert_eq!(
+                crawl.requests - crawl.refused,
+                STRICT_HOSTS * STRICT_PAGES,
+                "every page once: {crawl:?}"
+            );
         }
     }
 
