@@ -690,8 +690,8 @@ where
     /// keys are not held up meanwhile.
     ///
     /// A key whose breaker has seen failures lately is kept while its breaker remembers
-    /// them (at most 10 minutes without outcomes empty its record),
-    /// then forgotten like any idle key. Each map's breakers are its own: a fleet's
+    /// them (at most 10 minutes without outcomes empty its record), then forgotten like
+    /// any idle key; a key whose breaker saw only successes goes as soon as it is idle. Each map's breakers are its own: a fleet's
     /// processes do not share them. [`breaker_waiting`](Self::breaker_waiting) makes the
     /// items of an open key wait instead.
     ///

@@ -170,6 +170,13 @@ impl BreakerCore {
         self.state == BreakerState::Closed && self.out == 0 && self.counts(config, now).0 == 0
     }
 
+    /// Whether the core holds nothing that could open it sooner than a fresh one: closed,
+    /// no permit out, no bad outcome in its record (successes only make it slower to open).
+    /// A keyed map drops such a core with its idle key.
+    pub(crate) fn is_clean(&self, config: &Breaker, now: u64) -> bool {
+        self.state == BreakerState::Closed && self.out == 0 && self.counts(config, now).1 == 0
+    }
+
     /// Grants a permit at `now` if the state allows one. An open breaker whose period has
     /// passed turns half-open first (the transition is returned).
     pub(crate) fn try_acquire(

@@ -189,7 +189,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         } else {
             0
         };
-        if core.is_forgettable(&breaker.config, now) {
+        if core.is_clean(&breaker.config, now) {
+            // Nothing a fresh breaker would not hold but successes: the key may go idle.
             state.breaker = None;
         }
         if open && breaker.fails {
@@ -257,7 +258,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             let breaker = self.breaker.as_ref().map(|breaker| &breaker.config);
             self.keys.retain(|_, state| {
                 if let (Some(config), Some(core)) = (breaker, &state.breaker) {
-                    if core.is_forgettable(config, now) {
+                    if core.is_clean(config, now) {
                         state.breaker = None;
                     }
                 }

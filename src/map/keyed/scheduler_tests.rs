@@ -677,3 +677,19 @@ fn a_hinted_rate_on_an_adaptive_map_is_a_ceiling_that_takes_the_rate_down_at_onc
     let progress = scheduler.busiest(0, 1).2;
     assert_eq!(progress[0].rate(), Some(Rate::per_second(2)));
 }
+
+#[test]
+fn a_key_whose_breaker_saw_only_successes_is_forgotten_once_idle_one_with_a_failure_is_kept() {
+    use crate::limit::breaker::config::Breaker;
+    let mut scheduler = KeyScheduler::new(2);
+    scheduler.set_breaker(super::super::MapBreaker::new(Breaker::new(), true));
+    for (key, success) in [("fine", true), ("flaky", false)] {
+        scheduler.push(key, 0, 0);
+        assert_eq!(drain(&mut scheduler), [(key, 0)]);
+        let ticket = scheduler.take_granted().expect("a breaker permit");
+        scheduler.broke(&key, ticket, success, MS);
+        scheduler.finish(&key, MS);
+    }
+    // "fine" went with its last item; "flaky" is kept for the failure its breaker counted.
+    assert_eq!(scheduler.active_keys(), 1);
+}
