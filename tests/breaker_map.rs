@@ -151,7 +151,14 @@ matrix! {
             .await;
         assert_eq!(most_open, 1, "one key open at most");
         assert!(seen_open, "the busiest keys showed the open breaker");
-        assert_eq!(control.progress().open_keys(), 0, "0 once the map ended");
+        let progress = control.progress();
+        assert_eq!(progress.open_keys(), 0, "0 once the map ended");
+        // Refused items count as attempts that ended at once: every figure adds up.
+        assert_eq!(
+            (progress.pulled(), progress.finished(), progress.not_started(), progress.cancelled()),
+            (u64::from(ITEMS), u64::from(ITEMS), 0, 0),
+            "{progress:?}"
+        );
         assert_eq!(outputs.len(), ITEMS as usize);
         assert_eq!(server.starts_while_open(), 0, "no attempt reached the host while open");
         let pulled = pulled.into_inner().unwrap();
@@ -225,4 +232,44 @@ matrix! {
             assert!(waited < Duration::from_millis(900), "item {n} ended {waited:?} after it came");
         }
     }
+}
+
+/// Shared limits that grant every ask at once.
+struct GrantAll;
+
+impl tollgate::SharedLimits<u32> for GrantAll {
+    type Permit = ();
+    type Error = CircuitOpen;
+    type Ask = std::future::Ready<tollgate::Answer<(), CircuitOpen>>;
+    type Wake = std::future::Pending<()>;
+    type Revoked = std::future::Pending<CircuitOpen>;
+    fn ask(&self, _key: &u32) -> Self::Ask {
+        std::future::ready(tollgate::Answer::Granted(()))
+    }
+    fn wake(&self, _key: &u32) -> Option<Self::Wake> {
+        None
+    }
+    fn revoked(&self, _permit: &()) -> Option<Self::Revoked> {
+        None
+    }
+}
+
+#[test]
+#[should_panic(expected = ".breaker and .shared_limits on one map are not supported yet")]
+fn a_breaker_after_shared_limits_is_refused_with_a_clear_message() {
+    let _map = tollgate::map_async(0..4u32, 2, |n| async move { Ok::<u32, Error>(n) })
+        .per_key(host, 1)
+        .shared_limits(GrantAll)
+        .classify(classify)
+        .breaker(breaker());
+}
+
+#[test]
+#[should_panic(expected = ".breaker and .shared_limits on one map are not supported yet")]
+fn shared_limits_after_a_breaker_are_refused_with_a_clear_message() {
+    let _map = tollgate::map_async(0..4u32, 2, |n| async move { Ok::<u32, Error>(n) })
+        .per_key(host, 1)
+        .classify(classify)
+        .breaker(breaker())
+        .shared_limits(GrantAll);
 }

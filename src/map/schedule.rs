@@ -689,10 +689,12 @@ where
     /// flow again, its failure opens it again for twice as long (up to 16 times). Other
     /// keys are not held up meanwhile.
     ///
-    /// A key whose breaker has seen failures lately is kept while its breaker remembers
-    /// them (at most 10 minutes without outcomes empty its record), then forgotten like
-    /// any idle key; a key whose breaker saw only successes goes as soon as it is idle. Each map's breakers are its own: a fleet's
-    /// processes do not share them. [`breaker_waiting`](Self::breaker_waiting) makes the
+    /// Memory: an idle key is forgotten once its breaker holds nothing that would open it
+    /// sooner than a fresh one: at once if it saw only successes, when its open period is
+    /// over if it opened (seen again, it starts closed), else once its record forgets its
+    /// failures (at most 10 minutes without outcomes). Each map's breakers are its own: a
+    /// fleet's processes do not share them. Not supported yet together with
+    /// [`shared_limits`](Self::shared_limits) (either call panics after the other). [`breaker_waiting`](Self::breaker_waiting) makes the
     /// items of an open key wait instead.
     ///
     /// # Examples

@@ -170,11 +170,17 @@ impl BreakerCore {
         self.state == BreakerState::Closed && self.out == 0 && self.counts(config, now).0 == 0
     }
 
-    /// Whether the core holds nothing that could open it sooner than a fresh one: closed,
-    /// no permit out, no bad outcome in its record (successes only make it slower to open).
-    /// A keyed map drops such a core with its idle key.
+    /// Whether a keyed map may drop the core with its idle key: no permit out, and either
+    /// closed with no bad outcome in its record (successes only make it slower to open) or
+    /// open with its open period over (a probe would go next anyway; a key seen again
+    /// starts closed, and opens again after `min_attempts` failures).
     pub(crate) fn is_clean(&self, config: &Breaker, now: u64) -> bool {
-        self.state == BreakerState::Closed && self.out == 0 && self.counts(config, now).1 == 0
+        self.out == 0
+            && match self.state(now) {
+                BreakerState::Closed => self.counts(config, now).1 == 0,
+                BreakerState::HalfOpen => true,
+                BreakerState::Open => false,
+            }
     }
 
     /// Grants a permit at `now` if the state allows one. An open breaker whose period has

@@ -200,7 +200,7 @@ impl<T> KeyState<T> {
     /// Makes every item back from a failed attempt due by `now` (its key's breaker opened
     /// on a map where such items fail: they end at once instead of after their pauses).
     pub(super) fn due_now(&mut self, now: u64) {
-        if self.delayed.peek().is_some_and(|Reverse(due)| due.at > now) {
+        if self.delayed.iter().any(|Reverse(due)| due.at > now) {
             let delayed = std::mem::take(&mut self.delayed);
             self.delayed = delayed
                 .into_iter()

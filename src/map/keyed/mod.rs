@@ -214,6 +214,11 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         mut self,
         breaker: MapBreaker<K>,
     ) -> PerKey<T, K, KF, P, G, WithBreaker<C, M>> {
+        assert!(
+            !self.scheduler.is_gated(),
+            "tollgate: .breaker and .shared_limits on one map are not supported yet \
+             (a key refused by its breaker would keep the permit the store granted it)"
+        );
         self.scheduler.set_breaker(breaker);
         // Open periods and time windows are on the map's clock.
         self.timed = true;
@@ -265,6 +270,11 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         mut self,
         limits: L,
     ) -> PerKey<T, K, KF, P, WithSharedLimits<K, L>, C> {
+        assert!(
+            !self.scheduler.has_breaker(),
+            "tollgate: .breaker and .shared_limits on one map are not supported yet \
+             (a key refused by its breaker would keep the permit the store granted it)"
+        );
         self.scheduler.set_gated();
         // A key told "later" sleeps on the map's clock.
         self.timed = true;
@@ -355,6 +365,10 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
             .classify
             .open(open)
             .expect("only a map whose open keys' items fail refuses items");
+        // Counted as an attempt that ended at once with the error (as an item whose ask
+        // to shared limits failed is), so the progress figures add up.
+        self.counts.attempts += 1;
+        self.counts.started += u64::from(waiting.attempts == 0);
         self.counts.finished += 1;
         self.counts.failed += u64::from(P::is_failure(&output));
         results.accept(waiting.seq, output)
@@ -378,8 +392,9 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         if C::CLASSIFIES {
             if let Some(outcome) = self.classify.classify(&output) {
                 let hint = outcome.hint();
-                // A pause or a rate is kept on the map's clock, from now on.
-                self.timed |= hint.pause.is_some() || hint.rate.is_some();
+                // A hint is kept on the map's clock (a pause, a rate, how long the key is
+                // kept), from now on.
+                self.timed |= !hint.is_empty();
                 let now = self.now();
                 if !hint.is_empty() {
                     self.scheduler.hinted(&key, hint, now);

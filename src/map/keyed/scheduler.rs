@@ -166,6 +166,16 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.breaker = Some(breaker);
     }
 
+    /// Whether keys ask shared limits before they start.
+    pub(crate) fn is_gated(&self) -> bool {
+        self.asks.is_gated()
+    }
+
+    /// Whether every key has a circuit breaker.
+    pub(crate) fn has_breaker(&self) -> bool {
+        self.breaker.is_some()
+    }
+
     /// The breaker ticket of the item [`next`](Self::next) just started (on a map with
     /// breakers).
     pub(crate) fn take_granted(&mut self) -> Option<Ticket> {
@@ -178,6 +188,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let (Some(breaker), Some(state)) = (&self.breaker, self.keys.get_mut(key)) else {
             return;
         };
+        // This attempt was the key's last work: it goes idle as it ends.
+        let last = state.running <= 1 && !state.has_items();
         let Some(core) = &mut state.breaker else {
             return;
         };
@@ -189,8 +201,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         } else {
             0
         };
-        if core.is_clean(&breaker.config, now) {
-            // Nothing a fresh breaker would not hold but successes: the key may go idle.
+        if last && core.is_clean(&breaker.config, now) {
+            // Its breaker holds nothing that would open it sooner than a fresh one: the key
+            // may be forgotten as it goes idle.
             state.breaker = None;
         }
         if open && breaker.fails {
