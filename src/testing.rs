@@ -1,13 +1,98 @@
-//! Helpers for testing code that works in the background.
+//! Helpers for testing code that works in the background or depends on time.
 //!
 //! [`eventually`] waits for a condition without sleeping a fixed, hopeful amount of time:
 //! it polls the check until it passes, and when it never does, reports why it last failed.
+//!
+//! [`run_virtual`] (feature `test-util`) runs a future on virtual time: every tollgate timer,
+//! rate, pause, breaker and latency follows a clock that stands still while the future runs
+//! and jumps to the next deadline when nothing else can happen, so a test of time-dependent
+//! behaviour gives the same verdict on a busy machine as on a quiet one, and takes no wall
+//! time to wait. [`now`] reads the clock tollgate's timers are on, virtual or not. Under
+//! tokio, the same holds in a current-thread runtime with a paused clock
+//! (`#[tokio::test(start_paused = true)]`) with the `tokio` feature.
 
 use std::fmt;
 use std::time::Duration;
 
-use crate::runtime::now;
+use std::time::Instant;
+
 use crate::time::sleep;
+
+/// Now, on the clock tollgate's timers use on this thread: the virtual clock inside
+/// [`run_virtual`] (feature `test-util`), tokio's clock inside a tokio runtime with the
+/// `tokio` feature (paused or not), the system's monotonic clock elsewhere.
+///
+/// Measure the time a test's work took with it, so the figure follows the clock the work
+/// waited on.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{run_sync, sleep, testing};
+///
+/// run_sync(async {
+///     let start = testing::now();
+///     sleep(Duration::from_millis(5)).await;
+///     assert!(testing::now() - start >= Duration::from_millis(5));
+/// });
+/// ```
+pub fn now() -> Instant {
+    crate::runtime::now()
+}
+
+/// Runs `future` to completion on the calling thread on **virtual time**, and returns its
+/// output (feature `test-util`, for tests).
+///
+/// Inside it, every tollgate timer made on this thread ([`sleep`], [`timeout`](crate::timeout),
+/// retry pauses, rates, a map's key pauses, breakers' open periods, bulkheads' wait
+/// timeouts, hedges) and every reading of tollgate's clock ([`now`], the latencies an
+/// adaptive map learns) follow a virtual clock. It starts at the real time of the call and
+/// stands still while the future runs; when the future is pending and nothing woke it, the
+/// clock jumps to the earliest deadline of a timer and wakes every timer due then. So:
+///
+/// - a test's verdict does not depend on the machine's speed: between two jumps no time
+///   passes, however long a poll takes, and timers fire exactly at their deadlines;
+/// - waiting takes no wall time: a crawl that waits an hour of rate limits runs in the time
+///   its polls take;
+/// - a future that waits forever on nothing fails fast under a [`timeout`](crate::timeout):
+///   with nothing else to do, the clock jumps to the timeout's deadline.
+///
+/// It drives the future as [`run_sync`](crate::run_sync) does (on this thread, `Send` or
+/// not), and keeps its clock in a thread-local, so tests running in parallel each have their
+/// own. Only what runs on this thread follows the clock: a thread the test starts runs on the
+/// system's clock, and a wake from it is seen before the next jump only if it comes before the
+/// driver runs out of things to do (keep the work of a virtual-time test inside its future).
+/// tokio's equivalent is a current-thread runtime with a paused clock; under tokio, tollgate
+/// follows that clock (with the `tokio` feature) and this function is not needed.
+///
+/// # Examples
+///
+/// An hour of pauses, checked to the nanosecond, in no time:
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{sleep, testing};
+///
+/// let took = testing::run_virtual(async {
+///     let start = testing::now();
+///     for _ in 0..3_600 {
+///         sleep(Duration::from_secs(1)).await;
+///     }
+///     testing::now() - start
+/// });
+/// assert_eq!(took, Duration::from_secs(3_600));
+/// ```
+///
+/// # Panics
+///
+/// When called inside another `run_virtual` call on the same thread (`.await` the future
+/// instead), and when the future panics (the panic goes on, the clock is taken down).
+#[cfg(feature = "test-util")]
+#[track_caller]
+pub fn run_virtual<F: std::future::Future>(future: F) -> F::Output {
+    crate::runtime::run_virtual(future)
+}
 
 /// The outcome of one check run by [`eventually`].
 ///

@@ -84,11 +84,16 @@ fn far_future(from: Instant) -> Instant {
     from + Duration::from_secs(60 * 60 * 24 * 365 * 30)
 }
 
-/// Now for async code, in nanoseconds since the origin: tokio's clock (paused or not) inside
+/// Now for async code, in nanoseconds since the origin: the virtual clock inside
+/// `run_virtual` (feature `test-util`), tokio's clock (paused or not) inside
 /// a tokio runtime with the `tokio` feature, as [`super::now`] reads it; the counter clock
 /// ([`real_nanos`]) elsewhere.
 #[inline]
 pub(crate) fn now_nanos() -> u64 {
+    #[cfg(feature = "test-util")]
+    if let Some(now) = super::timer::virtual_now() {
+        return nanos_since_origin(now);
+    }
     #[cfg(feature = "tokio")]
     if super::tokio::is_current() {
         return nanos_since_origin(super::tokio::now());

@@ -12,9 +12,12 @@
 //! - `key.rs`: [`RuntimeKey`], one key per `run_sync` call, per tokio runtime, or the process.
 //! - `run_sync.rs`: [`run_sync`], [`try_run_sync`], [`RunSyncError`], and the per-thread
 //!   marker that tells a `run_sync` call apart.
-//! - `timer.rs`: the clock ([`now`]) and the timer ([`RtSleep`]): tokio's inside a tokio
-//!   runtime under the feature, async-io's everywhere else.
+//! - `timer.rs`: the clock ([`now`]) and the timer ([`RtSleep`]): the virtual clock inside
+//!   `run_virtual`, tokio's inside a tokio runtime under the feature, async-io's everywhere
+//!   else; a timer polled by another runtime than the one that made it moves to its clock.
 //! - `tokio.rs` (feature `tokio`): tokio runtime ids, their liveness, tokio's clock.
+//! - `virtual_clock.rs` (feature `test-util`): a virtual clock per thread and the driver
+//!   that moves it (`testing::run_virtual`).
 
 mod clock;
 mod key;
@@ -22,8 +25,12 @@ mod run_sync;
 mod timer;
 #[cfg(feature = "tokio")]
 mod tokio;
+#[cfg(feature = "test-util")]
+mod virtual_clock;
 
 pub(crate) use self::clock::{instant_at, nanos_since_origin, now_nanos, real_nanos};
 pub use self::key::RuntimeKey;
 pub use self::run_sync::{RunSyncError, run_sync, try_run_sync};
 pub(crate) use self::timer::{RtSleep, block_on_real_time, now};
+#[cfg(feature = "test-util")]
+pub(crate) use self::virtual_clock::run_virtual;

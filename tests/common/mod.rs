@@ -11,8 +11,16 @@ macro_rules! matrix {
     };
 }
 pub(crate) use matrix;
+
+/// The testkit's `virtual_time!`: the legs on a virtual clock, for time-dependent behaviour.
+macro_rules! virtual_time {
+    ($($tests:tt)*) => {
+        tollgate_testkit::virtual_time! { $($tests)* }
+    };
+}
 pub use tollgate_testkit::{
     CountingWaker, DropFlag, DropGuard, InFlight, InFlightGuard, TEST_DEADLINE,
     assert_polled_again_panics, counting_waker, drain, panic_message, poll_until_panic, spawn,
-    tokio_current, tokio_multi,
+    tokio_current, tokio_multi, tokio_paused,
 };
+pub(crate) use virtual_time;

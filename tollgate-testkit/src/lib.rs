@@ -31,7 +31,9 @@ pub mod redis_server;
 pub mod simulated_internet;
 pub mod simulated_network;
 
-pub use matrix::{TEST_DEADLINE, spawn, tokio_current, tokio_multi};
+pub use matrix::{
+    TEST_DEADLINE, VIRTUAL_DEADLINE, spawn, tokio_current, tokio_multi, tokio_paused,
+};
 pub use probes::{
     CountingWaker, DropFlag, DropGuard, InFlight, InFlightGuard, assert_polled_again_panics,
     counting_waker, drain, panic_message, poll_until_panic,

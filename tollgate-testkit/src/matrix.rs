@@ -62,6 +62,73 @@ macro_rules! matrix {
     };
 }
 
+/// Instantiates each async test body of **time-dependent behaviour** once per clock that is
+/// virtual: `virtual_time` (`tollgate::testing::run_virtual`: the world of smol and
+/// `run_sync`, whose timers are async-io's, on a virtual clock) and, with the calling crate's
+/// `tokio` feature, `tokio_paused` (a current-thread runtime whose clock starts paused and
+/// jumps to the next timer whenever the runtime is idle). A test `foo` becomes
+/// `foo::virtual_time` and `foo::tokio_paused`.
+///
+/// On a virtual clock no time passes while a poll runs, so what the body asserts about time
+/// (rates, pauses, latencies, adaptation, breakers, retries) holds on a busy machine as on a
+/// quiet one. A body that waits for nothing fails at once: with nothing else to do, the
+/// clock jumps to the deadline ([`VIRTUAL_DEADLINE`] of virtual time, or `deadline = EXPR;`
+/// given first).
+#[macro_export]
+macro_rules! virtual_time {
+    (deadline = $deadline:expr; $( $(#[$attr:meta])* async fn $name:ident() $body:block )*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(#[$attr])*
+            async fn body() $body
+
+            /// The body, failing instead of waiting forever on nothing.
+            async fn guarded() {
+                $crate::__private::tollgate::timeout($deadline, body())
+                    .await
+                    .expect("test body hung: nothing left to wait for before the deadline");
+            }
+
+            #[test]
+            fn virtual_time() {
+                $crate::__private::tollgate::testing::run_virtual(guarded());
+            }
+
+            #[cfg(feature = "tokio")]
+            #[test]
+            fn tokio_paused() {
+                $crate::tokio_paused().block_on(guarded());
+            }
+        }
+    )*};
+    ($( $(#[$attr:meta])* async fn $name:ident() $body:block )*) => {
+        $crate::virtual_time! {
+            deadline = $crate::VIRTUAL_DEADLINE;
+            $( $(#[$attr])* async fn $name() $body )*
+        }
+    };
+}
+
+/// How much virtual time one [`virtual_time!`](crate::virtual_time) body may take before it
+/// counts as hung (it costs no wall time to reach).
+pub const VIRTUAL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3_600);
+
+/// A tokio current-thread runtime with every driver enabled and its clock paused: it moves
+/// only when the runtime has nothing to do, straight to the next timer.
+///
+/// # Panics
+///
+/// If tokio cannot build it.
+pub fn tokio_paused() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("tokio current-thread runtime, paused")
+}
+
 /// How long one matrix test body may run before it counts as hung.
 pub const TEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 

@@ -1,0 +1,233 @@
+//! Virtual time for tests (feature `test-util`): a clock per thread that stands still while
+//! the future runs and jumps to the earliest timer when nothing else can happen.
+//!
+//! [`run_virtual`] drives a future on the calling thread as `run_sync` does, with its own
+//! clock installed in a thread-local for as long as it runs: [`now`] reads that clock, and
+//! every tollgate timer made on the thread ([`VirtualTimer`]) registers its deadline with it.
+//! Whenever a poll of the future returns `Pending` and nothing woke it meanwhile, the driver
+//! moves the clock to the earliest registered deadline and wakes every timer due by then.
+//! So a test's verdict is the same on a busy machine as on a quiet one: between two jumps no
+//! time passes, however long the machine takes to poll.
+//!
+//! The clock is per thread, so parallel tests never share it; the driver refuses to nest.
+//! Only timers made on the driver's thread follow it; work on other threads runs on the
+//! system's clock, and a wake from another thread that comes after the driver has jumped is
+//! seen after the jump (tests on virtual time keep their work in the one future).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::Instant;
+
+/// Tells one clock from another, so a timer polled under a clock it was not made for (moved
+/// to another thread, or kept past its driver's end) is never taken for one of its timers.
+static NEXT_CLOCK: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The virtual clock of the [`run_virtual`] call driving this thread, if any.
+    static CLOCK: RefCell<Option<Clock>> = const { RefCell::new(None) };
+}
+
+struct Clock {
+    id: u64,
+    now: Instant,
+    next_timer: u64,
+    /// The registered timers by deadline, then by registration (ties wake in order).
+    timers: BTreeMap<(Instant, u64), Waker>,
+}
+
+/// Now on this thread's virtual clock, if a [`run_virtual`] call drives it.
+#[inline]
+pub(crate) fn now() -> Option<Instant> {
+    CLOCK.with(|clock| clock.borrow().as_ref().map(|clock| clock.now))
+}
+
+/// The id of this thread's virtual clock, if a [`run_virtual`] call drives it.
+#[inline]
+pub(crate) fn current_clock() -> Option<u64> {
+    CLOCK.with(|clock| clock.borrow().as_ref().map(|clock| clock.id))
+}
+
+/// A timer on the virtual clock of the thread that made it: fires once the clock reaches
+/// its deadline.
+#[derive(Debug)]
+pub(crate) struct VirtualTimer {
+    clock: u64,
+    deadline: Instant,
+    /// Its place in the clock's timers while registered.
+    slot: Option<(Instant, u64)>,
+}
+
+impl VirtualTimer {
+    /// A timer at `deadline` on the clock `clock` (this thread's, from [`current_clock`]).
+    pub(crate) fn at(clock: u64, deadline: Instant) -> Self {
+        Self {
+            clock,
+            deadline,
+            slot: None,
+        }
+    }
+
+    /// The clock the timer belongs to.
+    pub(crate) fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// When it fires.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Ready once this thread's clock (the timer's own, which the caller checked) has reached
+    /// the deadline; otherwise registers `cx`'s waker for it.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        CLOCK.with(|clock| {
+            let mut clock = clock.borrow_mut();
+            let clock = clock
+                .as_mut()
+                .filter(|clock| clock.id == self.clock)
+                .expect("a virtual timer is polled only under its own clock");
+            if clock.now >= self.deadline {
+                if let Some(slot) = self.slot.take() {
+                    clock.timers.remove(&slot);
+                }
+                return Poll::Ready(());
+            }
+            let slot = *self.slot.get_or_insert_with(|| {
+                clock.next_timer += 1;
+                (self.deadline, clock.next_timer)
+            });
+            match clock.timers.get_mut(&slot) {
+                Some(waker) => waker.clone_from(cx.waker()),
+                None => {
+                    clock.timers.insert(slot, cx.waker().clone());
+                }
+            }
+            Poll::Pending
+        })
+    }
+}
+
+impl Drop for VirtualTimer {
+    fn drop(&mut self) {
+        let Some(slot) = self.slot else { return };
+        // `try_with`: a timer dropped while the thread's locals are torn down has no clock
+        // left to leave.
+        let _ = CLOCK.try_with(|clock| {
+            let Ok(mut clock) = clock.try_borrow_mut() else {
+                return;
+            };
+            if let Some(clock) = clock.as_mut().filter(|clock| clock.id == self.clock) {
+                clock.timers.remove(&slot);
+            }
+        });
+    }
+}
+
+/// The driver's waker: records that a wake came and unparks the driver's thread.
+struct Signal {
+    woken: AtomicBool,
+    thread: Thread,
+}
+
+impl Wake for Signal {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.woken.swap(true, Ordering::AcqRel) {
+            self.thread.unpark();
+        }
+    }
+}
+
+/// Installs a fresh clock on this thread for as long as it lives; takes it away on drop,
+/// also when the future panics.
+struct Installed;
+
+impl Installed {
+    #[track_caller]
+    fn new() -> Self {
+        CLOCK.with(|clock| {
+            let mut clock = clock.borrow_mut();
+            assert!(
+                clock.is_none(),
+                "run_virtual called inside another run_virtual call; `.await` the future instead"
+            );
+            *clock = Some(Clock {
+                id: NEXT_CLOCK.fetch_add(1, Ordering::Relaxed),
+                now: Instant::now(),
+                next_timer: 0,
+                timers: BTreeMap::new(),
+            });
+        });
+        Self
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        // Dropped after the future, so the future's timers found their clock to leave.
+        let clock = CLOCK.with(|clock| clock.borrow_mut().take());
+        drop(clock);
+    }
+}
+
+/// Moves the clock to the earliest deadline and takes the wakers of every timer due by
+/// then; `None` when no timer is registered.
+fn jump() -> Option<Vec<Waker>> {
+    CLOCK.with(|clock| {
+        let mut clock = clock.borrow_mut();
+        let clock = clock.as_mut()?;
+        let (&(earliest, _), _) = clock.timers.first_key_value()?;
+        clock.now = clock.now.max(earliest);
+        let mut due = Vec::new();
+        while let Some(entry) = clock.timers.first_entry() {
+            if entry.key().0 > clock.now {
+                break;
+            }
+            due.push(entry.remove());
+        }
+        Some(due)
+    })
+}
+
+/// Runs `future` to completion on the calling thread, on a virtual clock: see
+/// [`crate::testing::run_virtual`].
+#[track_caller]
+pub(crate) fn run_virtual<F: Future>(future: F) -> F::Output {
+    let signal = Arc::new(Signal {
+        woken: AtomicBool::new(false),
+        thread: thread::current(),
+    });
+    let waker = Waker::from(signal.clone());
+    let mut cx = Context::from_waker(&waker);
+    let _installed = Installed::new();
+    let mut future = pin!(future);
+    loop {
+        signal.woken.store(false, Ordering::Release);
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        if signal.woken.load(Ordering::Acquire) {
+            continue;
+        }
+        match jump() {
+            // The wakers run outside the clock's borrow: a wake may poll nothing here, but
+            // it may drop the last handle of a timer, which leaves the clock.
+            Some(due) => due.into_iter().for_each(Waker::wake),
+            // Nothing can happen on this thread: only another thread can wake the future.
+            None => {
+                while !signal.woken.load(Ordering::Acquire) {
+                    thread::park();
+                }
+            }
+        }
+    }
+}
