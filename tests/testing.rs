@@ -1,4 +1,5 @@
-//! `testing::eventually` under every runtime of the matrix.
+//! `testing::eventually` under every runtime of the matrix; its schedule of checks, exactly,
+//! on virtual time.
 
 mod common;
 
@@ -6,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::matrix;
-use tollgate::testing::eventually;
+use common::{matrix, virtual_time};
+use tollgate::testing::{eventually, now};
 
 matrix! {
     async fn passes_once_background_work_lands() {
@@ -54,13 +55,22 @@ matrix! {
     }
 }
 
-#[cfg(feature = "tokio")]
-#[tokio::test(start_paused = true)]
-async fn waiting_follows_the_paused_clock() {
-    let wall = std::time::Instant::now();
-    let error = eventually(Duration::from_secs(600), || false)
+virtual_time! {
+    async fn waiting_follows_the_virtual_clock() {
+        // Checks at 0, 1, 3, 7, 15 and 30 ms (pauses doubling from 1 ms, the last one cut
+        // to the timeout), then every 20 ms: exactly so on a virtual clock.
+        let start = now();
+        let calls = AtomicU32::new(0);
+        let error = eventually(Duration::from_millis(30), || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            false
+        })
         .await
         .unwrap_err();
-    assert!(error.attempts_made() > 10);
-    assert!(wall.elapsed() < Duration::from_secs(10));
+        assert_eq!(error.attempts_made(), 6);
+        assert_eq!(now() - start, Duration::from_millis(30));
+        let error = eventually(Duration::from_secs(600), || false).await.unwrap_err();
+        assert_eq!(error.attempts_made(), 5 + (600_000 - 15) / 20 + 1);
+        assert!(error.to_string().contains("600s"), "{error}");
+    }
 }
