@@ -475,7 +475,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                         // Waits, holding nothing: until the next probe may go, or until a
                         // probe out ends.
                         state.held_until = match refusal {
-                            Refusal::Open { until } => until,
+                            Refusal::Open { until, .. } => until,
                             Refusal::ProbesOut => HELD_FOR_PROBE,
                         };
                         Self::put(state, key, now, &mut self.asks, &mut self.lines);
