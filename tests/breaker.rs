@@ -97,6 +97,53 @@ fn a_refusal_names_the_key_and_when_the_next_probe_goes() {
     );
 }
 
+#[test]
+fn a_refusal_never_says_more_than_the_open_period_under_contention() {
+    // Four threads hammer one breaker that opens for an hour at its first failure: each
+    // refusal's wait must be at most the hour, however long a thread waited for the lock
+    // between reading its clock and being refused (a bound that holds at any speed: the
+    // breaker opens once per round and never turns half-open within the test).
+    const THREADS: usize = 4;
+    let open_for = Duration::from_secs(3600);
+    let mut worst = Duration::ZERO;
+    for _ in 0..2_000 {
+        let single = CircuitBreaker::new(Breaker::new().min_attempts(1).open_for(open_for));
+        let per_host =
+            KeyedCircuitBreaker::<u8>::new(Breaker::new().min_attempts(1).open_for(open_for));
+        let start = std::sync::Barrier::new(THREADS);
+        let waits: Vec<Duration> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        let mut waits = Vec::new();
+                        for _ in 0..8 {
+                            match single.try_acquire() {
+                                Ok(permit) => permit.report(Outcome::failure()),
+                                Err(refused) => waits.push(refused.probe_in()),
+                            }
+                            match per_host.try_acquire(&0) {
+                                Ok(permit) => permit.report(Outcome::failure()),
+                                Err(refused) => waits.push(refused.probe_in()),
+                            }
+                        }
+                        waits
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|thread| thread.join().unwrap())
+                .collect()
+        });
+        worst = waits.into_iter().fold(worst, Duration::max);
+    }
+    assert!(
+        worst <= open_for,
+        "a refusal said the next probe was {worst:?} away, the breaker opened for {open_for:?}"
+    );
+}
+
 matrix! {
     async fn failures_and_overloads_both_open_it_and_successes_never_do() {
         let breaker = CircuitBreaker::new(Breaker::new().min_attempts(4).failure_ratio(1.0));

@@ -90,6 +90,41 @@ matrix! {
         assert_eq!(other.peak(), 4, "the other key kept the map's limit");
     }
 
+    async fn a_hinted_limit_of_zero_is_read_as_one_and_the_map_finishes() {
+        // `Hint`'s fields are public: a classifier can say "a limit of 0", which the
+        // `limit(0)` setter refuses. The map must read it as 1, not stop starting the key.
+        let mut zero = Hint::new();
+        zero.limit = Some(0);
+        let (hinted, other) = (InFlight::default(), InFlight::default());
+        let answered = AtomicBool::new(false);
+        let after_hint = AtomicUsize::new(0);
+        let pages = map_async(0..40u32, 8, |n| {
+            let flight = if host(&n) == 0 { &hinted } else { &other };
+            let guard = flight.enter();
+            if host(&n) == 0 && answered.load(SeqCst) {
+                after_hint.fetch_max(hinted.now(), SeqCst);
+            }
+            let answered = &answered;
+            async move {
+                sleep(Duration::from_millis(10)).await;
+                drop(guard);
+                if host(&n) == 0 {
+                    answered.store(true, SeqCst);
+                }
+                n
+            }
+        })
+        .per_key(host, 4)
+        .classify(move |n: &u32| {
+            let outcome = Outcome::success();
+            if host(n) == 0 { outcome.with_hint(zero) } else { outcome }
+        })
+        .await;
+        assert_eq!(pages.len(), 40, "every item of the key hinted a limit of 0 ran");
+        assert_eq!(after_hint.load(SeqCst), 1, "a limit of 0 is read as 1");
+        assert_eq!(other.peak(), 4, "the other key kept the map's limit");
+    }
+
     async fn a_hinted_pause_holds_its_key_holding_no_slot() {
         let starts: Mutex<Vec<(u32, Instant)>> = Mutex::new(Vec::new());
         let paused_at: Mutex<Option<Instant>> = Mutex::new(None);

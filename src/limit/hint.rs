@@ -38,9 +38,13 @@ use crate::limit::rate::gcra::Rate;
 #[non_exhaustive]
 pub struct Hint {
     /// Start nothing of the key for this long, counted from when the response was read
-    /// (`Retry-After`, or a rate-limit counter at 0 with its reset time).
+    /// (`Retry-After`, or a rate-limit counter at 0 with its reset time). Taken as given,
+    /// however long: `Duration::MAX` holds the key's items for as long as the map runs (a
+    /// [drain](crate::MapControl::drain) ends the map with them not started).
     pub pause: Option<Duration>,
-    /// The most items of the key that may run at once.
+    /// The most items of the key that may run at once. `Some(0)` is read as 1: the field
+    /// lets a 0 through where the [`limit`](method@Hint::limit) setter panics, and a limit of 0
+    /// would never start the key's items again, so a map would never end.
     pub limit: Option<usize>,
     /// The rate the key's starts are spaced by.
     pub rate: Option<Rate>,
@@ -113,6 +117,12 @@ impl Hint {
     pub const fn rate(mut self, rate: Rate) -> Self {
         self.rate = Some(rate);
         self
+    }
+
+    /// The limit the hint sets, as everything that applies a hint reads it: at least 1
+    /// (see the field's docs).
+    pub(crate) fn limit_at_least_one(&self) -> Option<usize> {
+        self.limit.map(|limit| limit.max(1))
     }
 
     /// Whether the hint says nothing (no pause, no limit, no rate).
@@ -213,6 +223,15 @@ mod tests {
         assert_eq!(Hint::new().merge(both), both);
         assert!(Hint::new().merge(Hint::new()).is_empty());
         assert_eq!(Hint::default(), Hint::new());
+    }
+
+    #[test]
+    fn a_limit_of_zero_set_through_the_field_is_read_as_one() {
+        let mut zero = Hint::new();
+        zero.limit = Some(0);
+        assert_eq!(zero.limit_at_least_one(), Some(1));
+        assert_eq!(Hint::new().limit(3).limit_at_least_one(), Some(3));
+        assert_eq!(Hint::new().limit_at_least_one(), None);
     }
 
     #[test]

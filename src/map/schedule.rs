@@ -624,7 +624,9 @@ where
     /// pause holds the key (its items wait holding no slot), a limit or a rate becomes
     /// the key's own, as if a control had set it
     /// ([`MapControl::set_key_limit`](crate::MapControl::set_key_limit),
-    /// [`set_key_rate`](crate::MapControl::set_key_rate)); a later hint replaces it.
+    /// [`set_key_rate`](crate::MapControl::set_key_rate)); a later hint replaces it. A
+    /// hinted limit of 0 (the `limit` field of [`Hint`](crate::Hint) lets one through)
+    /// is read as 1, so a key is never left with items it would never start.
     /// What a hint set is kept while the key is known, and the key at least 60 s after
     /// the hint: a host whose items come one by one keeps what its server said between
     /// them, and a crawl of a million hosts does not keep a million hints.

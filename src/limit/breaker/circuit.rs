@@ -106,10 +106,9 @@ impl CircuitBreaker {
     /// [`CircuitOpen`] when the breaker is open (it says when the next probe may go), or
     /// half-open with all its probes out.
     pub fn try_acquire(&self) -> Result<BreakerPermit<'_>, CircuitOpen> {
-        let now = Clock::Async.now();
-        match self.ask(now) {
-            Ok(ticket) => Ok(BreakerPermit::new(self, ticket)),
-            Err(refusal) => Err(CircuitOpen::new(refusal, now, None)),
+        match self.ask(0) {
+            (Ok(ticket), _) => Ok(BreakerPermit::new(self, ticket)),
+            (Err(refusal), now) => Err(CircuitOpen::new(refusal, now, None)),
         }
     }
 
@@ -167,12 +166,22 @@ impl CircuitBreaker {
         lock(&self.core).state(Clock::Async.now())
     }
 
-    fn ask(&self, now: u64) -> Result<Ticket, Refusal> {
-        let (granted, transition) = lock(&self.core).try_acquire(&self.config, now);
+    /// Asks the core for a permit; returns the answer and the time it was asked at.
+    ///
+    /// The clock is read once the lock is held (and taken as `not_before` at least): a time
+    /// read before waiting for the lock may be older than an opening another thread made
+    /// meanwhile, and the wait a refusal tells would then include the time spent waiting.
+    fn ask(&self, not_before: u64) -> (Result<Ticket, Refusal>, u64) {
+        let (granted, transition, now) = {
+            let mut core = lock(&self.core);
+            let now = Clock::Async.now().max(not_before);
+            let (granted, transition) = core.try_acquire(&self.config, now);
+            (granted, transition, now)
+        };
         if let Some(transition) = transition {
             transition.emit(None);
         }
-        granted
+        (granted, now)
     }
 
     /// A permit ends: with a report, or dropped (`None`).
@@ -243,8 +252,8 @@ impl<'a> Future for BreakerAcquire<'a> {
         let this = self.project();
         let breaker = *this.breaker;
         this.wait
-            .poll(cx, "BreakerAcquire", &breaker.probe_ended, |now| {
-                breaker.ask(now)
+            .poll(cx, "BreakerAcquire", &breaker.probe_ended, |not_before| {
+                breaker.ask(not_before).0
             })
             .map(|ticket| BreakerPermit::new(breaker, ticket))
     }

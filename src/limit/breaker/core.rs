@@ -66,8 +66,10 @@ impl Ticket {
 /// Why no permit was granted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// Open until this time: the next probe may go then.
-    Open { until: u64 },
+    /// Open until this time: the next probe may go then. `period`: how long this open
+    /// period lasts in all, the most a wait may be (a caller whose `now` is stale, read
+    /// before the breaker opened, would otherwise count a longer one).
+    Open { until: u64, period: u64 },
     /// Half-open with every probe place taken: the next may go when a probe ends.
     ProbesOut,
 }
@@ -193,7 +195,10 @@ impl BreakerCore {
         let mut transition = None;
         if self.state == BreakerState::Open {
             if now < self.until {
-                return (Err(Refusal::Open { until: self.until }), None);
+                // While open, `doublings` is the count this period was opened with.
+                let period = config.open_period(self.doublings);
+                let until = self.until;
+                return (Err(Refusal::Open { until, period }), None);
             }
             transition = Some(self.half_open());
         }

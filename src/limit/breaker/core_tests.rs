@@ -53,7 +53,7 @@ fn attempt(
 
 fn until(refusal: Result<Ticket, Refusal>) -> u64 {
     match refusal {
-        Err(Refusal::Open { until }) => until,
+        Err(Refusal::Open { until, .. }) => until,
         other => panic!("expected an open refusal, got {other:?}"),
     }
 }
@@ -286,7 +286,10 @@ fn half_open_lets_at_most_probes_out_and_all_must_succeed() {
     attempt(&mut core, &config, 0, Outcome::failure()).unwrap();
     assert_eq!(
         acquire(&mut core, &config, 10 * SEC - 1),
-        Err(Refusal::Open { until: 10 * SEC })
+        Err(Refusal::Open {
+            until: 10 * SEC,
+            period: 10 * SEC
+        })
     );
     assert_eq!(core.state(10 * SEC), BreakerState::HalfOpen);
     let (first, half_open) = core.try_acquire(&config, 10 * SEC);
@@ -430,4 +433,37 @@ fn a_core_is_a_few_words() {
         "{}",
         std::mem::size_of::<BreakerCore>()
     );
+}
+
+#[test]
+fn a_refusal_read_with_a_stale_now_says_no_more_than_the_open_period() {
+    use super::error::CircuitOpen;
+    let config = Breaker::new()
+        .min_attempts(1)
+        .open_for(Duration::from_secs(1));
+    let mut core = BreakerCore::new(&config);
+    // Opened at 10 s, until 11 s. A caller whose clock said 4 s before it waited for the
+    // lock is refused with a wait counted from its stale now: at most the open period.
+    attempt(&mut core, &config, 10 * SEC, Outcome::failure()).unwrap();
+    let stale = CircuitOpen::new(
+        acquire(&mut core, &config, 4 * SEC).unwrap_err(),
+        4 * SEC,
+        None,
+    );
+    assert_eq!(stale.probe_in(), Duration::from_secs(1), "not 7 s");
+    let fresh = CircuitOpen::new(
+        acquire(&mut core, &config, 10 * SEC + 400 * MS).unwrap_err(),
+        10 * SEC + 400 * MS,
+        None,
+    );
+    assert_eq!(fresh.probe_in(), Duration::from_millis(600));
+    // A failed probe at 11 s opens it for twice as long: the bound is the period in force.
+    let probe = acquire(&mut core, &config, 11 * SEC).unwrap();
+    core.report(&config, 11 * SEC, probe, false).unwrap();
+    let stale = CircuitOpen::new(
+        acquire(&mut core, &config, 9 * SEC).unwrap_err(),
+        9 * SEC,
+        None,
+    );
+    assert_eq!(stale.probe_in(), Duration::from_secs(2), "not 4 s");
 }

@@ -37,18 +37,21 @@ pub struct CircuitOpen {
 }
 
 impl CircuitOpen {
-    /// The refusal `refusal` read at `now`, for `key` (rendered) if any.
+    /// The refusal `refusal` read at `now`, for `key` (rendered) if any. The wait is at most
+    /// the open period: a `now` read before the breaker opened (a caller that waited for
+    /// its lock) would otherwise add its lag to it.
     pub(crate) fn new(refusal: Refusal, now: u64, key: Option<&dyn fmt::Debug>) -> Self {
         Self {
             key: key.map(|key| format!("{key:?}").into_boxed_str()),
             probe_in: match refusal {
-                Refusal::Open { until } => Some(until.saturating_sub(now)),
+                Refusal::Open { until, period } => Some(until.saturating_sub(now).min(period)),
                 Refusal::ProbesOut => None,
             },
         }
     }
 
-    /// How long until the next probe may go. Zero when the breaker is half-open and its
+    /// How long until the next probe may go, as of the refusal: at most the open period
+    /// in force. Zero when the breaker is half-open and its
     /// probes are all out: the next may go as soon as one of them ends (which no clock can
     /// tell; `acquire` waits for it).
     ///
@@ -124,6 +127,7 @@ mod tests {
     fn display_names_the_key_and_the_wait() {
         let open = Refusal::Open {
             until: 1_500_000_000,
+            period: 30_000_000_000,
         };
         let keyed = CircuitOpen::new(open, 0, Some(&"a.example"));
         assert_eq!(
@@ -131,7 +135,14 @@ mod tests {
             "circuit open for key \"a.example\": next probe in 1.5s"
         );
         assert_eq!(keyed.probe_in(), Duration::from_millis(1500));
-        let single = CircuitOpen::new(Refusal::Open { until: 36_200_000 }, 0, None);
+        let single = CircuitOpen::new(
+            Refusal::Open {
+                until: 36_200_000,
+                period: 30_000_000_000,
+            },
+            0,
+            None,
+        );
         assert_eq!(single.to_string(), "circuit open: next probe in 37ms");
         assert_eq!(single.key(), None);
         let busy = CircuitOpen::new(Refusal::ProbesOut, 5, Some(&7));

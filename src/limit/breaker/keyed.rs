@@ -257,10 +257,9 @@ impl<K: Hash + Eq + fmt::Debug> KeyedCircuitBreaker<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + fmt::Debug + ?Sized,
     {
-        let now = Clock::Async.now();
-        match self.ask(key, now) {
-            Ok(ticket) => Ok(KeyedBreakerPermit::new(self, key.to_owned(), ticket)),
-            Err(refusal) => Err(CircuitOpen::new(refusal, now, Some(&key))),
+        match self.ask(key, 0) {
+            (Ok(ticket), _) => Ok(KeyedBreakerPermit::new(self, key.to_owned(), ticket)),
+            (Err(refusal), now) => Err(CircuitOpen::new(refusal, now, Some(&key))),
         }
     }
 
@@ -305,15 +304,19 @@ impl<K: Hash + Eq + fmt::Debug> KeyedCircuitBreaker<K> {
         }
     }
 
-    /// Asks `key`'s core for a permit at `now`, making the key if it is not held.
-    fn ask<Q>(&self, key: &Q, now: u64) -> Result<Ticket, Refusal>
+    /// Asks `key`'s core for a permit, making the key if it is not held; returns the answer
+    /// and the time it was asked at, read once the shard's lock is held (and taken as
+    /// `not_before` at least), as [`CircuitBreaker`](super::CircuitBreaker)'s does, for the
+    /// same reason: a time read before the wait for the lock would overstate a refusal's wait.
+    fn ask<Q>(&self, key: &Q, not_before: u64) -> (Result<Ticket, Refusal>, u64)
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + fmt::Debug + ?Sized,
     {
-        let (granted, transition) = {
+        let (granted, transition, now) = {
             let mut table = lock(&self.shards[shard_of(key)].table);
-            match table.cores.get_mut(key) {
+            let now = Clock::Async.now().max(not_before);
+            let (granted, transition) = match table.cores.get_mut(key) {
                 Some(core) => core.try_acquire(&self.config, now),
                 None => {
                     table.make_room(&self.config, now);
@@ -322,12 +325,13 @@ impl<K: Hash + Eq + fmt::Debug> KeyedCircuitBreaker<K> {
                     table.cores.insert(key.to_owned(), core);
                     asked
                 }
-            }
+            };
+            (granted, transition, now)
         };
         if let Some(transition) = transition {
             transition.emit(Some(&key));
         }
-        granted
+        (granted, now)
     }
 
     /// `key`'s permit ends: with a report, or dropped (`None`).
@@ -420,7 +424,7 @@ impl<'a, K: Hash + Eq + Clone + fmt::Debug> Future for KeyedBreakerAcquire<'a, K
             cx,
             "KeyedBreakerAcquire",
             &shard.probe_ended,
-            |now| breaker.ask(key, now)
+            |not_before| breaker.ask(key, not_before).0
         ));
         let key = this.key.take().expect("held until now");
         Poll::Ready(KeyedBreakerPermit::new(breaker, key, ticket))

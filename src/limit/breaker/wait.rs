@@ -36,7 +36,8 @@ impl ProbeWait {
         }
     }
 
-    /// Polls the wait: `ask(now)` asks for a permit; `changed` is notified whenever a probe
+    /// Polls the wait: `ask(not_before)` asks for a permit at now, read under the breaker's
+    /// lock and taken as `not_before` at least; `changed` is notified whenever a probe
     /// ends. `name` is the owning future's, for the panic of a poll after completion.
     ///
     /// # Panics
@@ -53,14 +54,14 @@ impl ProbeWait {
         assert!(!*this.done, "`{name}` polled after completion");
         let mut timer_fired = false;
         loop {
-            let now = if timer_fired {
+            let not_before = if timer_fired {
                 // Past the timer's deadline on the timer's own clock, so never refused for
                 // a time the counter clock has not quite reached.
-                Clock::Async.now().max(Clock::Async.timer_now())
+                Clock::Async.timer_now()
             } else {
-                Clock::Async.now()
+                0
             };
-            let refusal = match ask(now) {
+            let refusal = match ask(not_before) {
                 Ok(granted) => {
                     *this.done = true;
                     *this.listener = None;
@@ -73,7 +74,7 @@ impl ProbeWait {
                 *this.listener = Some(changed.listen());
                 continue;
             }
-            if let Refusal::Open { until } = refusal {
+            if let Refusal::Open { until, .. } = refusal {
                 if *this.timer_for != Some(until) {
                     this.timer.as_mut().set(RtSleep::at(instant_at(until)));
                     *this.timer_for = Some(until);

@@ -475,7 +475,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                         // Waits, holding nothing: until the next probe may go, or until a
                         // probe out ends.
                         state.held_until = match refusal {
-                            Refusal::Open { until } => until,
+                            Refusal::Open { until, .. } => until,
                             Refusal::ProbesOut => HELD_FOR_PROBE,
                         };
                         Self::put(state, key, now, &mut self.asks, &mut self.lines);
@@ -615,7 +615,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             state.paused_until = state.paused_until.max(until);
         }
         let (limit_given, rate_given) = state.given();
-        if let Some(limit) = hint.limit.filter(|&limit| limit != limit_given) {
+        // (A hinted 0 reads as 1: a key with a limit of 0 would never start again.)
+        if let Some(limit) = hint
+            .limit_at_least_one()
+            .filter(|&limit| limit != limit_given)
+        {
             state.change_settings(now, |settings, _| settings.set_own_limit(limit));
         }
         if let Some(rate) = hint

@@ -665,6 +665,21 @@ fn a_hint_sets_the_keys_own_values_and_keeps_the_key_a_minute_then_lets_it_go() 
 }
 
 #[test]
+fn a_hinted_limit_of_zero_is_read_as_one_on_a_fixed_and_an_adaptive_map() {
+    // `Hint`'s fields are public: a 0 gets past the setter's check.
+    let mut zero = Hint::new();
+    zero.limit = Some(0);
+    let mut fixed = KeyScheduler::new(4);
+    fixed.push("a", 0, 0);
+    fixed.hinted(&"a", zero, 0);
+    assert_eq!(fixed.keys[&"a"].given().0, 1, "the key's own limit");
+    let mut adaptive = adaptive_key_at_five_a_second();
+    adaptive.hinted(&"a", zero, 0);
+    assert_eq!(adaptive.keys[&"a"].given().0, 1, "the key's ceiling");
+    assert_eq!(adaptive.keys[&"a"].limit(), 1);
+}
+
+#[test]
 fn a_hinted_rate_on_an_adaptive_map_is_a_ceiling_that_takes_the_rate_down_at_once() {
     let mut scheduler = adaptive_key_at_five_a_second();
     // The server says 2 a second: the ceiling, below the adapted 5.
