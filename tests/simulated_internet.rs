@@ -4,10 +4,11 @@
 //! meter never admits more than its rate, a dead host's attempts all time out at 5 s, and
 //! 503s come only past a host's knee.
 //!
-//! Only under the `tokio` feature, and only on tokio: the model runs in virtual time, on a
-//! current-thread runtime started paused, and tollgate's timers follow tokio's clock only
-//! with the feature. smol has no virtual clock; the crawler these tests drive is tollgate's
-//! ordinary keyed map, which the rest of the suite runs under both runtimes.
+//! Only under the `tokio` feature, and only on tokio: the model runs in virtual time on
+//! tokio's clock (a current-thread runtime started paused), whose millisecond timer wheel its
+//! figures are tuned to, and tollgate's timers follow tokio's clock only with the feature.
+//! The crawler these tests drive is tollgate's ordinary keyed map, which the rest of the suite
+//! runs on both virtual clocks and under every executor.
 
 #![cfg(feature = "tokio")]
 
