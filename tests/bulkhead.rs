@@ -1,5 +1,18 @@
 //! `Bulkhead`: limits, FIFO, acquire timeouts, bounded queue, conservation under
 //! cancellation, blocking threads, one cap per runtime, and stats totalled over runtimes.
+//!
+//! How long an acquire waits is time, so it is proven on virtual time (`virtual_time!`:
+//! smol's world on `run_virtual`, and tokio's paused clock), where timers fire exactly at
+//! their deadlines: a timed-out acquire waited exactly its timeout, work under a shorter
+//! acquire timeout takes exactly its own time, a waiter is admitted at the instant a permit
+//! comes back, a grant made before the timeout is kept when the waiter looks late, and an
+//! hour-long timeout costs no wall time.
+//!
+//! Everything else holds at any speed and is checked on every executor (`matrix!`: smol,
+//! `run_sync`, tokio current and multi-thread) or on plain threads: never above the limit,
+//! arrival order, permits conserved, the errors and their words, stats that add up, one cap
+//! per runtime. A blocking wait's timeout runs on the real clock (it has no executor to
+//! move a virtual one); only its error is checked.
 
 mod common;
 
@@ -9,9 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Once};
 use std::time::{Duration, Instant};
 
-use common::{InFlight, matrix, panic_message, spawn};
+use common::{InFlight, matrix, panic_message, spawn, virtual_time};
 use futures_lite::FutureExt;
-use futures_lite::future::{poll_once, yield_now};
+use futures_lite::future::{poll_once, yield_now, zip};
+use tollgate::testing::now;
 use tollgate::{Bulkhead, BulkheadError, BulkheadStats, run_sync};
 
 /// The stats of the runtime that spawned tasks run on (under `run_sync`, `spawn` uses
@@ -34,6 +48,33 @@ fn silence_expected_panics() {
             }
         }));
     });
+}
+
+/// A second acquire on a bulkhead of 1 whose permit stays out: it times out after 20 ms.
+/// The error, how long it waited (on tollgate's clock) and the stats after it.
+async fn an_acquire_that_times_out() -> (BulkheadError, Duration, BulkheadStats) {
+    let bulkhead = Bulkhead::new(1)
+        .name("slow-api")
+        .acquire_timeout(Duration::from_millis(20));
+    let _held = bulkhead.acquire().await.unwrap();
+    let start = now();
+    let error = bulkhead.acquire().await.unwrap_err();
+    (error, now() - start, bulkhead.stats())
+}
+
+/// 30 ms of work admitted at once under a 5 ms acquire timeout: its answer, and how long
+/// it took (on tollgate's clock).
+async fn slow_work_under_a_short_acquire_timeout() -> (Result<&'static str, BulkheadError>, Duration)
+{
+    let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_millis(5));
+    let start = now();
+    let done = bulkhead
+        .run(async {
+            tollgate::sleep(Duration::from_millis(30)).await;
+            "slow work, quick admission"
+        })
+        .await;
+    (done, now() - start)
 }
 
 matrix! {
@@ -165,11 +206,8 @@ matrix! {
     }
 
     async fn an_acquire_timeout_gives_a_timed_out_error_and_leaves_the_queue() {
-        let bulkhead = Bulkhead::new(1).name("slow-api").acquire_timeout(Duration::from_millis(20));
-        let _held = bulkhead.acquire().await.unwrap();
-        let start = Instant::now();
-        let error = bulkhead.acquire().await.unwrap_err();
-        assert!(start.elapsed() >= Duration::from_millis(20));
+        // How long it waited is time: see its virtual_time twin.
+        let (error, _, stats) = an_acquire_that_times_out().await;
         assert!(error.is_timed_out());
         assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(20)));
         assert!(!error.is_queue_full());
@@ -179,18 +217,11 @@ matrix! {
             error.to_string(),
             "bulkhead `slow-api` (limit 1) had no free permit within 20ms"
         );
-        let stats = bulkhead.stats();
         assert_eq!((stats.waiting, stats.rejected, stats.in_flight), (0, 1, 1));
     }
 
     async fn the_timeout_counts_the_wait_not_the_work() {
-        let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_millis(5));
-        let done = bulkhead
-            .run(async {
-                tollgate::sleep(Duration::from_millis(30)).await;
-                "slow work, quick admission"
-            })
-            .await;
+        let (done, _) = slow_work_under_a_short_acquire_timeout().await;
         assert_eq!(done.unwrap(), "slow work, quick admission");
     }
 
@@ -744,29 +775,6 @@ mod with_tokio {
         assert_eq!((ended.runtimes, ended.admitted), (0, 3), "{ended:?}");
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn an_hour_long_acquire_timeout_takes_no_wall_time() {
-        let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_secs(3600));
-        let _held = bulkhead.acquire().await.unwrap();
-        let wall = Instant::now();
-        let error = bulkhead.acquire().await.unwrap_err();
-        assert!(error.is_timed_out());
-        assert_eq!(error.acquire_timeout(), Some(Duration::from_secs(3600)));
-        assert!(wall.elapsed() < Duration::from_secs(10));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_permit_granted_before_the_acquire_timeout_is_taken() {
-        let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_secs(10));
-        let held = bulkhead.acquire().await.unwrap();
-        let mut waiter = pin!(bulkhead.acquire());
-        assert!(poll_once(waiter.as_mut()).await.is_none());
-        tokio::time::advance(Duration::from_secs(9)).await;
-        drop(held);
-        tokio::time::advance(Duration::from_secs(5)).await; // past the acquire timeout
-        assert!(waiter.await.is_ok(), "granted in time, so admitted");
-    }
-
     /// Regression: a blocking wait inside `spawn_blocking` under tokio's paused clock used
     /// a tokio timer, which never fires there (tokio does not auto-advance while a
     /// blocking task runs), so the timeout never came and the wait hung.
@@ -778,6 +786,62 @@ mod with_tokio {
         let error = waited.await.unwrap().unwrap_err();
         assert!(error.is_timed_out());
         assert_eq!(error.acquire_timeout(), Some(Duration::from_millis(20)));
+    }
+}
+
+virtual_time! {
+    async fn an_acquire_timeout_ends_the_wait_exactly_at_the_timeout() {
+        let (error, waited, stats) = an_acquire_that_times_out().await;
+        assert!(error.is_timed_out());
+        assert_eq!(waited, Duration::from_millis(20), "the timer fires at its deadline");
+        assert_eq!((stats.waiting, stats.rejected, stats.in_flight), (0, 1, 1));
+    }
+
+    async fn the_timeout_counts_the_wait_not_the_work_exactly() {
+        let (done, took) = slow_work_under_a_short_acquire_timeout().await;
+        assert_eq!(done.unwrap(), "slow work, quick admission");
+        assert_eq!(took, Duration::from_millis(30), "admitted at once, then 30 ms of work");
+    }
+
+    async fn an_hour_long_acquire_timeout_takes_no_wall_time() {
+        let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_secs(3600));
+        let _held = bulkhead.acquire().await.unwrap();
+        let (wall, start) = (Instant::now(), now());
+        let error = bulkhead.acquire().await.unwrap_err();
+        assert!(error.is_timed_out());
+        assert_eq!(error.acquire_timeout(), Some(Duration::from_secs(3600)));
+        assert_eq!(now() - start, Duration::from_secs(3600), "an hour of virtual time");
+        // Wall time: the worst run measured with both cores busy took under 5 ms (the
+        // whole test); 10 s is far above it and far below the hour a real timer takes.
+        assert!(wall.elapsed() < Duration::from_secs(10));
+    }
+
+    async fn a_permit_granted_before_the_acquire_timeout_is_taken() {
+        let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_secs(10));
+        let held = bulkhead.acquire().await.unwrap();
+        let mut waiter = pin!(bulkhead.acquire());
+        assert!(poll_once(waiter.as_mut()).await.is_none());
+        // The waiter is not polled while the clock moves: granted at 9 s, looked at only
+        // at 14 s, past its timeout.
+        tollgate::sleep(Duration::from_secs(9)).await;
+        drop(held);
+        tollgate::sleep(Duration::from_secs(5)).await;
+        assert!(waiter.await.is_ok(), "granted in time, so admitted");
+    }
+
+    async fn a_waiter_is_admitted_at_the_instant_a_permit_comes_back() {
+        let bulkhead = Bulkhead::new(1).acquire_timeout(Duration::from_secs(10));
+        let held = bulkhead.acquire().await.unwrap();
+        let start = now();
+        let (admitted, ()) = zip(
+            async { bulkhead.acquire().await.map(|_| now() - start) },
+            async move {
+                tollgate::sleep(Duration::from_secs(9)).await;
+                drop(held);
+            },
+        )
+        .await;
+        assert_eq!(admitted.unwrap(), Duration::from_secs(9));
     }
 }
 
