@@ -1,6 +1,13 @@
 //! `KeyedBulkhead`: per-key caps, eviction of idle keys without the eviction/acquire race
 //! (dotnet/runtime#99865), bounded memory over a million keys, runtime scoping, the
 //! blocking and `_arc` variants, and a key's stats totalled over runtimes.
+//!
+//! A key's acquire timeout is time, so when its waiter ends is proven on virtual time
+//! (`virtual_time!`: smol's world on `run_virtual`, and tokio's paused clock): exactly at
+//! the timeout, or at the instant a permit of its key comes back, whatever other keys do.
+//! Everything else holds at any speed and is checked on every executor (`matrix!`) or on
+//! plain threads; there, a timeout is only checked to give its error (a permit that never
+//! returns), and a blocking wait's timeout runs on the real clock.
 
 mod common;
 
@@ -8,9 +15,10 @@ use std::pin::pin;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use common::{InFlight, matrix, panic_message, spawn};
-use futures_lite::future::{poll_once, yield_now};
-use tollgate::{KeyedBulkhead, run_sync};
+use common::{InFlight, matrix, panic_message, spawn, virtual_time};
+use futures_lite::future::{poll_once, yield_now, zip};
+use tollgate::testing::now;
+use tollgate::{KeyedBulkhead, run_sync, sleep};
 
 fn host(index: usize) -> String {
     format!("host-{index}.example")
@@ -179,6 +187,38 @@ matrix! {
         assert_eq!(per_host.len(), 1);
         spawn(async move { drop(permit) }).await;
         assert!(per_host.is_empty());
+    }
+}
+
+virtual_time! {
+    async fn a_keys_acquire_timeout_ends_its_waiter_exactly_then_or_at_its_grant() {
+        let timed = KeyedBulkhead::<String>::new(1).acquire_timeout(Duration::from_millis(10));
+        let held = timed.acquire("a").await.unwrap();
+        let start = now();
+        let error = timed.acquire("a").await.unwrap_err();
+        assert!(error.is_timed_out());
+        assert_eq!(now() - start, Duration::from_millis(10), "the timer fires at its deadline");
+        assert_eq!(timed.stats("a").waiting, 0);
+        // Another key is free meanwhile: taken at once.
+        drop(timed.acquire("b").await.unwrap());
+        assert_eq!(now() - start, Duration::from_millis(10));
+        // A permit of "a" back after 4 ms admits its waiter then; "b" busy meanwhile
+        // changes nothing.
+        let start = now();
+        let (admitted, ()) = zip(
+            async { timed.acquire("a").await.map(|_| now() - start) },
+            async {
+                let other = timed.acquire("b").await.unwrap();
+                sleep(Duration::from_millis(4)).await;
+                drop(held);
+                sleep(Duration::from_millis(20)).await;
+                drop(other);
+            },
+        )
+        .await;
+        assert_eq!(admitted.unwrap(), Duration::from_millis(4));
+        assert_eq!(now() - start, Duration::from_millis(24));
+        assert!(timed.is_empty());
     }
 }
 
