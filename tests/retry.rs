@@ -1,5 +1,15 @@
-//! `retry` and `RetryError` under every runtime of the matrix; backoff timing under
-//! tokio's paused clock.
+//! `retry` and `RetryError`.
+//!
+//! Time is proven on virtual time (`virtual_time!` in `on_virtual_time`: smol's world on
+//! `run_virtual`, and tokio's paused clock), where timers fire exactly at their deadlines:
+//! pauses (fixed, backoff, jittered within their fraction), how long each attempt lasted,
+//! attempt timeouts, the whole-retry timeout, the attempts that fit in it, and endless
+//! pauses ended by an outer timeout. The same scenarios run on every executor (`matrix!`:
+//! smol, `run_sync`, tokio current and multi-thread) for what holds at any speed: the
+//! attempts made and kept, the errors and their words, cancellation, slots held or not
+//! during pauses, and the order of events. Two checks stay on the real clock because they
+//! need a busy loop, which never lets a virtual clock move: a zero pause yields (an outer
+//! timeout still fires), and a retry's kept attempts stay bounded under a timeout.
 
 mod common;
 
@@ -10,13 +20,279 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_lock::Semaphore;
-use common::{DropFlag, matrix, panic_message};
+use common::{DropFlag, matrix, panic_message, virtual_time};
 use futures_lite::future::{self, poll_once, yield_now};
+use tollgate::testing::now;
 use tollgate::{Bulkhead, RetryError, retry, sleep};
 
 /// Counts calls; returns the 1-based number of this call.
 fn next(calls: &AtomicUsize) -> usize {
     calls.fetch_add(1, Ordering::SeqCst) + 1
+}
+
+/// Four attempts that each take 2 ms and fail, checked for what holds at any speed; how
+/// long each attempt took.
+async fn exhausted_attempts() -> Vec<Duration> {
+    let calls = AtomicUsize::new(0);
+    let failed = retry(|| async {
+        let n = next(&calls);
+        sleep(Duration::from_millis(2)).await;
+        Err::<(), _>(format!("attempt {n}: 503"))
+    })
+    .attempts(4)
+    .interval(Duration::ZERO)
+    .await
+    .unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    assert_eq!(failed.attempts().len(), 4);
+    assert_eq!((failed.attempts_made(), failed.attempts_dropped()), (4, 0));
+    for (i, attempt) in failed.attempts().iter().enumerate() {
+        assert_eq!(attempt.error(), Some(&format!("attempt {}: 503", i + 1)));
+        assert_eq!(attempt.number() as usize, i + 1);
+        assert!(!attempt.is_timed_out());
+    }
+    assert!(!failed.is_permanent());
+    assert!(!failed.is_timed_out());
+    assert_eq!(
+        failed.last_error().map(String::as_str),
+        Some("attempt 4: 503")
+    );
+    assert_eq!(
+        failed.to_string(),
+        "all 4 attempts failed; the last: attempt 4: 503"
+    );
+    assert_eq!(failed.clone().into_last_error().unwrap(), "attempt 4: 503");
+    let elapsed = failed
+        .attempts()
+        .iter()
+        .map(|attempt| attempt.elapsed())
+        .collect();
+    assert_eq!(
+        failed.into_attempts()[0].clone().into_error().unwrap(),
+        "attempt 1: 503"
+    );
+    elapsed
+}
+
+/// Hung attempts cut by a 10 ms attempt timeout, checked for what holds at any speed: how
+/// long the retry that succeeds on its second attempt took, how long the one whose two
+/// attempts hang took, and each of its attempts.
+async fn per_attempt_timeouts() -> (Duration, Duration, Vec<Duration>) {
+    let calls = AtomicUsize::new(0);
+    let start = now();
+    let page = retry(|| async {
+        if next(&calls) == 1 {
+            sleep(Duration::from_secs(3600)).await; // hung
+        }
+        Ok::<_, String>("<html>")
+    })
+    .attempt_timeout(Duration::from_millis(10))
+    .interval(Duration::ZERO)
+    .await;
+    let succeeded_after = now() - start;
+    assert_eq!(page, Ok("<html>"));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+    let start = now();
+    let failed = retry(|| async {
+        sleep(Duration::from_secs(3600)).await;
+        Ok::<(), String>(())
+    })
+    .attempts(2)
+    .attempt_timeout(Duration::from_millis(10))
+    .interval(Duration::ZERO)
+    .await
+    .unwrap_err();
+    let failed_after = now() - start;
+    assert_eq!(failed.attempts().len(), 2);
+    assert!(
+        !failed.is_timed_out(),
+        "each attempt timed out, not the retry"
+    );
+    for attempt in failed.attempts() {
+        assert!(attempt.is_timed_out());
+        assert_eq!(attempt.error(), None);
+    }
+    assert_eq!(failed.last_error(), None);
+    assert_eq!(
+        failed.to_string(),
+        "all 2 attempts failed; the last timed out"
+    );
+    let elapsed = failed
+        .attempts()
+        .iter()
+        .map(|attempt| attempt.elapsed())
+        .collect();
+    (succeeded_after, failed_after, elapsed)
+}
+
+/// A predicate that refuses the second error, then the first: checked for what holds at
+/// any speed; how long the retry refused at once (under an hour-long interval) took.
+async fn predicate_stops() -> Duration {
+    let calls = AtomicUsize::new(0);
+    let seen = Mutex::new(Vec::new());
+    let failed = retry(|| async {
+        match next(&calls) {
+            1 => Err::<(), u16>(503),
+            _ => Err(403),
+        }
+    })
+    .attempts(10)
+    .interval(Duration::ZERO)
+    .when(|status: &u16| {
+        seen.lock().unwrap().push(*status);
+        *status >= 500
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(*seen.lock().unwrap(), [503, 403]);
+    assert!(failed.is_permanent());
+    assert_eq!(failed.attempts().len(), 2);
+    assert_eq!(
+        failed.to_string(),
+        "attempt 2 failed and is not retryable: 403"
+    );
+
+    // A non-retryable first error: one attempt, no pause.
+    let start = now();
+    let failed = retry(|| async { Err::<(), _>("bad request") })
+        .interval(Duration::from_secs(3600))
+        .when(|_| false)
+        .await
+        .unwrap_err();
+    assert_eq!(failed.attempts_made(), 1);
+    now() - start
+}
+
+/// The whole-retry timeout, checked for what holds at any speed: how long a hung attempt
+/// cut by a 20 ms timeout took; how long a retry whose pause would outlast the timeout
+/// took; and the attempts made, and the time taken, under 5 ms per attempt and 40 ms in all.
+async fn whole_retry_timeouts() -> (Duration, Duration, (u32, Duration)) {
+    // A hung attempt is cut by the timeout and recorded as timed out.
+    let start = now();
+    let failed = retry(|| async {
+        sleep(Duration::from_secs(3600)).await;
+        Ok::<(), String>(())
+    })
+    .attempts(100)
+    .timeout(Duration::from_millis(20))
+    .await
+    .unwrap_err();
+    let hung = now() - start;
+    assert!(failed.is_timed_out());
+    assert_eq!(failed.attempts().len(), 1);
+    assert!(failed.attempts()[0].is_timed_out());
+    assert_eq!(
+        failed.to_string(),
+        "retry timed out after 20ms and 1 attempt; the last timed out"
+    );
+
+    // A pause that would outlast the timeout is not taken: give up at once.
+    let start = now();
+    let failed = retry(|| async { Err::<(), _>("503") })
+        .attempts(100)
+        .interval(Duration::from_secs(60))
+        .timeout(Duration::from_secs(20))
+        .await
+        .unwrap_err();
+    let gave_up = now() - start;
+    assert!(failed.is_timed_out());
+    assert_eq!(failed.attempts().len(), 1);
+    assert_eq!(
+        failed.to_string(),
+        "retry timed out after 20s and 1 attempt; the last: 503"
+    );
+
+    // Each attempt bounded by `attempt_timeout`, the whole by `timeout`: the first limit to
+    // pass wins.
+    let start = now();
+    let failed = retry(|| async {
+        sleep(Duration::from_secs(3600)).await;
+        Ok::<(), String>(())
+    })
+    .attempts(u32::MAX)
+    .attempt_timeout(Duration::from_millis(5))
+    .interval(Duration::ZERO)
+    .timeout(Duration::from_millis(40))
+    .await
+    .unwrap_err();
+    let both = (failed.attempts_made(), now() - start);
+    assert!(failed.is_timed_out());
+    assert!(
+        failed
+            .attempts()
+            .iter()
+            .all(|attempt| attempt.is_timed_out())
+    );
+
+    // A zero timeout gives the first attempt exactly one poll.
+    let mut calls = 0;
+    let failed = retry(|| {
+        calls += 1;
+        future::pending::<Result<(), String>>()
+    })
+    .timeout(Duration::ZERO)
+    .await
+    .unwrap_err();
+    assert!(failed.is_timed_out());
+    assert_eq!((failed.attempts_made(), calls), (1, 1));
+    (hung, gave_up, both)
+}
+
+/// Retries whose pause is `Duration::MAX` (after 1 attempt, twice; after 2, once), each
+/// ended by a 20 ms outer timeout, and one ended by its own timeout before such a pause:
+/// the calls each made before its outer timeout, and how long each waited.
+async fn endless_pauses() -> ([usize; 3], [Duration; 3]) {
+    async fn waits_forever(retrying: impl Future, calls: &AtomicUsize) -> (usize, Duration) {
+        let start = now();
+        let outcome = tollgate::timeout(Duration::from_millis(20), retrying).await;
+        assert!(outcome.is_err(), "the pause never ends");
+        (calls.load(Ordering::SeqCst), now() - start)
+    }
+    let calls = AtomicUsize::new(0);
+    let failing = || {
+        next(&calls);
+        future::ready(Err::<(), _>("503"))
+    };
+    let flat = waits_forever(
+        retry(failing).interval(Duration::MAX).jitter(1e-300),
+        &calls,
+    )
+    .await;
+
+    let calls = AtomicUsize::new(0);
+    let failing = || {
+        next(&calls);
+        future::ready(Err::<(), _>("503"))
+    };
+    let huge = retry(failing)
+        .backoff(Duration::MAX, 2.0, Duration::MAX)
+        .jitter(1e-300);
+    let huge = waits_forever(huge, &calls).await;
+
+    // 1 ms, then a product far beyond any Duration, capped at the max.
+    let calls = AtomicUsize::new(0);
+    let failing = || {
+        next(&calls);
+        future::ready(Err::<(), _>("503"))
+    };
+    let steep = retry(failing)
+        .attempts(10)
+        .backoff(Duration::from_millis(1), 1e300, Duration::MAX)
+        .jitter(1e-300);
+    let steep = waits_forever(steep, &calls).await;
+
+    // With a whole-retry timeout the endless pause is not even started.
+    let failed = retry(|| future::ready(Err::<(), _>("503")))
+        .interval(Duration::MAX)
+        .jitter(1e-300)
+        .timeout(Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert!(failed.is_timed_out());
+    assert_eq!(failed.attempts_made(), 1);
+    ([flat.0, huge.0, steep.0], [flat.1, huge.1, steep.1])
 }
 
 matrix! {
@@ -35,101 +311,15 @@ matrix! {
     }
 
     async fn exhausts_and_reports_each_attempt() {
-        let calls = AtomicUsize::new(0);
-        let failed = retry(|| async {
-            let n = next(&calls);
-            sleep(Duration::from_millis(2)).await;
-            Err::<(), _>(format!("attempt {n}: 503"))
-        })
-        .attempts(4)
-        .interval(Duration::ZERO)
-        .await
-        .unwrap_err();
-        assert_eq!(calls.load(Ordering::SeqCst), 4);
-        assert_eq!(failed.attempts().len(), 4);
-        assert_eq!((failed.attempts_made(), failed.attempts_dropped()), (4, 0));
-        for (i, attempt) in failed.attempts().iter().enumerate() {
-            assert_eq!(attempt.error(), Some(&format!("attempt {}: 503", i + 1)));
-            assert_eq!(attempt.number() as usize, i + 1);
-            assert!(!attempt.is_timed_out());
-            assert!(attempt.elapsed() >= Duration::from_millis(2), "{:?}", attempt.elapsed());
-        }
-        assert!(!failed.is_permanent());
-        assert!(!failed.is_timed_out());
-        assert_eq!(failed.last_error().map(String::as_str), Some("attempt 4: 503"));
-        assert_eq!(failed.to_string(), "all 4 attempts failed; the last: attempt 4: 503");
-        assert_eq!(failed.clone().into_last_error().unwrap(), "attempt 4: 503");
-        assert_eq!(failed.into_attempts()[0].clone().into_error().unwrap(), "attempt 1: 503");
+        exhausted_attempts().await;
     }
 
     async fn a_per_attempt_timeout_counts_as_a_failure() {
-        let calls = AtomicUsize::new(0);
-        let page = retry(|| async {
-            if next(&calls) == 1 {
-                sleep(Duration::from_secs(3600)).await; // hung
-            }
-            Ok::<_, String>("<html>")
-        })
-        .attempt_timeout(Duration::from_millis(10))
-        .interval(Duration::ZERO)
-        .await;
-        assert_eq!(page, Ok("<html>"));
-        assert_eq!(calls.load(Ordering::SeqCst), 2);
-
-        let start = Instant::now();
-        let failed = retry(|| async {
-            sleep(Duration::from_secs(3600)).await;
-            Ok::<(), String>(())
-        })
-        .attempts(2)
-        .attempt_timeout(Duration::from_millis(10))
-        .interval(Duration::ZERO)
-        .await
-        .unwrap_err();
-        assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
-        assert_eq!(failed.attempts().len(), 2);
-        assert!(!failed.is_timed_out(), "each attempt timed out, not the retry");
-        for attempt in failed.attempts() {
-            assert!(attempt.is_timed_out());
-            assert_eq!(attempt.error(), None);
-            assert!(attempt.elapsed() >= Duration::from_millis(10), "{:?}", attempt.elapsed());
-        }
-        assert_eq!(failed.last_error(), None);
-        assert_eq!(failed.to_string(), "all 2 attempts failed; the last timed out");
+        per_attempt_timeouts().await;
     }
 
     async fn the_predicate_stops_early() {
-        let calls = AtomicUsize::new(0);
-        let seen = Mutex::new(Vec::new());
-        let failed = retry(|| async {
-            match next(&calls) {
-                1 => Err::<(), u16>(503),
-                _ => Err(403),
-            }
-        })
-        .attempts(10)
-        .interval(Duration::ZERO)
-        .when(|status: &u16| {
-            seen.lock().unwrap().push(*status);
-            *status >= 500
-        })
-        .await
-        .unwrap_err();
-        assert_eq!(calls.load(Ordering::SeqCst), 2);
-        assert_eq!(*seen.lock().unwrap(), [503, 403]);
-        assert!(failed.is_permanent());
-        assert_eq!(failed.attempts().len(), 2);
-        assert_eq!(failed.to_string(), "attempt 2 failed and is not retryable: 403");
-
-        // A non-retryable first error: one attempt, no pause.
-        let start = Instant::now();
-        let failed = retry(|| async { Err::<(), _>("bad request") })
-            .interval(Duration::from_secs(3600))
-            .when(|_| false)
-            .await
-            .unwrap_err();
-        assert_eq!(failed.attempts_made(), 1);
-        assert!(start.elapsed() < Duration::from_secs(30));
+        predicate_stops().await;
     }
 
     async fn cancelling_mid_pause_stops_everything() {
@@ -174,69 +364,7 @@ matrix! {
     }
 
     async fn the_timeout_bounds_the_whole_retry() {
-        // A hung attempt is cut by the timeout and recorded as timed out.
-        let start = Instant::now();
-        let failed = retry(|| async {
-            sleep(Duration::from_secs(3600)).await;
-            Ok::<(), String>(())
-        })
-        .attempts(100)
-        .timeout(Duration::from_millis(20))
-        .await
-        .unwrap_err();
-        assert!(failed.is_timed_out());
-        assert_eq!(failed.attempts().len(), 1);
-        assert!(failed.attempts()[0].is_timed_out());
-        assert!(start.elapsed() >= Duration::from_millis(20));
-        assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
-        assert_eq!(
-            failed.to_string(),
-            "retry timed out after 20ms and 1 attempt; the last timed out"
-        );
-
-        // A pause that would outlast the timeout is not taken: give up at once.
-        let start = Instant::now();
-        let failed = retry(|| async { Err::<(), _>("503") })
-            .attempts(100)
-            .interval(Duration::from_secs(60))
-            .timeout(Duration::from_secs(20))
-            .await
-            .unwrap_err();
-        assert!(start.elapsed() < Duration::from_secs(10), "slept: {:?}", start.elapsed());
-        assert!(failed.is_timed_out());
-        assert_eq!(failed.attempts().len(), 1);
-        assert_eq!(
-            failed.to_string(),
-            "retry timed out after 20s and 1 attempt; the last: 503"
-        );
-
-        // Each attempt bounded by `attempt_timeout`, the whole by `timeout`: the first
-        // limit to pass wins.
-        let failed = retry(|| async {
-            sleep(Duration::from_secs(3600)).await;
-            Ok::<(), String>(())
-        })
-        .attempts(u32::MAX)
-        .attempt_timeout(Duration::from_millis(5))
-        .interval(Duration::ZERO)
-        .timeout(Duration::from_millis(40))
-        .await
-        .unwrap_err();
-        assert!(failed.is_timed_out());
-        assert!(failed.attempts_made() >= 2, "{}", failed.attempts_made());
-        assert!(failed.attempts().iter().all(|attempt| attempt.is_timed_out()));
-
-        // A zero timeout gives the first attempt exactly one poll.
-        let mut calls = 0;
-        let failed = retry(|| {
-            calls += 1;
-            future::pending::<Result<(), String>>()
-        })
-        .timeout(Duration::ZERO)
-        .await
-        .unwrap_err();
-        assert!(failed.is_timed_out());
-        assert_eq!((failed.attempts_made(), calls), (1, 1));
+        whole_retry_timeouts().await;
     }
 
     async fn retry_outside_the_slot_holds_no_slot_during_the_pause() {
@@ -403,6 +531,9 @@ matrix! {
         assert!(outcome.is_err(), "the outer timeout fired: {:?}", outcome.map(|r| r.map_err(|e| e.attempts_made())));
         let made = calls.load(Ordering::SeqCst);
         assert!(made < 3_000_000, "{made}");
+        // A busy loop cannot run on virtual time (the clock moves only when nothing is
+        // woken), so this wall-clock bound stays: the worst run measured with both cores
+        // busy took 0.29 s (the whole test binary, 4 legs); 30 s is 100 times that.
         assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
     }
 
@@ -410,47 +541,11 @@ matrix! {
     /// `Duration::MAX`) panicked inside `Duration::mul_f64`. A `Duration::MAX` pause is now
     /// a pause that never ends: an outer timeout ends the retry.
     async fn a_max_pause_with_jitter_never_panics_and_never_ends() {
-        async fn waits_forever(retrying: impl Future, calls: &AtomicUsize, expected_calls: usize) {
-            let outcome = tollgate::timeout(Duration::from_millis(20), retrying).await;
-            assert!(outcome.is_err(), "the pause never ends");
-            assert_eq!(calls.load(Ordering::SeqCst), expected_calls);
-        }
-        let calls = AtomicUsize::new(0);
-        let failing = || {
-            next(&calls);
-            future::ready(Err::<(), _>("503"))
-        };
-        waits_forever(retry(failing).interval(Duration::MAX).jitter(1e-300), &calls, 1).await;
-
-        let calls = AtomicUsize::new(0);
-        let failing = || {
-            next(&calls);
-            future::ready(Err::<(), _>("503"))
-        };
-        let huge = retry(failing).backoff(Duration::MAX, 2.0, Duration::MAX).jitter(1e-300);
-        waits_forever(huge, &calls, 1).await;
-
-        // 1 ms, then a product far beyond any Duration, capped at the max.
-        let calls = AtomicUsize::new(0);
-        let failing = || {
-            next(&calls);
-            future::ready(Err::<(), _>("503"))
-        };
-        let steep = retry(failing)
-            .attempts(10)
-            .backoff(Duration::from_millis(1), 1e300, Duration::MAX)
-            .jitter(1e-300);
-        waits_forever(steep, &calls, 2).await;
-
-        // With a whole-retry timeout the endless pause is not even started.
-        let failed = retry(|| future::ready(Err::<(), _>("503")))
-            .interval(Duration::MAX)
-            .jitter(1e-300)
-            .timeout(Duration::from_secs(60))
-            .await
-            .unwrap_err();
-        assert!(failed.is_timed_out());
-        assert_eq!(failed.attempts_made(), 1);
+        // Whether the steep backoff's 1 ms pause ended before the 20 ms outer timeout
+        // depends on speed here: exactly on virtual time.
+        let (calls, _) = endless_pauses().await;
+        assert_eq!(calls[..2], [1, 1]);
+        assert!((1..=2).contains(&calls[2]), "{calls:?}");
     }
 
     /// Regression: `RetryError` kept every attempt, so a retry with huge `attempts` grew
@@ -639,156 +734,178 @@ fn retries_run_under_a_plain_futures_executor() {
     assert_eq!(page, Ok("<html>"));
 }
 
-#[cfg(feature = "tokio")]
-mod paused_clock {
+/// Pauses, attempt durations and timeouts on virtual time: every timer fires exactly at
+/// its deadline, so each figure is exact.
+mod on_virtual_time {
     use super::*;
 
     /// Runs a retry whose every attempt fails and returns the pauses between attempts,
-    /// measured on tokio's (paused) clock.
-    async fn pauses_of(
-        retrying: impl Future,
-        starts: &Mutex<Vec<tokio::time::Instant>>,
-    ) -> Vec<Duration> {
+    /// measured on tollgate's clock.
+    async fn pauses_of(retrying: impl Future, starts: &Mutex<Vec<Instant>>) -> Vec<Duration> {
         let _ = retrying.await;
         let starts = starts.lock().unwrap();
         starts.windows(2).map(|pair| pair[1] - pair[0]).collect()
     }
 
     fn failing(
-        starts: &Mutex<Vec<tokio::time::Instant>>,
+        starts: &Mutex<Vec<Instant>>,
     ) -> impl FnMut() -> future::Ready<Result<(), &'static str>> + '_ {
         move || {
-            starts.lock().unwrap().push(tokio::time::Instant::now());
+            starts.lock().unwrap().push(now());
             future::ready(Err("503"))
         }
     }
 
-    fn assert_close(actual: &[Duration], expected: &[Duration]) {
-        assert_eq!(actual.len(), expected.len(), "{actual:?}");
-        for (actual, expected) in actual.iter().zip(expected) {
-            // Tokio's timer rounds up to its next millisecond tick.
-            assert!(
-                *actual >= *expected && *actual <= *expected + Duration::from_millis(2),
-                "pause {actual:?}, expected {expected:?}"
-            );
+    const fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    virtual_time! {
+        async fn each_attempt_lasts_exactly_its_own_time() {
+            assert_eq!(exhausted_attempts().await, [ms(2); 4]);
+        }
+
+        async fn a_per_attempt_timeout_cuts_each_attempt_exactly_then() {
+            let (succeeded_after, failed_after, attempts) = per_attempt_timeouts().await;
+            assert_eq!(succeeded_after, ms(10), "one hung attempt cut, then one at once");
+            assert_eq!(failed_after, ms(20), "two attempts cut, no pause between");
+            assert_eq!(attempts, [ms(10); 2]);
+        }
+
+        async fn a_refused_error_takes_no_pause() {
+            assert_eq!(predicate_stops().await, Duration::ZERO);
+        }
+
+        async fn the_timeout_bounds_the_whole_retry_exactly() {
+            let (hung, gave_up, (attempts, both)) = whole_retry_timeouts().await;
+            assert_eq!(hung, ms(20), "the hung attempt is cut at the timeout");
+            assert_eq!(gave_up, Duration::ZERO, "the pause that would outlast it is not taken");
+            // 5 ms attempts with no pause: 8 fit in 40 ms, the 8th cut by the first limit.
+            assert_eq!((attempts, both), (8, ms(40)));
+        }
+
+        async fn an_endless_pause_lasts_until_the_outer_timeout() {
+            let (calls, waited) = endless_pauses().await;
+            assert_eq!(calls, [1, 1, 2], "the steep backoff's 1 ms pause came first");
+            assert_eq!(waited, [ms(20); 3]);
+        }
+
+        async fn backoff_delays_grow_as_specified() {
+            let wall = Instant::now();
+            let starts = Mutex::new(Vec::new());
+            let pauses = pauses_of(
+                retry(failing(&starts))
+                    .attempts(7)
+                    .backoff(ms(100), 2.0, Duration::from_secs(2))
+                    .jitter(0.0),
+                &starts,
+            )
+            .await;
+            assert_eq!(pauses, [ms(100), ms(200), ms(400), ms(800), ms(1600), ms(2000)]);
+            // 5.1 s of pauses take no wall time: the worst run measured with both
+            // cores busy took 0.16 s (the whole test binary, both legs); 10 s is 60
+            // times that.
+            assert!(wall.elapsed() < Duration::from_secs(10), "{:?}", wall.elapsed());
+        }
+
+        async fn the_default_policy_is_three_attempts_with_jittered_doubling() {
+            let starts = Mutex::new(Vec::new());
+            let pauses = pauses_of(retry(failing(&starts)), &starts).await;
+            assert_eq!(pauses.len(), 2, "3 attempts");
+            assert!(pauses[0] >= ms(50) && pauses[0] <= ms(100), "{pauses:?}");
+            assert!(pauses[1] >= ms(100) && pauses[1] <= ms(200), "{pauses:?}");
+        }
+
+        async fn jitter_shortens_pauses_within_its_fraction() {
+            let starts = Mutex::new(Vec::new());
+            let pauses = pauses_of(
+                retry(failing(&starts))
+                    .attempts(21)
+                    .interval(Duration::from_secs(1))
+                    .jitter(0.25),
+                &starts,
+            )
+            .await;
+            assert_eq!(pauses.len(), 20);
+            assert!(pauses.iter().all(|p| *p >= ms(750) && *p <= ms(1000)), "{pauses:?}");
+            // Random, not all equal.
+            assert!(pauses.iter().any(|p| *p != pauses[0]), "{pauses:?}");
+
+            // A fixed interval has no jitter by default.
+            let starts = Mutex::new(Vec::new());
+            let pauses = pauses_of(
+                retry(failing(&starts)).attempts(4).interval(ms(300)),
+                &starts,
+            )
+            .await;
+            assert_eq!(pauses, [ms(300); 3]);
+        }
+
+        async fn a_timeout_around_the_retry_cancels_it_mid_pause() {
+            let calls = AtomicUsize::new(0);
+            let start = now();
+            let result = tollgate::timeout(
+                ms(150),
+                retry(|| async {
+                    next(&calls);
+                    Err::<(), _>("503")
+                })
+                .attempts(100)
+                .interval(Duration::from_secs(1)),
+            )
+            .await;
+            assert!(result.is_err());
+            assert_eq!(now() - start, ms(150));
+            sleep(Duration::from_secs(10)).await;
+            assert_eq!(calls.load(Ordering::SeqCst), 1, "no attempt after cancellation");
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn backoff_delays_grow_as_specified() {
-        let wall = Instant::now();
-        let starts = Mutex::new(Vec::new());
-        let pauses = pauses_of(
-            retry(failing(&starts))
-                .attempts(7)
-                .backoff(Duration::from_millis(100), 2.0, Duration::from_secs(2))
-                .jitter(0.0),
-            &starts,
-        )
-        .await;
-        let ms = Duration::from_millis;
-        assert_close(
-            &pauses,
-            &[ms(100), ms(200), ms(400), ms(800), ms(1600), ms(2000)],
-        );
-        assert!(
-            wall.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            wall.elapsed()
-        );
+    virtual_time! {
+        // An attempt cut after an hour, after a pause of a minute: past the default deadline.
+        deadline = Duration::from_secs(7_200);
+
+        async fn attempt_durations_follow_the_virtual_clock() {
+            let wall = Instant::now();
+            let calls = AtomicUsize::new(0);
+            let failed = retry(|| async {
+                if next(&calls) == 1 {
+                    sleep(ms(250)).await;
+                    Err("slow 503")
+                } else {
+                    sleep(Duration::from_secs(7200)).await;
+                    Ok(())
+                }
+            })
+            .attempts(2)
+            .attempt_timeout(Duration::from_secs(3600))
+            .interval(Duration::from_secs(60))
+            .await
+            .unwrap_err();
+            let attempts = failed.attempts();
+            assert_eq!(attempts[0].elapsed(), ms(250));
+            assert!(attempts[1].is_timed_out());
+            assert_eq!(attempts[1].elapsed(), Duration::from_secs(3600));
+            // An hour of attempts takes no wall time: the worst run measured with both
+            // cores busy took 0.16 s (the whole test binary, both legs); 10 s is 60
+            // times that.
+            assert!(wall.elapsed() < Duration::from_secs(10), "{:?}", wall.elapsed());
+        }
     }
 
+    /// An attempt that waits on tokio's own timer is measured on tokio's clock (paused
+    /// here), the one tollgate's timers follow under tokio.
+    #[cfg(feature = "tokio")]
     #[tokio::test(start_paused = true)]
-    async fn the_default_policy_is_three_attempts_with_jittered_doubling() {
-        let starts = Mutex::new(Vec::new());
-        let pauses = pauses_of(retry(failing(&starts)), &starts).await;
-        assert_eq!(pauses.len(), 2, "3 attempts");
-        let ms = Duration::from_millis;
-        assert!(pauses[0] >= ms(50) && pauses[0] <= ms(102), "{pauses:?}");
-        assert!(pauses[1] >= ms(100) && pauses[1] <= ms(202), "{pauses:?}");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn jitter_shortens_pauses_within_its_fraction() {
-        let starts = Mutex::new(Vec::new());
-        let pauses = pauses_of(
-            retry(failing(&starts))
-                .attempts(21)
-                .interval(Duration::from_secs(1))
-                .jitter(0.25),
-            &starts,
-        )
-        .await;
-        assert_eq!(pauses.len(), 20);
-        let low = Duration::from_millis(750);
-        let high = Duration::from_millis(1002);
-        assert!(pauses.iter().all(|p| *p >= low && *p <= high), "{pauses:?}");
-        // Random, not all equal.
-        assert!(pauses.iter().any(|p| *p != pauses[0]), "{pauses:?}");
-
-        // A fixed interval has no jitter by default.
-        let starts = Mutex::new(Vec::new());
-        let pauses = pauses_of(
-            retry(failing(&starts))
-                .attempts(4)
-                .interval(Duration::from_millis(300)),
-            &starts,
-        )
-        .await;
-        let ms = Duration::from_millis;
-        assert_close(&pauses, &[ms(300), ms(300), ms(300)]);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn attempt_durations_follow_the_paused_clock() {
-        let wall = Instant::now();
-        let calls = AtomicUsize::new(0);
+    async fn an_attempt_on_tokios_timer_is_measured_on_tokios_clock() {
         let failed = retry(|| async {
-            if next(&calls) == 1 {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                Err("slow 503")
-            } else {
-                sleep(Duration::from_secs(7200)).await;
-                Ok(())
-            }
+            tokio::time::sleep(ms(250)).await;
+            Err::<(), _>("slow 503")
         })
-        .attempts(2)
-        .attempt_timeout(Duration::from_secs(3600))
-        .interval(Duration::from_secs(60))
+        .attempts(1)
         .await
         .unwrap_err();
-        let ms = Duration::from_millis;
-        let attempts = failed.attempts();
-        assert_close(&[attempts[0].elapsed()], &[ms(250)]);
-        assert!(attempts[1].is_timed_out());
-        assert_close(&[attempts[1].elapsed()], &[Duration::from_secs(3600)]);
-        assert!(
-            wall.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            wall.elapsed()
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_timeout_around_the_retry_cancels_it_mid_pause() {
-        let calls = AtomicUsize::new(0);
-        let result = tollgate::timeout(
-            Duration::from_millis(150),
-            retry(|| async {
-                next(&calls);
-                Err::<(), _>("503")
-            })
-            .attempts(100)
-            .interval(Duration::from_secs(1)),
-        )
-        .await;
-        assert!(result.is_err());
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        assert_eq!(
-            calls.load(Ordering::SeqCst),
-            1,
-            "no attempt after cancellation"
-        );
+        assert_eq!(failed.attempts()[0].elapsed(), ms(250));
     }
 }
 
