@@ -199,7 +199,7 @@ virtual_time! {
         assert_eq!(now() - begin, 540 * MS);
     }
 
-    async fn a_hundred_starts_at_ten_per_second_take_exactly_ten_virtual_seconds_and_no_wall_time() {
+    async fn a_hundred_starts_at_ten_per_second_take_exactly_their_virtual_time_and_no_wall_time() {
         let wall = Instant::now();
         let rate = Rate::per_second(10);
         let (begin, starts) = sequential_starts(rate, 100).await;
@@ -526,7 +526,7 @@ matrix! {
         let (checked, checked_at, order) = two_queued_waiters().await;
         match checked {
             Err(refused) => assert!(refused.retry_after() <= 90 * MS, "{refused:?}"),
-            Ok(()) => assert!(checked_at >= 90 * MS, "a check jumped the waiters at {checked_at:?}"),
+            Ok(()) => assert!(checked_at >= 90 * MS, "a check jumped the waiters: {checked_at:?}"),
         }
         assert_eq!(order.len(), 2);
         for (which, at) in order {
