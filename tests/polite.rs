@@ -2,22 +2,33 @@
 //! rate and answer `429` with `Retry-After` to a client that is too fast, and log when every
 //! request arrived. Under every runtime (smol, `run_sync`, tokio current and multi-thread).
 //!
-//! - a crawl configured at the hosts' rate gets no `429` and reaches at least 90% of it;
-//! - a host that answers `429 Retry-After: 1` gets no request for that second, while the
-//!   other hosts keep going;
-//! - with a flaky host, retries wait without holding slots: the other hosts use every slot
-//!   during the pause;
-//! - a hedged mirror race sends the second request only when the first mirror is slow.
+//! Real sockets run on real time, so these tests assert only what holds at any speed,
+//! measured at the server; how fast the crawl went is a printed figure (`--nocapture`):
+//!
+//! - a crawl configured at the hosts' rate gets no `429`, and no more arrivals in any
+//!   window of a second than the rate and burst allow (the rate it reached is a figure);
+//! - a host that answers `429 Retry-After: 1` gets no request for that second (how many
+//!   requests the other host got meanwhile is a figure);
+//! - with a flaky host, retries wait without holding slots: a steady host's requests
+//!   arrive before the flaky host's retries, and the retries not before the pause is over
+//!   (how many steady requests arrived during the pause is a figure);
+//! - a hedged mirror race sends the second request only when the first mirror is slow, and
+//!   after it (the gap is a figure).
+//!
+//! The timing itself (key pauses exactly their length while other keys go on: see
+//! tests/schedule.rs) is proven on virtual time, and here the hedge: the second contestant
+//! starts exactly at the hedge delay.
 
 mod common;
 use tollgate_testkit::{http_client, http_server};
 
 use std::time::Duration;
 
-use common::matrix;
+use common::{matrix, virtual_time};
 use http_client::{ClientError, get_ok};
 use http_server::{TestServer, achieved_rate, count_between, max_in_window, window_limit};
-use tollgate::{Rate, RetryPolicy, map_async, race};
+use tollgate::testing::now;
+use tollgate::{Rate, RetryPolicy, map_async, race, sleep};
 
 fn host_of(url: &str) -> String {
     url.split('/').nth(2).unwrap_or_default().to_owned()
@@ -61,12 +72,15 @@ matrix! {
             assert_eq!((stats.over_rate, stats.too_many), (0, 0), "{host}: {stats:?}");
             let times = server.arrival_times(host);
             assert_eq!(times.len(), 30);
-            let window = Duration::from_millis(500);
             // The bound holds for the client's starts; arrivals may shift by the allowance.
-            let allowed = window_limit(f64::from(RATE), 2, window + Duration::from_millis(60));
-            assert!(max_in_window(&times, window) <= allowed);
+            for window in [Duration::from_secs(1), Duration::from_millis(1_400)] {
+                let most = max_in_window(&times, window);
+                let allowed = window_limit(f64::from(RATE), 2, window + Duration::from_millis(60));
+                assert!(most <= allowed, "{host}: {most} arrivals in {window:?}, {allowed} allowed");
+            }
+            // How much of the rate a crawl reaches depends on the machine's speed: a figure.
             let achieved = achieved_rate(&times).unwrap();
-            assert!(achieved >= 0.9 * f64::from(RATE), "{host}: {achieved:.1}/s");
+            eprintln!("figure: host {host} reached {achieved:.1}/s of {RATE}/s at the server");
         }
         server.shutdown();
     }
@@ -99,8 +113,11 @@ matrix! {
         assert_eq!(count_between(&paused_times, refused, pause_end), 0, "a request came during the pause");
         assert_eq!(paused_times.len(), 11, "10 pages and the one retry");
         let busy = server.arrival_times("busy");
+        assert_eq!(busy.len(), 40);
+        // How many the other host got during the pause depends on the machine's speed (about
+        // 25 at 25/s): a figure. That it goes on is proven on virtual time (schedule.rs).
         let during = count_between(&busy, refused, pause_end);
-        assert!(during >= 10, "the other host went on during the pause: {during} requests");
+        eprintln!("figure: the busy host got {during} requests during the other's 1 s pause");
         server.shutdown();
     }
 
@@ -122,15 +139,23 @@ matrix! {
             .retry(polite_policy())
             .await;
         assert!(pages.iter().all(Result::is_ok));
-        let flaky = server.arrival_times("flaky");
+        let mut flaky = server.arrivals("flaky");
         assert_eq!(flaky.len(), 8, "each flaky page twice");
-        let mut sorted = flaky.clone();
-        sorted.sort();
-        let (first_answers, retries) = (sorted[3], sorted[4]);
-        let steady = server.arrival_times("steady");
-        let during = count_between(&steady, first_answers, retries);
-        assert_eq!(during, 40, "every steady request ran during the flaky host's pause");
+        flaky.sort_by_key(|arrival| arrival.at);
+        let (first_tries, retries) = flaky.split_at(4);
+        assert!(first_tries.iter().all(|arrival| arrival.status == Some(503)));
+        // No retry before its pause was over: a second after the last 503 went out.
+        let last_503 = first_tries.iter().filter_map(|arrival| arrival.answered_at).max().unwrap();
+        assert!(retries.iter().all(|arrival| arrival.at >= last_503 + Duration::from_secs(1)));
+        let mut steady = server.arrival_times("steady");
+        steady.sort();
+        assert_eq!(steady.len(), 40);
+        // The slots were free during the pause: the steady host's requests came before the
+        // retries (had the retries held the slots, none could have).
+        assert!(steady[0] < retries[0].at, "no steady request before the flaky host's retries");
         assert_eq!(server.stats("steady").peak, 4, "and it got every slot");
+        let during = count_between(&steady, first_tries[3].at, retries[0].at);
+        eprintln!("figure: {during} of 40 steady requests arrived during the flaky host's pause");
         server.shutdown();
     }
 
@@ -159,7 +184,33 @@ matrix! {
         assert_eq!(server.stats("backup").connections, 1);
         let slow = server.arrival_times("slow")[0];
         let backup = server.arrival_times("backup")[0];
-        assert!(backup >= slow + Duration::from_millis(45), "the backup was asked {:?} after the first", backup - slow);
+        // In that order at the server; the gap (the hedge, 50 ms, less the difference of
+        // the two connections' delays) is a figure: the exact delay is proven on virtual time.
+        assert!(backup > slow, "the backup was asked first");
+        let gap = backup - slow;
+        eprintln!("figure: the backup mirror was asked {gap:?} after the slow one (hedge 50 ms)");
         server.shutdown();
+    }
+}
+
+virtual_time! {
+    async fn a_hedged_race_starts_the_second_contestant_exactly_at_the_hedge_delay() {
+        // In-process mirrors: the first takes a minute, the second a millisecond.
+        let begin = now();
+        let started = std::sync::Mutex::new(Vec::new());
+        let mirror = |name: &'static str, latency: Duration| {
+            let started = &started;
+            async move {
+                started.lock().unwrap().push((name, now() - begin));
+                sleep(latency).await;
+                Ok::<_, ()>(name)
+            }
+        };
+        let ms = Duration::from_millis;
+        let mirrors = [mirror("slow", ms(60_000)), mirror("backup", ms(1))];
+        let won = race(mirrors).hedge(ms(50)).await;
+        assert_eq!(won, Ok("backup"));
+        assert_eq!(now() - begin, ms(51));
+        assert_eq!(*started.lock().unwrap(), [("slow", ms(0)), ("backup", ms(50))]);
     }
 }
