@@ -280,6 +280,13 @@ impl SharedKeyedBulkhead {
     /// its lease may have lapsed (a process resumed from a long pause included). To keep
     /// the work running and let it decide, use [`run_with`](Self::run_with).
     ///
+    /// What no check inside the process can reach: a poll already past its look at the
+    /// fence when the process is stopped finishes on resuming (a write it was about to make
+    /// goes out; the lease is still live for it unless the stop outlasted the fencing
+    /// margin, a fifth of the TTL), and sockets the work opened stay open while the process
+    /// is stopped (a server that counts connections counts them, though they carry nothing:
+    /// on resuming, the work is cancelled at its next poll).
+    ///
     /// # Examples
     ///
     /// ```no_run

@@ -19,7 +19,7 @@ use crate::helpers::{lock, micros};
 use crate::keeper::Keeper;
 use crate::lease::KeyLocal;
 use crate::stats::StoreStats;
-use crate::target::Target;
+use crate::target::{Target, sentinel_setting};
 
 /// The default [`lease_ttl`](RedisLimitsOptions::lease_ttl).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
@@ -275,13 +275,21 @@ impl RedisLimitsOptions {
         self,
         thread: std::thread::Builder,
     ) -> Result<RedisLimits, RedisLimitsError> {
+        // No target means no address to name yet: the errors name the setting as given.
         let target = match &self.sentinel {
             None => Target::direct(&self.url).map_err(|e| {
-                RedisLimitsError::unavailable(&self.url, format_args!("invalid url: {e}"))
+                let url = if self.url.is_empty() {
+                    "(empty url)"
+                } else {
+                    &self.url
+                };
+                RedisLimitsError::unavailable(url, format_args!("invalid url: {e}"))
             })?,
             Some((urls, master)) => Target::sentinel(urls, master).map_err(|e| {
-                let urls = urls.join(",");
-                RedisLimitsError::unavailable(&urls, format_args!("invalid sentinel urls: {e}"))
+                RedisLimitsError::unavailable(
+                    &sentinel_setting(urls, master),
+                    format_args!("invalid sentinel setting: {e}"),
+                )
             })?,
         };
         let address = target.address();
@@ -991,6 +999,44 @@ mod tests {
                 .unwrap()
                 .block_on(connect()),
         );
+    }
+
+    /// Regression: a Sentinel setting with no sentinel failed with "redis at  is
+    /// unavailable", naming nothing (the plain URL, empty under Sentinel, stood in for the
+    /// address). The error names the master and says no sentinel was given.
+    #[test]
+    fn a_sentinel_setting_without_a_sentinel_names_its_master_in_the_error() {
+        let error = futures_lite::future::block_on(
+            RedisLimits::sentinel(Vec::<String>::new(), "crawler").connect(),
+        )
+        .expect_err("no sentinel, no store");
+        assert!(error.is_unavailable(), "{error}");
+        assert_eq!(error.address(), Some("crawler via sentinel (none given)"));
+        assert!(
+            error
+                .to_string()
+                .starts_with("redis at crawler via sentinel (none given) is unavailable: "),
+            "{error}"
+        );
+    }
+
+    /// The same for a sentinel URL that does not parse: the master, and the URLs as given.
+    #[test]
+    fn a_sentinel_setting_with_a_bad_url_names_its_master_and_the_url() {
+        let error = futures_lite::future::block_on(
+            RedisLimits::sentinel(["not a url"], "crawler").connect(),
+        )
+        .expect_err("a bad URL, no store");
+        assert_eq!(error.address(), Some("crawler via sentinel not a url"));
+    }
+
+    /// An empty plain URL is named as such, not as an empty address.
+    #[test]
+    fn an_empty_url_is_named_in_the_error() {
+        let error = futures_lite::future::block_on(RedisLimits::options("").connect())
+            .expect_err("no URL, no store");
+        assert_eq!(error.address(), Some("(empty url)"));
+        assert!(!error.to_string().contains("at  is"), "{error}");
     }
 
     #[test]

@@ -42,7 +42,7 @@ impl Target {
         if urls.is_empty() {
             return Err(RedisError::from((
                 redis::ErrorKind::InvalidClientConfig,
-                "no sentinel to ask",
+                "no sentinel address to ask for the master",
             )));
         }
         let sentinels = urls
@@ -140,6 +140,18 @@ impl Target {
             }
         }
     }
+}
+
+/// How errors name a Sentinel setting that did not make a [`Target`] (no sentinel given, or
+/// a URL that does not parse): in the shape of [`Target::address`], with the URLs as given,
+/// since no `host:port` could be read from them.
+pub(crate) fn sentinel_setting(urls: &[String], master: &str) -> String {
+    let sentinels = if urls.is_empty() {
+        "(none given)".to_owned()
+    } else {
+        urls.join(",")
+    };
+    format!("{master} via sentinel {sentinels}")
 }
 
 impl Sentinel {

@@ -167,6 +167,11 @@ pub struct Plan {
     pub call_timeout: Duration,
     /// What an item does when the store refuses it (unreachable) or its permit is fenced.
     pub retry: Retry,
+    /// Each item's first attempt opens its first connection and then holds it open without
+    /// writing its request, until the attempt ends (in the worker's tasks only a fence ends
+    /// it): a worker descheduled between its connect and its write, made to last, so that
+    /// a test can stop the process in that state on purpose. Later attempts send as usual.
+    pub hold_open: bool,
 }
 
 /// What a worker does with an item the store refused (Redis unreachable) or whose permit was
@@ -237,6 +242,7 @@ impl Plan {
             format!("scheduler={}", self.scheduler.name()),
             format!("call_timeout_ms={}", self.call_timeout.as_millis()),
             format!("retry={}", self.retry.name()),
+            format!("hold_open={}", self.hold_open),
         ]
         .join("\n")
     }
@@ -292,6 +298,7 @@ impl Plan {
             scheduler: Scheduler::parse(field("scheduler")),
             call_timeout: Duration::from_millis(number("call_timeout_ms") as u64),
             retry: Retry::parse(field("retry")),
+            hold_open: field("hold_open").parse().expect("true or false"),
         }
     }
 }
@@ -589,8 +596,21 @@ impl Worker {
                 }
                 Ok(_) => {}
                 Err(error) => {
+                    // How it ended, if it did: its output closing comes just before its exit
+                    // can be reaped, so give that a moment.
+                    let mut status = None;
+                    for _ in 0..100 {
+                        status = self.child.try_wait().ok().flatten();
+                        if status.is_some() || error == mpsc::RecvTimeoutError::Timeout {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
                     let _ = self.child.kill();
-                    panic!("worker {} never said {word:?}: {error}", self.id);
+                    panic!(
+                        "worker {} never said {word:?}: {error} (exit status: {status:?})",
+                        self.id
+                    );
                 }
             }
         }
@@ -776,6 +796,7 @@ impl Crawl {
                     scheduler: Scheduler::alternate(worker),
                     call_timeout: tollgate_redis::DEFAULT_CALL_TIMEOUT,
                     retry: Retry::Always,
+                    hold_open: false,
                 };
                 Worker::spawn(launch, &plan)
             })
@@ -1048,6 +1069,14 @@ pub async fn get(addr: SocketAddr, path: &str) -> std::io::Result<u16> {
         .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {head:?}")))
 }
 
+/// Opens a connection to `addr` and holds it without writing anything, for good: only
+/// dropping the future closes it (see [`Plan::hold_open`]).
+pub async fn hold_open(addr: SocketAddr) {
+    let stream = smol::net::TcpStream::connect(addr).await;
+    std::future::pending::<()>().await;
+    drop(stream);
+}
+
 mod worker {
     //! The worker's crawl: the code a user of the shared limits would write.
 
@@ -1061,7 +1090,7 @@ mod worker {
         RedisLimits, RedisLimitsError, SharedKeyLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter,
     };
 
-    use super::{LINE_PREFIX, Plan, Retry, Scheduler, Summary, get, wait_for_go};
+    use super::{LINE_PREFIX, Plan, Retry, Scheduler, Summary, get, hold_open, wait_for_go};
 
     /// How long an item waits before it is tried again after the store refused it, when
     /// the error says nothing of when to come back.
@@ -1130,6 +1159,9 @@ mod worker {
                         summary.most_attempts = summary.most_attempts.max(attempt);
                     }
                     let work = async {
+                        if plan.hold_open && attempt == 1 {
+                            hold_open(*addr).await;
+                        }
                         for step in 0..plan.steps {
                             if let Some(limiter) = limiter {
                                 limiter.until_key_ready(name).await?;
