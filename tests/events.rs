@@ -1,6 +1,14 @@
-//! The `tracing` feature: retries, key pauses, hedges, rejections, time-outs and adaptive
-//! keys' changes reach a subscriber, under every runtime (the subscriber is process-wide, so
-//! events from tokio's worker threads count too).
+//! The `tracing` feature: retries, key pauses, hedges, rejections, time-outs, warm-ups of
+//! shared limits, breakers' transitions and adaptive keys' changes reach a subscriber (it is
+//! process-wide, so events from tokio's worker threads count too; one test at a time).
+//!
+//! On every executor (smol, `run_sync`, tokio current and multi-thread), what holds at any
+//! speed: which events, in which order, with the settings they name; a warm-up reported
+//! once and no grant before it ends; an adaptive key's changes each reported, in order, with
+//! the values read in force. On virtual time (`virtual_time!`), what depends on time: the
+//! warm-up's grants exactly at its end and the time left it reports, and how far an
+//! adaptive key moves in each phase of its answers (successes raise it to its ceiling,
+//! overloads lower its rate, plain failures move and report nothing).
 #![cfg(feature = "tracing")]
 
 #[macro_use]
@@ -15,6 +23,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use futures_lite::future::{yield_now, zip};
+use tollgate::testing::now;
 use tollgate::{
     Adaptive, Answer, Breaker, Bulkhead, KeyProgress, KeySettings, KeyedCircuitBreaker,
     LaterReason, MapControl, Outcome, Rate, RetryPolicy, SharedLimits, map_async, race, retry,
@@ -100,7 +109,8 @@ fn seen(message: &str) -> Vec<Seen> {
         .collect()
 }
 
-/// Limits that grant nothing until `ready_at` (a store warming up), saying how long is left.
+/// Limits that grant nothing until `ready_at` (a store warming up), saying how long is left
+/// (at most 10 ms at a time), on tollgate's clock.
 struct WarmUntil(std::time::Instant);
 
 impl SharedLimits<u32> for WarmUntil {
@@ -111,7 +121,7 @@ impl SharedLimits<u32> for WarmUntil {
     type Revoked = std::future::Pending<Self::Error>;
 
     fn ask(&self, _key: &u32) -> Self::Ask {
-        let left = self.0.saturating_duration_since(std::time::Instant::now());
+        let left = self.0.saturating_duration_since(now());
         std::future::ready(if left.is_zero() {
             Answer::Granted(())
         } else {
@@ -195,6 +205,120 @@ async fn read(control: &MapControl<u32>) -> (String, String) {
     let _ = control.busiest_keys(1);
     yield_now().await;
     written(control.busiest_keys(1).first().expect("key 0 has work"))
+}
+
+/// How long the limits of the warm-up tests grant nothing.
+const WARM_UP: Duration = Duration::from_millis(100);
+
+/// Eight items over four keys (two of each at once) behind limits warming up for
+/// [`WARM_UP`]: how many outputs, how long they took on tollgate's clock, and the warm-up
+/// events.
+async fn warm_up() -> (usize, Duration, Vec<Seen>) {
+    let began = now();
+    let limits = WarmUntil(began + WARM_UP);
+    let outputs = map_async(0..8u32, 8, |n| async move {
+        Ok::<u32, std::convert::Infallible>(n)
+    })
+    .per_key(|n| n % 4, 2)
+    .shared_limits(limits)
+    .await;
+    (
+        outputs.len(),
+        now() - began,
+        seen("shared limits warming up"),
+    )
+}
+
+/// A new adaptive key's values: its floor limit, and the rate it starts at.
+fn floor() -> (String, String) {
+    ("1".to_owned(), "5.0".to_owned())
+}
+
+/// What one adaptive key showed through phases of answers, read every 5 ms.
+struct Changes {
+    /// Each reading, with the answer being given when it was made (the first, before any
+    /// answer, with `OK`).
+    readings: Vec<(u8, (String, String))>,
+    /// The `key adapted` events, in order.
+    events: Vec<(String, String)>,
+    /// How many of them came while plain failures were answered.
+    during_failures: usize,
+}
+
+impl Changes {
+    /// The distinct values read, in order.
+    fn values(&self) -> Vec<(String, String)> {
+        let mut values: Vec<_> = self
+            .readings
+            .iter()
+            .map(|(_, value)| value.clone())
+            .collect();
+        values.dedup();
+        values
+    }
+
+    /// The last values read while `phase` was answered.
+    fn last_in(&self, phase: u8) -> &(String, String) {
+        &self
+            .readings
+            .iter()
+            .rev()
+            .find(|(answer, _)| *answer == phase)
+            .unwrap()
+            .1
+    }
+
+    /// Each event is a change, each change read is reported with its new values, in order,
+    /// and the last values reported are the ones in force: what holds at any speed.
+    fn assert_each_change_reported_in_order(&self) {
+        let (values, events) = (self.values(), &self.events);
+        println!("values read: {values:?}");
+        let before = std::iter::once(&values[0]).chain(events);
+        assert!(
+            before.zip(events).all(|(before, after)| before != after),
+            "{events:?}"
+        );
+        let mut reported = events.iter();
+        for value in &values[1..] {
+            assert!(
+                reported.any(|event| event == value),
+                "{value:?} read, not reported: {events:?}"
+            );
+        }
+        assert_eq!(events.last(), values.last());
+    }
+}
+
+/// One adaptive key (floor 1, ceiling 8, at most 40/s) answered with successes for 1.5 s
+/// (its limit and rate rise), overloads for 300 ms (its rate falls), then plain failures for
+/// 200 ms (nothing moves), each phase timed on tollgate's clock.
+async fn adaptive_changes() -> Changes {
+    let answer = AtomicU8::new(OK);
+    let control = MapControl::new();
+    let adaptive = Adaptive::new(1, 8).max_rate(Rate::per_second(40));
+    let (readings, during_failures) = one_adaptive_key(adaptive, &answer, &control, async {
+        let mut readings = vec![(OK, read(&control).await)];
+        let mut during_failures = 0;
+        for (phase, span) in [(OK, 1_500), (BUSY, 300), (NOT_FOUND, 200)] {
+            answer.store(phase, SeqCst);
+            if phase == NOT_FOUND {
+                during_failures = adapted().len();
+            }
+            let began = now();
+            while now() - began < Duration::from_millis(span) {
+                sleep(Duration::from_millis(5)).await;
+                readings.push((phase, read(&control).await));
+            }
+        }
+        during_failures = adapted().len() - during_failures;
+        (readings, during_failures)
+    })
+    .await;
+    Changes {
+        readings,
+        events: adapted(),
+        during_failures,
+    }
 }
 
 matrix! {
@@ -322,14 +446,10 @@ matrix! {
 
     async fn a_warm_up_of_the_shared_limits_is_reported_once() {
         let _one = exclusive();
-        // Four keys, each told "later" several times during one warm-up of 100 ms.
-        let limits = WarmUntil(std::time::Instant::now() + Duration::from_millis(100));
-        let outputs = map_async(0..8u32, 8, |n| async move { Ok::<u32, std::convert::Infallible>(n) })
-            .per_key(|n| n % 4, 2)
-            .shared_limits(limits)
-            .await;
-        assert_eq!(outputs.len(), 8);
-        let warm_ups = seen("shared limits warming up");
+        let (outputs, took, warm_ups) = warm_up().await;
+        assert_eq!(outputs, 8);
+        // Granted only once the limits said so, however late the map heard it.
+        assert!(took >= WARM_UP, "all granted after {took:?} of a {WARM_UP:?} warm-up");
         assert_eq!(warm_ups.len(), 1, "{warm_ups:?}");
         assert_eq!(warm_ups[0].level, Level::INFO);
         let remaining: u64 = warm_ups[0].field("remaining_ms").parse().unwrap();
@@ -356,50 +476,10 @@ matrix! {
 
     async fn an_adaptive_key_reports_each_change_with_its_new_values() {
         let _one = exclusive();
-        let answer = AtomicU8::new(OK);
-        let control = MapControl::new();
-        let adaptive = Adaptive::new(1, 8).max_rate(Rate::per_second(40));
-        // Successes (the limit and the rate rise), overloads (the rate falls), plain
-        // failures (nothing moves), read every 5 ms.
-        let (readings, during_failures) = one_adaptive_key(adaptive, &answer, &control, async {
-            let mut readings = vec![read(&control).await];
-            let mut during_failures = 0;
-            for (phase, span) in [(OK, 1_500), (BUSY, 300), (NOT_FOUND, 200)] {
-                answer.store(phase, SeqCst);
-                if phase == NOT_FOUND {
-                    during_failures = adapted().len();
-                }
-                let began = std::time::Instant::now();
-                while began.elapsed() < Duration::from_millis(span) {
-                    sleep(Duration::from_millis(5)).await;
-                    readings.push(read(&control).await);
-                }
-            }
-            during_failures = adapted().len() - during_failures;
-            (readings, during_failures)
-        })
-        .await;
-        let mut values = readings.clone();
-        values.dedup();
-        let events = adapted();
-        assert_eq!(values[0], ("1".to_owned(), "5.0".to_owned()), "a new key: its floor, 5/s");
-        println!("values read: {values:?}");
-        assert!(values.len() >= 5, "the key moved too little to tell: {values:?}");
-        // Each event is a change: its values differ from those before it.
-        let before = std::iter::once(&values[0]).chain(&events);
-        assert!(before.zip(&events).all(|(before, after)| before != after), "{events:?}");
-        // Each change read is reported, with its new values, in order.
-        let mut reported = events.iter();
-        for value in &values[1..] {
-            assert!(
-                reported.any(|event| event == value),
-                "{value:?} read, not reported: {events:?}"
-            );
-        }
-        // The plain failures moved nothing, and reported nothing; the last values reported
-        // are the ones in force.
-        assert_eq!(during_failures, 0, "{events:?}");
-        assert_eq!(events.last(), values.last());
+        let changes = adaptive_changes().await;
+        let values = changes.values();
+        assert_eq!(values[0], floor(), "a new key: its floor, 5/s");
+        changes.assert_each_change_reported_in_order();
     }
 
     async fn a_map_that_does_not_adapt_reports_no_key_adapted() {
@@ -491,5 +571,56 @@ matrix! {
             Some(&lowered),
             "risen to {risen:?}, then reported {reported:?}"
         );
+    }
+}
+
+virtual_time! {
+    async fn a_warm_up_ends_exactly_when_the_limits_said() {
+        let _one = exclusive();
+        let (outputs, took, warm_ups) = warm_up().await;
+        assert_eq!(outputs, 8);
+        // Told "later" at 0, 10, .., 90 ms, granted when asked at 100 ms.
+        assert_eq!(took, WARM_UP);
+        assert_eq!(warm_ups.len(), 1, "{warm_ups:?}");
+        // Heard at the start, when 100 ms were left, of which the limits said 10.
+        assert_eq!(warm_ups[0].field("remaining_ms"), "10");
+    }
+
+    async fn an_adaptive_key_moves_with_its_answers_and_reports_each_change() {
+        let _one = exclusive();
+        let changes = adaptive_changes().await;
+        let values = changes.values();
+        assert_eq!(values[0], floor(), "a new key: its floor, 5/s");
+        changes.assert_each_change_reported_in_order();
+        // Each phase's moves, from the values in force when it began: the key starts at 5/s
+        // (an attempt every 200 ms), so 1.5 s of successes raise its limit once and its rate
+        // by half five times (to 38/s), and 300 ms of overloads take its rate down twice.
+        // On virtual time no poll is late, so these counts are exact.
+        let moves = |phase: u8| {
+            // (The phases come in the order of their answers: OK, BUSY, NOT_FOUND.)
+            let mut last = if phase == OK { values[0].clone() } else { changes.last_in(phase - 1).clone() };
+            let (mut up, mut down) = (0, 0);
+            for (_, value) in changes.readings.iter().filter(|(answer, _)| *answer == phase) {
+                if *value != last {
+                    let rate = |value: &(String, String)| value.1.parse::<f64>().unwrap();
+                    let limit = |value: &(String, String)| value.0.parse::<u32>().unwrap();
+                    if limit(value) >= limit(&last) && rate(value) >= rate(&last) {
+                        up += 1;
+                    } else if limit(value) <= limit(&last) && rate(value) <= rate(&last) {
+                        down += 1;
+                    } else {
+                        panic!("{last:?} to {value:?}: one value up, one down");
+                    }
+                    last = value.clone();
+                }
+            }
+            (up, down)
+        };
+        assert_eq!(moves(OK), (6, 0), "successes: {values:?}");
+        assert_eq!(changes.last_in(OK).0, "2");
+        assert_eq!(moves(BUSY), (0, 2), "overloads: {values:?}");
+        assert_eq!(moves(NOT_FOUND), (0, 0), "plain failures: {values:?}");
+        assert_eq!(changes.during_failures, 0, "{:?}", changes.events);
+        assert_eq!(changes.events.len(), 8, "{:?}", changes.events);
     }
 }
