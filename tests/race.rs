@@ -1,4 +1,14 @@
-//! `race`, hedged races and `RaceError` under every runtime of the matrix.
+//! `race`, hedged races and `RaceError`.
+//!
+//! When contestants start and when a race ends is time, so it is proven on virtual time
+//! (`virtual_time!` in `on_virtual_time`: smol's world on `run_virtual`, and tokio's paused
+//! clock), where timers fire exactly at their deadlines: the fast mirror's answer comes at
+//! its latency, timeouts end races exactly at their deadline, hedged starts come exactly a
+//! delay apart, a failure starts the next contestant at the same instant, and an empty race
+//! ends at once. The same scenarios run on every executor (`matrix!`: smol, `run_sync`,
+//! tokio current and multi-thread) for what holds at any speed: who wins, who started and
+//! was polled, what was dropped, the errors in order and their words. Polls, wakes and
+//! allocations are counted on plain threads, with no time at all.
 
 mod common;
 
@@ -11,8 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use common::{DropFlag, matrix};
+use common::{DropFlag, matrix, virtual_time};
 use futures_lite::future::{poll_fn, yield_now};
+use tollgate::testing::now;
 use tollgate::{RaceError, race, sleep};
 
 /// The system allocator, counting the allocations made by each thread (so tests running
@@ -106,17 +117,74 @@ async fn mirror(name: &'static str, latency: Duration, works: bool) -> Result<St
     }
 }
 
+/// A mirror answering in 5 ms against one taking a minute: the answer, and when it came.
+async fn fast_and_slow_mirrors() -> Duration {
+    let start = now();
+    let body = race([
+        mirror("slow.example", Duration::from_secs(60), true),
+        mirror("fast.example", Duration::from_millis(5), true),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(body, "<html>fast.example</html>");
+    now() - start
+}
+
+/// A race whose contestants hang but one that fails, under a 20 ms timeout, checked for
+/// what holds at any speed; how long it took.
+async fn hung_race_timed_out() -> Duration {
+    let flags: Vec<DropFlag> = (0..2).map(|_| DropFlag::default()).collect();
+    let hung = |flag: &DropFlag| {
+        let guard = flag.guard();
+        async move {
+            let _guard = guard;
+            sleep(Duration::from_secs(3600)).await;
+            Ok::<u8, &str>(1)
+        }
+    };
+    let start = now();
+    let failed = race((
+        async { Err::<u8, _>("mirror down") },
+        hung(&flags[0]),
+        hung(&flags[1]),
+    ))
+    .timeout(Duration::from_millis(20))
+    .await
+    .unwrap_err();
+    let dropped: Vec<bool> = flags.iter().map(DropFlag::is_set).collect();
+    assert_eq!(dropped, [true, true]);
+    assert!(failed.is_timed_out());
+    assert_eq!(failed.timeout(), Some(Duration::from_millis(20)));
+    assert_eq!(failed.errors(), [(0, "mirror down")]);
+    assert_eq!(
+        failed.to_string(),
+        "race timed out after 20ms with 1 failure"
+    );
+    now() - start
+}
+
+/// Empty races, checked for what holds at any speed; how long the one under an hour's
+/// timeout took.
+async fn empty_races() -> Duration {
+    let failed = race(Vec::<std::future::Ready<Result<u8, String>>>::new())
+        .await
+        .unwrap_err();
+    assert!(failed.errors().is_empty());
+    assert!(!failed.is_timed_out());
+    assert_eq!(failed.to_string(), "race had no contestants");
+    // A timeout does not make an empty race wait.
+    let start = now();
+    let failed = race(std::iter::empty::<std::future::Ready<Result<u8, String>>>())
+        .timeout(Duration::from_secs(3600))
+        .await
+        .unwrap_err();
+    assert!(!failed.is_timed_out());
+    now() - start
+}
+
 matrix! {
     async fn fast_mirror_wins_over_slow() {
-        let start = Instant::now();
-        let body = race([
-            mirror("slow.example", Duration::from_secs(60), true),
-            mirror("fast.example", Duration::from_millis(5), true),
-        ])
-        .await
-        .unwrap();
-        assert_eq!(body, "<html>fast.example</html>");
-        assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
+        fast_and_slow_mirrors().await;
     }
 
     async fn a_broken_mirror_does_not_end_the_race() {
@@ -181,32 +249,7 @@ matrix! {
     }
 
     async fn timeout_cancels_everything_and_reports() {
-        let flags: Vec<DropFlag> = (0..2).map(|_| DropFlag::default()).collect();
-        let hung = |flag: &DropFlag| {
-            let guard = flag.guard();
-            async move {
-                let _guard = guard;
-                sleep(Duration::from_secs(3600)).await;
-                Ok::<u8, &str>(1)
-            }
-        };
-        let start = Instant::now();
-        let failed = race((
-            async { Err::<u8, _>("mirror down") },
-            hung(&flags[0]),
-            hung(&flags[1]),
-        ))
-        .timeout(Duration::from_millis(20))
-        .await
-        .unwrap_err();
-        let dropped: Vec<bool> = flags.iter().map(DropFlag::is_set).collect();
-        assert_eq!(dropped, [true, true]);
-        assert!(failed.is_timed_out());
-        assert_eq!(failed.timeout(), Some(Duration::from_millis(20)));
-        assert_eq!(failed.errors(), [(0, "mirror down")]);
-        assert_eq!(failed.to_string(), "race timed out after 20ms with 1 failure");
-        assert!(start.elapsed() >= Duration::from_millis(20));
-        assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
+        hung_race_timed_out().await;
     }
 
     async fn zero_timeout_gives_each_contestant_one_poll() {
@@ -229,20 +272,7 @@ matrix! {
     }
 
     async fn empty_input_fails_at_once() {
-        let failed = race(Vec::<std::future::Ready<Result<u8, String>>>::new())
-            .await
-            .unwrap_err();
-        assert!(failed.errors().is_empty());
-        assert!(!failed.is_timed_out());
-        assert_eq!(failed.to_string(), "race had no contestants");
-        // A timeout does not make an empty race wait.
-        let start = Instant::now();
-        let failed = race(std::iter::empty::<std::future::Ready<Result<u8, String>>>())
-            .timeout(Duration::from_secs(3600))
-            .await
-            .unwrap_err();
-        assert!(!failed.is_timed_out());
-        assert!(start.elapsed() < Duration::from_secs(30));
+        empty_races().await;
     }
 
     async fn tuples_of_mixed_types() {
@@ -1012,7 +1042,7 @@ impl Tally {
         let mut future = Box::pin(future);
         poll_fn(move |cx| {
             if tally.polls[me].fetch_add(1, Ordering::SeqCst) == 0 {
-                tally.started_at.lock().unwrap()[me] = Some(Instant::now());
+                tally.started_at.lock().unwrap()[me] = Some(now());
             }
             future.as_mut().poll(cx)
         })
@@ -1030,10 +1060,128 @@ impl Tally {
     }
 }
 
-/// A hedge delay no test waits for: a next start that comes before it was not timed.
+/// A hedge delay no test waits for: a next start that comes before it was not timed (on
+/// virtual time: it came at once, exactly).
 const NEVER: Duration = Duration::from_secs(10);
-/// Far below `NEVER`, far above any scheduling hiccup of a busy CI machine.
-const AT_ONCE: Duration = Duration::from_secs(5);
+
+/// Two contestants that never finish and a third that wins, hedged 50 ms apart, checked
+/// for what holds at any speed: when each started and when the race ended, from its start.
+async fn stuck_first_contestants() -> ([Duration; 3], Duration) {
+    const DELAY: Duration = Duration::from_millis(50);
+    // 0 and 1 never finish, so 1 and then 2 must start, each a delay after the one before.
+    let tally = Tally::new(3);
+    let start = now();
+    let winner = race((0..3).map(|me| {
+        tally.track(me, async move {
+            if me < 2 {
+                pending::<()>().await;
+            }
+            Ok::<usize, ()>(me)
+        })
+    }))
+    .hedge(DELAY)
+    .timeout(Duration::from_secs(60))
+    .await;
+    assert_eq!(winner, Ok(2));
+    // A race of 3 is a select loop: each start's timer polls the started ones again.
+    let polls = tally.polls();
+    assert_eq!(polls[2], 1);
+    assert!(polls[0] >= polls[1] && polls[1] >= 1, "{polls:?}");
+    let started = [0, 1, 2].map(|me| tally.started_at(me) - start);
+    (started, now() - start)
+}
+
+/// A first contestant failing on its first poll, after a yield, or after 5 ms of its own,
+/// under a hedge delay never reached, checked for what holds at any speed: how long each
+/// race took.
+async fn failing_first_contestants() -> [Duration; 3] {
+    let mut took = [Duration::ZERO; 3];
+    // Failing on its first poll, after a yield, or after a timer of its own: the next
+    // one starts at once, never a hedge delay later.
+    for fails_after in [0, 1, 2] {
+        let tally = Tally::new(2);
+        let start = now();
+        let winner = race((
+            tally.track(0, async move {
+                match fails_after {
+                    0 => {}
+                    1 => yield_now().await,
+                    _ => sleep(Duration::from_millis(5)).await,
+                }
+                Err::<usize, usize>(0)
+            }),
+            tally.track(1, async { Ok(1) }),
+        ))
+        .hedge(NEVER)
+        .await;
+        assert_eq!(winner, Ok(1));
+        assert_eq!(tally.polls()[1], 1);
+        took[fails_after] = now() - start;
+    }
+    took
+}
+
+/// Contestants that all fail one after another, checked for what holds at any speed: how
+/// long the race took.
+async fn all_failing_contestants() -> Duration {
+    // One after another, each starting as soon as the one before failed.
+    let tally = Tally::new(3);
+    let start = now();
+    let failed = race((0..3).map(|me| {
+        tally.track(me, async move {
+            match me {
+                0 => {}
+                1 => yield_now().await,
+                _ => sleep(Duration::from_millis(1)).await,
+            }
+            Err::<(), usize>(me)
+        })
+    }))
+    .hedge(NEVER)
+    .await
+    .unwrap_err();
+    assert_eq!(failed.errors(), [(0, 0), (1, 1), (2, 2)]);
+    assert_eq!(failed.started(), 3);
+    assert!(!failed.is_timed_out());
+    assert_eq!(failed.to_string(), "all 3 contestants failed");
+    assert_eq!(tally.polls(), [1, 2, 2]);
+    now() - start
+}
+
+/// A hedged race under a 50 ms timeout, shorter than its hedge delay, checked for what
+/// holds at any speed: how long it took.
+async fn hedged_race_timed_out() -> Duration {
+    let flags: Vec<DropFlag> = (0..3).map(|_| DropFlag::default()).collect();
+    let tally = Tally::new(3);
+    let start = now();
+    let failed = race((0..3).map(|me| {
+        let guard = flags[me].guard();
+        tally.track(me, async move {
+            let _guard = guard;
+            if me == 0 {
+                return Err::<(), usize>(0);
+            }
+            pending().await
+        })
+    }))
+    .hedge(NEVER)
+    .timeout(Duration::from_millis(50))
+    .await
+    .unwrap_err();
+    let dropped: Vec<bool> = flags.iter().map(DropFlag::is_set).collect();
+    assert!(failed.is_timed_out());
+    assert_eq!(failed.errors(), [(0, 0)]);
+    // 0 failed, so 1 started at once; 2 was never started, and has no entry.
+    assert_eq!(failed.started(), 2);
+    let polls = tally.polls();
+    assert!(polls[0] == 1 && polls[1] >= 1 && polls[2] == 0, "{polls:?}");
+    assert_eq!(dropped, [true; 3]);
+    assert_eq!(
+        failed.to_string(),
+        "race timed out after 50ms with 1 failure"
+    );
+    now() - start
+}
 
 matrix! {
     async fn hedged_a_fast_first_contestant_means_the_next_is_never_started() {
@@ -1063,31 +1211,7 @@ matrix! {
     }
 
     async fn hedged_a_stuck_first_contestant_lets_the_next_start_after_the_delay() {
-        const DELAY: Duration = Duration::from_millis(50);
-        // 0 and 1 never finish, so 1 and then 2 must start, each a delay after the one before.
-        let tally = Tally::new(3);
-        let start = Instant::now();
-        let winner = race((0..3).map(|me| {
-            tally.track(me, async move {
-                if me < 2 {
-                    pending::<()>().await;
-                }
-                Ok::<usize, ()>(me)
-            })
-        }))
-        .hedge(DELAY)
-        .timeout(Duration::from_secs(60))
-        .await;
-        assert_eq!(winner, Ok(2));
-        // A race of 3 is a select loop: each start's timer polls the started ones again.
-        let polls = tally.polls();
-        assert_eq!(polls[2], 1);
-        assert!(polls[0] >= polls[1] && polls[1] >= 1, "{polls:?}");
-        // Timers never fire early; the upper bound only catches a hang.
-        assert!(tally.started_at(0) - start < AT_ONCE);
-        assert!(tally.started_at(1) - tally.started_at(0) >= DELAY);
-        assert!(tally.started_at(2) - tally.started_at(1) >= DELAY);
-        assert!(start.elapsed() < Duration::from_secs(30), "generous upper bound");
+        stuck_first_contestants().await;
     }
 
     async fn hedged_a_slow_first_contestant_may_still_win_and_the_started_others_are_dropped() {
@@ -1123,56 +1247,15 @@ matrix! {
     }
 
     async fn hedged_a_failing_first_contestant_starts_the_next_at_once() {
-        // Failing on its first poll, after a yield, or after a timer of its own: the next
-        // one starts at once, never a hedge delay later.
-        for fails_after in [0, 1, 2] {
-            let tally = Tally::new(2);
-            let start = Instant::now();
-            let winner = race((
-                tally.track(0, async move {
-                    match fails_after {
-                        0 => {}
-                        1 => yield_now().await,
-                        _ => sleep(Duration::from_millis(5)).await,
-                    }
-                    Err::<usize, usize>(0)
-                }),
-                tally.track(1, async { Ok(1) }),
-            ))
-            .hedge(NEVER)
-            .await;
-            assert_eq!(winner, Ok(1));
-            assert_eq!(tally.polls()[1], 1);
-            assert!(start.elapsed() < AT_ONCE, "{fails_after}: {:?}", start.elapsed());
-        }
+        failing_first_contestants().await;
     }
 
     async fn hedged_all_failing_gives_every_started_contestants_error() {
-        // One after another, each starting as soon as the one before failed.
-        let tally = Tally::new(3);
-        let start = Instant::now();
-        let failed = race((0..3).map(|me| {
-            tally.track(me, async move {
-                match me {
-                    0 => {}
-                    1 => yield_now().await,
-                    _ => sleep(Duration::from_millis(1)).await,
-                }
-                Err::<(), usize>(me)
-            })
-        }))
-        .hedge(NEVER)
-        .await
-        .unwrap_err();
-        assert_eq!(failed.errors(), [(0, 0), (1, 1), (2, 2)]);
-        assert_eq!(failed.started(), 3);
-        assert!(!failed.is_timed_out());
-        assert_eq!(failed.to_string(), "all 3 contestants failed");
-        assert_eq!(tally.polls(), [1, 2, 2]);
-        assert!(start.elapsed() < AT_ONCE);
+        all_failing_contestants().await;
 
         // Overlapping: 0 keeps running while 1 and 2 start on the timer and fail at once;
         // 0 fails only once 2 has started (a count, not a timer), so the order is fixed.
+        // (Its busy wait never lets a virtual clock move: this part runs here only.)
         let tally = Tally::new(3);
         let failed = race((0..3).map(|me| {
             let counts = tally.clone();
@@ -1200,34 +1283,7 @@ matrix! {
     }
 
     async fn hedged_timeout_bounds_the_whole_race() {
-        let flags: Vec<DropFlag> = (0..3).map(|_| DropFlag::default()).collect();
-        let tally = Tally::new(3);
-        let start = Instant::now();
-        let failed = race((0..3).map(|me| {
-            let guard = flags[me].guard();
-            tally.track(me, async move {
-                let _guard = guard;
-                if me == 0 {
-                    return Err::<(), usize>(0);
-                }
-                pending().await
-            })
-        }))
-        .hedge(NEVER)
-        .timeout(Duration::from_millis(50))
-        .await
-        .unwrap_err();
-        let dropped: Vec<bool> = flags.iter().map(DropFlag::is_set).collect();
-        assert!(failed.is_timed_out());
-        assert_eq!(failed.errors(), [(0, 0)]);
-        // 0 failed, so 1 started at once; 2 was never started, and has no entry.
-        assert_eq!(failed.started(), 2);
-        let polls = tally.polls();
-        assert!(polls[0] == 1 && polls[1] >= 1 && polls[2] == 0, "{polls:?}");
-        assert_eq!(dropped, [true; 3]);
-        assert_eq!(failed.to_string(), "race timed out after 50ms with 1 failure");
-        assert!(start.elapsed() >= Duration::from_millis(50));
-        assert!(start.elapsed() < AT_ONCE, "the timeout, not the hedge delay");
+        hedged_race_timed_out().await;
     }
 
     async fn hedge_max_tries_one_at_a_time() {
@@ -1381,102 +1437,123 @@ fn plain_races_report_every_contestant_started() {
     assert_eq!(failed.map_errors(u32::from).started(), 2);
 }
 
-#[cfg(feature = "tokio")]
-mod paused_clock {
+/// Starts, answers and timeouts on virtual time: every timer fires exactly at its
+/// deadline, so each instant is exact.
+mod on_virtual_time {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn an_hour_long_race_timeout_takes_no_wall_time() {
-        let wall = Instant::now();
-        let virtual_start = tokio::time::Instant::now();
-        let failed = race([
-            mirror("hung.example", Duration::from_secs(7200), true),
-            mirror("broken.example", Duration::from_secs(10), false),
-        ])
-        .timeout(Duration::from_secs(3600))
-        .await
-        .unwrap_err();
-        assert!(failed.is_timed_out());
-        assert_eq!(failed.errors().len(), 1);
-        assert_eq!(
-            failed.to_string(),
-            "race timed out after 3600s with 1 failure"
-        );
-        assert!(virtual_start.elapsed() >= Duration::from_secs(3600));
-        assert!(
-            wall.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            wall.elapsed()
-        );
+    const fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn hedged_starts_are_exactly_the_delay_apart_on_the_paused_clock() {
-        const DELAY: Duration = Duration::from_secs(30);
-        let wall = Instant::now();
-        let starts: Arc<Mutex<Vec<(usize, tokio::time::Instant)>>> = Arc::default();
-        let contestant = |me: usize, works: bool, stuck: bool| {
-            let starts = starts.clone();
-            async move {
-                starts
-                    .lock()
-                    .unwrap()
-                    .push((me, tokio::time::Instant::now()));
-                if stuck {
-                    pending::<()>().await;
+    virtual_time! {
+        async fn the_fast_mirror_answers_exactly_at_its_latency() {
+            assert_eq!(fast_and_slow_mirrors().await, ms(5));
+        }
+
+        async fn a_timeout_ends_the_race_exactly_at_its_deadline() {
+            assert_eq!(hung_race_timed_out().await, ms(20));
+        }
+
+        async fn an_empty_race_under_a_timeout_ends_at_once() {
+            assert_eq!(empty_races().await, Duration::ZERO);
+        }
+
+        async fn hedged_stuck_contestants_start_exactly_a_delay_apart() {
+            let (started, took) = stuck_first_contestants().await;
+            assert_eq!(started, [Duration::ZERO, ms(50), ms(100)]);
+            assert_eq!(took, ms(100), "the third wins on its first poll");
+        }
+
+        async fn hedged_a_failure_starts_the_next_at_the_same_instant() {
+            // Only the contestant's own 5 ms timer takes time, never the hedge delay.
+            assert_eq!(failing_first_contestants().await, [Duration::ZERO, Duration::ZERO, ms(5)]);
+            // The third's own 1 ms timer, then nothing.
+            assert_eq!(all_failing_contestants().await, ms(1));
+        }
+
+        async fn hedged_the_timeout_ends_the_race_before_the_hedge_delay() {
+            assert_eq!(hedged_race_timed_out().await, ms(50));
+        }
+
+        async fn an_hour_long_race_timeout_takes_no_wall_time() {
+            let (wall, start) = (Instant::now(), now());
+            let failed = race([
+                mirror("hung.example", Duration::from_secs(7200), true),
+                mirror("broken.example", Duration::from_secs(10), false),
+            ])
+            .timeout(Duration::from_secs(3600))
+            .await
+            .unwrap_err();
+            assert!(failed.is_timed_out());
+            assert_eq!(failed.errors().len(), 1);
+            assert_eq!(failed.to_string(), "race timed out after 3600s with 1 failure");
+            assert_eq!(now() - start, Duration::from_secs(3600));
+            // Wall time: the worst run measured with both cores busy took 0.03 s (the whole
+            // test binary, both legs); 10 s is 300 times that.
+            assert!(wall.elapsed() < Duration::from_secs(10), "{:?}", wall.elapsed());
+        }
+
+        async fn hedged_starts_are_exactly_the_delay_apart() {
+            const DELAY: Duration = Duration::from_secs(30);
+            let wall = Instant::now();
+            let starts: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::default();
+            let contestant = |me: usize, works: bool, stuck: bool| {
+                let starts = starts.clone();
+                async move {
+                    starts.lock().unwrap().push((me, now()));
+                    if stuck {
+                        pending::<()>().await;
+                    }
+                    if works { Ok(me) } else { Err(me) }
                 }
-                if works { Ok(me) } else { Err(me) }
-            }
-        };
+            };
 
-        // 0 and 1 hang: 1 starts a delay after 0, 2 a delay after 1, and 2 wins.
-        let begin = tokio::time::Instant::now();
-        let winner = race([
-            contestant(0, true, true),
-            contestant(1, true, true),
-            contestant(2, true, false),
-        ])
-        .hedge(DELAY)
-        .await;
-        assert_eq!(winner, Ok(2));
-        assert_eq!(
-            std::mem::take(&mut *starts.lock().unwrap()),
-            [(0, begin), (1, begin + DELAY), (2, begin + 2 * DELAY)]
-        );
-
-        // A failure starts the next at once: no virtual time passes.
-        let begin = tokio::time::Instant::now();
-        let winner = race([contestant(0, false, false), contestant(1, true, false)])
+            // 0 and 1 hang: 1 starts a delay after 0, 2 a delay after 1, and 2 wins.
+            let begin = now();
+            let winner = race([
+                contestant(0, true, true),
+                contestant(1, true, true),
+                contestant(2, true, false),
+            ])
             .hedge(DELAY)
             .await;
-        assert_eq!(winner, Ok(1));
-        assert_eq!(
-            std::mem::take(&mut *starts.lock().unwrap()),
-            [(0, begin), (1, begin)]
-        );
+            assert_eq!(winner, Ok(2));
+            assert_eq!(
+                std::mem::take(&mut *starts.lock().unwrap()),
+                [(0, begin), (1, begin + DELAY), (2, begin + 2 * DELAY)]
+            );
 
-        // The timeout ends it between two starts.
-        let begin = tokio::time::Instant::now();
-        let failed = race([
-            contestant(0, true, true),
-            contestant(1, true, true),
-            contestant(2, true, true),
-        ])
-        .hedge(DELAY)
-        .timeout(DELAY + DELAY / 2)
-        .await
-        .unwrap_err();
-        assert!(failed.is_timed_out());
-        assert_eq!(failed.started(), 2);
-        assert_eq!(
-            std::mem::take(&mut *starts.lock().unwrap()),
-            [(0, begin), (1, begin + DELAY)]
-        );
-        assert!(
-            wall.elapsed() < Duration::from_secs(10),
-            "{:?}",
-            wall.elapsed()
-        );
+            // A failure starts the next at once: no virtual time passes.
+            let begin = now();
+            let winner = race([contestant(0, false, false), contestant(1, true, false)])
+                .hedge(DELAY)
+                .await;
+            assert_eq!(winner, Ok(1));
+            assert_eq!(std::mem::take(&mut *starts.lock().unwrap()), [(0, begin), (1, begin)]);
+
+            // The timeout ends it between two starts.
+            let begin = now();
+            let failed = race([
+                contestant(0, true, true),
+                contestant(1, true, true),
+                contestant(2, true, true),
+            ])
+            .hedge(DELAY)
+            .timeout(DELAY + DELAY / 2)
+            .await
+            .unwrap_err();
+            assert!(failed.is_timed_out());
+            assert_eq!(failed.started(), 2);
+            assert_eq!(now() - begin, DELAY + DELAY / 2);
+            assert_eq!(
+                std::mem::take(&mut *starts.lock().unwrap()),
+                [(0, begin), (1, begin + DELAY)]
+            );
+            // Wall time: the worst run measured with both cores busy took 0.03 s (the whole
+            // test binary, both legs); 10 s is 300 times that.
+            assert!(wall.elapsed() < Duration::from_secs(10), "{:?}", wall.elapsed());
+        }
     }
 }
 
