@@ -57,6 +57,7 @@ matrix! {
         // Dropping the store sends the last release and returns.
         let begin = std::time::Instant::now();
         drop((bulkhead, rate, limits, store));
+        eprintln!("figure: the store dropped in {:?}", begin.elapsed());
         assert!(begin.elapsed() < Duration::from_secs(5), "{:?}", begin.elapsed());
     }
 
@@ -85,6 +86,7 @@ matrix! {
         .await;
         let seen = released.get().unwrap().elapsed();
         drop(again.unwrap());
+        eprintln!("figure: a release elsewhere seen {seen:?} after it (lease TTL {ttl:?})");
         assert!(seen < 2 * ttl + Duration::from_millis(500), "seen {seen:?} after the release");
     }
 
