@@ -87,7 +87,10 @@ pub fn now() -> Instant {
 /// # Panics
 ///
 /// When called inside another `run_virtual` call on the same thread (`.await` the future
-/// instead), and when the future panics (the panic goes on, the clock is taken down).
+/// instead); when the future wakes itself ten million times in a row while the clock stands
+/// still (a busy wait, which would otherwise spin forever: a clock that moves only when
+/// nothing can happen never moves under it); and when the future panics (the panic goes on,
+/// the clock is taken down).
 #[cfg(feature = "test-util")]
 #[track_caller]
 pub fn run_virtual<F: std::future::Future>(future: F) -> F::Output {

@@ -164,3 +164,19 @@ fn a_virtual_timer_taken_out_of_its_run_fires_on_the_real_clock() {
     });
     smol::block_on(timeout(Duration::from_secs(20), sleeping)).expect("the timer was lost");
 }
+
+#[test]
+fn a_busy_wait_fails_with_advice_instead_of_spinning() {
+    let payload = std::panic::catch_unwind(|| {
+        run_virtual(async {
+            let until = now() + MS;
+            while now() < until {
+                future::yield_now().await;
+            }
+        })
+    })
+    .unwrap_err();
+    let message = panic_message(&*payload);
+    assert!(message.contains("busy wait"), "{message}");
+    assert!(message.contains("tollgate::sleep"), "{message}");
+}

@@ -24,6 +24,11 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::Instant;
 
+/// How many polls in a row may wake the future again before the driver calls it a busy
+/// wait: far more than any real work yields (a map yields once per budget of items), few
+/// enough to fail in seconds.
+const BUSY_WAIT: u64 = 10_000_000;
+
 /// Tells one clock from another, so a timer polled under a clock it was not made for (moved
 /// to another thread, or kept past its driver's end) is never taken for one of its timers.
 static NEXT_CLOCK: AtomicU64 = AtomicU64::new(1);
@@ -210,14 +215,26 @@ pub(crate) fn run_virtual<F: Future>(future: F) -> F::Output {
     let mut cx = Context::from_waker(&waker);
     let _installed = Installed::new();
     let mut future = pin!(future);
+    // Polls in a row that woke the future again before they returned: a future that keeps
+    // waking itself while it waits for a time never lets the clock move (a busy wait), and
+    // would spin forever instead of failing.
+    let mut busy = 0u64;
     loop {
         signal.woken.store(false, Ordering::Release);
         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
             return output;
         }
         if signal.woken.load(Ordering::Acquire) {
+            busy += 1;
+            assert!(
+                busy < BUSY_WAIT,
+                "run_virtual: the future woke itself {BUSY_WAIT} times in a row while the \
+                 clock stood still: a busy wait (polling until a time passes) never lets \
+                 virtual time pass; wait on a timer (`tollgate::sleep`) instead"
+            );
             continue;
         }
+        busy = 0;
         match jump() {
             // The wakers run outside the clock's borrow: a wake may poll nothing here, but
             // it may drop the last handle of a timer, which leaves the clock.
