@@ -180,7 +180,11 @@ fn the_real_clock_reads_the_system_clock() {
     let anchors_before = anchors();
     let begin = Instant::now();
     let mut last = 0;
-    let made = || anchors().zip(anchors_before).map_or(u64::MAX, |(now, then)| now - then);
+    let made = || {
+        anchors()
+            .zip(anchors_before)
+            .map_or(u64::MAX, |(now, then)| now - then)
+    };
     // Across a few dozen windows: every read lies between two system clock reads around it
     // (with 50 µs to spare for a busy machine), and never goes back. The loop goes on past
     // 30 ms until 3 anchors were made (at most 10 s): a thread descheduled for the whole
@@ -201,7 +205,12 @@ fn the_real_clock_reads_the_system_clock() {
     // The counter answered: anchors were made as windows passed (about one a millisecond,
     // fewer where a busy machine interrupted system clock reads).
     if let (Some(before), Some(after)) = (anchors_before, anchors()) {
-        assert!(after - before >= 3, "{} anchors in {:?}", after - before, begin.elapsed());
+        assert!(
+            after - before >= 3,
+            "{} anchors in {:?}",
+            after - before,
+            begin.elapsed()
+        );
     }
 }
 
