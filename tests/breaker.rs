@@ -251,9 +251,9 @@ matrix! {
     }
 }
 
-/// A breaker's open periods are time: proven on virtual time, where no time passes while a
-/// poll runs (so a wait that must still be pending is, however busy the machine), to the
-/// nanosecond.
+// A breaker's open periods are time: proven on virtual time, where no time passes while a
+// poll runs (so a wait that must still be pending is, however busy the machine), to the
+// nanosecond.
 virtual_time! {
     async fn a_cancelled_acquire_takes_nothing() {
         let breaker = CircuitBreaker::new(
