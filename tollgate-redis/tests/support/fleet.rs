@@ -875,16 +875,11 @@ impl HostReport {
     }
 }
 
-/// The windows a rate is judged over: one interval, and 0.5, 1 and 2 seconds.
-pub fn judged_windows(per_second: u32) -> Vec<Duration> {
-    let mut windows = vec![
-        Duration::from_secs(1) / per_second,
-        Duration::from_millis(500),
-        Duration::from_secs(1),
-        Duration::from_secs(2),
-    ];
-    windows.dedup();
-    windows
+/// The windows a rate is judged over: 1 and 2 seconds. Shorter windows judge how evenly a
+/// busy machine's scheduling spread the arrivals, not the fleet's rate (the server's meter
+/// still judges each request, with its allowance).
+pub fn judged_windows() -> [Duration; 2] {
+    [Duration::from_secs(1), Duration::from_secs(2)]
 }
 
 /// Judges `host` on `server` against `cap` and `rate = (per_second, burst)`, with requests
@@ -900,7 +895,7 @@ pub fn judge_host(
 ) -> HostReport {
     let times = server.arrival_times(host);
     let (per_second, burst) = rate;
-    let window_violation = judged_windows(per_second).into_iter().find_map(|window| {
+    let window_violation = judged_windows().into_iter().find_map(|window| {
         let count = http_server::max_in_window(&times, window);
         let limit = http_server::window_limit(f64::from(per_second), burst, window + allowance);
         (count > limit).then_some((window, count, limit))
