@@ -2,7 +2,14 @@
 //! item and starts none after the call, live limits (raised: more start without a
 //! completion; lowered: the peak never above the limit in force), the busiest keys, and
 //! the settings a map cannot take. Every behaviour under smol, `run_sync` and tokio
-//! (current and multi-thread), on plain and keyed maps.
+//! (current and multi-thread), on plain and keyed maps: steered by the test's own gates and
+//! yields, never by how long something took, so it holds at any speed.
+//!
+//! What depends on time runs on virtual time (`virtual_time!`), where it is exact: a key of
+//! its own rate (from the control or a settings function) starts exactly one interval
+//! apart whatever the default, and a key paused by its server is counted as paused and
+//! tried again exactly when its pause ends. On every executor those keep what holds at any
+//! speed: never sooner than the rate or the pause allows.
 //!
 //! Readers of the progress here run in the same task as the map (`zip`), between two of
 //! its polls: the map publishes when a poll returns, so there the figures are exact.
@@ -11,13 +18,15 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use common::{InFlight, matrix};
+use common::{InFlight, matrix, virtual_time};
 use futures_lite::future::{yield_now, zip};
 use futures_lite::{StreamExt, stream};
+use tollgate::testing::now;
 use tollgate::{
     BoundedStreamExt, KeySettings, MapControl, Progress, Rate, RetryPolicy, amap_iter, map_async,
+    sleep,
 };
 
 /// A small deterministic generator (xorshift), so each run sees the same "random" moments.
@@ -174,6 +183,58 @@ async fn work(n: u64, attempt: u64, fails: bool, truth: &Truth) -> Result<u64, u
     } else {
         truth.finished.fetch_add(1, SeqCst);
         Ok(n)
+    }
+}
+
+/// What a map of one item saw when its server's first answer paused its key for 300 ms.
+struct Paused {
+    outputs: Vec<Result<u32, ()>>,
+    /// When the first attempt failed and when the second started, on tollgate's clock.
+    failed_at: Instant,
+    retried_at: Instant,
+    /// The progress read between the map's polls at the first reading that counted the key
+    /// as paused, if one did.
+    seen_paused: Option<Progress>,
+}
+
+async fn key_paused_by_its_server() -> Paused {
+    let control = MapControl::new();
+    let attempts = std::sync::Mutex::new(Vec::new());
+    let policy = RetryPolicy::new()
+        .attempts(2)
+        .pause_key(|_: &()| Some(Duration::from_millis(300)));
+    let map = map_async(0..1u32, 2, |n| {
+        let mut attempts = attempts.lock().unwrap();
+        attempts.push(now());
+        let first = attempts.len() == 1;
+        async move { if first { Err(()) } else { Ok(n) } }
+    })
+    .per_key(|_| "host", 1)
+    .retry(policy)
+    .control(&control);
+    let watch = async {
+        loop {
+            let progress = control.progress();
+            if progress.paused_keys() == 1 {
+                return Some(progress);
+            }
+            if progress.is_ended() {
+                return None;
+            }
+            // A timer, not a yield: on virtual time a reader that spins never lets the
+            // clock reach the pause's end.
+            sleep(Duration::from_millis(1)).await;
+        }
+    };
+    let (outputs, seen_paused) = zip(map, watch).await;
+    // The first attempt fails as it starts (no await), so it failed when it started.
+    let attempts = attempts.into_inner().unwrap();
+    assert_eq!(attempts.len(), 2);
+    Paused {
+        outputs,
+        failed_at: attempts[0],
+        retried_at: attempts[1],
+        seen_paused,
     }
 }
 
@@ -519,32 +580,12 @@ matrix! {
         assert_eq!(outputs.len(), 9);
     }
 
-    async fn a_key_paused_by_its_server_is_counted() {
-        let control = MapControl::new();
-        let attempts = AtomicUsize::new(0);
-        let policy = RetryPolicy::new()
-            .attempts(2)
-            .pause_key(|_: &()| Some(Duration::from_millis(300)));
-        let map = map_async(0..1u32, 2, |n| {
-            let first = attempts.fetch_add(1, SeqCst) == 0;
-            async move { if first { Err(()) } else { Ok(n) } }
-        })
-        .per_key(|_| "host", 1)
-        .retry(policy)
-        .control(&control);
-        let watch = async {
-            loop {
-                let progress = control.progress();
-                if progress.paused_keys() == 1 {
-                    assert_eq!(progress.awaiting_retry(), 1);
-                    return;
-                }
-                assert!(!progress.is_ended(), "the pause was never seen");
-                yield_now().await;
-            }
-        };
-        let (outputs, ()) = zip(map, watch).await;
-        assert_eq!(outputs, [Ok(0)]);
+    async fn a_key_paused_by_its_server_is_retried_no_sooner_than_its_pause() {
+        let paused = key_paused_by_its_server().await;
+        assert_eq!(paused.outputs, [Ok(0)]);
+        // A timer only fires late (1 ms for the pause's cheaper clock).
+        let gap = paused.retried_at - paused.failed_at;
+        assert!(gap >= Duration::from_millis(299), "tried again {gap:?} after a pause of 300 ms");
     }
 
     async fn a_faster_rate_set_while_waiting_starts_the_next_item_sooner() {
@@ -601,6 +642,93 @@ matrix! {
         assert!(progress.is_ended());
         assert!(progress.finished() >= 1 && progress.finished() <= progress.pulled());
     }
+}
+
+/// The starts of the paced key (at 20/s, its own) of a map whose other key has no rate,
+/// on tollgate's clock: its rate set by the control before the map runs, and a far faster
+/// default set while it runs.
+async fn own_rate_from_the_control() -> Vec<Instant> {
+    let control = MapControl::new();
+    let paced_starts = std::sync::Mutex::new(Vec::new());
+    let free_done = AtomicUsize::new(0);
+    // Each paced start is told to the steering (a wait on a channel: on virtual time a
+    // spinning wait for the second start would never let the clock reach it).
+    let (started, paced_started) = smol::channel::unbounded::<()>();
+    let items = (0..10usize).map(|n| (n % 2 == 0, n));
+    let map = map_async(items, 4, |(paced, n)| {
+        if paced {
+            paced_starts.lock().unwrap().push(now());
+            started.try_send(()).unwrap();
+        }
+        let free_done = &free_done;
+        async move {
+            if !paced {
+                free_done.fetch_add(1, SeqCst);
+            }
+            n
+        }
+    })
+    .per_key(|(paced, _)| *paced, 1)
+    .control(&control);
+    control.set_key_rate(true, Rate::per_second(20)).unwrap();
+    let steer = async {
+        for _ in 0..2 {
+            paced_started.recv().await.unwrap();
+        }
+        // A far faster default does not reach the key of its own rate.
+        control
+            .set_default_key_rate(Rate::per_second(100_000))
+            .unwrap();
+    };
+    let (outputs, ()) = zip(map, steer).await;
+    assert_eq!(outputs.len(), 10);
+    assert_eq!(free_done.load(SeqCst), 5);
+    paced_starts.into_inner().unwrap()
+}
+
+/// The starts of the paced key of a map whose settings function gives it 20/s while the
+/// default key rate would allow all of them at once, on tollgate's clock.
+async fn own_rate_from_a_function() -> Vec<Instant> {
+    let paced_starts = std::sync::Mutex::new(Vec::new());
+    let items = (0..10usize).map(|n| (n % 2 == 0, n));
+    let outputs = map_async(items, 4, |(paced, n)| {
+        if paced {
+            paced_starts.lock().unwrap().push(now());
+        }
+        async move { n }
+    })
+    .per_key(|(paced, _)| *paced, 1)
+    .per_key_rate(Rate::per_second(100_000).burst(10))
+    .key_settings(|paced: &bool| {
+        if *paced {
+            KeySettings::new().rate(Rate::per_second(20))
+        } else {
+            KeySettings::new()
+        }
+    })
+    .await;
+    assert_eq!(outputs.len(), 10);
+    paced_starts.into_inner().unwrap()
+}
+
+/// Five starts at 20/s, never sooner than 50 ms apart (a timer only fires late; 1 ms for
+/// the rate's cheaper clock): what holds at any speed. (Was: the five spanned 160 ms.)
+fn assert_never_outrun(starts: &[Instant]) {
+    assert_eq!(starts.len(), 5);
+    for pair in starts.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= Duration::from_millis(49),
+            "starts at 20/s {gap:?} apart"
+        );
+    }
+}
+
+/// Five starts at 20/s, on virtual time: exactly 50 ms apart.
+fn assert_exactly_spaced(starts: &[Instant]) {
+    assert_eq!(starts.len(), 5);
+    let gaps: Vec<Duration> = starts.windows(2).map(|pair| pair[1] - pair[0]).collect();
+    assert_eq!(gaps, [Duration::from_millis(50); 4]);
 }
 
 /// One key's counter, and the most of its items allowed to run at once as the test
@@ -682,44 +810,8 @@ matrix! {
         assert_eq!((slow.flight.peak(), fast.flight.peak()), (4, 4));
     }
 
-    async fn a_key_of_its_own_rate_is_spaced_by_it_whatever_the_default() {
-        let control = MapControl::new();
-        let paced_starts = std::sync::Mutex::new(Vec::new());
-        let free_done = AtomicUsize::new(0);
-        // 20/s for the paced key: 5 starts span at least 4 intervals of 50 ms.
-        let items = (0..10usize).map(|n| (n % 2 == 0, n));
-        let map = map_async(items, 4, |(paced, n)| {
-            if paced {
-                paced_starts.lock().unwrap().push(std::time::Instant::now());
-            }
-            let free_done = &free_done;
-            async move {
-                if !paced {
-                    free_done.fetch_add(1, SeqCst);
-                }
-                n
-            }
-        })
-        .per_key(|(paced, _)| *paced, 1)
-        .control(&control);
-        control.set_key_rate(true, Rate::per_second(20)).unwrap();
-        let steer = async {
-            while paced_starts.lock().unwrap().len() < 2 {
-                yield_now().await;
-            }
-            // A far faster default does not reach the key of its own rate.
-            control.set_default_key_rate(Rate::per_second(100_000)).unwrap();
-        };
-        let (outputs, ()) = zip(map, steer).await;
-        assert_eq!(outputs.len(), 10);
-        assert_eq!(free_done.load(SeqCst), 5);
-        let starts = paced_starts.into_inner().unwrap();
-        assert_eq!(starts.len(), 5);
-        let span = starts[4] - starts[0];
-        assert!(
-            span >= Duration::from_millis(160),
-            "5 starts at 20/s took only {span:?}"
-        );
+    async fn a_key_of_its_own_rate_is_never_outrun_whatever_the_default() {
+        assert_never_outrun(&own_rate_from_the_control().await);
     }
 }
 
@@ -776,35 +868,8 @@ matrix! {
         assert_eq!(peaks, [2, 3, 4]);
     }
 
-    async fn a_key_given_a_rate_by_a_function_is_spaced_by_it_whatever_the_default() {
-        let paced_starts = std::sync::Mutex::new(Vec::new());
-        // 20/s for the paced key: 5 starts span at least 4 intervals of 50 ms, while
-        // the default key rate would allow them all at once.
-        let items = (0..10usize).map(|n| (n % 2 == 0, n));
-        let outputs = map_async(items, 4, |(paced, n)| {
-            if paced {
-                paced_starts.lock().unwrap().push(std::time::Instant::now());
-            }
-            async move { n }
-        })
-        .per_key(|(paced, _)| *paced, 1)
-        .per_key_rate(Rate::per_second(100_000).burst(10))
-        .key_settings(|paced: &bool| {
-            if *paced {
-                KeySettings::new().rate(Rate::per_second(20))
-            } else {
-                KeySettings::new()
-            }
-        })
-        .await;
-        assert_eq!(outputs.len(), 10);
-        let starts = paced_starts.into_inner().unwrap();
-        assert_eq!(starts.len(), 5);
-        let span = starts[4] - starts[0];
-        assert!(
-            span >= Duration::from_millis(160),
-            "5 starts at 20/s took only {span:?}"
-        );
+    async fn a_key_given_a_rate_by_a_function_is_never_outrun_whatever_the_default() {
+        assert_never_outrun(&own_rate_from_a_function().await);
     }
 
     async fn the_function_is_asked_again_for_a_key_the_map_forgot() {
@@ -967,6 +1032,10 @@ fn readings_from_another_thread_are_consistent() {
     let reader = control.clone();
     let done = Arc::new(AtomicBool::new(false));
     let stop = Arc::clone(&done);
+    // Every 20,000th item waits for one more reading, so the readings are spread over the
+    // whole run whatever the threads' speeds (was: at least one, if the thread ran in time).
+    let made = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&made);
     let thread = std::thread::spawn(move || {
         let mut readings = 0u64;
         let mut last = 0;
@@ -981,16 +1050,25 @@ fn readings_from_another_thread_are_consistent() {
                 p.waiting() + p.in_flight() + p.awaiting_retry() + p.finished() + p.not_started()
             );
             readings += 1;
+            counted.store(readings, SeqCst);
         }
         readings
     });
     let policy = RetryPolicy::new().attempts(2).interval(Duration::ZERO);
     let outputs = futures_lite::future::block_on(
-        map_async(0..200_000u32, 32, |n| async move {
-            if n % 3 == 0 {
-                yield_now().await;
+        map_async(0..200_000u32, 32, |n| {
+            let made = &made;
+            async move {
+                if n % 20_000 == 0 {
+                    while made.load(SeqCst) <= u64::from(n / 20_000) {
+                        yield_now().await;
+                    }
+                }
+                if n % 3 == 0 {
+                    yield_now().await;
+                }
+                if n % 10 == 0 { Err(n) } else { Ok(n) }
             }
-            if n % 10 == 0 { Err(n) } else { Ok(n) }
         })
         .per_key(|n| n % 17, 4)
         .retry(policy)
@@ -999,7 +1077,7 @@ fn readings_from_another_thread_are_consistent() {
     done.store(true, SeqCst);
     let readings = thread.join().unwrap();
     assert_eq!(outputs.len(), 200_000);
-    assert!(readings > 0);
+    assert!(readings >= 10, "{readings} readings");
     let end = control.progress();
     assert_eq!((end.finished(), end.failed()), (200_000, 20_000));
 }
@@ -1302,5 +1380,25 @@ matrix! {
         assert_eq!((p.pulled(), p.is_ended()), (0, false), "the next run's figures");
         assert_eq!(next.await.len(), 30);
         assert_eq!(control.progress().finished(), 30);
+    }
+}
+
+virtual_time! {
+    async fn a_key_of_its_own_rate_is_spaced_by_it_whatever_the_default() {
+        assert_exactly_spaced(&own_rate_from_the_control().await);
+    }
+
+    async fn a_key_given_a_rate_by_a_function_is_spaced_by_it_whatever_the_default() {
+        assert_exactly_spaced(&own_rate_from_a_function().await);
+    }
+
+    async fn a_key_paused_by_its_server_is_counted() {
+        let paused = key_paused_by_its_server().await;
+        assert_eq!(paused.outputs, [Ok(0)]);
+        // Counted as paused, with its item awaiting its retry, until the pause ends: no
+        // reading could come too late to see it here.
+        let progress = paused.seen_paused.expect("the pause was never seen");
+        assert_eq!(progress.awaiting_retry(), 1);
+        assert_eq!(paused.retried_at - paused.failed_at, Duration::from_millis(300));
     }
 }
