@@ -23,38 +23,50 @@ fn host(n: &u32) -> u32 {
     n % 2
 }
 
+/// A map whose hinted host (key 0) answers every attempt with `hint`, beside a key without
+/// hints: (outputs, the hinted key's most in flight at a start made after its first answer,
+/// the other key's peak).
+async fn hinted_limit(hint: Hint) -> (usize, usize, usize) {
+    let (hinted, other) = (InFlight::default(), InFlight::default());
+    let answered = AtomicBool::new(false);
+    let after_hint = AtomicUsize::new(0);
+    let pages = map_async(0..40u32, 8, |n| {
+        let flight = if host(&n) == 0 { &hinted } else { &other };
+        let guard = flight.enter();
+        if host(&n) == 0 && answered.load(SeqCst) {
+            after_hint.fetch_max(hinted.now(), SeqCst);
+        }
+        let answered = &answered;
+        async move {
+            sleep(Duration::from_millis(10)).await;
+            drop(guard);
+            if host(&n) == 0 {
+                // Set before the map reads the answer: a start after it is one the map
+                // made after the hint.
+                answered.store(true, SeqCst);
+            }
+            n
+        }
+    })
+    .per_key(host, 4)
+    .classify(move |n: &u32| {
+        let outcome = Outcome::success();
+        if host(n) == 0 {
+            outcome.with_hint(hint)
+        } else {
+            outcome
+        }
+    })
+    .await;
+    (pages.len(), after_hint.load(SeqCst), other.peak())
+}
+
 matrix! {
     async fn a_hinted_limit_holds_its_key_at_once_and_not_the_other() {
-        let (hinted, other) = (InFlight::default(), InFlight::default());
-        let answered = AtomicBool::new(false);
-        let after_hint = AtomicUsize::new(0);
-        let pages = map_async(0..40u32, 8, |n| {
-            let flight = if host(&n) == 0 { &hinted } else { &other };
-            let guard = flight.enter();
-            if host(&n) == 0 && answered.load(SeqCst) {
-                after_hint.fetch_max(hinted.now(), SeqCst);
-            }
-            let answered = &answered;
-            async move {
-                sleep(Duration::from_millis(10)).await;
-                drop(guard);
-                if host(&n) == 0 {
-                    // Set before the map reads the answer: a start after it is one the
-                    // map made after the hint.
-                    answered.store(true, SeqCst);
-                }
-                n
-            }
-        })
-        .per_key(host, 4)
-        .classify(|n: &u32| {
-            let outcome = Outcome::success();
-            if host(n) == 0 { outcome.with_hint(Hint::new().limit(1)) } else { outcome }
-        })
-        .await;
-        assert_eq!(pages.len(), 40);
-        assert_eq!(after_hint.load(SeqCst), 1, "one at a time once the server said so");
-        assert_eq!(other.peak(), 4, "the other key kept the map's limit");
+        let (pages, after_hint, other) = hinted_limit(Hint::new().limit(1)).await;
+        assert_eq!(pages, 40);
+        assert_eq!(after_hint, 1, "one at a time once the server said so");
+        assert_eq!(other, 4, "the other key kept the map's limit");
     }
 
     async fn a_hinted_limit_of_zero_is_read_as_one_and_the_map_finishes() {
@@ -62,34 +74,10 @@ matrix! {
         // `limit(0)` setter refuses. The map must read it as 1, not stop starting the key.
         let mut zero = Hint::new();
         zero.limit = Some(0);
-        let (hinted, other) = (InFlight::default(), InFlight::default());
-        let answered = AtomicBool::new(false);
-        let after_hint = AtomicUsize::new(0);
-        let pages = map_async(0..40u32, 8, |n| {
-            let flight = if host(&n) == 0 { &hinted } else { &other };
-            let guard = flight.enter();
-            if host(&n) == 0 && answered.load(SeqCst) {
-                after_hint.fetch_max(hinted.now(), SeqCst);
-            }
-            let answered = &answered;
-            async move {
-                sleep(Duration::from_millis(10)).await;
-                drop(guard);
-                if host(&n) == 0 {
-                    answered.store(true, SeqCst);
-                }
-                n
-            }
-        })
-        .per_key(host, 4)
-        .classify(move |n: &u32| {
-            let outcome = Outcome::success();
-            if host(n) == 0 { outcome.with_hint(zero) } else { outcome }
-        })
-        .await;
-        assert_eq!(pages.len(), 40, "every item of the key hinted a limit of 0 ran");
-        assert_eq!(after_hint.load(SeqCst), 1, "a limit of 0 is read as 1");
-        assert_eq!(other.peak(), 4, "the other key kept the map's limit");
+        let (pages, after_hint, other) = hinted_limit(zero).await;
+        assert_eq!(pages, 40, "every item of the key hinted a limit of 0 ran");
+        assert_eq!(after_hint, 1, "a limit of 0 is read as 1");
+        assert_eq!(other, 4, "the other key kept the map's limit");
     }
 }
 
