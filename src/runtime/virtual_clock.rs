@@ -26,8 +26,18 @@ use std::time::Instant;
 
 /// How many polls in a row may wake the future again before the driver calls it a busy
 /// wait: far more than any real work yields (a map yields once per budget of items), few
-/// enough to fail in seconds.
+/// enough to fail in seconds when each poll is cheap.
 const BUSY_WAIT: u64 = 10_000_000;
+
+/// How long, in wall time, polls that keep waking the future may go on before the driver
+/// calls it a busy wait however few they are: a heavy poll (a map over a large window)
+/// would otherwise take many minutes to reach [`BUSY_WAIT`]. No test on virtual time does
+/// this much work without a single wait on a timer.
+const BUSY_WAIT_WALL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Self-wakes between two reads of the wall clock while a busy streak lasts: the read is
+/// not free, and a streak this short says nothing yet.
+const BUSY_WALL_CHECK_EVERY: u64 = 1024;
 
 /// Tells one clock from another, so a timer polled under a clock it was not made for (moved
 /// to another thread, or kept past its driver's end) is never taken for one of its timers.
@@ -215,26 +225,23 @@ pub(crate) fn run_virtual<F: Future>(future: F) -> F::Output {
     let mut cx = Context::from_waker(&waker);
     let _installed = Installed::new();
     let mut future = pin!(future);
-    // Polls in a row that woke the future again before they returned: a future that keeps
-    // waking itself while it waits for a time never lets the clock move (a busy wait), and
-    // would spin forever instead of failing.
-    let mut busy = 0u64;
+    let mut busy = BusyWait::new(BUSY_WAIT, BUSY_WAIT_WALL, BUSY_WALL_CHECK_EVERY);
     loop {
         signal.woken.store(false, Ordering::Release);
         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
             return output;
         }
         if signal.woken.load(Ordering::Acquire) {
-            busy += 1;
-            assert!(
-                busy < BUSY_WAIT,
-                "run_virtual: the future woke itself {BUSY_WAIT} times in a row while the \
-                 clock stood still: a busy wait (polling until a time passes) never lets \
-                 virtual time pass; wait on a timer (`tollgate::sleep`) instead"
-            );
+            if let Some(wakes) = busy.woke_again() {
+                panic!(
+                    "run_virtual: the future woke itself {wakes} times in a row while the \
+                     clock stood still: a busy wait (polling until a time passes) never lets \
+                     virtual time pass; wait on a timer (`tollgate::sleep`) instead"
+                );
+            }
             continue;
         }
-        busy = 0;
+        busy.waited();
         match jump() {
             // The wakers run outside the clock's borrow: a wake may poll nothing here, but
             // it may drop the last handle of a timer, which leaves the clock.
@@ -246,5 +253,89 @@ pub(crate) fn run_virtual<F: Future>(future: F) -> F::Output {
                 }
             }
         }
+    }
+}
+
+/// Polls in a row that woke the future again before they returned: a future that keeps
+/// waking itself while it waits for a time never lets the clock move (a busy wait), and
+/// would spin forever instead of failing. A streak is a busy wait once it reaches a number
+/// of wakes or, read every few wakes, a wall time.
+struct BusyWait {
+    wakes: u64,
+    since: Option<Instant>,
+    max_wakes: u64,
+    max_wall: std::time::Duration,
+    check_every: u64,
+}
+
+impl BusyWait {
+    fn new(max_wakes: u64, max_wall: std::time::Duration, check_every: u64) -> Self {
+        Self {
+            wakes: 0,
+            since: None,
+            max_wakes,
+            max_wall,
+            check_every,
+        }
+    }
+
+    /// One more poll that woke the future again: `Some(wakes in the streak)` once the streak
+    /// is a busy wait.
+    fn woke_again(&mut self) -> Option<u64> {
+        self.wakes += 1;
+        let too_long = self.wakes % self.check_every == 0
+            && self.since.get_or_insert_with(Instant::now).elapsed() >= self.max_wall;
+        (self.wakes >= self.max_wakes || too_long).then_some(self.wakes)
+    }
+
+    /// A poll that waited (for a timer or another thread): the streak ends.
+    fn waited(&mut self) {
+        self.wakes = 0;
+        self.since = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BusyWait;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_streak_of_cheap_wakes_is_a_busy_wait_at_its_count() {
+        let mut busy = BusyWait::new(1000, Duration::from_secs(3600), 10);
+        assert_eq!((1..1000).find_map(|_| busy.woke_again()), None);
+        assert_eq!(busy.woke_again(), Some(1000));
+        busy.waited();
+        assert_eq!(
+            (1..1000).find_map(|_| busy.woke_again()),
+            None,
+            "a wait ends the streak"
+        );
+    }
+
+    #[test]
+    fn a_streak_of_heavy_wakes_is_a_busy_wait_at_its_wall_time() {
+        let wall = Duration::from_millis(50);
+        let mut busy = BusyWait::new(u64::MAX, wall, 4);
+        let started = Instant::now();
+        let wakes = std::iter::repeat_with(|| {
+            std::thread::sleep(Duration::from_millis(5));
+            busy.woke_again()
+        })
+        .find_map(|caught| caught)
+        .expect("an endless streak is caught");
+        assert_eq!(wakes % 4, 0, "the wall clock is read every 4 wakes only");
+        // The streak's clock starts at its first read (wake 4): caught at least `wall` after.
+        assert!(
+            started.elapsed() >= wall,
+            "caught after {:?}",
+            started.elapsed()
+        );
+        busy.waited();
+        assert_eq!(
+            busy.woke_again(),
+            None,
+            "a wait ends the streak and its wall time"
+        );
     }
 }
