@@ -616,10 +616,12 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
     target.assert_within_cap();
     let margin = Duration::from_millis(100);
     let mut silences = Vec::new();
+    let mut reports = Vec::new();
     for name in &target.names {
         let report = fleet::judge_host(&target.server, name, CAP, RATE, latency, ALLOWANCE);
         assert_eq!(report.window_violation, None, "{report:?}");
         assert_eq!(target.server.stats(name).over_rate, 0, "{name}");
+        reports.push(report);
         let times = target.server.arrival_times(name);
         // Nothing granted by the blank Redis before leases from before could have lapsed...
         let early = fleet::count_between(&times, restarted, restarted + LEASE_TTL - margin);
@@ -641,7 +643,8 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
     }
     println!(
         "Redis restarts: first request per host after the quick restart and after 2.5 s down: \
-         {silences:.2?}; {refused} calls refused while it was unavailable"
+         {silences:.2?}; {refused} calls refused while it was unavailable; {}",
+        fleet::closest_call(&reports)
     );
 }
 
@@ -1042,12 +1045,18 @@ fn a_worker_whose_wall_clock_is_ten_seconds_off_changes_nothing() {
     }
     target.assert_within_cap();
     let mut utilisation = 0.0;
+    let mut reports = Vec::new();
     for name in &target.names {
         let report = fleet::judge_host(&target.server, name, CAP, RATE, latency, ALLOWANCE);
         assert_eq!(report.window_violation, None, "{report:?}");
         assert_eq!(target.server.stats(name).over_rate, 0, "{name}");
         utilisation += report.utilisation() / HOSTS as f64;
+        reports.push(report);
     }
-    println!("clock skew: mean utilisation {:.1}%", 100.0 * utilisation);
+    println!(
+        "clock skew: mean utilisation {:.1}%; {}",
+        100.0 * utilisation,
+        fleet::closest_call(&reports)
+    );
     assert!(utilisation >= 0.9, "mean utilisation {utilisation:.3}");
 }

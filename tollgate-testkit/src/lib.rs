@@ -31,6 +31,8 @@ pub mod redis_server;
 pub mod simulated_internet;
 pub mod simulated_network;
 
+#[doc(hidden)]
+pub use matrix::legs;
 pub use matrix::{
     TEST_DEADLINE, VIRTUAL_DEADLINE, spawn, tokio_current, tokio_multi, tokio_paused,
 };

@@ -17,6 +17,39 @@ use std::future::Future;
 #[macro_export]
 macro_rules! matrix {
     (deadline = $deadline:expr; $( $(#[$attr:meta])* async fn $name:ident() $body:block )*) => {$(
+        $crate::__test_legs! {
+            deadline = $deadline;
+            hung = "test body hung: no progress before the deadline";
+            legs = [
+                smol,
+                run_sync,
+                #[cfg(feature = "tokio")] tokio_current,
+                #[cfg(feature = "tokio")] tokio_multi,
+            ];
+            $(#[$attr])* async fn $name() $body
+        }
+    )*};
+    ($( $(#[$attr:meta])* async fn $name:ident() $body:block )*) => {
+        $crate::matrix! {
+            deadline = $crate::TEST_DEADLINE;
+            $( $(#[$attr])* async fn $name() $body )*
+        }
+    };
+}
+
+/// The shape [`matrix!`](crate::matrix) and [`virtual_time!`](crate::virtual_time) share:
+/// a module per test holding its body, the body under its deadline, and a `#[test]` per leg
+/// that runs it with the function of the same name in [`legs`]. A leg's attributes (its
+/// `#[cfg(feature = "tokio")]`) are expanded in the calling crate.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __test_legs {
+    (
+        deadline = $deadline:expr;
+        hung = $hung:literal;
+        legs = [$( $(#[$leg_attr:meta])* $leg:ident ),* $(,)?];
+        $(#[$attr:meta])* async fn $name:ident() $body:block
+    ) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
@@ -28,38 +61,55 @@ macro_rules! matrix {
             async fn guarded() {
                 $crate::__private::tollgate::timeout($deadline, body())
                     .await
-                    .expect("test body hung: no progress before the deadline");
+                    .expect($hung);
             }
 
-            #[test]
-            fn smol() {
-                $crate::__private::smol::block_on(guarded());
-            }
-
-            #[test]
-            fn run_sync() {
-                $crate::__private::tollgate::run_sync(guarded());
-            }
-
-            #[cfg(feature = "tokio")]
-            #[test]
-            fn tokio_current() {
-                $crate::tokio_current().block_on(guarded());
-            }
-
-            #[cfg(feature = "tokio")]
-            #[test]
-            fn tokio_multi() {
-                $crate::tokio_multi().block_on(guarded());
-            }
-        }
-    )*};
-    ($( $(#[$attr:meta])* async fn $name:ident() $body:block )*) => {
-        $crate::matrix! {
-            deadline = $crate::TEST_DEADLINE;
-            $( $(#[$attr])* async fn $name() $body )*
+            $(
+                $(#[$leg_attr])*
+                #[test]
+                fn $leg() {
+                    $crate::legs::$leg(guarded());
+                }
+            )*
         }
     };
+}
+
+/// How each leg of [`matrix!`](crate::matrix) and [`virtual_time!`](crate::virtual_time)
+/// runs a test body to completion on the calling thread.
+#[doc(hidden)]
+pub mod legs {
+    use std::future::Future;
+
+    /// `smol::block_on`.
+    pub fn smol<F: Future>(body: F) -> F::Output {
+        smol::block_on(body)
+    }
+
+    /// tollgate's own entry point.
+    pub fn run_sync<F: Future>(body: F) -> F::Output {
+        tollgate::run_sync(body)
+    }
+
+    /// A tokio current-thread runtime.
+    pub fn tokio_current<F: Future>(body: F) -> F::Output {
+        super::tokio_current().block_on(body)
+    }
+
+    /// A tokio multi-thread runtime with two workers.
+    pub fn tokio_multi<F: Future>(body: F) -> F::Output {
+        super::tokio_multi().block_on(body)
+    }
+
+    /// tollgate's virtual clock.
+    pub fn virtual_time<F: Future>(body: F) -> F::Output {
+        tollgate::testing::run_virtual(body)
+    }
+
+    /// A tokio current-thread runtime whose clock starts paused.
+    pub fn tokio_paused<F: Future>(body: F) -> F::Output {
+        super::tokio_paused().block_on(body)
+    }
 }
 
 /// Instantiates each async test body of **time-dependent behaviour** once per clock that is
@@ -77,30 +127,11 @@ macro_rules! matrix {
 #[macro_export]
 macro_rules! virtual_time {
     (deadline = $deadline:expr; $( $(#[$attr:meta])* async fn $name:ident() $body:block )*) => {$(
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-
-            $(#[$attr])*
-            async fn body() $body
-
-            /// The body, failing instead of waiting forever on nothing.
-            async fn guarded() {
-                $crate::__private::tollgate::timeout($deadline, body())
-                    .await
-                    .expect("test body hung: nothing left to wait for before the deadline");
-            }
-
-            #[test]
-            fn virtual_time() {
-                $crate::__private::tollgate::testing::run_virtual(guarded());
-            }
-
-            #[cfg(feature = "tokio")]
-            #[test]
-            fn tokio_paused() {
-                $crate::tokio_paused().block_on(guarded());
-            }
+        $crate::__test_legs! {
+            deadline = $deadline;
+            hung = "test body hung: nothing left to wait for before the deadline";
+            legs = [virtual_time, #[cfg(feature = "tokio")] tokio_paused];
+            $(#[$attr])* async fn $name() $body
         }
     )*};
     ($( $(#[$attr:meta])* async fn $name:ident() $body:block )*) => {

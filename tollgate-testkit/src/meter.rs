@@ -92,17 +92,42 @@ impl RateMeter {
     /// Instants should come in order; one a little out of order is judged as if it came
     /// with the latest so far.
     pub fn admit(&mut self, now: Instant) -> Result<(), Duration> {
-        let schedule = self.schedule.unwrap_or(now);
-        // On time if `now + allowance >= schedule - tolerance`, written without
-        // subtracting from an `Instant`.
-        let early = schedule
-            .saturating_duration_since(now)
-            .saturating_sub(self.tolerance);
+        let early = self.earliness(now);
         if early > self.allowance {
             return Err(early);
         }
-        self.schedule = Some(schedule.max(now) + self.interval);
+        self.schedule = Some(self.schedule.unwrap_or(now).max(now) + self.interval);
         Ok(())
+    }
+
+    /// How much sooner than its slot a request at `now` comes (zero if on time or late).
+    fn earliness(&self, now: Instant) -> Duration {
+        // On time if `now >= schedule - tolerance`, written without subtracting from an
+        // `Instant`.
+        self.schedule.map_or(Duration::ZERO, |schedule| {
+            schedule
+                .saturating_duration_since(now)
+                .saturating_sub(self.tolerance)
+        })
+    }
+
+    /// Runs `times` (in order) through a fresh copy of this meter and returns the most any
+    /// of them came early: how much of the allowance the closest call used (more than the
+    /// allowance if one was refused). A test prints it to show its margin.
+    pub fn most_early(&self, times: &[Instant]) -> Duration {
+        let mut meter = Self {
+            schedule: None,
+            ..self.clone()
+        };
+        times
+            .iter()
+            .map(|&at| {
+                let early = meter.earliness(at);
+                let _ = meter.admit(at);
+                early
+            })
+            .max()
+            .unwrap_or(Duration::ZERO)
     }
 
     /// Runs `times` (in order) through a fresh copy of this meter and returns how many it

@@ -862,6 +862,9 @@ pub struct HostReport {
     /// The first arrival whose window broke `burst + rate × (W + allowance)`, if any:
     /// `(window, count, limit)`.
     pub window_violation: Option<(Duration, usize, usize)>,
+    /// The most any request came early on the server's meter (the same rate and
+    /// allowance): how much of the allowance the closest call used.
+    pub most_early: Duration,
     /// Mean arrivals per second between the first and the last arrival.
     pub achieved: f64,
     /// What the host could take at most: `min(rate, cap / latency)`.
@@ -907,6 +910,8 @@ pub fn judge_host(
         peak: server.stats(host).peak,
         max_per_second: http_server::max_in_window(&times, Duration::from_secs(1)),
         window_violation,
+        most_early: http_server::RateMeter::new(f64::from(per_second), burst, allowance)
+            .most_early(&times),
         achieved: http_server::achieved_rate(&times).unwrap_or(0.0),
         allowed: f64::from(per_second).min(by_cap),
     }
@@ -943,8 +948,9 @@ pub fn print_hosts(reports: &[(Duration, HostReport)], cap: usize, rate: (u32, u
         .filter(|(_, r)| r.window_violation.is_some())
         .count();
     println!(
-        "highest peak {peak}/{cap}; hosts over the rate in some window: {violations}; mean use {:.1}%",
-        100.0 * mean
+        "highest peak {peak}/{cap}; hosts over the rate in some window: {violations}; mean use {:.1}%; {}",
+        100.0 * mean,
+        closest_call(reports.iter().map(|(_, r)| r)),
     );
 }
 
@@ -992,6 +998,22 @@ pub fn print_table(reports: &[(Duration, HostReport)], cap: usize, rate: (u32, u
             100.0 * min_use,
         );
     }
+    println!("{}", closest_call(reports.iter().map(|(_, r)| r)));
+}
+
+/// The closest call on the servers' meters over `reports`, against the allowance: the
+/// margin of the per-request check, printed by every fleet test that meters a rate.
+pub fn closest_call<'a>(reports: impl IntoIterator<Item = &'a HostReport>) -> String {
+    let most = reports
+        .into_iter()
+        .map(|r| r.most_early)
+        .max()
+        .unwrap_or_default();
+    format!(
+        "closest call on the meter: {:.1} ms early (allowance {} ms)",
+        most.as_secs_f64() * 1e3,
+        Crawl::ALLOWANCE.as_millis()
+    )
 }
 
 // ---------------------------------------------------------------------------------------
