@@ -122,9 +122,10 @@ impl Nginx {
             ));
             let hosts = hosts
                 .iter()
-                .map(|(name, rate)| Host {
+                .zip(free_ports(hosts.len()))
+                .map(|((name, rate), port)| Host {
                     name: (*name).to_owned(),
-                    port: free_port(),
+                    port,
                     rate: *rate,
                 })
                 .collect();
@@ -341,11 +342,22 @@ fn nginx_args(dir: &Path) -> Vec<String> {
     ]
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("bind an ephemeral loopback port")
-        .port()
+/// `count` loopback ports, free a moment ago and distinct: each is held until all are
+/// picked. Picked one at a time and let go, two hosts could get the same port (the system
+/// may hand a port just let go out again); nginx would then serve both from one server
+/// block with one rate, and count both hosts' requests in each one's log.
+fn free_ports(count: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port"))
+        .collect();
+    held.iter()
+        .map(|listener| {
+            listener
+                .local_addr()
+                .expect("a bound listener's address")
+                .port()
+        })
+        .collect()
 }
 
 /// The configuration: one server per host, each with its own `limit_req` zone, no burst.
