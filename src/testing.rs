@@ -88,9 +88,9 @@ pub fn now() -> Instant {
 ///
 /// When called inside another `run_virtual` call on the same thread (`.await` the future
 /// instead); when the future keeps waking itself while the clock stands still, ten million
-/// times in a row or for 30 s of wall time, whichever comes first (a busy wait, which would otherwise spin forever: a clock that moves only when
-/// nothing can happen never moves under it); and when the future panics (the panic goes on,
-/// the clock is taken down).
+/// times in a row or for 30 s of wall time, whichever comes first (a busy wait, which would
+/// otherwise spin forever: a clock that moves only when nothing can happen never moves under
+/// it); and when the future panics (the panic goes on, the clock is taken down).
 #[cfg(feature = "test-util")]
 #[track_caller]
 pub fn run_virtual<F: std::future::Future>(future: F) -> F::Output {
