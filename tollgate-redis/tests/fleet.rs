@@ -98,12 +98,7 @@ fn four_worker_processes_keep_every_host_within_its_shared_cap_and_rate() {
     let judged: Vec<HostReport> = reports.iter().map(|(_, report)| report.clone()).collect();
     println!(
         "{}",
-        fleet::meter_figure(
-            &run.server,
-            judged.iter().map(|report| report.host.as_str()),
-            &judged,
-            &run.summaries
-        )
+        fleet::meter_figure(&run.server, &judged, &run.summaries)
     );
     // The cap really was reached: the slow hosts need both permits to keep up.
     assert!(

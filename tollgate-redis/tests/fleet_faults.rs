@@ -643,12 +643,7 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
     println!(
         "Redis restarts: first request per host after the quick restart and after 2.5 s down: \
          {silences:.2?}; {refused} calls refused while it was unavailable; {}",
-        fleet::meter_figure(
-            &target.server,
-            target.names.iter().map(String::as_str),
-            &reports,
-            &summaries
-        )
+        fleet::meter_figure(&target.server, &reports, &summaries)
     );
 }
 
@@ -1059,12 +1054,7 @@ fn a_worker_whose_wall_clock_is_ten_seconds_off_changes_nothing() {
     println!(
         "clock skew: mean utilisation {:.1}%; {}",
         100.0 * utilisation,
-        fleet::meter_figure(
-            &target.server,
-            target.names.iter().map(String::as_str),
-            &reports,
-            &summaries
-        )
+        fleet::meter_figure(&target.server, &reports, &summaries)
     );
     // A worker that read the shared state on its own wall clock would stall for the 10 s of
     // skew (about 23% of the rate over this run) or crowd the rate (a window over it, above).
