@@ -23,7 +23,7 @@ mod time;
 mod wake;
 
 pub use crate::error::Error;
-pub use crate::limit::adaptive::{Adaptive, AdaptiveLimiter, AdaptivePermit, Outcome};
+pub use crate::limit::adaptive::{Adaptive, AdaptiveLimiter, AdaptivePermit};
 pub use crate::limit::breaker::{
     Breaker, BreakerPermit, BreakerState, CircuitBreaker, CircuitOpen, KeyedBreakerPermit,
     KeyedCircuitBreaker,
@@ -35,6 +35,7 @@ pub use crate::limit::bulkhead::{
     Bulkhead, BulkheadError, BulkheadPermit, BulkheadPermitArc, BulkheadStats,
 };
 pub use crate::limit::hint::Hint;
+pub use crate::limit::outcome::Outcome;
 pub use crate::limit::rate::{KeyedRateLimiter, Rate, RateLimitError, RateLimiter};
 pub use crate::limit::semaphore::{Semaphore, SemaphoreError, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{

@@ -78,8 +78,8 @@ use ::http::{HeaderMap, StatusCode};
 
 use crate::http::date::response_time;
 use crate::http::rate_limit::{IETF_OLD, X_RATE_LIMIT, counters, ietf};
-use crate::limit::adaptive::outcome::Outcome;
 use crate::limit::hint::Hint;
+use crate::limit::outcome::Outcome;
 
 pub use self::retry_after::retry_after;
 

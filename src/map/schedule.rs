@@ -22,9 +22,9 @@ use super::keyed::{
 };
 use super::window::Window;
 use crate::limit::adaptive::config::Adaptive;
-use crate::limit::adaptive::outcome::Outcome;
 use crate::limit::breaker::config::Breaker;
 use crate::limit::breaker::error::CircuitOpen;
+use crate::limit::outcome::Outcome;
 use crate::limit::rate::Rate;
 use crate::retry::RetryPolicy;
 

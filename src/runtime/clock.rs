@@ -385,6 +385,38 @@ impl Counter {
     }
 }
 
+/// Where a limiter, a breaker or an adaptive key reads the time, in nanoseconds since the
+/// origin (see this file's docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Clock {
+    /// Async callers: the clock of their runtime's timers (tokio's inside a tokio runtime
+    /// with the `tokio` feature), the system's read through the CPU's counter elsewhere.
+    Async,
+    /// A blocked thread: the system's clock, whose timers it sleeps on (see
+    /// [`super::block_on_real_time`]), through the counter.
+    Blocking,
+}
+
+impl Clock {
+    /// Now, as a rate decides: the cheap read.
+    #[inline]
+    pub(crate) fn now(self) -> u64 {
+        match self {
+            Self::Async => now_nanos(),
+            Self::Blocking => real_nanos(),
+        }
+    }
+
+    /// Now on the clock this caller's timers wait on, read directly: what a timer that fired
+    /// is checked against, so a waiter never wakes early by its timer's clock.
+    pub(crate) fn timer_now(self) -> u64 {
+        match self {
+            Self::Async => nanos_since_origin(super::timer::now()),
+            Self::Blocking => nanos_since_origin(std::time::Instant::now()),
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "clock_tests.rs"]
 mod tests;

@@ -7,8 +7,9 @@
 //! ([`RtSleep`]) and never sees which runtime answered.
 //!
 //! - `clock.rs`: the time line every rate counts on (nanoseconds since one origin,
-//!   [`nanos_since_origin`], [`instant_at`]) and the cheap reads of it ([`now_nanos`],
-//!   [`real_nanos`]: the system's clock through the CPU's counter, anchored to it).
+//!   [`nanos_since_origin`], [`instant_at`]) and the cheap reads of it (`now_nanos`,
+//!   `real_nanos`: the system's clock through the CPU's counter, anchored to it), and
+//!   [`Clock`], which of them a limiter, breaker or adaptive key decides on.
 //! - `key.rs`: [`RuntimeKey`], one key per `run_sync` call, per tokio runtime, or the process.
 //! - `run_sync.rs`: [`run_sync`], [`try_run_sync`], [`RunSyncError`], and the per-thread
 //!   marker that tells a `run_sync` call apart.
@@ -28,7 +29,7 @@ mod tokio;
 #[cfg(feature = "test-util")]
 mod virtual_clock;
 
-pub(crate) use self::clock::{instant_at, nanos_since_origin, now_nanos, real_nanos};
+pub(crate) use self::clock::{Clock, instant_at, nanos_since_origin};
 pub use self::key::RuntimeKey;
 pub use self::run_sync::{RunSyncError, run_sync, try_run_sync};
 pub(crate) use self::timer::{RtSleep, block_on_real_time, now};

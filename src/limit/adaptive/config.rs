@@ -91,7 +91,7 @@ pub struct Adaptive {
 
 impl Adaptive {
     /// A key's limit moves between `floor` and `ceiling` (both included). It starts low:
-    /// at 2, or at the floor if that is higher, or at the ceiling if that is lower. Without
+    /// at the floor (so a server that never answers holds no more than that). Without
     /// [`max_rate`](Self::max_rate) a key has no rate until an overload shows that its pace,
     /// not its limit, is what the server objects to (see the rules above).
     ///

@@ -17,7 +17,6 @@
 use std::time::Duration;
 
 use super::config::Adaptive;
-use super::outcome::Outcome;
 use super::tuning::{
     BURST_CAP, CUT, INITIAL_LIMIT, INITIAL_RATE, LATENCY_CALM, LATENCY_CARRY_ROUNDS, LATENCY_HIGH,
     LATENCY_MIN_SAMPLE, LATENCY_SAMPLES, LIMIT_RECOVERY_ROUNDS, LIMIT_RECOVERY_STARTS, MAX_RISE,
@@ -25,6 +24,7 @@ use super::tuning::{
     RATE_RECOVERY_STARTS, RECOVERY_EXPONENT, REMEASURE_ROUNDS, ROUND_ENDS, ROUND_MIN, SEC,
     SLOW_OVERLOAD, SLOW_START_RISE, STALE_ROUND,
 };
+use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::{Gcra, Rate};
 
 // `flags`
@@ -123,8 +123,9 @@ enum Latency {
 }
 
 impl KeyAdapt {
-    /// A new key: its limit at [`INITIAL_LIMIT`] (within floor and ceiling), its rate at a
-    /// share of the rate ceiling (none without one), both in slow start.
+    /// A new key: its limit at [`INITIAL_LIMIT`] (within floor and ceiling), its rate at
+    /// [`INITIAL_RATE`] or the rate ceiling if that is lower (no rate without a ceiling),
+    /// both in slow start.
     pub(crate) fn new(config: &Adaptive, now: u64) -> Self {
         let ceiling = clamp_ceiling(config.ceiling());
         let floor = (config.floor() as f32).min(ceiling as f32);

@@ -10,8 +10,8 @@ use std::collections::BinaryHeap;
 
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
-use crate::limit::adaptive::outcome::Outcome;
 use crate::limit::adaptive::tuning::MS;
+use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::{Gcra, Rate};
 
 /// One second, in nanoseconds.

@@ -10,11 +10,11 @@ use std::task::{Context, Poll};
 
 use super::config::Adaptive;
 use super::core::KeyAdapt;
-use super::outcome::Outcome;
-use crate::limit::rate::Clock;
+use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::{Gcra, Rate};
 use crate::limit::rate::wait::ReservedWait;
 use crate::limit::semaphore::{Semaphore, SemaphoreAcquire, SemaphorePermit};
+use crate::runtime::Clock;
 use crate::sync::lock;
 
 /// One adaptive key: a limit and a rate that move by themselves between the floor and the

@@ -1,7 +1,6 @@
 //! Adaptive limits: each key moves its own limit and rate between a floor and a ceiling
 //! from its own signals.
 //!
-//! - `outcome.rs`: [`Outcome`], what one attempt's output says (success, overload, failure).
 //! - `config.rs`: [`Adaptive`], the one line of settings every key follows; its docs state
 //!   the rules (what lowers a value, what raises it, by how much, rounds, defaults).
 //! - `tuning.rs`: every constant of the rules, named, in one place.
@@ -14,9 +13,7 @@
 pub(crate) mod config;
 pub(crate) mod core;
 pub(crate) mod limiter;
-pub(crate) mod outcome;
 mod tuning;
 
 pub use self::config::Adaptive;
 pub use self::limiter::{AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit};
-pub use self::outcome::Outcome;

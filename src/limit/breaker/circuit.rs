@@ -13,8 +13,8 @@ use super::config::Breaker;
 use super::core::{BreakerCore, BreakerState, Refusal, Ticket};
 use super::error::CircuitOpen;
 use super::wait::ProbeWait;
-use crate::limit::adaptive::Outcome;
-use crate::limit::rate::Clock;
+use crate::limit::outcome::Outcome;
+use crate::runtime::Clock;
 use crate::sync::lock;
 
 /// A circuit **breaker**: stops attempts at a server that keeps failing, and lets a few

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::config::{Breaker, MAX_COUNT_RECORD, QUIET};
 use super::core::{BreakerCore, BreakerState, Refusal, Ticket, Transition};
-use crate::limit::adaptive::Outcome;
+use crate::limit::outcome::Outcome;
 
 const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000 * MS;

@@ -35,8 +35,8 @@ use super::config::Breaker;
 use super::core::{BreakerCore, BreakerState, Refusal, Ticket};
 use super::error::CircuitOpen;
 use super::wait::ProbeWait;
-use crate::limit::adaptive::Outcome;
-use crate::limit::rate::Clock;
+use crate::limit::outcome::Outcome;
+use crate::runtime::Clock;
 use crate::sync::lock;
 
 /// How many shards a keyed breaker splits its keys over.

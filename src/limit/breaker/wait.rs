@@ -9,7 +9,7 @@ use std::time::Duration;
 use event_listener::{Event, EventListener};
 
 use super::core::Refusal;
-use crate::limit::rate::Clock;
+use crate::runtime::Clock;
 use crate::runtime::{RtSleep, instant_at};
 
 pin_project_lite::pin_project! {

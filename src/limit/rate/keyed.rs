@@ -36,9 +36,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::task::{Context, Poll};
 
+use super::RateLimitError;
 use super::gcra::{Gcra, Rate};
 use super::wait::ReservedWait;
-use super::{Clock, RateLimitError};
+use crate::runtime::Clock;
 
 /// How many shards a keyed limiter splits its keys over (a power of two).
 const SHARDS: usize = 32;

@@ -6,9 +6,10 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
+use super::RateLimitError;
 use super::gcra::{Gcra, Rate};
 use super::wait::ReservedWait;
-use super::{Clock, RateLimitError};
+use crate::runtime::Clock;
 
 /// A limit on how many starts happen per unit of time: at most [`Rate`]'s burst at once,
 /// then one per interval (GCRA, the generic cell rate algorithm, on one atomic word).

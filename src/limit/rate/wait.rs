@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::Clock;
+use crate::runtime::Clock;
 use crate::runtime::{RtSleep, instant_at};
 
 /// Where a waiting future is: not yet reserved (futures do nothing until polled), waiting

@@ -9,8 +9,8 @@
 use super::settings::InForce;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
-use crate::limit::adaptive::outcome::Outcome;
 use crate::limit::breaker::error::CircuitOpen;
+use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::Gcra;
 
 /// How a keyed map reads an attempt's output `O`: for the hints its outcome carries, and

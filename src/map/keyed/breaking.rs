@@ -9,10 +9,10 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use super::adapt::{Adapting, Classified, Classify};
-use crate::limit::adaptive::outcome::Outcome;
 use crate::limit::breaker::config::Breaker;
 use crate::limit::breaker::core::{Refusal, Transition};
 use crate::limit::breaker::error::CircuitOpen;
+use crate::limit::outcome::Outcome;
 
 /// While a key's breaker is open, its items end at once with a [`CircuitOpen`] error
 /// (converted into the map's error type): made by

@@ -34,10 +34,10 @@ use super::shared::LaterReason;
 use crate::events;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
-use crate::limit::adaptive::outcome::Outcome;
 use crate::limit::breaker::core::{BreakerCore, BreakerState, Refusal, Ticket};
 use crate::limit::breaker::error::CircuitOpen;
 use crate::limit::hint::Hint;
+use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::Gcra;
 use crate::map::control::{KeyChange, KeyProgress};
 
