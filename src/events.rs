@@ -48,18 +48,21 @@ pub(crate) fn retry(attempt_number: u32, pause: Duration, reason: RetryReason) {
     let _ = (attempt_number, pause, reason);
 }
 
-/// A failed attempt paused its whole key for `pause`.
+/// An attempt's end paused its whole key for `pause`: its retry policy's `pause_key` read
+/// it from the error (`source` = `"pause_key"`), or the attempt's outcome carried a server's
+/// hint with a pause (`source` = `"hint"`). `attempt_number` is that attempt's.
 #[inline(always)]
-pub(crate) fn key_paused(attempt: u32, pause: Duration) {
+pub(crate) fn key_paused(attempt_number: u32, pause: Duration, source: &'static str) {
     #[cfg(feature = "tracing")]
     tracing::info!(
         target: "tollgate",
-        attempt,
+        attempt_number,
         pause_ms = millis(pause),
+        source,
         "key paused"
     );
     #[cfg(not(feature = "tracing"))]
-    let _ = (attempt, pause);
+    let _ = (attempt_number, pause, source);
 }
 
 /// A key of an adaptive map moved its limit or its rate (`None`: no rate).

@@ -25,7 +25,7 @@ use std::time::Duration;
 use futures_lite::future::{yield_now, zip};
 use tollgate::testing::now;
 use tollgate::{
-    Adaptive, Answer, Breaker, Bulkhead, KeyProgress, KeySettings, KeyedCircuitBreaker,
+    Adaptive, Answer, Breaker, Bulkhead, Hint, KeyProgress, KeySettings, KeyedCircuitBreaker,
     LaterReason, MapControl, Outcome, Rate, RetryPolicy, SharedLimits, map_async, race, retry,
     sleep, timeout,
 };
@@ -396,6 +396,30 @@ matrix! {
         let paused = seen("key paused");
         assert_eq!(paused.len(), 1, "{paused:?}");
         assert_eq!(paused[0].field("pause_ms"), "5");
+        assert_eq!(paused[0].field("attempt_number"), "1");
+        assert_eq!(paused[0].field("source"), "pause_key");
+        assert_eq!(paused[0].level, Level::INFO);
+    }
+
+    async fn a_servers_hint_that_pauses_a_key_reports_it_as_the_retry_policy_does() {
+        let _one = exclusive();
+        // Item 0's output carries a server's pause of 3 ms; item 1's a rate, no pause.
+        let outputs = map_async(0..2u32, 2, |item| async move { item })
+            .per_key(|item: &u32| *item, 1)
+            .classify(|item: &u32| {
+                let hint = match item {
+                    0 => Hint::new().pause_for(Duration::from_millis(3)),
+                    _ => Hint::new().rate(Rate::per_second(1_000)),
+                };
+                Outcome::success().with_hint(hint)
+            })
+            .await;
+        assert_eq!(outputs, vec![0, 1]);
+        let paused = seen("key paused");
+        assert_eq!(paused.len(), 1, "{paused:?}");
+        assert_eq!(paused[0].field("pause_ms"), "3");
+        assert_eq!(paused[0].field("attempt_number"), "1");
+        assert_eq!(paused[0].field("source"), "hint");
         assert_eq!(paused[0].level, Level::INFO);
     }
 

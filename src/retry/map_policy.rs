@@ -321,9 +321,6 @@ impl<T, E> RetryPolicy<T, E> {
             RetryReason::Error
         };
         crate::events::retry(attempt, plan.pause, reason);
-        if let Some(pause) = plan.pause_key {
-            crate::events::key_paused(attempt, pause);
-        }
         if let Some(hook) = self.on_retry.as_mut() {
             hook(&RetryEvent {
                 item,

@@ -397,6 +397,9 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
                 self.timed |= !hint.is_empty();
                 let now = self.now();
                 if !hint.is_empty() {
+                    if let Some(pause) = hint.pause {
+                        events::key_paused(attempt, pause, "hint");
+                    }
                     self.scheduler.hinted(&key, hint, now);
                 }
                 if C::ADAPTIVE {
@@ -429,6 +432,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         self.counts.retries += 1;
         self.policy.announce(&item, attempt, &output, &plan);
         if let Some(pause) = plan.pause_key {
+            events::key_paused(attempt, pause, "pause_key");
             self.scheduler
                 .pause(&key, now.saturating_add(nanos(pause)), now);
         }
