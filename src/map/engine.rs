@@ -4,9 +4,11 @@
 //! source stream and the mapping function live beside it and are lent to each call. One
 //! poll runs passes until nothing can move:
 //! - poll the futures that were woken, handing each output to a [`Results`] consumer;
-//! - refill: the [`Admission`] decides which items to pull and start, the plain
-//!   [`Window`] (pull while a slot is free and the window allows) or the per-key
-//!   scheduler ([`PerKey`](super::keyed::PerKey));
+//! - refill: the plain [`Window`] pulls while a slot is free and the window allows, and
+//!   starts each item at once; an admission that queues what it pulls (the per-key
+//!   scheduler, [`PerKey`](super::keyed::PerKey)) runs the engine's other loop
+//!   (`queued.rs`): the engine pulls, starts and keeps the window, the admission answers
+//!   which item may start now, or not before when;
 //! - a poll yields after `YIELD_EVERY` units of work (its yield allowance): it wakes the
 //!   task and returns, so a long run of ready futures cannot starve the executor; a
 //!   stream also yields after a streak of ready items.

@@ -25,6 +25,7 @@ mod delivery;
 mod engine;
 pub(crate) mod keyed;
 mod pool;
+mod queued;
 mod results;
 mod schedule;
 mod steering;

@@ -167,6 +167,25 @@ impl<T> KeyState<T> {
         }
     }
 
+    /// Tells an adaptive key's state of a start at `now`, after the key's rate (`rate`)
+    /// took it; nothing on a map that does not adapt.
+    #[inline]
+    pub(super) fn adapt_started(&mut self, now: u64, rate: Option<Gcra>) {
+        if self.adapt.is_none() {
+            return;
+        }
+        // The rate is what holds the key back when, after this start, it has room and an
+        // item whose time has come (and no pause), but its rate says "not yet".
+        let held_by_rate = self.running < self.limit()
+            && self.work_ready_at().is_some_and(|at| at <= now)
+            && self.paused_until <= now
+            && rate.is_some_and(|rate| rate.allowed_at(self.tat) > now);
+        let running = self.running;
+        if let Some(adapted) = &mut self.adapt {
+            adapted.started(now, running, held_by_rate);
+        }
+    }
+
     /// When the key's next item may start by its items alone: now for a fresh one, else
     /// the time its earliest retry is due; `None` without an item.
     pub(super) fn work_ready_at(&self) -> Option<u64> {

@@ -37,7 +37,7 @@ use std::hash::Hash;
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::Context;
 use std::time::Duration;
 
 use futures_lite::Stream;
@@ -58,6 +58,7 @@ use self::window::Growth;
 use super::control::{CAN_KEY_SETTINGS, CAN_PER_KEY, CAN_RATE, KeyChanges, KeyProgress};
 use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
 use super::pool::Started;
+use super::queued::{Admit, Queued, fill_queued};
 use super::results::Results;
 use crate::events;
 use crate::limit::adaptive::config::Adaptive;
@@ -96,7 +97,7 @@ struct Waiting<T> {
 }
 
 /// What the admission remembers of the future in a pool slot.
-struct Running<K, T> {
+pub(crate) struct Running<K, T> {
     key: K,
     /// The item again, when a failed attempt may be retried.
     kept: Option<T>,
@@ -550,15 +551,15 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
 
     /// The shared limits' part of a fill round: attempts of asks that failed and of
     /// permits revoked end with the error; keys that may ask do, while a free slot is
-    /// left for each answer. `Break` when something happened (the round made progress);
-    /// an `Err`-like break of `results` stops the map.
+    /// left for each answer. `true` when something happened (the round made progress); a
+    /// break from `results` stops the map.
     #[cold]
     fn fill_gate<Fut, O, R>(
         engine: &mut Engine<Fut, Self>,
         results: &mut R,
         now: u64,
-        budget: &mut usize,
-    ) -> ControlFlow<(), ControlFlow<()>>
+        allowance: &mut usize,
+    ) -> ControlFlow<(), bool>
     where
         Fut: Future<Output = O>,
         P: Attempts<T, O>,
@@ -582,22 +583,18 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         let limit = engine.pool.limit();
         let draining = engine.is_drain_asked();
         let admission = &mut engine.admission;
-        while *budget > 0
+        while *allowance > 0
             && !draining
             && engine.pool.len() + admission.scheduler.granted() + admission.gate.asking() < limit
         {
             let Some(key) = admission.scheduler.next_ask(now) else {
                 break;
             };
-            *budget -= 1;
+            *allowance -= 1;
             progressed = true;
             admission.gate.ask(key);
         }
-        ControlFlow::Continue(if progressed {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        })
+        ControlFlow::Continue(progressed)
     }
 }
 
@@ -734,11 +731,11 @@ where
 
     fn fill<S, F, W, R>(
         engine: &mut Engine<W::IntoFuture, Self>,
-        mut source: Pin<&mut S>,
+        source: Pin<&mut S>,
         f: &mut F,
         results: &mut R,
         cx: &mut Context<'_>,
-        budget: &mut usize,
+        allowance: &mut usize,
     ) -> ControlFlow<()>
     where
         S: Stream<Item = T>,
@@ -747,109 +744,115 @@ where
         W::IntoFuture: Future<Output = O>,
         R: Results<O>,
     {
-        let limit = engine.pool.limit();
-        engine.admission.timer.wake_at(None);
-        loop {
-            let mut progressed = false;
-            let now = engine.admission.now();
-            // Fill the free global slots from the keys that may start, in turn.
-            let mut stuck = false;
-            while *budget > 0 && !engine.pool.is_full() {
-                if engine.is_drain_asked() {
-                    // Before the next start: the fresh items go, retries of started
-                    // items stay and run.
-                    engine.begin_drain(results);
-                }
-                let admission = &mut engine.admission;
-                let (key, waiting) = match admission.scheduler.next(now) {
-                    Next::Start(key, waiting) => (key, waiting),
-                    Next::Refused(_key, waiting, open) => {
-                        *budget -= 1;
-                        progressed = true;
-                        admission.refused(waiting, open, results)?;
-                        continue;
-                    }
-                    Next::NotBefore(at) => {
-                        admission.timer.wake_at(Some(at));
-                        stuck = !admission.scheduler.rate_blocks(now);
-                        break;
-                    }
-                    Next::Nothing => {
-                        stuck = true;
-                        break;
-                    }
-                };
-                *budget -= 1;
-                progressed = true;
-                let permit = if G::ACTIVE {
-                    engine.admission.gate.take(&key)
-                } else {
-                    None
-                };
-                let (running, seq, item) = engine.admission.begin_attempt(key, waiting);
-                match engine.pool.start(f(item).into_future(), seq) {
-                    Started::Ready(output) => {
-                        drop(permit);
-                        if let Some(output) = engine.admission.attempt_done(running, seq, output) {
-                            results.accept(seq, output)?;
-                        }
-                    }
-                    Started::Pending(index) => {
-                        let admission = &mut engine.admission;
-                        if let Some(permit) = permit {
-                            admission.gate.hold(index, permit);
-                        }
-                        let slots = &mut admission.running;
-                        if index >= slots.len() {
-                            slots.resize_with(index + 1, || None);
-                        }
-                        slots[index] = Some(running);
-                    }
-                }
+        fill_queued(engine, source, f, results, cx, allowance)
+    }
+}
+
+impl<T, O, K, KF, P, G, C> Queued<T, O> for PerKey<T, K, KF, P, G, C>
+where
+    K: Hash + Eq + Clone,
+    KF: FnMut(&T) -> K,
+    P: Attempts<T, O>,
+    C: Classify<O>,
+    G: GateOutput<K, O>,
+{
+    /// The attempt's record while it runs, and its permit of the shared limits.
+    type Memo = (Running<K, T>, Option<G::Permit>);
+
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        PerKey::now(self)
+    }
+
+    #[inline]
+    fn admit<R: Results<O>>(
+        &mut self,
+        now: u64,
+        results: &mut R,
+    ) -> ControlFlow<(), Admit<T, Self::Memo>> {
+        let (key, waiting) = match self.scheduler.next(now) {
+            Next::Start(key, waiting) => (key, waiting),
+            Next::Refused(_key, waiting, open) => {
+                self.refused(waiting, open, results)?;
+                return ControlFlow::Continue(Admit::Ended);
             }
-            if G::ACTIVE && Self::fill_gate(engine, results, now, budget)?.is_break() {
-                progressed = true;
+            Next::NotBefore(at) => {
+                let stuck = !self.scheduler.rate_blocks(now);
+                return ControlFlow::Continue(Admit::Later { at, stuck });
             }
-            // Pull one item ahead, up to the window (even while every slot is busy), so
-            // keys with waiting items can take turns; then try to start again.
-            if *budget > 0 && !engine.input_done {
-                let held = engine.next_seq - results.released();
-                let admission = &mut engine.admission;
-                let window = admission.growth.adjust(
-                    (engine.window, engine.window_set),
-                    held,
-                    limit,
-                    stuck,
-                    admission.scheduler.active_keys(),
-                );
-                if held < window {
-                    match source.as_mut().poll_next(cx) {
-                        Poll::Ready(Some(item)) => {
-                            *budget -= 1;
-                            progressed = true;
-                            let seq = engine.next_seq;
-                            engine.next_seq += 1;
-                            let admission = &mut engine.admission;
-                            let key = (admission.key_fn)(&item);
-                            let waiting = Waiting {
-                                seq,
-                                item,
-                                attempts: 0,
-                            };
-                            admission.scheduler.push(key, waiting, now);
-                        }
-                        Poll::Ready(None) => engine.input_done = true,
-                        Poll::Pending => {}
-                    }
-                }
+            Next::Nothing => return ControlFlow::Continue(Admit::Nothing),
+        };
+        let permit = if G::ACTIVE {
+            self.gate.take(&key)
+        } else {
+            None
+        };
+        let (running, seq, item) = self.begin_attempt(key, waiting);
+        ControlFlow::Continue(Admit::Start {
+            seq,
+            item,
+            memo: (running, permit),
+        })
+    }
+
+    #[inline]
+    fn started(&mut self, memo: Self::Memo, seq: usize, started: Started<O>) -> Option<O> {
+        let (running, permit) = memo;
+        match started {
+            Started::Ready(output) => {
+                drop(permit);
+                self.attempt_done(running, seq, output)
             }
-            if !progressed {
-                if engine.pool.is_full() {
-                    // A finish wakes the map before any timed start could use a slot.
-                    engine.admission.timer.wake_at(None);
+            Started::Pending(index) => {
+                if let Some(permit) = permit {
+                    self.gate.hold(index, permit);
                 }
-                return ControlFlow::Continue(());
+                if index >= self.running.len() {
+                    self.running.resize_with(index + 1, || None);
+                }
+                self.running[index] = Some(running);
+                None
             }
         }
+    }
+
+    #[inline(always)]
+    fn between<Fut, R>(
+        engine: &mut Engine<Fut, Self>,
+        results: &mut R,
+        now: u64,
+        allowance: &mut usize,
+    ) -> ControlFlow<(), bool>
+    where
+        Fut: Future<Output = O>,
+        R: Results<O>,
+    {
+        if G::ACTIVE {
+            Self::fill_gate(engine, results, now, allowance)
+        } else {
+            ControlFlow::Continue(false)
+        }
+    }
+
+    #[inline]
+    fn window(&mut self, set: (usize, bool), held: usize, limit: usize, stuck: bool) -> usize {
+        let keys = self.scheduler.active_keys();
+        self.growth.adjust(set, held, limit, stuck, keys)
+    }
+
+    #[inline]
+    fn queue(&mut self, seq: usize, item: T, now: u64) {
+        let key = (self.key_fn)(&item);
+        let waiting = Waiting {
+            seq,
+            item,
+            attempts: 0,
+        };
+        self.scheduler.push(key, waiting, now);
+    }
+
+    #[inline(always)]
+    fn wake_at(&mut self, at: Option<u64>) {
+        self.timer.wake_at(at);
     }
 }

@@ -56,6 +56,16 @@ pub(crate) enum Next<K, T> {
     Refused(K, T, CircuitOpen),
 }
 
+/// What a key's breaker says to its next start.
+enum BreakerSays {
+    /// Start (with the breaker's ticket, on a map with breakers).
+    Go(Option<Ticket>),
+    /// The item ends at once with this error (a map whose open keys' items fail).
+    Fail(CircuitOpen),
+    /// The key waits, holding nothing.
+    Hold,
+}
+
 /// The lines a key waits in (besides the askers of a map with shared limits).
 #[derive(Debug)]
 struct Lines<K> {
@@ -451,36 +461,21 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 Self::put(state, key, now, &mut self.asks, &mut self.lines);
                 continue;
             }
-            if let Some(breaker) = &self.breaker {
-                let core = state
-                    .breaker
-                    .get_or_insert_with(|| Box::new(BreakerCore::new(&breaker.config)));
-                let (granted, transition) = core.try_acquire(&breaker.config, now);
-                breaker.tell(&key, transition);
-                match granted {
-                    Ok(ticket) => {
-                        state.held_until = 0;
-                        self.granted = Some(ticket);
-                    }
-                    Err(refusal @ Refusal::Open { .. }) if breaker.fails => {
-                        let error = breaker.refused(&key, refusal, now);
-                        let item = state.take_item(now, None).expect("a ready key has an item");
-                        state.running -= 1;
-                        self.waiting -= 1;
-                        let refused = key.clone();
-                        Self::put(state, key, now, &mut self.asks, &mut self.lines);
-                        return Next::Refused(refused, item, error);
-                    }
-                    Err(refusal) => {
-                        // Waits, holding nothing: until the next probe may go, or until a
-                        // probe out ends.
-                        state.held_until = match refusal {
-                            Refusal::Open { until, .. } => until,
-                            Refusal::ProbesOut => HELD_FOR_PROBE,
-                        };
-                        Self::put(state, key, now, &mut self.asks, &mut self.lines);
-                        continue;
-                    }
+            match Self::ask_breaker(self.breaker.as_ref(), state, &key, now) {
+                BreakerSays::Go(ticket) => self.granted = ticket,
+                BreakerSays::Fail(error) => {
+                    let item = state.take_item(now, None).expect("a ready key has an item");
+                    state.running -= 1;
+                    self.waiting -= 1;
+                    let refused = key.clone();
+                    Self::put(state, key, now, &mut self.asks, &mut self.lines);
+                    return Next::Refused(refused, item, error);
+                }
+                BreakerSays::Hold => {
+                    // Waits, holding nothing: until the next probe may go, or until a
+                    // probe out ends.
+                    Self::put(state, key, now, &mut self.asks, &mut self.lines);
+                    continue;
                 }
             }
             let item = state
@@ -492,19 +487,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                     .decide(state.tat, now)
                     .expect("the key's rate allows it");
             }
-            if state.adapt.is_some() {
-                // The rate is what holds the key back when, after this start, it has room
-                // and an item whose time has come (and no pause), but its rate says
-                // "not yet".
-                let held_by_rate = state.running < state.limit()
-                    && state.work_ready_at().is_some_and(|at| at <= now)
-                    && state.paused_until <= now
-                    && rate.is_some_and(|rate| rate.allowed_at(state.tat) > now);
-                let running = state.running;
-                if let Some(adapted) = &mut state.adapt {
-                    adapted.started(now, running, held_by_rate);
-                }
-            }
+            state.adapt_started(now, rate);
             if self.asks.is_gated() {
                 self.asks.take_permit(&key);
             }
@@ -520,6 +503,43 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         match self.lines.sleepers.earliest() {
             Some(at) => Next::NotBefore(at),
             None => Next::Nothing,
+        }
+    }
+
+    /// Asks `key`'s breaker (on a map with breakers) whether its next item may start at
+    /// `now`: a start takes a permit of it (its ticket); an open breaker refuses (on a map
+    /// where such items fail) or holds the key, which then waits holding nothing until the
+    /// next probe may go, or until a probe out ends.
+    #[inline]
+    fn ask_breaker(
+        breaker: Option<&MapBreaker<K>>,
+        state: &mut KeyState<T>,
+        key: &K,
+        now: u64,
+    ) -> BreakerSays {
+        let Some(breaker) = breaker else {
+            return BreakerSays::Go(None);
+        };
+        let core = state
+            .breaker
+            .get_or_insert_with(|| Box::new(BreakerCore::new(&breaker.config)));
+        let (granted, transition) = core.try_acquire(&breaker.config, now);
+        breaker.tell(key, transition);
+        match granted {
+            Ok(ticket) => {
+                state.held_until = 0;
+                BreakerSays::Go(Some(ticket))
+            }
+            Err(refusal @ Refusal::Open { .. }) if breaker.fails => {
+                BreakerSays::Fail(breaker.refused(key, refusal, now))
+            }
+            Err(refusal) => {
+                state.held_until = match refusal {
+                    Refusal::Open { until, .. } => until,
+                    Refusal::ProbesOut => HELD_FOR_PROBE,
+                };
+                BreakerSays::Hold
+            }
         }
     }
 
