@@ -1,0 +1,309 @@
+//! The figures: what a map counts ([`Figures`], published into its control) and the
+//! snapshots a [`MapControl`](crate::MapControl) hands out of them ([`Progress`] for the
+//! whole map, [`KeyProgress`] for one key). Plain values: reading them touches nothing
+//! shared.
+
+use std::time::Duration;
+
+use crate::limit::breaker::core::BreakerState;
+use crate::limit::rate::Rate;
+
+/// The totals a map publishes, all counted from the start of the map.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Figures {
+    pub(crate) pulled: u64,
+    /// Items whose first attempt started.
+    pub(crate) started: u64,
+    /// Attempts started (first attempts and retries).
+    pub(crate) attempts: u64,
+    /// Items with a final output.
+    pub(crate) finished: u64,
+    /// Finished items whose final output is an error.
+    pub(crate) failed: u64,
+    /// Failed attempts sent back for another.
+    pub(crate) retries: u64,
+    /// Pulled items that will never start: dropped unstarted by a drain, or left
+    /// unstarted when the map was cancelled.
+    pub(crate) not_started: u64,
+    /// Attempts that were running when the map was cancelled.
+    pub(crate) cancelled_attempts: u64,
+    /// Items that were waiting for a retry when the map was cancelled.
+    pub(crate) cancelled_retries: u64,
+}
+
+impl Figures {
+    /// Attempts running now.
+    fn in_flight(&self) -> u64 {
+        self.attempts
+            .saturating_sub(self.finished + self.retries + self.cancelled_attempts)
+    }
+
+    /// Items pulled and not started, and not given up on.
+    fn waiting(&self) -> u64 {
+        self.pulled.saturating_sub(self.started + self.not_started)
+    }
+
+    /// Items whose last attempt failed, waiting for their next one.
+    fn awaiting_retry(&self) -> u64 {
+        let retry_attempts = self.attempts.saturating_sub(self.started);
+        self.retries
+            .saturating_sub(retry_attempts + self.cancelled_retries)
+    }
+
+    /// The figures of a map that ends now: what it was running is cancelled, what was
+    /// waiting for a retry is cancelled too, and what never started never will (a map
+    /// that ended by itself has none of these: the figures stay as they are).
+    pub(crate) fn at_end(mut self) -> Self {
+        let (in_flight, awaiting_retry, waiting) =
+            (self.in_flight(), self.awaiting_retry(), self.waiting());
+        self.cancelled_attempts += in_flight;
+        self.cancelled_retries += awaiting_retry;
+        self.not_started += waiting;
+        self
+    }
+}
+
+/// A snapshot of a map's progress, from [`MapControl::progress`](crate::MapControl::progress).
+///
+/// Every item the map pulled is in exactly one of these states: waiting (never
+/// started), in flight, waiting for a retry, finished, not started (and never to start:
+/// a drain or the map's cancellation left it), or cancelled (the map's cancellation cut
+/// its work short):
+/// `pulled == waiting + in_flight + awaiting_retry + finished + not_started + cancelled`.
+///
+/// Once the map [ended](Self::is_ended), nothing is waiting, in flight or waiting for a
+/// retry.
+///
+/// # Examples
+///
+/// ```
+/// # futures_lite::future::block_on(async {
+/// let control = tollgate::MapControl::new();
+/// let _ = tollgate::map_async(0..5u32, 2, |n| async move { n }).control(&control).await;
+/// let p = control.progress();
+/// assert_eq!(
+///     p.pulled(),
+///     p.waiting()
+///         + p.in_flight()
+///         + p.awaiting_retry()
+///         + p.finished()
+///         + p.not_started()
+///         + p.cancelled()
+/// );
+/// # });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    // Filled in by the control's one reading of what the map published.
+    pub(super) figures: Figures,
+    pub(super) paused_keys: u64,
+    pub(super) open_keys: u64,
+    pub(super) keys_told_later: u64,
+    pub(super) keys_warming_up: u64,
+    pub(super) draining: bool,
+    pub(super) ended: bool,
+}
+
+impl Progress {
+    /// Items pulled from the input so far.
+    #[must_use]
+    pub fn pulled(&self) -> u64 {
+        self.figures.pulled
+    }
+
+    /// Items whose first attempt started (their function was called).
+    #[must_use]
+    pub fn started(&self) -> u64 {
+        self.figures.started
+    }
+
+    /// Items with a final output (success or failure), whether or not it was handed out
+    /// yet.
+    #[must_use]
+    pub fn finished(&self) -> u64 {
+        self.figures.finished
+    }
+
+    /// Finished items whose final output is an error, counted by the maps that know
+    /// their outputs are `Result`s: maps with a retry policy
+    /// ([`MapAsync::retry`](crate::futures::MapAsync::retry) and its siblings), and
+    /// [`try_map_async`](crate::try_map_async) (whose first error ends it). Any other map
+    /// reports 0: count failures where you take the outputs.
+    #[must_use]
+    pub fn failed(&self) -> u64 {
+        self.figures.failed
+    }
+
+    /// Failed attempts sent back for another (each retry counts once).
+    #[must_use]
+    pub fn retries(&self) -> u64 {
+        self.figures.retries
+    }
+
+    /// Attempts running now. 0 once the map [ended](Self::is_ended): what ran then was
+    /// [cancelled](Self::cancelled).
+    #[must_use]
+    pub fn in_flight(&self) -> u64 {
+        self.figures.in_flight()
+    }
+
+    /// Items pulled and never started yet, waiting for their key, their time or a slot.
+    /// 0 once the map [ended](Self::is_ended).
+    #[must_use]
+    pub fn waiting(&self) -> u64 {
+        self.figures.waiting()
+    }
+
+    /// Items whose last attempt failed, waiting for their next one. 0 once the map
+    /// [ended](Self::is_ended).
+    #[must_use]
+    pub fn awaiting_retry(&self) -> u64 {
+        self.figures.awaiting_retry()
+    }
+
+    /// Pulled items that never started and never will: a
+    /// [drain](crate::MapControl::drain) left them, or the map was cancelled before their
+    /// turn (dropped, stopped by [`try_map_async`](crate::try_map_async)'s first error, or
+    /// a panic). Nothing of them ran: submit them again as they are. Their positions:
+    /// [`MapControl::not_started`](crate::MapControl::not_started).
+    #[must_use]
+    pub fn not_started(&self) -> u64 {
+        self.figures.not_started
+    }
+
+    /// Items the map's cancellation cut short: an attempt of theirs was running when the
+    /// map was dropped, stopped by [`try_map_async`](crate::try_map_async)'s first error,
+    /// or went through by a panic (its future was dropped mid-way), or they were waiting
+    /// for a retry after a failed attempt. Unlike the [not started](Self::not_started)
+    /// ones, their work may already have had effects (a request sent, a row written):
+    /// check before submitting them again.
+    ///
+    /// 0 for a map that ended by itself (a drain lets every started item finish).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::future::{pending, poll_once};
+    /// # futures_lite::future::block_on(async {
+    /// let control = tollgate::MapControl::new();
+    /// let mut map = Box::pin(tollgate::map_async(0..100u32, 4, |_| pending::<()>()).control(&control));
+    /// assert!(poll_once(map.as_mut()).await.is_none()); // 4 attempts run
+    /// drop(map);
+    /// let p = control.progress();
+    /// assert!(p.is_ended());
+    /// assert_eq!((p.in_flight(), p.cancelled()), (0, 4));
+    /// # });
+    /// ```
+    #[must_use]
+    pub fn cancelled(&self) -> u64 {
+        self.figures.cancelled_attempts + self.figures.cancelled_retries
+    }
+
+    /// Keys paused now by their server's word
+    /// ([`RetryPolicy::pause_key`](crate::RetryPolicy::pause_key)), as of the map's
+    /// poll after the previous reading; 0 once the map ended.
+    #[must_use]
+    pub fn paused_keys(&self) -> u64 {
+        self.paused_keys
+    }
+
+    /// Keys whose circuit breaker ([`breaker`](crate::futures::MapAsync::breaker)) is
+    /// open or half-open: their items fail at once or wait, as of the map's poll after the
+    /// previous reading; 0 once the map ended, and for a map without breakers.
+    #[must_use]
+    pub fn open_keys(&self) -> u64 {
+        self.open_keys
+    }
+
+    /// Keys whose [shared limits](crate::SharedLimits) told them to come back
+    /// [later](crate::Answer::Later) and that wait for it now (a busy key, a rate, a pause
+    /// kept by the store, a warm-up), as of the map's poll after the previous reading; 0
+    /// once the map ended, and for a map without shared limits.
+    #[must_use]
+    pub fn keys_told_later(&self) -> u64 {
+        self.keys_told_later
+    }
+
+    /// Of [`keys_told_later`](Self::keys_told_later), the keys told that the shared limits
+    /// grant nothing yet because they are warming up
+    /// ([`LaterReason::WarmingUp`](crate::LaterReason::WarmingUp)): a store that may have
+    /// lost its permits waits until they have all lapsed. Items waiting while this is
+    /// above 0 wait for the store, not for their host.
+    #[must_use]
+    pub fn keys_warming_up(&self) -> u64 {
+        self.keys_warming_up
+    }
+
+    /// Whether a drain was asked.
+    #[must_use]
+    pub fn is_draining(&self) -> bool {
+        self.draining
+    }
+
+    /// Whether the map ended: it completed, a stream returned its last output, it was
+    /// dropped, or a panic went through it. The figures of an ended map are final.
+    #[must_use]
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+}
+
+/// One key's figures, from [`MapControl::busiest_keys`](crate::MapControl::busiest_keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyProgress<K> {
+    pub(crate) key: K,
+    pub(crate) waiting: usize,
+    pub(crate) in_flight: usize,
+    pub(crate) paused: bool,
+    pub(crate) limit: usize,
+    /// The rate's interval in nanoseconds (0: no rate).
+    pub(crate) rate_interval: u64,
+    pub(crate) breaker: Option<BreakerState>,
+}
+
+impl<K> KeyProgress<K> {
+    /// The key.
+    pub fn key(&self) -> &K {
+        &self.key
+    }
+
+    /// Its items waiting to start (fresh ones and ones waiting for a retry).
+    #[must_use]
+    pub fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Its items in flight.
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Whether it is paused by its server's word.
+    #[must_use]
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// The most of its items that may run at once now: its setting (the default key
+    /// limit, or its own), or on an [adaptive](crate::futures::MapAsync::adaptive) map
+    /// the limit it adapted to.
+    #[must_use]
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The rate its starts are spaced by now (`None`: no rate): its setting, or on an
+    /// adaptive map the rate it adapted to (its burst is not shown: 1).
+    #[must_use]
+    pub fn rate(&self) -> Option<Rate> {
+        (self.rate_interval > 0).then(|| Rate::every(Duration::from_nanos(self.rate_interval)))
+    }
+
+    /// Where its circuit breaker stands (`None`: the map has no breakers, see
+    /// [`breaker`](crate::futures::MapAsync::breaker)).
+    #[must_use]
+    pub fn breaker(&self) -> Option<BreakerState> {
+        self.breaker
+    }
+}
