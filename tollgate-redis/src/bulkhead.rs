@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use event_listener::EventListener;
 use futures_lite::future;
 
+use crate::call::Call;
 use crate::error::RedisLimitsError;
 use crate::lease::{KeyLocal, Lease};
 use crate::permit::{Fence, SharedKeyedBulkheadPermit};
@@ -18,7 +19,7 @@ use crate::rate::{RateArgs, paused_key};
 use crate::scripts::{
     CANCELLED, FULL, GRANT, GRANTED, IN_USE, PAUSED, RATE_LIMITED, WARMING_UP, wait_from_reply,
 };
-use crate::store::{Call, Inner, RedisLimits, tag};
+use crate::store::{Inner, RedisLimits, tag};
 
 /// The first pause before asking a busy key again; it doubles up to the store's poll
 /// interval.
@@ -431,7 +432,7 @@ impl SharedKeyedBulkhead {
         let set = self.lease_set(key);
         let mut invocation = IN_USE.prepare_invoke();
         invocation.key(&set);
-        let count: u64 = self.store.query(&Call::Script(&invocation)).await?;
+        let count: u64 = self.store.link.query(&Call::Script(&invocation)).await?;
         Ok(usize::try_from(count).unwrap_or(usize::MAX))
     }
 }
@@ -441,7 +442,7 @@ impl fmt::Debug for SharedKeyedBulkhead {
         f.debug_struct("SharedKeyedBulkhead")
             .field("name", &self.name)
             .field("limit", &self.limit())
-            .field("store", &self.store.address)
+            .field("store", &self.store.link.address)
             .finish()
     }
 }
@@ -507,11 +508,11 @@ pub(crate) async fn grant_once(
 ) -> Result<Option<SharedKeyedBulkheadPermit>, RedisLimitsError> {
     if !store.keeper.stats.is_running() {
         return Err(RedisLimitsError::unavailable(
-            &store.address,
+            &store.link.address,
             "the store's keeper thread has stopped (a panic): nothing would renew the lease",
         ));
     }
-    store.fail_fast()?;
+    store.link.fail_fast()?;
     let id = store.lease_id();
     // Beside the lease set, same hash tag, outside the `lease:` names (a scan for lease
     // sets does not meet it).
@@ -537,7 +538,7 @@ pub(crate) async fn grant_once(
         .arg(limit)
         .arg(store.ttl_micros())
         .arg(&lease.id)
-        .arg(store.run_id());
+        .arg(store.link.run_id());
     if let Some(rate) = rate {
         invocation
             .key(&rate.tat)
@@ -546,7 +547,7 @@ pub(crate) async fn grant_once(
     }
     let sent = Instant::now();
     let ((code, micros), sends): ((i64, i64), u32) =
-        store.query_counted(&Call::Script(&invocation)).await?;
+        store.link.query_counted(&Call::Script(&invocation)).await?;
     // One send answered "no": the lease was never added. After a resend (the first
     // reply was lost) an earlier send may have run; the grant script answers "granted"
     // for an id it already holds, but keep the guard armed anyway, so any other answer
@@ -576,7 +577,7 @@ pub(crate) async fn grant_once(
         // cannot (its id is new), so this is unreachable in practice.
         CANCELLED => Err(RedisLimitsError::busy(after)),
         other => Err(RedisLimitsError::unavailable(
-            &store.address,
+            &store.link.address,
             format_args!("unexpected reply {other} from the grant script"),
         )),
     }

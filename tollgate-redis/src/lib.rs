@@ -120,12 +120,15 @@ compile_error!(
 );
 
 mod bulkhead;
+mod call;
+mod connection;
 mod error;
 mod health;
 mod helpers;
 mod keeper;
 mod lease;
 mod limits;
+mod options;
 mod permit;
 mod rate;
 mod scripts;
@@ -147,8 +150,9 @@ pub mod futures {
     pub use crate::limits::Revoked;
     pub use crate::permit::Fenced;
 }
-pub use crate::stats::StoreStats;
-pub use crate::store::{
+pub use crate::options::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_LEASE_TTL, DEFAULT_POLL_INTERVAL, MAX_CALL_TIMEOUT,
-    MAX_LEASE_TTL, RedisLimits, RedisLimitsOptions,
+    MAX_LEASE_TTL, RedisLimitsOptions,
 };
+pub use crate::stats::StoreStats;
+pub use crate::store::RedisLimits;

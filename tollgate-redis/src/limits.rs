@@ -234,7 +234,7 @@ impl fmt::Debug for SharedKeyLimits {
             .field("name", &self.name)
             .field("limit", &self.limit)
             .field("rate", &self.rate)
-            .field("store", &self.store.address)
+            .field("store", &self.store.link.address)
             .finish()
     }
 }

@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use tollgate::Rate;
 
+use crate::call::Call;
 use crate::error::RedisLimitsError;
 use crate::helpers::{micros, micros_ceil};
 use crate::scripts::{
     FULL, GCRA, GRANTED, PAUSE, PAUSE_CHECK, PAUSED, WARMING_UP, wait_from_reply,
 };
-use crate::store::{Call, Inner, RedisLimits, tag};
+use crate::store::{Inner, RedisLimits, tag};
 
 /// The longest pause [`pause_key`](SharedKeyedRateLimiter::pause_key) sets: 100 years of 365
 /// days. A longer one (`Duration::MAX` for "until further notice") is set as this, so it
@@ -229,7 +230,7 @@ impl fmt::Debug for SharedKeyedRateLimiter {
         f.debug_struct("SharedKeyedRateLimiter")
             .field("name", &self.name)
             .field("rate", &self.rate)
-            .field("store", &self.store.address)
+            .field("store", &self.store.link.address)
             .finish()
     }
 }
@@ -278,8 +279,8 @@ pub(crate) async fn take_start(
         .arg(rate.interval)
         .arg(rate.tolerance)
         .arg(store.ttl_micros())
-        .arg(store.run_id());
-    let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
+        .arg(store.link.run_id());
+    let (code, after): (i64, i64) = store.link.query(&Call::Script(&invocation)).await?;
     let after = wait_from_reply(after);
     match code {
         GRANTED => Ok(()),
@@ -287,7 +288,7 @@ pub(crate) async fn take_start(
         PAUSED => Err(RedisLimitsError::paused(after)),
         WARMING_UP => Err(RedisLimitsError::warming_up(after)),
         other => Err(RedisLimitsError::unavailable(
-            &store.address,
+            &store.link.address,
             format_args!("unexpected reply {other} from the rate script"),
         )),
     }
@@ -298,12 +299,12 @@ pub(crate) async fn take_start(
 pub(crate) async fn check_pause(store: &Inner, paused: &str) -> Result<(), RedisLimitsError> {
     let mut invocation = PAUSE_CHECK.prepare_invoke();
     invocation.key(paused);
-    let (code, after): (i64, i64) = store.query(&Call::Script(&invocation)).await?;
+    let (code, after): (i64, i64) = store.link.query(&Call::Script(&invocation)).await?;
     match code {
         GRANTED => Ok(()),
         PAUSED => Err(RedisLimitsError::paused(wait_from_reply(after))),
         other => Err(RedisLimitsError::unavailable(
-            &store.address,
+            &store.link.address,
             format_args!("unexpected reply {other} from the pause check script"),
         )),
     }
@@ -320,6 +321,7 @@ pub(crate) async fn pause(
     let mut invocation = PAUSE.prepare_invoke();
     invocation.key(&paused).arg(micros(duration.min(MAX_PAUSE)));
     store
+        .link
         .query::<i64>(&Call::Script(&invocation))
         .await
         .map(drop)

@@ -1,7 +1,7 @@
 //! The store's settings at their bounds: the longest lease TTL and call timeout a store
 //! accepts work end to end (nothing inside overflows), and a poll interval of any length is
 //! safe. Values beyond the bounds are refused by the options themselves (unit tests in
-//! `src/store.rs`).
+//! `src/options.rs`).
 
 mod common;
 mod support;
