@@ -24,6 +24,11 @@
 //! Where the contestants live ([`store`], each in a [`slot`]): a tuple's inline in the
 //! race, a field each; an iterable's in boxed blocks ([`blocks`]).
 //!
+//! The poll's parts, apart from the [`Race`] that runs them: [`select`] (the select loop's
+//! rounds, and when a race leaves it), [`woken`] (the wake set, the lent wakers, and the
+//! polls of the woken contestants), [`hedge`] (the timeout's timer and the hedged starts),
+//! [`core`] (the counts, and the failures recorded as they come).
+//!
 //! What a race allocates: a tuple race, nothing (its timeout or hedge: one box for both,
 //! and the timer). An iterable race: one block for its first contestants, as many as the
 //! iterator says it has (2, 4, 8, 16 or 32 places), and one per 32 after them (with their
@@ -46,9 +51,13 @@
 
 mod blocks;
 mod contestants;
+mod core;
 pub(crate) mod error;
+mod hedge;
+mod select;
 mod slot;
 mod store;
+mod woken;
 
 pub use contestants::IntoContestants;
 pub use error::RaceError;
@@ -56,25 +65,23 @@ pub use error::RaceError;
 use std::fmt;
 use std::future::Future;
 use std::mem;
-use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::runtime::RtSleep;
-use crate::time::{Sleep, sleep};
-use crate::wake::{Lender, Lent, WakeSet};
-use slot::{Slot, SlotOwn, SlotProj, Visit, VisitEach};
-use store::Contestants;
-
-/// A poll of a race yields after this many polls of woken contestants (a larger race after
-/// as many as it has contestants), so that the executor runs others.
-const MIN_YIELD_EVERY: usize = 32;
+use self::core::{Core, take_errors};
+use self::hedge::{Extra, Start};
+use self::select::{Selected, poll_select};
+use self::store::Contestants;
+use self::woken::{Turned, Woken};
 
 /// A race of more contestants than this (and than a select loop for good holds) turns to
 /// its wake set at its first pending contestant, in its first poll, rather than after a
 /// wasted round: see the module docs.
 const SELECT_FIRST_MAX: usize = 32;
+
+/// What a poll of a race of `C` gives.
+type RacePoll<C> = Poll<Result<<C as Contestants>::Ok, RaceError<<C as Contestants>::Error>>>;
 
 /// Runs every contestant at once; the first to return `Ok` wins and the others are dropped.
 ///
@@ -185,427 +192,6 @@ enum State {
     Done,
 }
 
-/// What the race counts of its contestants, apart from where they are kept (the store
-/// knows how many there are) and the [`Woken`] parts (so each can be borrowed on its own
-/// while a contestant is polled).
-struct Core {
-    /// Contestants started and neither failed nor dropped; before the first poll, every
-    /// contestant (a hedged race sets it to 0 then).
-    running: usize,
-    /// Contestants `0..started` have been polled at least once; the rest never were.
-    started: usize,
-    /// Contestants failed so far.
-    failed: usize,
-}
-
-/// What a race that polls only its woken contestants keeps: made when it turns to its
-/// wake set (a hedged race of more than 4: on its first poll). Boxed, so that a select
-/// loop, the common race, carries one empty pointer for it and moves as a small future.
-struct Woken {
-    /// Which contestants were woken.
-    set: WakeSet,
-    /// The wakers lent to them.
-    lending: Lending,
-}
-
-/// The wakers a race with a wake set lends to its contestants.
-struct Lending {
-    lender: Lender,
-    /// The waker each contestant kept, if it kept a clone of the one lent to it: empty
-    /// until the first one does (contestants that only yield, or finish at once, never
-    /// do), then one entry per contestant.
-    lent: Vec<Option<Lent>>,
-    /// Contestants in the race: the length of `lent` once it is made.
-    len: usize,
-}
-
-impl Lending {
-    /// The waker contestant `index` kept, if any.
-    #[inline]
-    fn kept_by(&mut self, index: usize) -> Option<&mut Lent> {
-        self.lent.get_mut(index).and_then(Option::as_mut)
-    }
-
-    /// Takes the waker contestant `index` kept, if any (it has finished).
-    #[inline]
-    fn take_kept(&mut self, index: usize) -> Option<Lent> {
-        self.lent.get_mut(index).and_then(Option::take)
-    }
-
-    /// Records that contestant `index` kept `waker`.
-    #[inline]
-    fn keep(&mut self, index: usize, waker: Lent) {
-        if self.lent.is_empty() {
-            self.make_table();
-        }
-        self.lent[index] = Some(waker);
-    }
-
-    /// The table of kept wakers, when the first contestant keeps one.
-    #[cold]
-    #[inline(never)]
-    fn make_table(&mut self) {
-        self.lent.resize_with(self.len, || None);
-    }
-}
-
-impl Woken {
-    /// The wake set and wakers of a race of `len` contestants, none woken or lent yet.
-    fn new(len: usize) -> Box<Self> {
-        let set = WakeSet::new(len);
-        let lender = Lender::new(&set);
-        Box::new(Self {
-            set,
-            lending: Lending {
-                lender,
-                lent: Vec::new(),
-                len,
-            },
-        })
-    }
-}
-
-/// What polling one contestant gave.
-enum Polled<T> {
-    Pending,
-    /// The contestant failed; its error is recorded.
-    Failed,
-    Won(T),
-}
-
-/// Records that the contestant in `slot` failed with `error`.
-#[inline]
-fn record_failure<F, E>(core: &mut Core, mut slot: Pin<&mut Slot<F, E>>, error: E) {
-    slot.set(Slot::Failed {
-        error,
-        order: core.failed,
-    });
-    core.failed += 1;
-    core.running -= 1;
-}
-
-/// Polls contestant `index` with a waker lent from the set (starting it if it never was)
-/// and records a failure.
-struct PollLent<'a, 'b> {
-    core: &'a mut Core,
-    index: usize,
-    set: &'b WakeSet,
-    lending: &'a mut Lending,
-}
-
-impl<T, E> Visit<T, E> for PollLent<'_, '_> {
-    type Output = Polled<T>;
-
-    #[inline]
-    fn visit<F>(self, mut slot: Pin<&mut Slot<F, E>>) -> Polled<T>
-    where
-        F: Future<Output = Result<T, E>>,
-    {
-        let Self {
-            core,
-            index,
-            set,
-            lending,
-        } = self;
-        // A contestant that already failed may still be woken by a stale waker: skip it.
-        let SlotProj::Running { future } = slot.as_mut().project() else {
-            return Polled::Pending;
-        };
-        let (waker, had_kept) = match lending.kept_by(index) {
-            Some(kept) => (kept.waker(), true),
-            None => (lending.lender.lend(set, index), false),
-        };
-        match future.poll(&mut Context::from_waker(waker)) {
-            Poll::Pending => {
-                // A contestant that kept a clone of the lent waker keeps the waker.
-                if !had_kept {
-                    if let Some(kept) = lending.lender.kept(set) {
-                        lending.keep(index, kept);
-                    }
-                }
-                Polled::Pending
-            }
-            Poll::Ready(Ok(value)) => Polled::Won(value),
-            Poll::Ready(Err(error)) => {
-                let kept = lending.take_kept(index);
-                // Dropped first: a contestant that kept a clone drops it with itself, and
-                // then the waker can be reused.
-                record_failure(core, slot, error);
-                lending.lender.finished(set, kept);
-                Polled::Failed
-            }
-        }
-    }
-}
-
-/// Takes a failed contestant's error and how many failed before it; drops the contestant.
-struct TakeError;
-
-impl<T, E> Visit<T, E> for TakeError {
-    type Output = Option<(usize, E)>;
-
-    fn visit<F>(self, slot: Pin<&mut Slot<F, E>>) -> Self::Output
-    where
-        F: Future<Output = Result<T, E>>,
-    {
-        match slot.project_replace(Slot::Empty) {
-            SlotOwn::Failed { error, order } => Some((order, error)),
-            _ => None,
-        }
-    }
-}
-
-/// Polls contestant `index` of `store` with a waker lent for `set`.
-#[inline]
-fn poll_one<C>(
-    store: Pin<&mut C::Store>,
-    core: &mut Core,
-    index: usize,
-    set: &WakeSet,
-    lending: &mut Lending,
-) -> Polled<C::Ok>
-where
-    C: ?Sized + Contestants,
-{
-    let poll = PollLent {
-        core,
-        index,
-        set,
-        lending,
-    };
-    C::visit(store, index, poll)
-}
-
-/// What one poll of a select loop gave.
-enum Selected<T> {
-    Won(T),
-    /// No winner; wait for the next poll.
-    Pending,
-    /// No winner, and the contestants would be better polled through a wake set: the
-    /// poll ended on a round that may have woken contestants polled earlier in it.
-    ToWakeSet,
-}
-
-/// One poll of a select loop: polls every running contestant with the race's own waker,
-/// and once more while one failed after others had pended in the same round (its end may
-/// have woken them, as one mirror's answer can unblock another's), rather than after a
-/// round trip through the executor. Each extra round needs a new failure: at most as
-/// many rounds as contestants.
-///
-/// Unless `lasting`, a round that would be wasted on contestants that pend again ends the
-/// select loop instead: a failure after a pend in the same round (the next round would
-/// poll every pending contestant to find the one it woke), or, on a poll after the first
-/// (`first` false), a contestant that pends again (the race was woken for another one).
-/// With `stop_at_pend` (a race of more than [`SELECT_FIRST_MAX`]), the first pending
-/// contestant ends it.
-#[inline]
-fn poll_select<C>(
-    mut store: Pin<&mut C::Store>,
-    core: &mut Core,
-    cx: &mut Context<'_>,
-    lasting: bool,
-    first: bool,
-    stop_at_pend: bool,
-) -> Selected<C::Ok>
-where
-    C: ?Sized + Contestants,
-{
-    loop {
-        let mut round = SelectRound {
-            started: core.started,
-            core: &mut *core,
-            cx: &mut *cx,
-            pended: false,
-            again: false,
-            stop_at_pend,
-        };
-        match C::for_each(store.as_mut(), &mut round) {
-            ControlFlow::Break(Some(value)) => return Selected::Won(value),
-            ControlFlow::Break(None) => return Selected::ToWakeSet,
-            ControlFlow::Continue(()) => {}
-        }
-        let (pended, again) = (round.pended, round.again);
-        if !lasting && (again || (pended && !first)) {
-            return Selected::ToWakeSet;
-        }
-        if !again {
-            return Selected::Pending;
-        }
-    }
-}
-
-/// Polls the contestant in `slot` (running) with the race's own waker, and records a
-/// failure.
-#[inline]
-fn poll_own<F, T, E>(
-    core: &mut Core,
-    mut slot: Pin<&mut Slot<F, E>>,
-    cx: &mut Context<'_>,
-) -> Polled<T>
-where
-    F: Future<Output = Result<T, E>>,
-{
-    let SlotProj::Running { future } = slot.as_mut().project() else {
-        unreachable!("only a running contestant is polled");
-    };
-    match future.poll(cx) {
-        Poll::Pending => Polled::Pending,
-        Poll::Ready(Ok(value)) => Polled::Won(value),
-        Poll::Ready(Err(error)) => {
-            record_failure(core, slot, error);
-            Polled::Failed
-        }
-    }
-}
-
-/// Polls one contestant with the race's own waker (a hedged select loop's start).
-struct PollOwn<'a, 'b, 'c> {
-    core: &'a mut Core,
-    cx: &'b mut Context<'c>,
-}
-
-impl<T, E> Visit<T, E> for PollOwn<'_, '_, '_> {
-    type Output = Polled<T>;
-
-    #[inline]
-    fn visit<F>(self, slot: Pin<&mut Slot<F, E>>) -> Polled<T>
-    where
-        F: Future<Output = Result<T, E>>,
-    {
-        poll_own(self.core, slot, self.cx)
-    }
-}
-
-/// The waker a hedged race starts its next contestant with.
-enum Start<'a> {
-    /// The race's own: a select loop.
-    Own,
-    /// One lent from the race's wake set.
-    Lent(&'a WakeSet, &'a mut Lending),
-}
-
-/// One round of a select loop: polls every running contestant with the race's own waker.
-struct SelectRound<'a, 'b, 'c> {
-    core: &'a mut Core,
-    cx: &'b mut Context<'c>,
-    /// A contestant pended in this round.
-    pended: bool,
-    /// A contestant failed after one pended in this round.
-    again: bool,
-    /// End the round, and the select loop, at the first contestant that pends.
-    stop_at_pend: bool,
-    /// Contestants started: a hedged race's later ones wait for their start.
-    started: usize,
-}
-
-impl<T, E> VisitEach<T, E> for SelectRound<'_, '_, '_> {
-    /// The winner's value, or `None` for a round ended at a pending contestant.
-    type Break = Option<T>;
-
-    #[inline]
-    fn visit<F>(&mut self, index: usize, mut slot: Pin<&mut Slot<F, E>>) -> ControlFlow<Option<T>>
-    where
-        F: Future<Output = Result<T, E>>,
-    {
-        if index >= self.started {
-            return ControlFlow::Continue(());
-        }
-        // A contestant that failed in an earlier round is skipped, and does not count as
-        // pending.
-        let SlotProj::Running { future } = slot.as_mut().project() else {
-            return ControlFlow::Continue(());
-        };
-        match future.poll(self.cx) {
-            Poll::Pending if self.stop_at_pend => return ControlFlow::Break(None),
-            Poll::Pending => self.pended = true,
-            Poll::Ready(Ok(value)) => return ControlFlow::Break(Some(value)),
-            Poll::Ready(Err(error)) => {
-                record_failure(self.core, slot, error);
-                self.again |= self.pended;
-            }
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-/// The round that turns a select loop to its wake set: polls every running contestant
-/// with a waker lent from the set.
-struct LentRound<'a, 'b> {
-    core: &'a mut Core,
-    set: &'b WakeSet,
-    lending: &'a mut Lending,
-    /// A contestant woke itself.
-    yielded: bool,
-}
-
-impl<T, E> VisitEach<T, E> for LentRound<'_, '_> {
-    type Break = T;
-
-    #[inline]
-    fn visit<F>(&mut self, index: usize, slot: Pin<&mut Slot<F, E>>) -> ControlFlow<T>
-    where
-        F: Future<Output = Result<T, E>>,
-    {
-        if !matches!(slot.as_ref().get_ref(), Slot::Running { .. }) {
-            return ControlFlow::Continue(());
-        }
-        let poll = PollLent {
-            core: &mut *self.core,
-            index,
-            set: self.set,
-            lending: &mut *self.lending,
-        };
-        match poll.visit(slot) {
-            Polled::Won(value) => return ControlFlow::Break(value),
-            Polled::Pending => self.yielded |= self.set.is_marked(index),
-            Polled::Failed => {}
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-impl Core {
-    /// Starts the next contestant: its first poll.
-    fn start_next<C>(
-        &mut self,
-        store: Pin<&mut C::Store>,
-        start: &mut Start<'_>,
-        cx: &mut Context<'_>,
-    ) -> Polled<C::Ok>
-    where
-        C: ?Sized + Contestants,
-    {
-        let index = self.started;
-        self.started += 1;
-        self.running += 1;
-        match start {
-            Start::Own => C::visit(store, index, PollOwn { core: self, cx }),
-            Start::Lent(set, lending) => poll_one::<C>(store, self, index, set, lending),
-        }
-    }
-}
-
-/// The errors, in the order the contestants failed; drops every contestant.
-fn take_errors<C>(mut store: Pin<&mut C::Store>, core: &mut Core) -> Vec<(usize, C::Error)>
-where
-    C: ?Sized + Contestants,
-{
-    let mut errors = Vec::with_capacity(core.failed);
-    for index in 0..C::len(&store) {
-        if let Some((order, error)) = C::visit(store.as_mut(), index, TakeError) {
-            errors.push((order, index, error));
-        }
-    }
-    C::clear(store);
-    core.running = 0;
-    errors.sort_unstable_by_key(|&(order, _, _)| order);
-    // Collected in place: the same allocation, each entry one word shorter.
-    errors
-        .into_iter()
-        .map(|(_, index, error)| (index, error))
-        .collect()
-}
-
 pin_project_lite::pin_project! {
     /// The future of a [`race`], and its builder: set a [`timeout`](Self::timeout) or a
     /// [`hedge`](Self::hedge) delay, then `.await` it (or spawn it, or return it from a map's
@@ -658,35 +244,6 @@ pin_project_lite::pin_project! {
     }
 }
 
-pin_project_lite::pin_project! {
-    /// What a timeout and a hedge add to a race, apart so a plain race carries one empty
-    /// pointer for both.
-    struct Extra {
-        timeout: Option<Duration>,
-        // Started on the first poll when there is a timeout.
-        #[pin]
-        timer: Option<Sleep>,
-        // Set for a hedged race.
-        hedge: Option<Duration>,
-        // Fires `hedge` after the latest start; set again at each start after which the
-        // race has to wait (one timer for the race, not one per contestant). `None` until
-        // then.
-        #[pin]
-        next_start: Option<RtSleep>,
-    }
-}
-
-impl Extra {
-    fn new() -> Self {
-        Self {
-            timeout: None,
-            timer: None,
-            hedge: None,
-            next_start: None,
-        }
-    }
-}
-
 impl<C> Race<C>
 where
     C: ?Sized + Contestants,
@@ -730,7 +287,7 @@ where
     /// [`RaceError`] whose [`is_timed_out`](RaceError::is_timed_out) is true and that carries
     /// the errors collected until then.
     pub fn timeout(mut self, duration: Duration) -> Self {
-        *self.extra().project().timeout = Some(duration);
+        self.extra().set_timeout(duration);
         self
     }
 
@@ -815,10 +372,10 @@ where
     pub fn hedge(mut self, delay: Duration) -> Self {
         if delay.is_zero() {
             if let Some(extra) = &mut self.extra {
-                *extra.as_mut().project().hedge = None;
+                extra.as_mut().set_hedge(None);
             }
         } else {
-            *self.extra().project().hedge = Some(delay);
+            self.extra().set_hedge(Some(delay));
         }
         self
     }
@@ -839,7 +396,7 @@ where
     }
 
     /// Ends the race with a winner: the losers go before its value leaves this poll.
-    fn win(self: Pin<&mut Self>, value: C::Ok) -> Poll<Result<C::Ok, RaceError<C::Error>>> {
+    fn win(self: Pin<&mut Self>, value: C::Ok) -> RacePoll<C> {
         let this = self.project();
         C::clear(this.store);
         this.core.running = 0;
@@ -851,10 +408,7 @@ where
 
     /// After polling the contestants without a winner: fails if nobody runs, else
     /// registers the parent's waker (with a wake set) and checks the timeout.
-    fn pend(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<C::Ok, RaceError<C::Error>>> {
+    fn pend(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> RacePoll<C> {
         let this = self.as_mut().project();
         if this.core.running == 0 {
             return Poll::Ready(Err(self.fail(None)));
@@ -869,62 +423,77 @@ where
             }
         }
         if let Some(extra) = this.extra {
-            let extra = extra.as_mut().project();
-            if let Some(timer) = extra.timer.as_pin_mut() {
-                if timer.poll(cx).is_ready() {
-                    let timeout = *extra.timeout;
-                    if let Some(after) = timeout {
-                        crate::events::timed_out("race", after);
-                    }
-                    return Poll::Ready(Err(self.fail(timeout)));
+            if let Poll::Ready(timeout) = extra.as_mut().poll_timeout(cx) {
+                if let Some(after) = timeout {
+                    crate::events::timed_out("race", after);
                 }
+                return Poll::Ready(Err(self.fail(timeout)));
             }
         }
         Poll::Pending
     }
-}
-impl Extra {
-    /// Starts every contestant that is due: while some are left, the next one once every
-    /// started one has failed or the timer has fired. Returns the winner's value if one
-    /// of them wins on its first poll.
-    ///
-    /// Never inlined: kept out of the race's poll, so the plain race's poll stays small.
-    #[inline(never)]
-    fn start_due<C>(
-        self: Pin<&mut Self>,
-        mut store: Pin<&mut C::Store>,
-        core: &mut Core,
-        mut start: Start<'_>,
-        cx: &mut Context<'_>,
-    ) -> Option<C::Ok>
-    where
-        C: ?Sized + Contestants,
-    {
+
+    /// The first poll's set-up, before any contestant is polled: starts the timeout's
+    /// timer. A plain race starts its `len` contestants now; a hedged one starts nobody
+    /// yet, and makes its wake set now unless it is a select loop for good. Returns
+    /// whether every contestant starts now.
+    #[inline]
+    fn begin(self: Pin<&mut Self>, len: usize) -> bool {
         let this = self.project();
-        let delay = (*this.hedge)?;
-        let mut next_start = this.next_start;
-        let len = C::len(&store);
-        while core.started < len {
-            if core.running > 0 {
-                // The timer was set at the latest start: that start left `running > 0`.
-                let timer = next_start.as_mut().as_pin_mut()?;
-                if timer.poll(cx).is_pending() {
-                    return None;
-                }
-            }
-            if core.started > 0 {
-                crate::events::hedge(core.started, core.running == 0);
-            }
-            if let Polled::Won(value) = core.start_next::<C>(store.as_mut(), &mut start, cx) {
-                return Some(value);
-            }
-            // Set the timer only when the race will wait on it: a contestant that failed
-            // at once, with nobody else running, lets the next one start right away.
-            if core.running > 0 && core.started < len {
-                next_start.set(Some(RtSleep::after(delay)));
+        let hedged = this
+            .extra
+            .as_mut()
+            .is_some_and(|extra| extra.as_mut().arm());
+        if !hedged {
+            this.core.started = len;
+        } else {
+            // Nobody runs yet: the first contestant starts as each next one will (in
+            // `start_due`); a race that is not a select loop for good starts them with a
+            // waker of its own each (a hedged race waits anyway).
+            this.core.running = 0;
+            if !C::is_select_loop(&this.store) {
+                *this.wake = Some(Woken::new(len));
             }
         }
-        None
+        !hedged
+    }
+
+    /// A poll of the race of `len` with its wake set, after the round that turned it to
+    /// the set in this poll (`turned`; `None` without one): polls the woken contestants,
+    /// unless that round had a winner or a contestant yielded in it, then starts a hedged
+    /// race's contestants that are due.
+    #[inline]
+    fn poll_wake_set(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        len: usize,
+        turned: Option<Turned<C::Ok>>,
+    ) -> RacePoll<C> {
+        let (mut winner, yielded) = match turned {
+            Some(Turned { winner, yielded }) => (winner, yielded),
+            None => (None, false),
+        };
+        let mut this = self.as_mut().project();
+        // Wake-ups during this poll only mark their contestants: we look before we return.
+        let Some(woken) = this.wake.as_deref_mut() else {
+            unreachable!("a race past its select loop has a wake set");
+        };
+        woken.set.enter();
+        if winner.is_none() && !yielded {
+            winner = woken.poll_woken::<C>(this.store.as_mut(), this.core, len);
+        }
+        // The one branch a race without extras pays for hedging.
+        if let (None, Some(extra)) = (&winner, this.extra.as_mut()) {
+            let start = Start::Lent(&woken.set, &mut woken.lending);
+            winner = extra
+                .as_mut()
+                .start_due::<C>(this.store.as_mut(), this.core, start, cx);
+        }
+        *this.state = State::Running;
+        match winner {
+            Some(value) => self.win(value),
+            None => self.pend(cx),
+        }
     }
 }
 
@@ -939,8 +508,8 @@ where
             .field("running", &self.core.running)
             .field("started", &self.core.started)
             .field("failed", &self.core.failed)
-            .field("timeout", &extra.and_then(|extra| extra.timeout))
-            .field("hedge", &extra.and_then(|extra| extra.hedge))
+            .field("timeout", &extra.and_then(Extra::timeout))
+            .field("hedge", &extra.and_then(Extra::hedge))
             .finish_non_exhaustive()
     }
 }
@@ -952,42 +521,19 @@ where
     type Output = Result<C::Ok, RaceError<C::Error>>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.as_mut().project();
-        let state = mem::replace(this.state, State::Polling);
-        let len = C::len(&this.store);
+        let state = mem::replace(self.as_mut().project().state, State::Polling);
+        let len = C::len(&self.store);
+        // Whether this is a select loop's first poll, its contestants all started now: one
+        // that pends is then no sign that the race was woken for another one.
         let first = match state {
-            State::Select => false,
-            State::Fresh => {
-                let mut hedged = false;
-                if let Some(extra) = this.extra.as_mut() {
-                    let mut extra = extra.as_mut().project();
-                    if let Some(duration) = *extra.timeout {
-                        extra.timer.set(Some(sleep(duration)));
-                    }
-                    hedged = extra.hedge.is_some();
-                }
-                if !hedged {
-                    this.core.started = len;
-                } else {
-                    // Nobody runs yet: the first contestant starts below, as each next
-                    // one; a race that is not a select loop for good starts them with a
-                    // waker of its own each (a hedged race waits anyway).
-                    this.core.running = 0;
-                    if !C::is_select_loop(&this.store) {
-                        *this.wake = Some(Woken::new(len));
-                    }
-                }
-                !hedged
-            }
-            State::Running => false,
+            State::Select | State::Running => false,
+            State::Fresh => self.as_mut().begin(len),
             State::Done => panic!("`Race` polled after it completed"),
             State::Polling => panic!("`Race` polled after a contestant panicked"),
         };
-        let mut winner = None;
-        // A contestant woke itself (it yielded): the executor gets its turn before the
-        // contestants woken now are polled.
-        let mut yielded = false;
-        if state == State::Select || (state == State::Fresh && this.wake.is_none()) {
+        let mut turned = None;
+        if state == State::Select || (state == State::Fresh && self.wake.is_none()) {
+            let mut this = self.as_mut().project();
             let lasting = C::is_select_loop(&this.store);
             let stop_at_pend = !lasting && len > SELECT_FIRST_MAX;
             let store = this.store.as_mut();
@@ -1008,68 +554,11 @@ where
                     return self.pend(cx);
                 }
                 Selected::ToWakeSet => {
-                    // Every contestant still running may hold the race's own waker, which
-                    // does not tell which one to poll: each is polled once more now, with a
-                    // waker of its own from then on.
-                    let Woken { set, lending } = &mut **this.wake.insert(Woken::new(len));
-                    set.enter();
-                    let mut round = LentRound {
-                        core: &mut *this.core,
-                        set,
-                        lending,
-                        yielded: false,
-                    };
-                    if let ControlFlow::Break(value) = C::for_each(this.store.as_mut(), &mut round)
-                    {
-                        winner = Some(value);
-                    }
-                    yielded = round.yielded;
+                    let woken = this.wake.insert(Woken::new(len));
+                    turned = Some(woken.lend_round::<C>(this.store.as_mut(), this.core));
                 }
             }
         }
-        // Wake-ups during this poll only mark their contestants: we look before we return.
-        let Some(woken) = this.wake.as_deref_mut() else {
-            unreachable!("a race past its select loop has a wake set");
-        };
-        woken.set.enter();
-        // The yield allowance: polls left in this poll of the race for contestants woken
-        // during it.
-        let mut allowance = len.max(MIN_YIELD_EVERY);
-        // Poll the woken contestants, again while polling them wakes others (one finishing
-        // wakes the next, say): within the allowance, until one yields.
-        {
-            let Woken { set, lending } = woken;
-            while winner.is_none() && !yielded && allowance > 0 && set.has_woken() {
-                let _ = set.drain(|index| {
-                    if allowance == 0 {
-                        return ControlFlow::Break(());
-                    }
-                    allowance -= 1;
-                    match poll_one::<C>(this.store.as_mut(), this.core, index, set, lending) {
-                        Polled::Won(value) => {
-                            winner = Some(value);
-                            ControlFlow::Break(())
-                        }
-                        Polled::Pending => {
-                            yielded |= set.is_marked(index);
-                            ControlFlow::Continue(())
-                        }
-                        Polled::Failed => ControlFlow::Continue(()),
-                    }
-                });
-            }
-            // The one branch a race without extras pays for hedging.
-            if let (None, Some(extra)) = (&winner, this.extra.as_mut()) {
-                let start = Start::Lent(set, lending);
-                winner = extra
-                    .as_mut()
-                    .start_due::<C>(this.store.as_mut(), this.core, start, cx);
-            }
-        }
-        *this.state = State::Running;
-        match winner {
-            Some(value) => self.win(value),
-            None => self.pend(cx),
-        }
+        self.poll_wake_set(cx, len, turned)
     }
 }

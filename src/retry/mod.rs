@@ -386,6 +386,16 @@ enum Outcome<T, E> {
     Failed(Option<E>),
 }
 
+/// What a failed attempt leads to.
+enum AfterFailure<E> {
+    /// The retry gives up with this error.
+    GiveUp(RetryError<E>),
+    /// The next attempt starts on the next poll: the task is woken for it.
+    NextPoll,
+    /// A pause began.
+    Pausing,
+}
+
 impl<F, Fut, T, E, P> Future for Retry<F, Fut, P>
 where
     F: FnMut() -> Fut,
@@ -399,24 +409,7 @@ where
         loop {
             let outcome = match this.step.as_mut().project() {
                 StepProj::Start => {
-                    let started = now();
-                    if this.run.record.made() == 0 && this.run.attempt_started.is_none() {
-                        // The first poll: the whole-retry timeout starts now.
-                        if let Some(limit) = this.policy.timeout {
-                            this.whole.set(WholeTimer::On {
-                                timer: sleep(limit),
-                            });
-                            this.run.ends_at = started.checked_add(limit);
-                        }
-                    }
-                    this.run.attempt_started = Some(started);
-                    let attempt = (this.make_attempt)();
-                    match this.policy.attempt_timeout {
-                        Some(limit) => this.step.set(Step::Limited {
-                            attempt: timeout(limit, attempt),
-                        }),
-                        None => this.step.set(Step::Running { attempt }),
-                    }
+                    start_attempt(&mut this);
                     continue;
                 }
                 StepProj::Running { attempt } => match attempt.poll(cx) {
@@ -448,63 +441,124 @@ where
                 }
                 Outcome::Failed(error) => error,
             };
-            // The attempt's future goes before the pause (it may hold a connection or a slot).
-            this.step.set(Step::Start);
-            let retryable = error.as_ref().is_none_or(|error| (this.retryable)(error));
-            let attempt_timed_out = error.is_none();
-            this.run.record(error);
-            let made = this.run.record.made();
-            let stop = if !retryable {
-                Some(Stop::Permanent)
-            } else if made >= this.policy.attempts {
-                Some(Stop::Exhausted)
-            } else {
-                None
-            };
-            if let Some(stop) = stop {
-                return Poll::Ready(Err(finish(&mut this, stop)));
-            }
-            let pause = this.policy.pause(made, &mut this.run.rng);
-            let reason = if attempt_timed_out {
-                RetryReason::AttemptTimedOut
-            } else {
-                RetryReason::Error
-            };
-            crate::events::retry(made, pause, reason);
-            if let (Some(ends_at), Some(limit)) = (this.run.ends_at, this.policy.timeout) {
-                if now()
-                    .checked_add(pause)
-                    .is_none_or(|resume| resume >= ends_at)
-                {
-                    return Poll::Ready(Err(finish(&mut this, Stop::TimedOut(limit))));
-                }
-            }
-            if pause.is_zero() {
-                // Start the next attempt on the next poll, not in this one: a run of
-                // attempts that fail at once must not keep the executor (and a timeout
-                // around the retry) waiting until every attempt is spent.
-                cx.waker().wake_by_ref();
-                break;
-            }
-            this.step.set(Step::Pausing {
-                pause: sleep(pause),
-            });
-        }
-        // Pending. The whole-retry timer goes after the step, so an attempt that just
-        // finished wins.
-        if let WholeTimerProj::On { timer } = this.whole.as_mut().project() {
-            if timer.poll(cx).is_ready() {
-                if let StepProj::Running { .. } | StepProj::Limited { .. } =
-                    this.step.as_mut().project()
-                {
-                    this.run.record(None);
-                }
-                let limit = this.policy.timeout.unwrap_or_default();
-                return Poll::Ready(Err(finish(&mut this, Stop::TimedOut(limit))));
+            match after_failure(&mut this, error, cx) {
+                AfterFailure::GiveUp(error) => return Poll::Ready(Err(error)),
+                AfterFailure::NextPoll => break,
+                AfterFailure::Pausing => {}
             }
         }
-        Poll::Pending
+        poll_whole_timer(&mut this, cx)
     }
+}
+
+/// Starts an attempt: makes its future, under its time limit if there is one. On the
+/// retry's first poll, the whole-retry timeout starts first.
+#[inline]
+fn start_attempt<F, Fut, T, E, P>(this: &mut RetryProj<'_, F, Fut, P>)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let started = now();
+    if this.run.record.made() == 0 && this.run.attempt_started.is_none() {
+        // The first poll: the whole-retry timeout starts now.
+        if let Some(limit) = this.policy.timeout {
+            this.whole.set(WholeTimer::On {
+                timer: sleep(limit),
+            });
+            this.run.ends_at = started.checked_add(limit);
+        }
+    }
+    this.run.attempt_started = Some(started);
+    let attempt = (this.make_attempt)();
+    match this.policy.attempt_timeout {
+        Some(limit) => this.step.set(Step::Limited {
+            attempt: timeout(limit, attempt),
+        }),
+        None => this.step.set(Step::Running { attempt }),
+    }
+}
+
+/// After a failed attempt (`error` `None`: it timed out): records it, then gives up (the
+/// error is not retryable, the attempts are spent, or the pause would end at or after the
+/// whole-retry timeout) or pauses before the next attempt.
+#[inline]
+fn after_failure<F, Fut, T, E, P>(
+    this: &mut RetryProj<'_, F, Fut, P>,
+    error: Option<E>,
+    cx: &mut Context<'_>,
+) -> AfterFailure<E>
+where
+    Fut: Future<Output = Result<T, E>>,
+    P: FnMut(&E) -> bool,
+{
+    // The attempt's future goes before the pause (it may hold a connection or a slot).
+    this.step.set(Step::Start);
+    let retryable = error.as_ref().is_none_or(|error| (this.retryable)(error));
+    let attempt_timed_out = error.is_none();
+    this.run.record(error);
+    let made = this.run.record.made();
+    let stop = if !retryable {
+        Some(Stop::Permanent)
+    } else if made >= this.policy.attempts {
+        Some(Stop::Exhausted)
+    } else {
+        None
+    };
+    if let Some(stop) = stop {
+        return AfterFailure::GiveUp(finish(this, stop));
+    }
+    let pause = this.policy.pause(made, &mut this.run.rng);
+    let reason = if attempt_timed_out {
+        RetryReason::AttemptTimedOut
+    } else {
+        RetryReason::Error
+    };
+    crate::events::retry(made, pause, reason);
+    if let (Some(ends_at), Some(limit)) = (this.run.ends_at, this.policy.timeout) {
+        if now()
+            .checked_add(pause)
+            .is_none_or(|resume| resume >= ends_at)
+        {
+            return AfterFailure::GiveUp(finish(this, Stop::TimedOut(limit)));
+        }
+    }
+    if pause.is_zero() {
+        // Start the next attempt on the next poll, not in this one: a run of attempts
+        // that fail at once must not keep the executor (and a timeout around the retry)
+        // waiting until every attempt is spent.
+        cx.waker().wake_by_ref();
+        return AfterFailure::NextPoll;
+    }
+    this.step.set(Step::Pausing {
+        pause: sleep(pause),
+    });
+    AfterFailure::Pausing
+}
+
+/// The end of a poll that is pending on the step: checks the whole-retry timer. It goes
+/// after the step, so an attempt that just finished wins; an attempt still running when
+/// it fires is recorded as timed out.
+#[inline]
+fn poll_whole_timer<F, Fut, T, P>(
+    this: &mut RetryProj<'_, F, Fut, P>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, RetryError<Fut::Error>>>
+where
+    Fut: TryFuture,
+{
+    if let WholeTimerProj::On { timer } = this.whole.as_mut().project() {
+        if timer.poll(cx).is_ready() {
+            if let StepProj::Running { .. } | StepProj::Limited { .. } =
+                this.step.as_mut().project()
+            {
+                this.run.record(None);
+            }
+            let limit = this.policy.timeout.unwrap_or_default();
+            return Poll::Ready(Err(finish(this, Stop::TimedOut(limit))));
+        }
+    }
+    Poll::Pending
 }
 
 /// Ends the retry: drops the attempt or pause and the whole-retry timer, hands out the
