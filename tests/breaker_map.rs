@@ -13,8 +13,9 @@
 //! What holds at any speed is checked on every executor (`matrix!`: smol, `run_sync`,
 //! tokio current and multi-thread) with the same scenarios: at most one key open, no key
 //! open once the map ended, every figure adds up, nothing lost, a refusal names its key,
-//! and the other host never fails. The refusal of a breaker on shared limits needs no
-//! time at all.
+//! and the other host never fails. With shared limits (in-process, granting at once), in
+//! either order and either mode, on virtual time: the failing host asks them for nothing
+//! while its breaker is open, and no permit is held once the map ended.
 
 mod common;
 
@@ -390,42 +391,104 @@ virtual_time! {
         }
     }
 }
-/// Shared limits that grant every ask at once.
-struct GrantAll;
+/// Shared limits that grant every ask at once, noting when each of host 0's asks came and
+/// how many permits are held.
+#[derive(Default)]
+struct GrantCounting {
+    asks_of_host_0: Mutex<Vec<Instant>>,
+    held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
 
-impl tollgate::SharedLimits<u32> for GrantAll {
-    type Permit = ();
+/// A permit of [`GrantCounting`]: held until dropped.
+struct Counted(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl tollgate::SharedLimits<u32> for &GrantCounting {
+    type Permit = Counted;
     type Error = CircuitOpen;
-    type Ask = std::future::Ready<tollgate::Answer<(), CircuitOpen>>;
+    type Ask = std::future::Ready<tollgate::Answer<Counted, CircuitOpen>>;
     type Wake = std::future::Pending<()>;
     type Revoked = std::future::Pending<CircuitOpen>;
-    fn ask(&self, _key: &u32) -> Self::Ask {
-        std::future::ready(tollgate::Answer::Granted(()))
+    fn ask(&self, key: &u32) -> Self::Ask {
+        if *key == 0 {
+            self.asks_of_host_0.lock().unwrap().push(now());
+        }
+        self.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::future::ready(tollgate::Answer::Granted(Counted(std::sync::Arc::clone(
+            &self.held,
+        ))))
     }
     fn wake(&self, _key: &u32) -> Option<Self::Wake> {
         None
     }
-    fn revoked(&self, _permit: &()) -> Option<Self::Revoked> {
+    fn revoked(&self, _permit: &Counted) -> Option<Self::Revoked> {
         None
     }
 }
 
-#[test]
-#[should_panic(expected = ".breaker and .shared_limits on one map are not supported yet")]
-fn a_breaker_after_shared_limits_is_refused_with_a_clear_message() {
-    let _map = tollgate::map_async(0..4u32, 2, |n| async move { Ok::<u32, Error>(n) })
-        .per_key(host, 1)
-        .shared_limits(GrantAll)
-        .classify(classify)
-        .breaker(breaker());
+/// Checks a run of a map with shared limits and a breaker: nothing lost, the failing host
+/// asked the limits for nothing while its breaker was open, no permit held at the end.
+fn check_breaker_on_shared_limits(
+    server: &Server,
+    limits: &GrantCounting,
+    outputs: &[Result<u32, Error>],
+) {
+    assert_eq!(outputs.len(), 40, "every item ended");
+    assert!(
+        outputs.iter().filter(|output| output.is_ok()).count() >= 20,
+        "the other host's items all succeeded: {outputs:?}"
+    );
+    let opened = server.opened();
+    let asked_while_open: Vec<Duration> = limits
+        .asks_of_host_0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|&&at| at >= opened && at < opened + OPEN_FOR)
+        .map(|&at| at - opened)
+        .collect();
+    assert!(
+        asked_while_open.is_empty(),
+        "host 0 asked while its breaker was open: {asked_while_open:?} after the opening"
+    );
+    assert_eq!(
+        limits.held.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no permit left"
+    );
 }
 
-#[test]
-#[should_panic(expected = ".breaker and .shared_limits on one map are not supported yet")]
-fn shared_limits_after_a_breaker_are_refused_with_a_clear_message() {
-    let _map = tollgate::map_async(0..4u32, 2, |n| async move { Ok::<u32, Error>(n) })
-        .per_key(host, 1)
-        .classify(classify)
-        .breaker(breaker())
-        .shared_limits(GrantAll);
+virtual_time! {
+    async fn a_breaker_after_shared_limits_asks_for_nothing_while_open_and_keeps_no_permit() {
+        let (server, limits) = (Server::default(), GrantCounting::default());
+        let outputs: Vec<Result<u32, Error>> = stream::iter(0..40u32)
+            .map_unordered(4, |n| server.fetch(n))
+            .per_key(host, 1)
+            .shared_limits(&limits)
+            .classify(classify)
+            .breaker(breaker())
+            .collect()
+            .await;
+        check_breaker_on_shared_limits(&server, &limits, &outputs);
+        assert!(outputs.iter().any(|output| matches!(output, Err(Error::Open(_)))), "some items were refused");
+    }
+
+    async fn shared_limits_after_a_waiting_breaker_ask_for_nothing_while_open_and_keep_no_permit() {
+        let (server, limits) = (Server::default(), GrantCounting::default());
+        let outputs: Vec<Result<u32, Error>> = stream::iter(0..40u32)
+            .map_unordered(4, |n| server.fetch(n))
+            .per_key(host, 1)
+            .classify(classify)
+            .breaker_waiting(breaker())
+            .shared_limits(&limits)
+            .collect()
+            .await;
+        check_breaker_on_shared_limits(&server, &limits, &outputs);
+        assert_eq!(outputs.iter().filter(|output| output.is_err()).count(), 4, "only the four failures before the opening: {outputs:?}");
+    }
 }

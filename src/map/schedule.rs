@@ -695,9 +695,11 @@ where
     /// sooner than a fresh one: at once if it saw only successes, when its open period is
     /// over if it opened (seen again, it starts closed), else once its record forgets its
     /// failures (at most 10 minutes without outcomes). Each map's breakers are its own: a
-    /// fleet's processes do not share them. Not supported yet together with
-    /// [`shared_limits`](Self::shared_limits) (either call panics after the other). [`breaker_waiting`](Self::breaker_waiting) makes the
-    /// items of an open key wait instead.
+    /// fleet's processes do not share them. With [`shared_limits`](Self::shared_limits) a
+    /// key whose breaker is open asks them for nothing (its items end at once without a
+    /// permit), and a permit granted just before its breaker opened goes back at once.
+    /// [`breaker_waiting`](Self::breaker_waiting) makes the items of an open key wait
+    /// instead.
     ///
     /// # Examples
     ///

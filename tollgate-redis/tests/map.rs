@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::{InFlight, connect, matrix, until};
 use futures_lite::future;
 use support::redis_server::{RedisServer, TestRedis, unique_namespace};
-use tollgate::{Answer, LaterReason, Rate, RetryPolicy, SharedLimits, map_async};
+use tollgate::{Answer, Breaker, LaterReason, Outcome, Rate, RetryPolicy, SharedLimits, map_async};
 use tollgate_redis::{RedisLimits, RedisLimitsError, SharedKeyLimits, SharedKeyedBulkhead};
 
 /// In flight per key, and every start's time.
@@ -375,4 +375,140 @@ fn a_map_with_shared_limits_is_send() {
         assert_send(&map);
     }
     let _ = check;
+}
+
+/// What an item of the breaker tests ends with.
+#[derive(Debug)]
+enum HostError {
+    /// The host answered with a failure.
+    Down,
+    /// The host's breaker was open.
+    Open(tollgate::CircuitOpen),
+    Store(RedisLimitsError),
+}
+
+impl From<tollgate::CircuitOpen> for HostError {
+    fn from(open: tollgate::CircuitOpen) -> Self {
+        HostError::Open(open)
+    }
+}
+
+impl From<RedisLimitsError> for HostError {
+    fn from(error: RedisLimitsError) -> Self {
+        HostError::Store(error)
+    }
+}
+
+/// 15 items of a host that fails (`down`) and 15 of one that answers (`up`), interleaved.
+fn hosts() -> Vec<&'static str> {
+    (0..30)
+        .map(|i| if i % 2 == 0 { "down" } else { "up" })
+        .collect()
+}
+
+/// A success, or a failure (which the breaker counts).
+fn outcome(result: &Result<&str, HostError>) -> Outcome {
+    if result.is_ok() {
+        Outcome::success()
+    } else {
+        Outcome::failure()
+    }
+}
+
+/// No lease of either host is left in the fleet once the map is done (a permit dropped is
+/// released by the store's keeper, so this waits for it).
+async fn no_lease_left(store: &RedisLimits) {
+    let bulkhead = SharedKeyedBulkhead::new(store, "per-host", 2);
+    until(Duration::from_secs(30), "no lease left", || async {
+        bulkhead.in_use("down").await.unwrap() == 0 && bulkhead.in_use("up").await.unwrap() == 0
+    })
+    .await;
+}
+
+matrix! {
+    async fn a_breaker_with_shared_limits_refuses_without_a_lease_and_strands_none() {
+        let redis = TestRedis::get();
+        let ns = unique_namespace("map-breaker");
+        let store = connect(&redis.url(), &ns, Duration::from_secs(2), Duration::from_secs(2)).await;
+        let limits = SharedKeyLimits::new(&store, "per-host").per_key_limit(2);
+        let breaker = Breaker::new().min_attempts(3).open_for(Duration::from_secs(3600));
+        // The failing host's attempts fail at once; the other host's wait until the check
+        // below is done, so the map is still running when it is made.
+        let (down_calls, checked) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let map = map_async(hosts(), 4, |host| {
+            if host == "down" {
+                down_calls.fetch_add(1, Ordering::SeqCst);
+            }
+            let checked = &checked;
+            async move {
+                if host == "down" {
+                    tollgate::sleep(Duration::from_millis(2)).await;
+                    return Err(HostError::Down);
+                }
+                until(Duration::from_secs(60), "the check", || async {
+                    checked.load(Ordering::SeqCst) == 1
+                })
+                .await;
+                Ok(host)
+            }
+        })
+        .per_key(|host| host.to_string(), 2)
+        .shared_limits(limits)
+        .classify(outcome)
+        .breaker(breaker);
+        let check = async {
+            // Once the breaker opened, the failing host holds no lease while the map runs:
+            // its items end without asking, and a permit granted before it opened went back.
+            let bulkhead = SharedKeyedBulkhead::new(&store, "per-host", 2);
+            until(Duration::from_secs(30), "the failing host's lease back while the map runs", || async {
+                down_calls.load(Ordering::SeqCst) >= 3 && bulkhead.in_use("down").await.unwrap() == 0
+            })
+            .await;
+            checked.store(1, Ordering::SeqCst);
+        };
+        let (out, ()) = future::zip(map, check).await;
+        assert_eq!(out.len(), 30);
+        let (mut down, mut open) = (0, 0);
+        for (i, result) in out.iter().enumerate() {
+            match result {
+                Ok(host) => assert_eq!(*host, "up"),
+                Err(HostError::Down) => down += 1,
+                Err(HostError::Open(_)) => open += 1,
+                Err(error) => panic!("item {i}: {error:?}"),
+            }
+        }
+        // The third failure opens the breaker; one more attempt may have been in flight.
+        assert!((3..=4).contains(&down), "{down} attempts of the failing host");
+        assert_eq!(down + open, 15, "every item of the failing host ended");
+        assert_eq!(down_calls.load(Ordering::SeqCst), down, "refused items never ran");
+        no_lease_left(&store).await;
+    }
+
+    async fn a_waiting_breaker_with_shared_limits_probes_with_a_lease_and_strands_none() {
+        let redis = TestRedis::get();
+        let ns = unique_namespace("map-breaker-wait");
+        let store = connect(&redis.url(), &ns, Duration::from_secs(2), Duration::from_secs(2)).await;
+        let limits = SharedKeyLimits::new(&store, "per-host").per_key_limit(2);
+        let breaker = Breaker::new().min_attempts(3).open_for(Duration::from_millis(100));
+        // The failing host's first three attempts fail (the breaker opens); the probe and
+        // every attempt after it succeed.
+        let failures = AtomicUsize::new(0);
+        let out = map_async(hosts(), 4, |host| {
+            let fails = host == "down" && failures.fetch_add(1, Ordering::SeqCst) < 3;
+            async move {
+                tollgate::sleep(Duration::from_millis(2)).await;
+                if fails { Err(HostError::Down) } else { Ok(host) }
+            }
+        })
+        .per_key(|host| host.to_string(), 2)
+        .shared_limits(limits)
+        .classify(outcome)
+        .breaker_waiting(breaker)
+        .await;
+        assert_eq!(out.len(), 30);
+        let down = out.iter().filter(|result| matches!(result, Err(HostError::Down))).count();
+        let ok = out.iter().filter(|result| result.is_ok()).count();
+        assert_eq!((down, ok), (3, 27), "{out:?}");
+        no_lease_left(&store).await;
+    }
 }

@@ -185,6 +185,13 @@ impl BreakerCore {
             }
     }
 
+    /// Whether the breaker is half-open with every probe it lets through out (or passed):
+    /// the next start is refused until one of them ends.
+    pub(crate) fn is_probing_full(&self, config: &Breaker) -> bool {
+        self.state == BreakerState::HalfOpen
+            && self.probes_out.saturating_add(self.probes_passed) >= config.probe_count()
+    }
+
     /// Grants a permit at `now` if the state allows one. An open breaker whose period has
     /// passed turns half-open first (the transition is returned).
     pub(crate) fn try_acquire(

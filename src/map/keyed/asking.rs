@@ -144,15 +144,17 @@ impl<K> Asks<K> {
 impl<K: Hash + Eq + Clone> Asks<K> {
     /// Where `key` goes next and from when: in a map without shared limits, to its turn
     /// when its own limits let it start. In a map with them: with a permit in hand, the
-    /// same; while it asks, nowhere; else to ask, when its own limits would let it start
-    /// and its "later" has passed.
+    /// same; so too while its breaker is open at `now` (its items are refused, or wait
+    /// out the open period, with no permit asked for: a key asks only for a start every
+    /// other part would let happen); while it asks, nowhere; else to ask, when its own
+    /// limits would let it start and its "later" has passed.
     #[inline]
-    pub(super) fn line<T>(&self, key: &K, state: &KeyState<T>) -> (Option<u64>, Place) {
+    pub(super) fn line<T>(&self, key: &K, state: &KeyState<T>, now: u64) -> (Option<u64>, Place) {
         if !self.gated {
             return (state.ready_at(), Place::Turn);
         }
         let asked = self.asked.get(key).unwrap_or(&NOT_ASKED);
-        if asked.granted > 0 {
+        if asked.granted > 0 || state.is_breaker_open(now) {
             (state.ready_at(), Place::Turn)
         } else if asked.asking {
             (None, Place::Out)
@@ -162,7 +164,13 @@ impl<K: Hash + Eq + Clone> Asks<K> {
         }
     }
 
-    /// A start of `key` took one of its permits.
+    /// Whether `key` has a permit in hand.
+    pub(super) fn has_permit(&self, key: &K) -> bool {
+        self.asked.get(key).is_some_and(|asked| asked.granted > 0)
+    }
+
+    /// A start of `key` took one of its permits (or its breaker refused the start, and the
+    /// map gives the permit back).
     pub(super) fn take_permit(&mut self, key: &K) {
         let asked = self.asked.get_mut(key).expect("a permit in hand");
         asked.granted -= 1;

@@ -15,7 +15,7 @@ use super::budget::{RetryBudget, Spent};
 use super::pacing::Due;
 use super::settings::InForce;
 use crate::events;
-use crate::limit::breaker::core::BreakerCore;
+use crate::limit::breaker::core::{BreakerCore, BreakerState};
 use crate::limit::rate::gcra::Gcra;
 
 /// Where a key is in the scheduler's lines.
@@ -184,6 +184,15 @@ impl<T> KeyState<T> {
         if let Some(adapted) = &mut self.adapt {
             adapted.started(now, running, held_by_rate);
         }
+    }
+
+    /// Whether the key's breaker is open at `now` (refusing its starts until the next probe
+    /// may go).
+    #[inline]
+    pub(super) fn is_breaker_open(&self, now: u64) -> bool {
+        self.breaker
+            .as_ref()
+            .is_some_and(|core| core.state(now) == BreakerState::Open)
     }
 
     /// When the key's next item may start by its items alone: now for a fresh one, else

@@ -215,11 +215,6 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         mut self,
         breaker: MapBreaker<K>,
     ) -> PerKey<T, K, KF, P, G, WithBreaker<C, M>> {
-        assert!(
-            !self.scheduler.is_gated(),
-            "tollgate: .breaker and .shared_limits on one map are not supported yet \
-             (a key refused by its breaker would keep the permit the store granted it)"
-        );
         self.scheduler.set_breaker(breaker);
         // Open periods and time windows are on the map's clock.
         self.timed = true;
@@ -271,11 +266,6 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         mut self,
         limits: L,
     ) -> PerKey<T, K, KF, P, WithSharedLimits<K, L>, C> {
-        assert!(
-            !self.scheduler.has_breaker(),
-            "tollgate: .breaker and .shared_limits on one map are not supported yet \
-             (a key refused by its breaker would keep the permit the store granted it)"
-        );
         self.scheduler.set_gated();
         // A key told "later" sleeps on the map's clock.
         self.timed = true;
@@ -341,6 +331,20 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         }
     }
 
+    /// Drops the permits of the shared limits that keys refused by their breakers gave
+    /// back (the room goes back to the fleet at once).
+    #[inline(always)]
+    fn return_permits(&mut self)
+    where
+        G: Gate<K>,
+    {
+        if G::ACTIVE {
+            for key in self.scheduler.take_returned() {
+                drop(self.gate.take(&key));
+            }
+        }
+    }
+
     fn now(&self) -> u64 {
         if self.timed {
             nanos_since_origin(now())
@@ -382,6 +386,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
     where
         P: Attempts<T, O>,
         C: Classify<O>,
+        G: Gate<K>,
     {
         let Running {
             key,
@@ -410,6 +415,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
                 if let Some(ticket) = ticket.filter(|_| C::BREAKS) {
                     self.scheduler
                         .broke(&key, ticket, outcome.is_success(), now);
+                    self.return_permits();
                 }
             }
         }
@@ -770,7 +776,9 @@ where
         now: u64,
         results: &mut R,
     ) -> ControlFlow<(), Admit<T, Self::Memo>> {
-        let (key, waiting) = match self.scheduler.next(now) {
+        let next = self.scheduler.next(now);
+        self.return_permits();
+        let (key, waiting) = match next {
             Next::Start(key, waiting) => (key, waiting),
             Next::Refused(_key, waiting, open) => {
                 self.refused(waiting, open, results)?;

@@ -105,6 +105,9 @@ pub(crate) struct KeyScheduler<K, T> {
     breaker: Option<MapBreaker<K>>,
     /// The ticket of the last start's breaker permit, for the map to take.
     granted: Option<Ticket>,
+    /// Keys whose breaker refused a start while they held a permit of the shared limits:
+    /// the map drops one of each key's permits.
+    returned: Vec<K>,
 }
 
 impl<K, T> KeyScheduler<K, T> {
@@ -168,6 +171,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             pulled: 0,
             breaker: None,
             granted: None,
+            returned: Vec::new(),
         }
     }
 
@@ -176,14 +180,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.breaker = Some(breaker);
     }
 
-    /// Whether keys ask shared limits before they start.
-    pub(crate) fn is_gated(&self) -> bool {
-        self.asks.is_gated()
-    }
-
-    /// Whether every key has a circuit breaker.
-    pub(crate) fn has_breaker(&self) -> bool {
-        self.breaker.is_some()
+    /// Takes the keys whose breaker refused a start while they held a permit of the
+    /// shared limits: the map drops one permit of the key for each (the key's standing
+    /// with the limits already counts it gone).
+    pub(crate) fn take_returned(&mut self) -> Vec<K> {
+        std::mem::take(&mut self.returned)
     }
 
     /// The breaker ticket of the item [`next`](Self::next) just started (on a map with
@@ -219,6 +220,12 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         if open && breaker.fails {
             // Items back from failed attempts end now, not after their pauses.
             state.due_now(now);
+        }
+        while open && self.asks.has_permit(key) {
+            // Permits the shared limits granted the key go back at once: an open key asks
+            // for none, and holds none through its open period.
+            self.asks.take_permit(key);
+            self.returned.push(key.clone());
         }
         Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
     }
@@ -330,7 +337,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// the turns or sleepers of `lines`, in the askers of `asks`, or nowhere.
     #[inline]
     fn put(state: &mut KeyState<T>, key: K, now: u64, asks: &mut Asks<K>, lines: &mut Lines<K>) {
-        let (ready, line) = asks.line(&key, state);
+        let (ready, line) = asks.line(&key, state, now);
         state.place = match ready {
             None => Place::Out,
             Some(at) if at <= now => line,
@@ -366,7 +373,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             Place::Out => true,
             // An asker that got a permit or may start is checked when it is popped.
             Place::Turn | Place::Ask => false,
-            Place::Asleep(at) => asks.line(key, state).0.is_none_or(|ready| ready < at),
+            Place::Asleep(at) => asks.line(key, state, now).0.is_none_or(|ready| ready < at),
         };
         if again {
             Self::put(state, key.clone(), now, asks, lines);
@@ -452,7 +459,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 continue;
             };
             state.place = Place::Out;
-            let ready = match self.asks.line(&key, state) {
+            let ready = match self.asks.line(&key, state, now) {
                 (at, Place::Turn) => at,
                 _ => None,
             };
@@ -461,7 +468,14 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 Self::put(state, key, now, &mut self.asks, &mut self.lines);
                 continue;
             }
-            match Self::ask_breaker(self.breaker.as_ref(), state, &key, now) {
+            let says = Self::ask_breaker(self.breaker.as_ref(), state, &key, now);
+            if !matches!(says, BreakerSays::Go(_)) && self.asks.has_permit(&key) {
+                // The breaker opened after the shared limits granted the permit: it goes
+                // back at once rather than wait through the open period in hand.
+                self.asks.take_permit(&key);
+                self.returned.push(key.clone());
+            }
+            match says {
                 BreakerSays::Go(ticket) => self.granted = ticket,
                 BreakerSays::Fail(error) => {
                     let item = state.take_item(now, None).expect("a ready key has an item");
@@ -527,7 +541,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         breaker.tell(key, transition);
         match granted {
             Ok(ticket) => {
-                state.held_until = 0;
+                // A probe that leaves none to go holds the key until one ends, so it asks
+                // for no permit meanwhile.
+                state.held_until = if core.is_probing_full(&breaker.config) {
+                    HELD_FOR_PROBE
+                } else {
+                    0
+                };
                 BreakerSays::Go(Some(ticket))
             }
             Err(refusal @ Refusal::Open { .. }) if breaker.fails => {
@@ -790,7 +810,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 continue;
             };
             state.place = Place::Out;
-            match self.asks.line(&key, state) {
+            match self.asks.line(&key, state, now) {
                 (Some(at), Place::Ask) if at <= now => {
                     self.asks.start_ask(key.clone());
                     return Some(key);
