@@ -646,34 +646,54 @@ matrix! {
         assert!(rate < RATE, "achieved {rate:.1}/s");
     }
 
-    async fn a_client_starting_requests_exactly_at_the_rate_gets_no_429s() {
+    async fn a_client_starting_requests_exactly_at_the_rate_stays_within_it_at_the_server() {
         // What a rate limiter on the client does: start request `i` no earlier than one
-        // interval after request `i - 1` started (a late start moves the schedule on).
-        // The server sees those starts through loopback transit and its own thread's
-        // scheduling; the allowance absorbs that.
+        // interval after request `i - 1` started (a late start moves the schedule on). The
+        // server sees those starts through loopback transit and its own thread's
+        // scheduling, which can bunch two arrivals past any fixed allowance on a busy
+        // machine (a server thread accepting 110 ms late put two arrivals 13 ms apart):
+        // how many the strict meter refused is a figure. Asserted, at any speed: every
+        // request answered, and in any window of a second no more arrivals than the rate
+        // allows, widened by how much the delays from start to arrival varied.
         const RATE: f64 = 25.0;
-        const REQUESTS: usize = 16;
+        const REQUESTS: usize = 50;
         let interval = Duration::from_secs_f64(1.0 / RATE);
         let server = TestServer::builder().host("metered", ms(1)).rate_limit(RATE, 1).start();
         let mut next = Instant::now();
+        let mut starts = Vec::new();
         for i in 0..REQUESTS {
             if let Some(wait) = next.checked_duration_since(Instant::now()) {
                 tollgate::sleep(wait).await;
             }
             next = next.max(Instant::now()) + interval;
+            starts.push(Instant::now());
             let page = get(server.url("metered", &format!("/{i}"))).await.unwrap();
-            assert_eq!(page.status, 200, "request {i} refused: {:?}", server.arrivals("metered"));
+            assert!(matches!(page.status, 200 | 429), "request {i}: {}", page.status);
         }
         let stats = server.stats("metered");
-        assert_eq!((stats.ok, stats.over_rate), (REQUESTS, 0), "{stats:?}");
+        assert_eq!(stats.ok + stats.over_rate, REQUESTS, "{stats:?}");
+        let arrivals = server.arrivals("metered");
+        let delays: Vec<Duration> = arrivals
+            .iter()
+            .map(|arrival| {
+                let path = arrival.path.as_deref().expect("every request's head was read");
+                let i: usize = path.trim_start_matches('/').parse().unwrap();
+                arrival.at.saturating_duration_since(starts[i])
+            })
+            .collect();
+        let spread = *delays.iter().max().unwrap() - *delays.iter().min().unwrap();
         let times = server.arrival_times("metered");
-        let rate = achieved_rate(&times).unwrap();
+        let window = Duration::from_secs(1);
+        let (most, bound) = (max_in_window(&times, window), window_limit(RATE, 1, window + spread));
         let closest = times.windows(2).map(|pair| pair[1] - pair[0]).min().unwrap();
         println!(
-            "exactly at {RATE}/s: the server measured {rate:.2}/s, closest arrivals {closest:?} \
-             apart (interval {interval:?})"
+            "figure: exactly at {RATE}/s: {} of {REQUESTS} refused by the server's strict meter, \
+             {:.2}/s measured there, closest arrivals {closest:?} apart (interval {interval:?}), \
+             delays spread {spread:?}",
+            stats.over_rate,
+            achieved_rate(&times).unwrap(),
         );
-        assert!(rate <= RATE * 1.1, "achieved {rate:.1}/s");
+        assert!(most <= bound, "{most} arrivals in {window:?} (bound {bound}, delays spread {spread:?})");
     }
 
     async fn the_scripted_host_answers_429_to_its_kth_request() {
