@@ -148,11 +148,18 @@ impl<K: Hash + Eq + Clone> Asks<K> {
     /// out the open period, with no permit asked for: a key asks only for a start every
     /// other part would let happen); while it asks, nowhere; else to ask, when its own
     /// limits would let it start and its "later" has passed.
-    #[inline]
+    #[inline(always)]
     pub(super) fn line<T>(&self, key: &K, state: &KeyState<T>, now: u64) -> (Option<u64>, Place) {
         if !self.gated {
             return (state.ready_at(), Place::Turn);
         }
+        self.line_gated(key, state, now)
+    }
+
+    /// [`line`](Self::line) on a map with shared limits (kept out of line: the other maps'
+    /// hot paths pay one branch for it).
+    #[inline(never)]
+    fn line_gated<T>(&self, key: &K, state: &KeyState<T>, now: u64) -> (Option<u64>, Place) {
         let asked = self.asked.get(key).unwrap_or(&NOT_ASKED);
         if asked.granted > 0 || state.is_breaker_open(now) {
             (state.ready_at(), Place::Turn)

@@ -382,6 +382,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
     /// Records that the attempt in slot `index` (of input position `seq`) ended with
     /// `output`: the output when it is final, `None` when the item goes back to its key's
     /// queue for another attempt (its slots are given back either way).
+    #[inline]
     fn attempt_done<O>(&mut self, running: Running<K, T>, seq: usize, output: O) -> Option<O>
     where
         P: Attempts<T, O>,
