@@ -6,13 +6,20 @@
 //!   (a parent module's `pub use` of its own children is a re-export and does not count);
 //! - no file but `lib.rs` reaches a name through the public facade: a `crate::Name` path where
 //!   `lib.rs` re-exports `Name` (or a path through a facade module such as `crate::futures`)
-//!   means the real module path is hidden from the reader.
+//!   means the real module path is hidden from the reader;
+//! - no function outside tests has more than 80 lines of code, and no source file but a file
+//!   of tests more than 1,000 lines, docs and comments included;
+//! - ARCHITECTURE.md's tree names every folder and file of the crate's `src/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 const MAX_CODE_LINES: usize = 700;
+/// The most lines of code (neither blank nor comment-only) a function outside tests has.
+const MAX_FUNCTION_LINES: usize = 80;
+/// The most lines a source file has, docs and comments included (files of tests excepted).
+const MAX_FILE_LINES: usize = 1_000;
 
 /// The crates whose `src/` follows the rules, relative to this crate's root.
 const CRATES: &[&str] = &[".", "tollgate-redis", "tollgate-testkit"];
@@ -37,6 +44,117 @@ fn no_source_file_is_longer_than_one_sitting() {
         long.is_empty(),
         "files over {MAX_CODE_LINES} lines that are neither blank nor comments:\n{}",
         long.join("\n")
+    );
+}
+
+#[test]
+fn no_function_outside_tests_is_longer_than_eighty_lines_of_code() {
+    let mut long = Vec::new();
+    for krate in CRATES {
+        let files = source_files(krate);
+        let of_tests = files_of_tests(&files);
+        for file in files.iter().filter(|file| !of_tests.contains(&file.path)) {
+            let code = without_test_modules(&strip_comments_and_strings(
+                &fs::read_to_string(&file.path).unwrap(),
+            ));
+            for (name, line, lines) in functions(&code) {
+                if lines > MAX_FUNCTION_LINES {
+                    long.push(format!(
+                        "{}:{line} fn {name} ({lines} lines of code)",
+                        file.path.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines of code (cut them along what they do):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn no_source_file_but_tests_is_longer_than_a_thousand_lines() {
+    let mut long = Vec::new();
+    for krate in CRATES {
+        let files = source_files(krate);
+        let of_tests = files_of_tests(&files);
+        for file in files.iter().filter(|file| !of_tests.contains(&file.path)) {
+            let lines = fs::read_to_string(&file.path).unwrap().lines().count();
+            if lines > MAX_FILE_LINES {
+                long.push(format!("{} ({lines} lines)", file.path.display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "files over {MAX_FILE_LINES} lines, docs included (cut them along their concepts):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_architecture_tree_names_every_folder_and_file_of_src() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let tree = architecture
+        .split("```")
+        .find(|block| block.trim_start().starts_with("src/"))
+        .expect("ARCHITECTURE.md has a tree that starts with `src/`");
+    // The entries: a line indented by two spaces starts one (`limit/hint.rs`, `map/`), the
+    // lines indented deeper continue it.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for line in tree.lines().skip(1) {
+        match line.strip_prefix("  ") {
+            Some(rest) if !rest.starts_with(' ') && !rest.is_empty() => {
+                let (path, text) = rest.split_once(' ').unwrap_or((rest, ""));
+                entries.push((path.to_owned(), text.to_owned()));
+            }
+            _ => {
+                if let Some((_, text)) = entries.last_mut() {
+                    text.push_str(line);
+                }
+            }
+        }
+    }
+    let src = root.join("src");
+    let mut missing = Vec::new();
+    for file in source_files(".") {
+        let path = file
+            .path
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        // The entry whose path is the file's, or the longest folder that holds it; what is
+        // left of the file's path must be named in that entry's text, folder by folder.
+        let entry = entries
+            .iter()
+            .filter(|(entry, _)| {
+                *entry == path || (entry.ends_with('/') && path.starts_with(entry.as_str()))
+            })
+            .max_by_key(|(entry, _)| entry.len());
+        let named = entry.is_some_and(|(entry, text)| {
+            let rest = &path[entry.len()..];
+            let mut parts: Vec<String> = rest.split('/').map(str::to_owned).collect();
+            let last = parts.len() - 1;
+            for part in &mut parts[..last] {
+                part.push('/');
+            }
+            parts
+                .iter()
+                .filter(|part| !part.is_empty())
+                .all(|part| text.contains(part.as_str()))
+        });
+        if !named {
+            missing.push(path);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "files of src that ARCHITECTURE.md's tree does not name:\n{}",
+        missing.join("\n")
     );
 }
 
@@ -563,4 +681,130 @@ fn display(krate: &str, module: &[String]) -> String {
         module.join("/")
     };
     format!("{krate}/src/{name}")
+}
+
+/// The files of `files` that hold tests only: named `tests.rs` or `*_tests.rs`, or brought in
+/// by a `#[path = ".."]` under `#[cfg(test)]` (a test-only module kept beside its code).
+fn files_of_tests(files: &[SourceFile]) -> BTreeSet<PathBuf> {
+    let mut of_tests: BTreeSet<PathBuf> = files
+        .iter()
+        .filter(|file| {
+            let name = file.path.file_name().unwrap().to_string_lossy();
+            name == "tests.rs" || name.ends_with("_tests.rs")
+        })
+        .map(|file| file.path.clone())
+        .collect();
+    for file in files {
+        let text = fs::read_to_string(&file.path).unwrap();
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(path) = line
+                .strip_prefix("#[path = \"")
+                .and_then(|rest| rest.strip_suffix("\"]"))
+            else {
+                continue;
+            };
+            if lines[i.saturating_sub(2)..i].contains(&"#[cfg(test)]") {
+                of_tests.insert(file.path.parent().unwrap().join(path));
+            }
+        }
+    }
+    of_tests
+}
+
+/// `code` (comments and strings blanked) with every `#[cfg(test)]` module's body blanked,
+/// line structure kept.
+fn without_test_modules(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        let after = &rest[at..];
+        let module = after.find("mod ").filter(|&m| {
+            after[..m].trim_end().ends_with(']') || after[..m].trim() == "#[cfg(test)]"
+        });
+        let body = module.and_then(|m| {
+            let open = m + after[m..].find(['{', ';'])?;
+            (after.as_bytes()[open] == b'{').then_some(open)
+        });
+        let Some(open) = body else {
+            out.push_str(&rest[..at + "#[cfg(test)]".len()]);
+            rest = &rest[at + "#[cfg(test)]".len()..];
+            continue;
+        };
+        out.push_str(&rest[..at]);
+        let close = open + matching_brace(&after[open..]);
+        out.extend(after[..=close].chars().filter(|&c| c == '\n'));
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The index of the `}` that closes the `{` `text` starts with (or the end).
+fn matching_brace(text: &str) -> usize {
+    let mut depth = 0usize;
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => {}
+        }
+    }
+    text.len() - 1
+}
+
+/// Every function with a body in `code` (comments and strings blanked): its name, the line
+/// its `fn` is on, and its lines of code from that line to its closing brace.
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let mut search = 0;
+    while let Some(found) = code[search..].find("fn ") {
+        let at = search + found;
+        search = at + 3;
+        if at > 0 && ident_char(Some(&(bytes[at - 1] as char))) {
+            continue;
+        }
+        let name: String = code[at + 3..]
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        // The body: the first `{` outside parentheses, brackets and generics; a `;` first
+        // means a declaration without one.
+        let mut depth = 0i32;
+        let mut open = None;
+        let mut previous = ' ';
+        for (i, c) in code[search..].char_indices() {
+            match c {
+                '(' | '[' | '<' => depth += 1,
+                ')' | ']' => depth -= 1,
+                '>' if previous != '-' && previous != '=' => depth -= 1,
+                ';' if depth <= 0 => break,
+                '{' if depth <= 0 => {
+                    open = Some(search + i);
+                    break;
+                }
+                _ => {}
+            }
+            previous = c;
+        }
+        let Some(open) = open else { continue };
+        let close = open + matching_brace(&code[open..]);
+        let first_line = code[..at].matches('\n').count();
+        let lines = code[at..=close]
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .count();
+        out.push((name, first_line + 1, lines));
+    }
+    out
 }

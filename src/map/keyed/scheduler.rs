@@ -890,3 +890,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 #[cfg(test)]
 #[path = "scheduler_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "gated_breaker_tests.rs"]
+mod gated_breaker_tests;
