@@ -61,7 +61,7 @@
 //!   with it).
 //! - `keyed_retry`: `keyed` over `Result`s with `.retry(RetryPolicy::new())`, nothing fails.
 //! - `keyed_adaptive`: `keyed` over `Result`s with `.adaptive(Adaptive::new(1, 2), ..)`,
-//!   every outcome a success (no `max_rate`: with one, a key would start at 5 starts a
+//!   every outcome a success (no `rate_ceiling`: with one, a key would start at 5 starts a
 //!   second and the run would wait for real time).
 //! - `keyed_breaker`: `keyed` over `Result`s with `.classify(..)` (all successes) and
 //!   `.breaker(Breaker::new())`.
@@ -80,8 +80,8 @@ use std::time::Duration;
 use futures_lite::StreamExt as _;
 use futures_lite::future::yield_now;
 use tollgate::{
-    Adaptive, BoundedStreamExt as _, Breaker, Bulkhead, CircuitOpen, MapControl, Outcome, Rate,
-    RetryPolicy, Semaphore, map_async, race,
+    Adaptive, BoundedStreamExt as _, Breaker, Bulkhead, CircuitBreakerError, MapControl, Outcome,
+    Rate, RetryPolicy, Semaphore, map_async, race,
 };
 
 /// The child's workload (`name/executor`).
@@ -150,11 +150,11 @@ impl Executor {
 /// The error of the workloads over `Result`s (never produced: every item succeeds).
 #[derive(Debug)]
 enum Error {
-    Open(#[allow(dead_code)] CircuitOpen),
+    Open(#[allow(dead_code)] CircuitBreakerError),
 }
 
-impl From<CircuitOpen> for Error {
-    fn from(open: CircuitOpen) -> Self {
+impl From<CircuitBreakerError> for Error {
+    fn from(open: CircuitBreakerError) -> Self {
         Error::Open(open)
     }
 }

@@ -22,7 +22,7 @@
 //!   than 200 may only raise it; a timeout (an exception in Scrapy) changes nothing. The delay
 //!   is the host's own rate, `MapControl::set_key_rate(host, Rate::every(delay))`, so starts
 //!   are spaced by exactly the delay (Scrapy spreads each wait over U[0.5, 1.5] × delay);
-//! - **adaptive**: `.adaptive(Adaptive::new(1, 32).max_rate(Rate::per_second(400)), ..)`,
+//! - **adaptive**: `.adaptive(Adaptive::new(1, 32).rate_ceiling(Rate::per_second(400)), ..)`,
 //!   one line of settings for every host; 429s, 503s and timeouts are overloads; a 429 delays
 //!   its own item by its `Retry-After` but does not pause the host (the map cuts the host's
 //!   rate instead);
@@ -185,7 +185,7 @@ async fn adaptive(net: &SimulatedInternet) {
         .per_key(host, 32)
         .retry(retry_policy().pause_key(|_| None))
         .adaptive(
-            Adaptive::new(1, 32).max_rate(Rate::per_second(400)),
+            Adaptive::new(1, 32).rate_ceiling(Rate::per_second(400)),
             classify,
         );
     consume(net, map).await;

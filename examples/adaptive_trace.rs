@@ -90,7 +90,7 @@ async fn trace(config: Config) {
             .retry_after(|(_, response)| response.retry_after()),
     )
     .adaptive(
-        Adaptive::new(1, 32).max_rate(Rate::per_second(400)),
+        Adaptive::new(1, 32).rate_ceiling(Rate::per_second(400)),
         |output: &Result<Url, (Url, Response)>| match output {
             Ok(_) => Outcome::success(),
             Err((_, response)) if response.is_overload() => Outcome::overload(),

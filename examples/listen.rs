@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
-use tollgate::{BoundedStreamExt, Breaker, CircuitOpen, MapControl, Outcome, Rate};
+use tollgate::{BoundedStreamExt, Breaker, CircuitBreakerError, MapControl, Outcome, Rate};
 use tollgate_testkit::http_server::{TestServer, achieved_rate};
 
 const TOLD: &str = "told";
@@ -58,11 +58,11 @@ enum Failure {
     /// No answer (connection, protocol).
     Request(#[allow(dead_code)] reqwest::Error),
     /// The host's breaker was open.
-    Open(CircuitOpen),
+    Open(CircuitBreakerError),
 }
 
-impl From<CircuitOpen> for Failure {
-    fn from(open: CircuitOpen) -> Self {
+impl From<CircuitBreakerError> for Failure {
+    fn from(open: CircuitBreakerError) -> Self {
         Failure::Open(open)
     }
 }

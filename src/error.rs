@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::limit::breaker::CircuitOpen;
+use crate::limit::breaker::CircuitBreakerError;
 use crate::limit::bulkhead::BulkheadError;
 use crate::limit::rate::RateLimitError;
 use crate::limit::semaphore::SemaphoreError;
@@ -56,7 +56,7 @@ pub enum Error {
     Control(ControlError),
     /// A [`CircuitBreaker`](crate::CircuitBreaker) or
     /// [`KeyedCircuitBreaker`](crate::KeyedCircuitBreaker) refused an attempt.
-    CircuitOpen(CircuitOpen),
+    CircuitBreaker(CircuitBreakerError),
 }
 
 impl fmt::Display for Error {
@@ -71,7 +71,7 @@ impl fmt::Display for Error {
             Error::Race(error) => error.fmt(f),
             Error::Retry(error) => error.fmt(f),
             Error::Control(error) => error.fmt(f),
-            Error::CircuitOpen(error) => error.fmt(f),
+            Error::CircuitBreaker(error) => error.fmt(f),
         }
     }
 }
@@ -90,7 +90,7 @@ impl std::error::Error for Error {
             Error::Race(error) => error.source(),
             Error::Retry(error) => error.source(),
             Error::Control(error) => error.source(),
-            Error::CircuitOpen(error) => error.source(),
+            Error::CircuitBreaker(error) => error.source(),
         }
     }
 }
@@ -113,7 +113,7 @@ from_error!(
     Semaphore(SemaphoreError),
     RateLimit(RateLimitError),
     Control(ControlError),
-    CircuitOpen(CircuitOpen)
+    CircuitBreaker(CircuitBreakerError)
 );
 
 // The two generic errors convert with their contestants' and attempts' errors boxed.

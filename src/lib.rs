@@ -23,10 +23,10 @@ mod time;
 mod wake;
 
 pub use crate::error::Error;
-pub use crate::limit::adaptive::{Adaptive, AdaptiveLimiter, AdaptivePermit};
+pub use crate::limit::adaptive::{Adaptive, AdaptiveLimiter, AdaptiveLimiterPermit};
 pub use crate::limit::breaker::{
-    Breaker, BreakerPermit, BreakerState, CircuitBreaker, CircuitOpen, KeyedBreakerPermit,
-    KeyedCircuitBreaker,
+    Breaker, BreakerState, CircuitBreaker, CircuitBreakerError, CircuitBreakerPermit,
+    KeyedCircuitBreaker, KeyedCircuitBreakerPermit,
 };
 pub use crate::limit::bulkhead::keyed::{
     KeyedBulkhead, KeyedBulkheadPermit, KeyedBulkheadPermitArc,

@@ -25,14 +25,14 @@ use futures::future::join_all;
 use futures_lite::future::poll_once;
 use tollgate::futures::AdaptiveAcquire;
 use tollgate::testing::now;
-use tollgate::{Adaptive, AdaptiveLimiter, AdaptivePermit, Outcome, Rate, sleep};
+use tollgate::{Adaptive, AdaptiveLimiter, AdaptiveLimiterPermit, Outcome, Rate, sleep};
 
 #[test]
 fn limiters_futures_and_permits_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<AdaptiveLimiter>();
     send_sync::<AdaptiveAcquire<'static>>();
-    send_sync::<AdaptivePermit<'static>>();
+    send_sync::<AdaptiveLimiterPermit<'static>>();
     send_sync::<Outcome>();
     send_sync::<Adaptive>();
 }
@@ -186,7 +186,7 @@ async fn full_use(spawned: bool, done: impl Fn(usize, usize) -> bool) -> Rounds 
 /// A limiter of 1 to 4 at most 50/s (starting at 5/s), one at a time: three successes, then
 /// an overload. Its (limit, rate interval) before and after the overload.
 async fn overload_after_three_successes() -> ((usize, Duration), (usize, Duration)) {
-    let limiter = AdaptiveLimiter::new(Adaptive::new(1, 4).max_rate(Rate::per_second(50)));
+    let limiter = AdaptiveLimiter::new(Adaptive::new(1, 4).rate_ceiling(Rate::per_second(50)));
     assert_eq!(limiter.rate(), Some(Rate::per_second(5)), "starts low");
     for _ in 0..3 {
         limiter.acquire().await.report(Outcome::success());
@@ -202,7 +202,7 @@ async fn overload_after_three_successes() -> ((usize, Duration), (usize, Duratio
 /// still waiting when polled, and how long after the first start the last one came, on
 /// tollgate's clock.
 async fn cancelled_acquire() -> (bool, Duration) {
-    let limiter = AdaptiveLimiter::new(Adaptive::new(1, 1).max_rate(Rate::per_second(2)));
+    let limiter = AdaptiveLimiter::new(Adaptive::new(1, 1).rate_ceiling(Rate::per_second(2)));
     let first = now();
     drop(limiter.acquire().await); // the first start of the rate, at once
     let mut waiting = Box::pin(limiter.acquire());
@@ -241,7 +241,7 @@ virtual_time! {
     }
 
     async fn twenty_starts_at_five_per_second_take_three_point_eight_seconds() {
-        let limiter = AdaptiveLimiter::new(Adaptive::new(1, 1).max_rate(Rate::per_second(5)));
+        let limiter = AdaptiveLimiter::new(Adaptive::new(1, 1).rate_ceiling(Rate::per_second(5)));
         let began = now();
         let wall = Instant::now();
         for _ in 0..20 {

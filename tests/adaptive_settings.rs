@@ -492,7 +492,10 @@ async fn rate_ceilings() {
     let control = MapControl::<usize>::new();
     let map = map_async(0usize.., 64, |n| server.attempt(n))
         .per_key(|n| n % 2, 4)
-        .adaptive(Adaptive::new(2, 4).max_rate(Rate::per_second(40)), classify)
+        .adaptive(
+            Adaptive::new(2, 4).rate_ceiling(Rate::per_second(40)),
+            classify,
+        )
         .control(&control);
     let per_second = |n: u32| Duration::from_secs(1) / n;
     let drive = async {
@@ -608,7 +611,10 @@ enum Value {
 async fn progress(value: Value) {
     let (adaptive, latency) = match value {
         Value::Limit => (Adaptive::new(2, 16), ms(20)),
-        Value::Rate => (Adaptive::new(2, 16).max_rate(Rate::per_second(40)), ms(5)),
+        Value::Rate => (
+            Adaptive::new(2, 16).rate_ceiling(Rate::per_second(40)),
+            ms(5),
+        ),
     };
     let of_value = move |reading: &Reading| match value {
         Value::Limit => reading.limit as f64,

@@ -58,7 +58,7 @@ const WINDOWS: [Duration; 3] = [
 ];
 
 fn adaptive() -> Adaptive {
-    Adaptive::new(1, PER_HOST).max_rate(Rate::per_second(3 * RATE as u32))
+    Adaptive::new(1, PER_HOST).rate_ceiling(Rate::per_second(3 * RATE as u32))
 }
 
 /// The ideal time: half the pages at the full rate, half at the halved one.
@@ -586,7 +586,7 @@ async fn crawl_halved(server: &Limited) -> Halved {
     .per_key(|i| i % hosts, 8)
     .retry(policy)
     .adaptive(
-        Adaptive::new(1, 8).max_rate(Rate::per_second(CEILING)),
+        Adaptive::new(1, 8).rate_ceiling(Rate::per_second(CEILING)),
         classify_status,
     )
     .control(&control);

@@ -18,8 +18,8 @@ use futures_lite::future::poll_once;
 use tollgate::futures::{BreakerAcquire, KeyedBreakerAcquire};
 use tollgate::testing::{eventually, now};
 use tollgate::{
-    Breaker, BreakerPermit, BreakerState, CircuitBreaker, CircuitOpen, KeyedBreakerPermit,
-    KeyedCircuitBreaker, Outcome, Semaphore, sleep,
+    Breaker, BreakerState, CircuitBreaker, CircuitBreakerError, CircuitBreakerPermit,
+    KeyedCircuitBreaker, KeyedCircuitBreakerPermit, Outcome, Semaphore, sleep,
 };
 
 #[test]
@@ -27,11 +27,11 @@ fn breakers_futures_permits_and_errors_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<CircuitBreaker>();
     send_sync::<BreakerAcquire<'static>>();
-    send_sync::<BreakerPermit<'static>>();
+    send_sync::<CircuitBreakerPermit<'static>>();
     send_sync::<KeyedCircuitBreaker<String>>();
     send_sync::<KeyedBreakerAcquire<'static, String>>();
-    send_sync::<KeyedBreakerPermit<'static, String>>();
-    send_sync::<CircuitOpen>();
+    send_sync::<KeyedCircuitBreakerPermit<'static, String>>();
+    send_sync::<CircuitBreakerError>();
     send_sync::<Breaker>();
 }
 
@@ -78,7 +78,7 @@ fn a_refusal_names_the_key_and_when_the_next_probe_goes() {
         .report(Outcome::overload());
     let refused = per_host.try_acquire("down.example").unwrap_err();
     assert_eq!(refused.key(), Some("\"down.example\""));
-    assert!(refused.probe_in() <= open_for && refused.probe_in() > open_for / 2);
+    assert!(refused.retry_after() <= open_for && refused.retry_after() > open_for / 2);
     let shown = refused.to_string();
     assert!(
         shown.starts_with("circuit open for key \"down.example\": next probe in "),
@@ -86,7 +86,7 @@ fn a_refusal_names_the_key_and_when_the_next_probe_goes() {
     );
     let umbrella = tollgate::Error::from(refused);
     assert_eq!(umbrella.to_string(), shown);
-    assert!(matches!(umbrella, tollgate::Error::CircuitOpen(_)));
+    assert!(matches!(umbrella, tollgate::Error::CircuitBreaker(_)));
     // The single breaker names no key.
     let single = CircuitBreaker::new(Breaker::new().min_attempts(1));
     single.try_acquire().unwrap().report(Outcome::failure());
@@ -122,11 +122,11 @@ fn a_refusal_never_says_more_than_the_open_period_under_contention() {
                         for _ in 0..8 {
                             match single.try_acquire() {
                                 Ok(permit) => permit.report(Outcome::failure()),
-                                Err(refused) => waits.push(refused.probe_in()),
+                                Err(refused) => waits.push(refused.retry_after()),
                             }
                             match per_host.try_acquire(&0) {
                                 Ok(permit) => permit.report(Outcome::failure()),
-                                Err(refused) => waits.push(refused.probe_in()),
+                                Err(refused) => waits.push(refused.retry_after()),
                             }
                         }
                         waits
@@ -199,7 +199,7 @@ matrix! {
         // Both probe places are taken: the others wait, and so would anyone else.
         assert_eq!(breaker.state(), BreakerState::HalfOpen);
         let refused = breaker.try_acquire().unwrap_err();
-        assert_eq!(refused.probe_in(), Duration::ZERO);
+        assert_eq!(refused.retry_after(), Duration::ZERO);
         assert_eq!(granted.load(Ordering::SeqCst), 2);
         // Both probes succeed: closed, and every waiter goes.
         gate.close();

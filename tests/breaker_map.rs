@@ -26,7 +26,7 @@ use common::{matrix, virtual_time};
 use futures_lite::{Stream, StreamExt, stream};
 use tollgate::testing::now;
 use tollgate::{
-    BoundedStreamExt, Breaker, BreakerState, CircuitOpen, MapControl, Outcome, Progress,
+    BoundedStreamExt, Breaker, BreakerState, CircuitBreakerError, MapControl, Outcome, Progress,
     RetryPolicy, sleep,
 };
 
@@ -40,11 +40,11 @@ const PAUSE: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 enum Error {
     Unavailable,
-    Open(CircuitOpen),
+    Open(CircuitBreakerError),
 }
 
-impl From<CircuitOpen> for Error {
-    fn from(open: CircuitOpen) -> Self {
+impl From<CircuitBreakerError> for Error {
+    fn from(open: CircuitBreakerError) -> Self {
         Error::Open(open)
     }
 }
@@ -192,7 +192,7 @@ impl Run {
             if let Err(Error::Open(open)) = output {
                 assert_eq!(host(n), 0, "item {n}: only the failing host opens");
                 assert_eq!(open.key(), Some("0"));
-                assert!(open.probe_in() <= longest_open, "item {n}: {open:?}");
+                assert!(open.retry_after() <= longest_open, "item {n}: {open:?}");
             }
         }
         assert!(
@@ -205,7 +205,7 @@ impl Run {
     }
 }
 
-/// Fail mode: items of an open key end at once with `CircuitOpen`.
+/// Fail mode: items of an open key end at once with `CircuitBreakerError`.
 async fn fail_mode(never_heals: bool) -> Run {
     let server = Server {
         never_heals,
@@ -327,7 +327,7 @@ virtual_time! {
             match output {
                 Err(Error::Open(open)) => {
                     refused += 1;
-                    assert_eq!(open.probe_in(), opened + OPEN_FOR - *at, "item {n}: the probe's time");
+                    assert_eq!(open.retry_after(), opened + OPEN_FOR - *at, "item {n}: the probe's time");
                     // Ended at once: when it came (while open), or at the opening (it was
                     // waiting for a retry pause of a second then).
                     let came = run.pulled[*n as usize];
@@ -410,10 +410,10 @@ impl Drop for Counted {
 
 impl tollgate::SharedLimits<u32> for &GrantCounting {
     type Permit = Counted;
-    type Error = CircuitOpen;
-    type Ask = std::future::Ready<tollgate::Answer<Counted, CircuitOpen>>;
+    type Error = CircuitBreakerError;
+    type Ask = std::future::Ready<tollgate::Answer<Counted, CircuitBreakerError>>;
     type Wake = std::future::Pending<()>;
-    type Revoked = std::future::Pending<CircuitOpen>;
+    type Revoked = std::future::Pending<CircuitBreakerError>;
     fn ask(&self, key: &u32) -> Self::Ask {
         if *key == 0 {
             self.asks_of_host_0.lock().unwrap().push(now());

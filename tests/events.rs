@@ -295,7 +295,7 @@ impl Changes {
 async fn adaptive_changes() -> Changes {
     let answer = AtomicU8::new(OK);
     let control = MapControl::new();
-    let adaptive = Adaptive::new(1, 8).max_rate(Rate::per_second(40));
+    let adaptive = Adaptive::new(1, 8).rate_ceiling(Rate::per_second(40));
     let (readings, during_failures) = one_adaptive_key(adaptive, &answer, &control, async {
         let mut readings = vec![(OK, read(&control).await)];
         let mut during_failures = 0;
@@ -548,7 +548,7 @@ matrix! {
         let answer = AtomicU8::new(NOT_FOUND);
         let control = MapControl::new();
         // Plain failures only: they never lower a key, and without a success nothing rises.
-        let adaptive = Adaptive::new(1, 8).max_rate(Rate::per_second(40));
+        let adaptive = Adaptive::new(1, 8).rate_ceiling(Rate::per_second(40));
         let first = one_adaptive_key(adaptive, &answer, &control, async {
             sleep(Duration::from_millis(300)).await;
             read(&control).await
@@ -573,7 +573,7 @@ matrix! {
         let _one = exclusive();
         let answer = AtomicU8::new(OK);
         let control = MapControl::new();
-        let adaptive = Adaptive::new(1, 8).max_rate(Rate::per_second(40));
+        let adaptive = Adaptive::new(1, 8).rate_ceiling(Rate::per_second(40));
         let (risen, lowered) = one_adaptive_key(adaptive, &answer, &control, async {
             let mut risen = read(&control).await;
             while risen.0 == "1" || risen.1.parse::<f64>().unwrap() < 15.0 {

@@ -24,7 +24,9 @@ use std::time::Duration;
 
 use common::virtual_time;
 use futures_lite::{StreamExt, stream};
-use tollgate::{Adaptive, BoundedStreamExt, Breaker, CircuitOpen, Hint, Outcome, Rate, sleep};
+use tollgate::{
+    Adaptive, BoundedStreamExt, Breaker, CircuitBreakerError, Hint, Outcome, Rate, sleep,
+};
 
 /// The system allocator, counting the bytes each thread allocated and not yet freed.
 struct Counting;
@@ -113,8 +115,8 @@ enum Error {
     Open,
 }
 
-impl From<CircuitOpen> for Error {
-    fn from(_: CircuitOpen) -> Self {
+impl From<CircuitBreakerError> for Error {
+    fn from(_: CircuitBreakerError) -> Self {
         Self::Open
     }
 }
@@ -174,7 +176,7 @@ virtual_time! {
             stream::iter(0..KEYS)
                 .map_unordered(LIMIT, attempt)
                 .per_key(|key| *key, 4)
-                .adaptive(Adaptive::new(1, 4).max_rate(Rate::per_second(200)), classify)
+                .adaptive(Adaptive::new(1, 4).rate_ceiling(Rate::per_second(200)), classify)
                 .breaker(Breaker::new())
         );
         let mut outputs = 0;

@@ -43,7 +43,8 @@ use http_client::{ClientError, Response, get_response};
 use http_server::{Arrival, TestServer, achieved_rate, max_in_window, window_limit};
 use tollgate::testing::now;
 use tollgate::{
-    BoundedStreamExt, Breaker, CircuitOpen, MapControl, Outcome, RetryPolicy, map_async, sleep,
+    BoundedStreamExt, Breaker, CircuitBreakerError, MapControl, Outcome, RetryPolicy, map_async,
+    sleep,
 };
 
 /// One crawl at a time: each is a timing measurement.
@@ -94,11 +95,11 @@ enum Error {
     Status(Response),
     /// Shown by the assertions' messages.
     Client(#[allow(dead_code)] ClientError),
-    Open(CircuitOpen),
+    Open(CircuitBreakerError),
 }
 
-impl From<CircuitOpen> for Error {
-    fn from(open: CircuitOpen) -> Self {
+impl From<CircuitBreakerError> for Error {
+    fn from(open: CircuitBreakerError) -> Self {
         Error::Open(open)
     }
 }

@@ -39,7 +39,7 @@ const MS: Duration = Duration::from_millis(1);
 fn assert_never_ahead(starts: &[Instant], rate: Rate, begin: Instant) {
     let mut starts = starts.to_vec();
     starts.sort();
-    let burst = rate.burst_size() as usize;
+    let burst = rate.get_burst() as usize;
     let interval = rate.interval().as_nanos();
     for (i, &at) in starts.iter().enumerate() {
         let since = at.saturating_duration_since(begin);
@@ -57,7 +57,7 @@ fn assert_never_ahead(starts: &[Instant], rate: Rate, begin: Instant) {
 fn assert_exact_instants(starts: &[Instant], rate: Rate, begin: Instant) {
     let mut starts: Vec<Duration> = starts.iter().map(|at| *at - begin).collect();
     starts.sort();
-    let burst = rate.burst_size() as usize;
+    let burst = rate.get_burst() as usize;
     let expected: Vec<Duration> = (0..starts.len())
         .map(|i| rate.interval() * ((i + 1).saturating_sub(burst)) as u32)
         .collect();

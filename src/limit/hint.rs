@@ -163,7 +163,7 @@ impl Hint {
             rate: stricter(self.rate, other.rate, |a, b| {
                 a.interval()
                     .cmp(&b.interval())
-                    .then(b.burst_size().cmp(&a.burst_size()))
+                    .then(b.get_burst().cmp(&a.get_burst()))
             }),
         }
     }

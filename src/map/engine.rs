@@ -128,7 +128,7 @@ pub(crate) trait DefaultWindow {
 
     /// Which settings a control may change while the map runs
     /// ([`CAN_RATE`](super::control::CAN_RATE), [`CAN_PER_KEY`](super::control::CAN_PER_KEY)).
-    fn caps(&self) -> u8 {
+    fn changeable(&self) -> u8 {
         0
     }
 }
@@ -209,7 +209,7 @@ impl<Fut, A> Engine<Fut, A> {
         let limit = self.pool.limit();
         let admission = admission(self.admission);
         if let Some(shared) = &self.steering.shared {
-            shared.recap(admission.caps());
+            shared.set_changeable(admission.changeable());
         }
         Engine {
             pool: self.pool,
@@ -234,7 +234,7 @@ impl<Fut, A> Engine<Fut, A> {
     where
         A: DefaultWindow,
     {
-        shared.attach(self.admission.caps());
+        shared.attach(self.admission.changeable());
         self.steering.shared = Some(Arc::clone(shared));
     }
 

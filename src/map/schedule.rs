@@ -23,7 +23,7 @@ use super::keyed::{
 use super::window::Window;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::breaker::config::Breaker;
-use crate::limit::breaker::error::CircuitOpen;
+use crate::limit::breaker::error::CircuitBreakerError;
 use crate::limit::outcome::Outcome;
 use crate::limit::rate::Rate;
 use crate::retry::RetryPolicy;
@@ -406,7 +406,7 @@ where
     pub fn control(mut self, control: &MapControl<K>) -> Self {
         // Attached with the key queue held: a key setting queued before is the
         // earlier run's (cleared), one queued after waits for this map.
-        // The queue is the admission's before it attaches, so the caps it attaches with
+        // The queue is the admission's before it attaches, so the settings it can change
         // say it takes settings of single keys.
         let mut queued = control.lock_key_changes();
         self.admission_mut()
@@ -588,7 +588,7 @@ where
     ///     if n % 10 == 9 { Err(503) } else { Ok(n) }
     /// })
     /// .per_key(|n| n % 4, 16)
-    /// .adaptive(Adaptive::new(1, 16).max_rate(Rate::per_second(50)), |out| match out {
+    /// .adaptive(Adaptive::new(1, 16).rate_ceiling(Rate::per_second(50)), |out| match out {
     ///     Ok(_) => Outcome::success(),
     ///     Err(429 | 503) => Outcome::overload(),
     ///     Err(_) => Outcome::failure(),
@@ -684,7 +684,7 @@ where
     /// ([`classify`](Self::classify) or [`adaptive`](Self::adaptive); call it after
     /// either): a failure and an overload both count bad, so a host that answers only
     /// 503s opens its breaker. While a key's breaker is open, its items end at once with
-    /// a [`CircuitOpen`] error naming the key and when its next probe may go, converted
+    /// a [`CircuitBreakerError`] error naming the key and when its next probe may go, converted
     /// into the map's error type: they are never started, and no retry policy sees them.
     /// Once the open period is over, one probe goes (the key's other items wait for its
     /// outcome, holding no slot); its success closes the breaker and the key's items
@@ -705,15 +705,15 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::{Breaker, CircuitOpen, Outcome};
+    /// use tollgate::{Breaker, CircuitBreakerError, Outcome};
     ///
     /// #[derive(Debug)]
     /// enum Error {
     ///     Status(u16),
-    ///     Open(CircuitOpen),
+    ///     Open(CircuitBreakerError),
     /// }
-    /// impl From<CircuitOpen> for Error {
-    ///     fn from(open: CircuitOpen) -> Self {
+    /// impl From<CircuitBreakerError> for Error {
+    ///     fn from(open: CircuitBreakerError) -> Self {
     ///         Error::Open(open)
     ///     }
     /// }
@@ -741,7 +741,7 @@ where
     ) -> KeyedMap<S, F, Fut, K, KF, P, G, D, WithBreaker<C, FailWhenOpen>>
     where
         Fut: IntoFuture<Output = Result<Value, Error>>,
-        Error: From<CircuitOpen>,
+        Error: From<CircuitBreakerError>,
     {
         self.replace_admission(|admission| admission.with_breaker(MapBreaker::new(breaker, true)))
     }

@@ -128,7 +128,7 @@ impl<T, E> RetryPolicy<T, E> {
     ///
     /// ```
     /// let policy = tollgate::RetryPolicy::<String, std::io::Error>::new();
-    /// assert_eq!(policy.max_attempts(), 3);
+    /// assert_eq!(policy.get_attempts(), 3);
     /// ```
     pub fn new() -> Self {
         Self {
@@ -143,7 +143,7 @@ impl<T, E> RetryPolicy<T, E> {
     }
 
     /// How many attempts an item gets in total (the first included).
-    pub fn max_attempts(&self) -> u32 {
+    pub fn get_attempts(&self) -> u32 {
         self.policy.attempts
     }
 

@@ -318,7 +318,7 @@ impl SharedKeyedBulkhead {
         work: F,
     ) -> Result<F::Output, RedisLimitsError> {
         let permit = self.acquire(key).await?;
-        let fenced = permit.fenced();
+        let fenced = permit.until_fenced();
         let work = work.into_future();
         // `or` polls its first future first: the fence is looked at before each step.
         future::or(

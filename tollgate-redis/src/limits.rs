@@ -264,7 +264,7 @@ impl<K: AsRef<str>> SharedLimits<K> for SharedKeyLimits {
     }
 
     fn revoked(&self, permit: &Option<SharedKeyedBulkheadPermit>) -> Option<Revoked> {
-        let fenced = permit.as_ref()?.fenced();
+        let fenced = permit.as_ref()?.until_fenced();
         Some(Revoked { fenced })
     }
 }

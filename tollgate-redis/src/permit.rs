@@ -56,8 +56,8 @@ impl SharedKeyedBulkheadPermit {
     /// # Cancel safety
     ///
     /// Cancel safe: it only watches.
-    pub fn fenced(&self) -> Fenced {
-        self.fence().fenced()
+    pub fn until_fenced(&self) -> Fenced {
+        self.fence().until_fenced()
     }
 
     /// A handle on this permit's fencing signal that can be moved into the work.
@@ -110,7 +110,7 @@ impl Fence {
     /// # Cancel safety
     ///
     /// Cancel safe: it only watches.
-    pub fn fenced(&self) -> Fenced {
+    pub fn until_fenced(&self) -> Fenced {
         Fenced {
             lease: Arc::clone(&self.lease),
             listener: None,
@@ -127,7 +127,7 @@ impl fmt::Debug for Fence {
     }
 }
 
-/// The future of [`SharedKeyedBulkheadPermit::fenced`] and [`Fence::fenced`].
+/// The future of [`SharedKeyedBulkheadPermit::until_fenced`] and [`Fence::until_fenced`].
 ///
 /// It completes when the keeper fences the lease, or on its own when the lease's fence
 /// point passes without a renewal (so a process resumed from a pause sees it at once).

@@ -260,7 +260,7 @@ pub(crate) fn rate_args(store: &Inner, name: &str, key: &str, rate: Rate) -> Rat
     RateArgs {
         tat: state_key(store, name, key, "tat"),
         interval,
-        tolerance: interval.saturating_mul(u64::from(rate.burst_size() - 1)),
+        tolerance: interval.saturating_mul(u64::from(rate.get_burst() - 1)),
     }
 }
 

@@ -383,13 +383,13 @@ enum HostError {
     /// The host answered with a failure.
     Down,
     /// The host's breaker was open (the error is shown by the assertions' messages).
-    Open(#[allow(dead_code)] tollgate::CircuitOpen),
+    Open(#[allow(dead_code)] tollgate::CircuitBreakerError),
     /// The store failed (shown by the assertions' messages).
     Store(#[allow(dead_code)] RedisLimitsError),
 }
 
-impl From<tollgate::CircuitOpen> for HostError {
-    fn from(open: tollgate::CircuitOpen) -> Self {
+impl From<tollgate::CircuitBreakerError> for HostError {
+    fn from(open: tollgate::CircuitBreakerError) -> Self {
         HostError::Open(open)
     }
 }

@@ -255,7 +255,7 @@ matrix! {
                 bulkhead.run_with("k2", |fence| {
                     let kept_running = Arc::clone(&kept_running);
                     async move {
-                        fence.fenced().await;
+                        fence.until_fenced().await;
                         kept_running.fetch_add(1, Ordering::SeqCst);
                         "finished after the fence"
                     }
@@ -298,7 +298,7 @@ matrix! {
         let (lost, kept) = (bulkhead.acquire("k").await.unwrap(), bulkhead.acquire("j").await.unwrap());
         let _: () = redis::cmd("DEL").arg(format!("{ns}:lease:{{5:fetch:k}}")).query(&mut server.connection()).unwrap();
         let deleted = Instant::now();
-        lost.fenced().await;
+        lost.until_fenced().await;
         let took = deleted.elapsed();
         eprintln!("a lost lease fenced {took:?} after the loss (renewals every {:?})", ttl / 3);
         // At the next renewal (at most a third of the TTL, 1 s, after the loss), not by the
@@ -322,7 +322,7 @@ matrix! {
         // later), then the freeze.
         let expiry = earliest_expiry(&mut server.connection(), &[format!("{ns}:lease:{{5:fetch:k}}")]);
         server.pause();
-        permit.fenced().await;
+        permit.until_fenced().await;
         // Fenced before the lease could lapse in Redis. Worst run measured with both cores
         // busy: 28 ms of the 400 ms margin used (14x).
         assert_fenced_before_expiry("Redis frozen", wall_micros(), expiry, ttl);

@@ -15,9 +15,9 @@ use crate::limit::rate::gcra::Rate;
 /// use tollgate::{Adaptive, Rate};
 ///
 /// // Between 1 and 32 at once, at most 50 starts per second, found by each key itself.
-/// let adaptive = Adaptive::new(1, 32).max_rate(Rate::per_second(50));
+/// let adaptive = Adaptive::new(1, 32).rate_ceiling(Rate::per_second(50));
 /// assert_eq!((adaptive.floor(), adaptive.ceiling()), (1, 32));
-/// assert_eq!(adaptive.rate_ceiling(), Some(Rate::per_second(50)));
+/// assert_eq!(adaptive.get_rate_ceiling(), Some(Rate::per_second(50)));
 /// ```
 ///
 /// # The rules
@@ -69,7 +69,7 @@ use crate::limit::rate::gcra::Rate;
 ///
 /// **Starts, floors, ceilings.** A new key starts at its floor (a server that never answers
 /// holds no more than that) and a rate of 5 starts per second (or the rate ceiling, if
-/// lower); without [`max_rate`](Self::max_rate), with no rate. A key forgotten and seen again
+/// lower); without [`rate_ceiling`](Self::rate_ceiling), with no rate. A key forgotten and seen again
 /// starts afresh. The limit stays within the floor and the ceiling, the rate within one start
 /// per 10 seconds (or the rate ceiling, if lower) and the rate ceiling. A ceiling set for one
 /// key below its value takes the value down at once; a higher one lets it creep up from
@@ -79,8 +79,8 @@ use crate::limit::rate::gcra::Rate;
 /// whose latency grows past a knee of 4 to 32, without any error, stays within 1.5 times the
 /// knee (it does not climb); every attempt timing out takes the limit to its floor within
 /// 9 rounds; a strict meter is followed at about 90% of its rate. A host limited only by
-/// what runs at once, under a `max_rate`, is paced by the rate its first 503 cut, which
-/// keeps it at about 80% of what its knee allows (without a `max_rate` the limit finds the
+/// what runs at once, under a `rate_ceiling`, is paced by the rate its first 503 cut, which
+/// keeps it at about 80% of what its knee allows (without a `rate_ceiling` the limit finds the
 /// knee: 93%).
 #[derive(Clone, Debug)]
 pub struct Adaptive {
@@ -92,7 +92,7 @@ pub struct Adaptive {
 impl Adaptive {
     /// A key's limit moves between `floor` and `ceiling` (both included). It starts low:
     /// at the floor (so a server that never answers holds no more than that). Without
-    /// [`max_rate`](Self::max_rate) a key has no rate until an overload shows that its pace,
+    /// [`rate_ceiling`](Self::rate_ceiling) a key has no rate until an overload shows that its pace,
     /// not its limit, is what the server objects to (see the rules above).
     ///
     /// A ceiling above [`Semaphore::MAX_PERMITS`](crate::Semaphore::MAX_PERMITS) counts as
@@ -102,7 +102,7 @@ impl Adaptive {
     ///
     /// ```
     /// let adaptive = tollgate::Adaptive::new(2, 16);
-    /// assert_eq!(adaptive.rate_ceiling(), None);
+    /// assert_eq!(adaptive.get_rate_ceiling(), None);
     /// ```
     ///
     /// # Panics
@@ -132,11 +132,11 @@ impl Adaptive {
     /// ```
     /// use tollgate::{Adaptive, Rate};
     ///
-    /// let adaptive = Adaptive::new(1, 8).max_rate(Rate::per_second(20));
-    /// assert_eq!(adaptive.rate_ceiling(), Some(Rate::per_second(20)));
+    /// let adaptive = Adaptive::new(1, 8).rate_ceiling(Rate::per_second(20));
+    /// assert_eq!(adaptive.get_rate_ceiling(), Some(Rate::per_second(20)));
     /// ```
     #[must_use]
-    pub fn max_rate(mut self, rate: Rate) -> Self {
+    pub fn rate_ceiling(mut self, rate: Rate) -> Self {
         self.rate_ceiling = Some(rate);
         self
     }
@@ -170,11 +170,11 @@ impl Adaptive {
     /// ```
     /// use tollgate::{Adaptive, Rate};
     ///
-    /// assert_eq!(Adaptive::new(1, 4).rate_ceiling(), None);
-    /// let capped = Adaptive::new(1, 4).max_rate(Rate::per_minute(60));
-    /// assert_eq!(capped.rate_ceiling(), Some(Rate::per_second(1)));
+    /// assert_eq!(Adaptive::new(1, 4).get_rate_ceiling(), None);
+    /// let capped = Adaptive::new(1, 4).rate_ceiling(Rate::per_minute(60));
+    /// assert_eq!(capped.get_rate_ceiling(), Some(Rate::per_second(1)));
     /// ```
-    pub fn rate_ceiling(&self) -> Option<Rate> {
+    pub fn get_rate_ceiling(&self) -> Option<Rate> {
         self.rate_ceiling
     }
 }

@@ -130,8 +130,8 @@ impl KeyAdapt {
         let ceiling = clamp_ceiling(config.ceiling());
         let floor = (config.floor() as f32).min(ceiling as f32);
         let limit = INITIAL_LIMIT.clamp(floor, ceiling as f32);
-        let (rate_ceiling, burst) = match config.rate_ceiling() {
-            Some(rate) => (per_second(rate.interval()), rate.burst_size()),
+        let (rate_ceiling, burst) = match config.get_rate_ceiling() {
+            Some(rate) => (per_second(rate.interval()), rate.get_burst()),
             None => (f32::INFINITY, 1),
         };
         Self {
@@ -298,8 +298,8 @@ impl KeyAdapt {
             self.set_limit_ceiling(clamp_ceiling(config.ceiling()));
         }
         if self.flags & OWN_RATE == 0 {
-            let (ceiling, burst) = match config.rate_ceiling() {
-                Some(rate) => (per_second(rate.interval()), rate.burst_size()),
+            let (ceiling, burst) = match config.get_rate_ceiling() {
+                Some(rate) => (per_second(rate.interval()), rate.get_burst()),
                 None => (f32::INFINITY, 1),
             };
             if ceiling != self.rate_ceiling {

@@ -37,12 +37,12 @@ fn moderate_sustained_overload_settles_near_the_knee_and_does_not_climb() {
 
 #[test]
 fn a_new_key_starts_low_in_a_few_words() {
-    let capped = Adaptive::new(1, 64).max_rate(Rate::per_second(160));
+    let capped = Adaptive::new(1, 64).rate_ceiling(Rate::per_second(160));
     let key = KeyAdapt::new(&capped, 0);
     assert_eq!(key.limit(), 1, "at its floor");
     assert_eq!(KeyAdapt::new(&Adaptive::new(3, 64), 0).limit(), 3);
     assert_eq!(key.current_rate(), Some(Rate::per_second(5)));
-    let crawl = Adaptive::new(1, 64).max_rate(Rate::per_minute(30));
+    let crawl = Adaptive::new(1, 64).rate_ceiling(Rate::per_minute(30));
     assert_eq!(
         KeyAdapt::new(&crawl, 0).current_rate(),
         Some(Rate::per_minute(30))
@@ -269,7 +269,7 @@ fn a_key_at_its_floor_after_an_overload_recovers_once_it_ends() {
         };
         let ideal = 16.0 / 0.1;
         let mut sim = Sim::new(
-            Adaptive::new(1, 64).max_rate(Rate::per_second(500)),
+            Adaptive::new(1, 64).rate_ceiling(Rate::per_second(500)),
             healthy,
             8,
         );
@@ -297,7 +297,7 @@ fn a_key_at_its_floor_after_an_overload_recovers_once_it_ends() {
 
 #[test]
 fn a_lower_ceiling_takes_the_values_down_at_once_a_higher_one_lets_them_creep() {
-    let config = Adaptive::new(1, 64).max_rate(Rate::per_second(100));
+    let config = Adaptive::new(1, 64).rate_ceiling(Rate::per_second(100));
     let mut key = KeyAdapt::new(&config, 0);
     let now = grow(&mut key, &config, 20);
     let grown = key.limit();
@@ -332,7 +332,7 @@ fn a_lower_ceiling_takes_the_values_down_at_once_a_higher_one_lets_them_creep() 
 
 #[test]
 fn an_overload_while_the_rate_binds_cuts_the_rate_which_creeps_back() {
-    let config = Adaptive::new(1, 64).max_rate(Rate::per_second(100));
+    let config = Adaptive::new(1, 64).rate_ceiling(Rate::per_second(100));
     let mut key = KeyAdapt::new(&config, 0);
     // One start per rate interval, each waited for, answered in 20 ms: the rate binds.
     let mut now = S;
@@ -381,7 +381,7 @@ fn keys_converge_on_what_their_host_allows() {
             .unwrap_or(f64::INFINITY)
             .min(knee / (1.2 * base as f64 / 1e3));
         let config = match max_rate {
-            Some(max) => Adaptive::new(1, 64).max_rate(Rate::per_second(max)),
+            Some(max) => Adaptive::new(1, 64).rate_ceiling(Rate::per_second(max)),
             None => Adaptive::new(1, 64),
         };
         let mut sim = Sim::new(config, host, 9);
@@ -412,7 +412,7 @@ fn a_host_that_halves_then_restores_is_followed() {
         rate: Some(50.0),
         ..host
     };
-    let config = Adaptive::new(1, 64).max_rate(Rate::per_second(400));
+    let config = Adaptive::new(1, 64).rate_ceiling(Rate::per_second(400));
     let mut sim = Sim::new(config, host, 10);
     sim.run_until(60 * S);
     sim.host = halved;

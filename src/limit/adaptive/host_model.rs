@@ -398,7 +398,7 @@ fn curves() {
             .min(knee / (1.2 * base as f64 / 1000.0));
         let config = match std::env::var("ADAPT_NO_MAX_RATE") {
             Ok(_) => Adaptive::new(1, 64),
-            Err(_) => Adaptive::new(1, 64).max_rate(Rate::per_second(200)),
+            Err(_) => Adaptive::new(1, 64).rate_ceiling(Rate::per_second(200)),
         };
         let mut sim = Sim::new(config, host, 7);
         sim.run_until(300 * S);
@@ -437,7 +437,7 @@ fn population() {
         let ideal = reachable.min(knee / (1.2 * base as f64 / 1000.0));
         let ceiling = std::env::var("ADAPT_CEILING").map_or(200, |c| c.parse().unwrap());
         let mut sim = Sim::new(
-            Adaptive::new(1, 64).max_rate(Rate::per_second(ceiling)),
+            Adaptive::new(1, 64).rate_ceiling(Rate::per_second(ceiling)),
             host,
             i,
         );

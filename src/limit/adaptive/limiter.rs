@@ -23,7 +23,7 @@ use crate::sync::lock;
 /// For code outside maps (a keyed map gives each of its keys the same rules with
 /// `.adaptive(..)`). Before each attempt, [`acquire`](Self::acquire) waits for room under
 /// the limit, then for the rate, without holding a thread; the attempt then runs under the
-/// [`AdaptivePermit`], and [`report`](AdaptivePermit::report) says how it went: an
+/// [`AdaptiveLimiterPermit`], and [`report`](AdaptiveLimiterPermit::report) says how it went: an
 /// [`Outcome`] and the time since the permit was granted (its latency) are the key's
 /// signals. The rules are in [`Adaptive`]'s docs.
 ///
@@ -47,7 +47,7 @@ use crate::sync::lock;
 ///     if path.is_empty() { 404 } else { 200 } // the request, simulated
 /// }
 ///
-/// let api = AdaptiveLimiter::new(Adaptive::new(1, 16).max_rate(Rate::per_second(100)));
+/// let api = AdaptiveLimiter::new(Adaptive::new(1, 16).rate_ceiling(Rate::per_second(100)));
 /// assert_eq!(api.limit(), 1); // starts low: at its floor
 /// # futures_lite::future::block_on(async {
 /// for path in ["a", "b", ""] {
@@ -83,14 +83,14 @@ struct State {
 
 impl AdaptiveLimiter {
     /// A limiter whose limit and rate start low (see [`Adaptive::new`] and
-    /// [`Adaptive::max_rate`]) and move by themselves.
+    /// [`Adaptive::rate_ceiling`]) and move by themselves.
     ///
     /// # Examples
     ///
     /// ```
     /// use tollgate::{Adaptive, AdaptiveLimiter, Rate};
     ///
-    /// let limiter = AdaptiveLimiter::new(Adaptive::new(1, 8).max_rate(Rate::per_second(32)));
+    /// let limiter = AdaptiveLimiter::new(Adaptive::new(1, 8).rate_ceiling(Rate::per_second(32)));
     /// assert_eq!(limiter.limit(), 1); // its floor
     /// assert_eq!(limiter.rate(), Some(Rate::per_second(5))); // starts low
     /// ```
@@ -294,9 +294,9 @@ pin_project_lite::pin_project! {
 }
 
 impl<'a> Future for AdaptiveAcquire<'a> {
-    type Output = AdaptivePermit<'a>;
+    type Output = AdaptiveLimiterPermit<'a>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<AdaptivePermit<'a>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<AdaptiveLimiterPermit<'a>> {
         let this = self.project();
         let limiter = *this.limiter;
         if this.held.is_none() {
@@ -312,7 +312,7 @@ impl<'a> Future for AdaptiveAcquire<'a> {
         }));
         let now = Clock::Async.now();
         limiter.start(now, *this.rate_waited);
-        Poll::Ready(AdaptivePermit {
+        Poll::Ready(AdaptiveLimiterPermit {
             limiter,
             slot: this.held.take(),
             started: now,
@@ -348,7 +348,7 @@ impl fmt::Debug for AdaptiveAcquire<'_> {
 /// ```
 #[clippy::has_significant_drop]
 #[must_use = "the permit is released as soon as it is dropped; report how the attempt went"]
-pub struct AdaptivePermit<'a> {
+pub struct AdaptiveLimiterPermit<'a> {
     limiter: &'a AdaptiveLimiter,
     slot: Option<SemaphorePermit<'a>>,
     /// When it was granted, on the limiter's clock.
@@ -356,7 +356,7 @@ pub struct AdaptivePermit<'a> {
     reported: bool,
 }
 
-impl AdaptivePermit<'_> {
+impl AdaptiveLimiterPermit<'_> {
     /// Reports how the attempt went and gives the slot back: the outcome, with the time
     /// since the permit was granted as its latency, may move the limiter's limit and rate
     /// (see [`Adaptive`]'s docs).
@@ -378,7 +378,7 @@ impl AdaptivePermit<'_> {
     }
 }
 
-impl Drop for AdaptivePermit<'_> {
+impl Drop for AdaptiveLimiterPermit<'_> {
     fn drop(&mut self) {
         if !self.reported {
             self.limiter.end(self.started, None);
@@ -388,9 +388,9 @@ impl Drop for AdaptivePermit<'_> {
     }
 }
 
-impl fmt::Debug for AdaptivePermit<'_> {
+impl fmt::Debug for AdaptiveLimiterPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AdaptivePermit")
+        f.debug_struct("AdaptiveLimiterPermit")
             .field("limiter", self.limiter)
             .finish_non_exhaustive()
     }

@@ -6,7 +6,7 @@
 //! - `tuning.rs`: every constant of the rules, named, in one place.
 //! - `core.rs`: `KeyAdapt`, one key's state (a few words) and the rules, synchronous, on
 //!   explicit times; the keyed maps keep one per key, [`AdaptiveLimiter`] one in all.
-//! - `limiter.rs`: [`AdaptiveLimiter`] and [`AdaptivePermit`], one adaptive key for code
+//! - `limiter.rs`: [`AdaptiveLimiter`] and [`AdaptiveLimiterPermit`], one adaptive key for code
 //!   outside maps, on a [`Semaphore`](crate::Semaphore) (the limit) and the rate module's
 //!   GCRA and wait (the rate).
 
@@ -16,4 +16,4 @@ pub(crate) mod limiter;
 mod tuning;
 
 pub use self::config::Adaptive;
-pub use self::limiter::{AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit};
+pub use self::limiter::{AdaptiveAcquire, AdaptiveLimiter, AdaptiveLimiterPermit};

@@ -1,5 +1,5 @@
 //! [`CircuitBreaker`]: one breaker for code outside maps, its core behind a mutex; the
-//! permit ([`BreakerPermit`]) and the wait ([`BreakerAcquire`]).
+//! permit ([`CircuitBreakerPermit`]) and the wait ([`BreakerAcquire`]).
 
 use std::fmt;
 use std::future::Future;
@@ -11,7 +11,7 @@ use event_listener::Event;
 
 use super::config::Breaker;
 use super::core::{BreakerCore, BreakerState, Refusal, Ticket};
-use super::error::CircuitOpen;
+use super::error::CircuitBreakerError;
 use super::wait::ProbeWait;
 use crate::limit::outcome::Outcome;
 use crate::runtime::Clock;
@@ -21,8 +21,8 @@ use crate::sync::lock;
 /// **probes** through now and then to find when it is back.
 ///
 /// Before each attempt, [`try_acquire`](Self::try_acquire) (fail at once) or
-/// [`acquire`](Self::acquire) (wait, holding nothing) takes a [`BreakerPermit`]; the attempt
-/// runs under it, and [`report`](BreakerPermit::report) says how it went. The rules (when it
+/// [`acquire`](Self::acquire) (wait, holding nothing) takes a [`CircuitBreakerPermit`]; the attempt
+/// runs under it, and [`report`](CircuitBreakerPermit::report) says how it went. The rules (when it
 /// opens, for how long, how probes close it) and the defaults are in [`Breaker`]'s docs. For
 /// a breaker per host, see [`KeyedCircuitBreaker`](crate::KeyedCircuitBreaker).
 ///
@@ -36,11 +36,11 @@ use crate::sync::lock;
 /// # Examples
 ///
 /// ```
-/// use tollgate::{Breaker, CircuitBreaker, CircuitOpen, Outcome};
+/// use tollgate::{Breaker, CircuitBreaker, CircuitBreakerError, Outcome};
 ///
 /// static API: CircuitBreaker = CircuitBreaker::new(Breaker::new().min_attempts(3));
 ///
-/// async fn fetch(up: bool) -> Result<u16, CircuitOpen> {
+/// async fn fetch(up: bool) -> Result<u16, CircuitBreakerError> {
 ///     let permit = API.try_acquire()?;
 ///     let status = if up { 200 } else { 503 }; // the request, simulated
 ///     permit.report(match status {
@@ -98,17 +98,17 @@ impl CircuitBreaker {
     /// let breaker = CircuitBreaker::new(Breaker::new());
     /// let permit = breaker.try_acquire()?;
     /// permit.report(Outcome::success());
-    /// # Ok::<(), tollgate::CircuitOpen>(())
+    /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
     ///
     /// # Errors
     ///
-    /// [`CircuitOpen`] when the breaker is open (it says when the next probe may go), or
+    /// [`CircuitBreakerError`] when the breaker is open (it says when the next probe may go), or
     /// half-open with all its probes out.
-    pub fn try_acquire(&self) -> Result<BreakerPermit<'_>, CircuitOpen> {
+    pub fn try_acquire(&self) -> Result<CircuitBreakerPermit<'_>, CircuitBreakerError> {
         match self.ask(0) {
-            (Ok(ticket), _) => Ok(BreakerPermit::new(self, ticket)),
-            (Err(refusal), now) => Err(CircuitOpen::new(refusal, now, None)),
+            (Ok(ticket), _) => Ok(CircuitBreakerPermit::new(self, ticket)),
+            (Err(refusal), now) => Err(CircuitBreakerError::new(refusal, now, None)),
         }
     }
 
@@ -160,7 +160,7 @@ impl CircuitBreaker {
     /// let breaker = CircuitBreaker::new(Breaker::new().min_attempts(1));
     /// breaker.try_acquire()?.report(Outcome::failure());
     /// assert_eq!(breaker.state(), BreakerState::Open);
-    /// # Ok::<(), tollgate::CircuitOpen>(())
+    /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
     pub fn state(&self) -> BreakerState {
         lock(&self.core).state(Clock::Async.now())
@@ -246,16 +246,16 @@ pin_project_lite::pin_project! {
 }
 
 impl<'a> Future for BreakerAcquire<'a> {
-    type Output = BreakerPermit<'a>;
+    type Output = CircuitBreakerPermit<'a>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<BreakerPermit<'a>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<CircuitBreakerPermit<'a>> {
         let this = self.project();
         let breaker = *this.breaker;
         this.wait
             .poll(cx, "BreakerAcquire", &breaker.probe_ended, |not_before| {
                 breaker.ask(not_before).0
             })
-            .map(|ticket| BreakerPermit::new(breaker, ticket))
+            .map(|ticket| CircuitBreakerPermit::new(breaker, ticket))
     }
 }
 
@@ -279,17 +279,17 @@ impl fmt::Debug for BreakerAcquire<'_> {
 /// let permit = breaker.try_acquire()?;
 /// assert!(!permit.is_probe()); // closed: an ordinary attempt
 /// permit.report(Outcome::success());
-/// # Ok::<(), tollgate::CircuitOpen>(())
+/// # Ok::<(), tollgate::CircuitBreakerError>(())
 /// ```
 #[clippy::has_significant_drop]
 #[must_use = "a permit dropped at once says nothing; report how the attempt went"]
-pub struct BreakerPermit<'a> {
+pub struct CircuitBreakerPermit<'a> {
     breaker: &'a CircuitBreaker,
     ticket: Ticket,
     reported: bool,
 }
 
-impl<'a> BreakerPermit<'a> {
+impl<'a> CircuitBreakerPermit<'a> {
     fn new(breaker: &'a CircuitBreaker, ticket: Ticket) -> Self {
         Self {
             breaker,
@@ -311,7 +311,7 @@ impl<'a> BreakerPermit<'a> {
     /// assert_eq!(breaker.state(), BreakerState::Closed); // one attempt is too few
     /// breaker.try_acquire()?.report(Outcome::failure()); // a 500
     /// assert_eq!(breaker.state(), BreakerState::Open);
-    /// # Ok::<(), tollgate::CircuitOpen>(())
+    /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
     pub fn report(mut self, outcome: Outcome) {
         self.reported = true;
@@ -332,14 +332,14 @@ impl<'a> BreakerPermit<'a> {
     /// let probe = breaker.try_acquire()?;
     /// assert!(probe.is_probe());
     /// # drop(probe);
-    /// # Ok::<(), tollgate::CircuitOpen>(())
+    /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
     pub fn is_probe(&self) -> bool {
         self.ticket.is_probe()
     }
 }
 
-impl Drop for BreakerPermit<'_> {
+impl Drop for CircuitBreakerPermit<'_> {
     fn drop(&mut self) {
         if !self.reported {
             self.breaker.end(self.ticket, None);
@@ -347,9 +347,9 @@ impl Drop for BreakerPermit<'_> {
     }
 }
 
-impl fmt::Debug for BreakerPermit<'_> {
+impl fmt::Debug for CircuitBreakerPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BreakerPermit")
+        f.debug_struct("CircuitBreakerPermit")
             .field("probe", &self.is_probe())
             .finish_non_exhaustive()
     }

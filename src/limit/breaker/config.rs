@@ -47,7 +47,7 @@ pub(crate) const TIME_BUCKETS: u64 = 8;
 ///   [`min_attempts`](Self::min_attempts) outcomes or more and the bad ones are
 ///   [`failure_ratio`](Self::failure_ratio) of them or more, the breaker **opens**.
 /// - **Open**: no attempt may go: `try_acquire` fails at once with
-///   [`CircuitOpen`](crate::CircuitOpen), which says when the next probe may go; `acquire`
+///   [`CircuitBreakerError`](crate::CircuitBreakerError), which says when the next probe may go; `acquire`
 ///   waits for it, holding nothing. After the open period the breaker is half-open.
 /// - **Half-open**: up to [`probes`](Self::probes) permits are out at once, each a **probe**.
 ///   Once that many probes succeeded, the breaker **closes** with an empty record. The first

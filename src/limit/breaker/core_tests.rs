@@ -437,7 +437,7 @@ fn a_core_is_a_few_words() {
 
 #[test]
 fn a_refusal_read_with_a_stale_now_says_no_more_than_the_open_period() {
-    use super::error::CircuitOpen;
+    use super::error::CircuitBreakerError;
     let config = Breaker::new()
         .min_attempts(1)
         .open_for(Duration::from_secs(1));
@@ -445,25 +445,25 @@ fn a_refusal_read_with_a_stale_now_says_no_more_than_the_open_period() {
     // Opened at 10 s, until 11 s. A caller whose clock said 4 s before it waited for the
     // lock is refused with a wait counted from its stale now: at most the open period.
     attempt(&mut core, &config, 10 * SEC, Outcome::failure()).unwrap();
-    let stale = CircuitOpen::new(
+    let stale = CircuitBreakerError::new(
         acquire(&mut core, &config, 4 * SEC).unwrap_err(),
         4 * SEC,
         None,
     );
-    assert_eq!(stale.probe_in(), Duration::from_secs(1), "not 7 s");
-    let fresh = CircuitOpen::new(
+    assert_eq!(stale.retry_after(), Duration::from_secs(1), "not 7 s");
+    let fresh = CircuitBreakerError::new(
         acquire(&mut core, &config, 10 * SEC + 400 * MS).unwrap_err(),
         10 * SEC + 400 * MS,
         None,
     );
-    assert_eq!(fresh.probe_in(), Duration::from_millis(600));
+    assert_eq!(fresh.retry_after(), Duration::from_millis(600));
     // A failed probe at 11 s opens it for twice as long: the bound is the period in force.
     let probe = acquire(&mut core, &config, 11 * SEC).unwrap();
     core.report(&config, 11 * SEC, probe, false).unwrap();
-    let stale = CircuitOpen::new(
+    let stale = CircuitBreakerError::new(
         acquire(&mut core, &config, 9 * SEC).unwrap_err(),
         9 * SEC,
         None,
     );
-    assert_eq!(stale.probe_in(), Duration::from_secs(2), "not 4 s");
+    assert_eq!(stale.retry_after(), Duration::from_secs(2), "not 4 s");
 }

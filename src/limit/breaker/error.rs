@@ -1,4 +1,4 @@
-//! [`CircuitOpen`]: an attempt a circuit breaker refused, and when the next probe may go.
+//! [`CircuitBreakerError`]: an attempt a circuit breaker refused, and when the next probe may go.
 
 use std::fmt;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use super::core::Refusal;
 /// An attempt refused by a [`CircuitBreaker`](crate::CircuitBreaker) or a
 /// [`KeyedCircuitBreaker`](crate::KeyedCircuitBreaker): the breaker is open, or half-open
 /// with all its probes out. It names the key (rendered with `Debug`) when there is one, and
-/// says when the next probe may go ([`probe_in`](Self::probe_in)).
+/// says when the next probe may go ([`retry_after`](Self::retry_after)).
 ///
 /// # Examples
 ///
@@ -22,28 +22,28 @@ use super::core::Refusal;
 /// hosts.try_acquire("down.example")?.report(Outcome::failure());
 /// let refused = hosts.try_acquire("down.example").unwrap_err();
 /// assert_eq!(refused.key(), Some("\"down.example\""));
-/// assert!(refused.probe_in() <= Duration::from_secs(30));
+/// assert!(refused.retry_after() <= Duration::from_secs(30));
 /// assert!(refused.to_string().starts_with("circuit open for key \"down.example\": next probe in "));
 /// let as_umbrella: tollgate::Error = refused.into();
 /// # let _ = as_umbrella;
-/// # Ok::<(), tollgate::CircuitOpen>(())
+/// # Ok::<(), tollgate::CircuitBreakerError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CircuitOpen {
+pub struct CircuitBreakerError {
     /// The key, rendered with `Debug`.
     key: Option<Box<str>>,
     /// Nanoseconds until the next probe may go; `None`: half-open, its probes out.
-    probe_in: Option<u64>,
+    retry_after: Option<u64>,
 }
 
-impl CircuitOpen {
+impl CircuitBreakerError {
     /// The refusal `refusal` read at `now`, for `key` (rendered) if any. The wait is at most
     /// the open period: a `now` read before the breaker opened (a caller that waited for
     /// its lock) would otherwise add its lag to it.
     pub(crate) fn new(refusal: Refusal, now: u64, key: Option<&dyn fmt::Debug>) -> Self {
         Self {
             key: key.map(|key| format!("{key:?}").into_boxed_str()),
-            probe_in: match refusal {
+            retry_after: match refusal {
                 Refusal::Open { until, period } => Some(until.saturating_sub(now).min(period)),
                 Refusal::ProbesOut => None,
             },
@@ -64,11 +64,11 @@ impl CircuitOpen {
     /// let breaker = CircuitBreaker::new(Breaker::new().min_attempts(1));
     /// breaker.try_acquire()?.report(Outcome::overload());
     /// let refused = breaker.try_acquire().unwrap_err();
-    /// assert!(refused.probe_in() > Duration::from_secs(29)); // open for 30 s
-    /// # Ok::<(), tollgate::CircuitOpen>(())
+    /// assert!(refused.retry_after() > Duration::from_secs(29)); // open for 30 s
+    /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
-    pub fn probe_in(&self) -> Duration {
-        Duration::from_nanos(self.probe_in.unwrap_or(0))
+    pub fn retry_after(&self) -> Duration {
+        Duration::from_nanos(self.retry_after.unwrap_or(0))
     }
 
     /// The key whose breaker refused, as `format!("{key:?}")` renders it (a `String` key
@@ -82,16 +82,16 @@ impl CircuitOpen {
     /// let ports = KeyedCircuitBreaker::<u16>::new(Breaker::new().min_attempts(1));
     /// ports.try_acquire(&8080)?.report(Outcome::failure());
     /// assert_eq!(ports.try_acquire(&8080).unwrap_err().key(), Some("8080"));
-    /// # Ok::<(), tollgate::CircuitOpen>(())
+    /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
     pub fn key(&self) -> Option<&str> {
         self.key.as_deref()
     }
 }
 
-impl fmt::Display for CircuitOpen {
+impl fmt::Display for CircuitBreakerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = if self.probe_in.is_some() {
+        let state = if self.retry_after.is_some() {
             "open"
         } else {
             "half-open"
@@ -100,14 +100,14 @@ impl fmt::Display for CircuitOpen {
         if let Some(key) = &self.key {
             write!(f, " for key {key}")?;
         }
-        match self.probe_in {
+        match self.retry_after {
             Some(nanos) => write!(f, ": next probe in {:?}", shown(nanos)),
             None => write!(f, ": its probes are out, the next goes when one ends"),
         }
     }
 }
 
-impl std::error::Error for CircuitOpen {}
+impl std::error::Error for CircuitBreakerError {}
 
 /// Whole milliseconds, rounded up (so "in 0ms" never promises a probe that is refused),
 /// unless the wait is shorter than one.
@@ -129,13 +129,13 @@ mod tests {
             until: 1_500_000_000,
             period: 30_000_000_000,
         };
-        let keyed = CircuitOpen::new(open, 0, Some(&"a.example"));
+        let keyed = CircuitBreakerError::new(open, 0, Some(&"a.example"));
         assert_eq!(
             keyed.to_string(),
             "circuit open for key \"a.example\": next probe in 1.5s"
         );
-        assert_eq!(keyed.probe_in(), Duration::from_millis(1500));
-        let single = CircuitOpen::new(
+        assert_eq!(keyed.retry_after(), Duration::from_millis(1500));
+        let single = CircuitBreakerError::new(
             Refusal::Open {
                 until: 36_200_000,
                 period: 30_000_000_000,
@@ -145,11 +145,11 @@ mod tests {
         );
         assert_eq!(single.to_string(), "circuit open: next probe in 37ms");
         assert_eq!(single.key(), None);
-        let busy = CircuitOpen::new(Refusal::ProbesOut, 5, Some(&7));
+        let busy = CircuitBreakerError::new(Refusal::ProbesOut, 5, Some(&7));
         assert_eq!(
             busy.to_string(),
             "circuit half-open for key 7: its probes are out, the next goes when one ends"
         );
-        assert_eq!(busy.probe_in(), Duration::ZERO);
+        assert_eq!(busy.retry_after(), Duration::ZERO);
     }
 }

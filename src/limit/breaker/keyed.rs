@@ -33,7 +33,7 @@ use event_listener::Event;
 
 use super::config::Breaker;
 use super::core::{BreakerCore, BreakerState, Refusal, Ticket};
-use super::error::CircuitOpen;
+use super::error::CircuitBreakerError;
 use super::wait::ProbeWait;
 use crate::limit::outcome::Outcome;
 use crate::runtime::Clock;
@@ -56,7 +56,7 @@ const SWEEP_FLOOR: usize = 64;
 /// [`Breaker`]'s docs), so crawling a million hosts once each keeps only the keys with
 /// outcomes in their records, and those that are open or half-open.
 ///
-/// A refusal ([`CircuitOpen`]) names the key, rendered with `Debug` (hence the `Debug` bound
+/// A refusal ([`CircuitBreakerError`]) names the key, rendered with `Debug` (hence the `Debug` bound
 /// on keys); so do the `tracing` events. Look-ups take `&Q` where `K: Borrow<Q>`, so a
 /// `KeyedCircuitBreaker<String>` is used with `&str`. A breaker is per process.
 ///
@@ -69,7 +69,7 @@ const SWEEP_FLOOR: usize = 64;
 /// static PER_HOST: KeyedCircuitBreaker<String> =
 ///     KeyedCircuitBreaker::new(Breaker::new().min_attempts(3));
 ///
-/// fn fetch(host: &str) -> Result<u16, tollgate::CircuitOpen> {
+/// fn fetch(host: &str) -> Result<u16, tollgate::CircuitBreakerError> {
 ///     let permit = PER_HOST.try_acquire(host)?;
 ///     let status = if host == "down.example" { 503 } else { 200 }; // simulated
 ///     permit.report(if status < 400 { Outcome::success() } else { Outcome::overload() });
@@ -84,7 +84,7 @@ const SWEEP_FLOOR: usize = 64;
 /// let refused = fetch("down.example").unwrap_err();
 /// assert!(refused.to_string().contains("\"down.example\""));
 /// assert_eq!(fetch("up.example")?, 200); // other hosts go on
-/// # Ok::<(), tollgate::CircuitOpen>(())
+/// # Ok::<(), tollgate::CircuitBreakerError>(())
 /// ```
 pub struct KeyedCircuitBreaker<K: Hash + Eq> {
     config: Breaker,
@@ -210,7 +210,7 @@ impl<K: Hash + Eq> KeyedCircuitBreaker<K> {
     /// per_host.try_acquire("a.example")?.report(Outcome::success());
     /// drop(per_host.try_acquire("b.example")?); // no report: nothing to remember
     /// assert_eq!(per_host.len(), 1);
-    /// # Ok::<(), tollgate::CircuitOpen>(())
+    /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
     pub fn len(&self) -> usize {
         self.shards
@@ -245,21 +245,24 @@ impl<K: Hash + Eq + fmt::Debug> KeyedCircuitBreaker<K> {
     ///
     /// let per_host = KeyedCircuitBreaker::<String>::new(Breaker::new());
     /// per_host.try_acquire("a.example")?.report(Outcome::success());
-    /// # Ok::<(), tollgate::CircuitOpen>(())
+    /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
     ///
     /// # Errors
     ///
-    /// [`CircuitOpen`], naming `key`, when its breaker is open (it says when the next probe
+    /// [`CircuitBreakerError`], naming `key`, when its breaker is open (it says when the next probe
     /// may go), or half-open with all its probes out.
-    pub fn try_acquire<Q>(&self, key: &Q) -> Result<KeyedBreakerPermit<'_, K>, CircuitOpen>
+    pub fn try_acquire<Q>(
+        &self,
+        key: &Q,
+    ) -> Result<KeyedCircuitBreakerPermit<'_, K>, CircuitBreakerError>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + fmt::Debug + ?Sized,
     {
         match self.ask(key, 0) {
-            (Ok(ticket), _) => Ok(KeyedBreakerPermit::new(self, key.to_owned(), ticket)),
-            (Err(refusal), now) => Err(CircuitOpen::new(refusal, now, Some(&key))),
+            (Ok(ticket), _) => Ok(KeyedCircuitBreakerPermit::new(self, key.to_owned(), ticket)),
+            (Err(refusal), now) => Err(CircuitBreakerError::new(refusal, now, Some(&key))),
         }
     }
 
@@ -410,9 +413,9 @@ pin_project_lite::pin_project! {
 }
 
 impl<'a, K: Hash + Eq + Clone + fmt::Debug> Future for KeyedBreakerAcquire<'a, K> {
-    type Output = KeyedBreakerPermit<'a, K>;
+    type Output = KeyedCircuitBreakerPermit<'a, K>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<KeyedBreakerPermit<'a, K>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<KeyedCircuitBreakerPermit<'a, K>> {
         let this = self.project();
         let breaker = *this.breaker;
         let key = this
@@ -427,7 +430,7 @@ impl<'a, K: Hash + Eq + Clone + fmt::Debug> Future for KeyedBreakerAcquire<'a, K
             |not_before| breaker.ask(key, not_before).0
         ));
         let key = this.key.take().expect("held until now");
-        Poll::Ready(KeyedBreakerPermit::new(breaker, key, ticket))
+        Poll::Ready(KeyedCircuitBreakerPermit::new(breaker, key, ticket))
     }
 }
 
@@ -452,18 +455,18 @@ impl<K: Hash + Eq> fmt::Debug for KeyedBreakerAcquire<'_, K> {
 /// let permit = per_host.try_acquire("a.example")?;
 /// assert_eq!(permit.key(), "a.example");
 /// permit.report(Outcome::success());
-/// # Ok::<(), tollgate::CircuitOpen>(())
+/// # Ok::<(), tollgate::CircuitBreakerError>(())
 /// ```
 #[clippy::has_significant_drop]
 #[must_use = "a permit dropped at once says nothing; report how the attempt went"]
-pub struct KeyedBreakerPermit<'a, K: Hash + Eq + fmt::Debug> {
+pub struct KeyedCircuitBreakerPermit<'a, K: Hash + Eq + fmt::Debug> {
     breaker: &'a KeyedCircuitBreaker<K>,
     key: K,
     ticket: Ticket,
     reported: bool,
 }
 
-impl<'a, K: Hash + Eq + fmt::Debug> KeyedBreakerPermit<'a, K> {
+impl<'a, K: Hash + Eq + fmt::Debug> KeyedCircuitBreakerPermit<'a, K> {
     fn new(breaker: &'a KeyedCircuitBreaker<K>, key: K, ticket: Ticket) -> Self {
         Self {
             breaker,
@@ -474,7 +477,7 @@ impl<'a, K: Hash + Eq + fmt::Debug> KeyedBreakerPermit<'a, K> {
     }
 
     /// Reports how the attempt went (see
-    /// [`BreakerPermit::report`](crate::BreakerPermit::report)).
+    /// [`CircuitBreakerPermit::report`](crate::CircuitBreakerPermit::report)).
     ///
     /// # Examples
     ///
@@ -485,7 +488,7 @@ impl<'a, K: Hash + Eq + fmt::Debug> KeyedBreakerPermit<'a, K> {
     /// per_host.try_acquire("a.example")?.report(Outcome::overload()); // a 503
     /// assert_eq!(per_host.state("a.example"), BreakerState::Open);
     /// assert_eq!(per_host.state("b.example"), BreakerState::Closed);
-    /// # Ok::<(), tollgate::CircuitOpen>(())
+    /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
     pub fn report(mut self, outcome: Outcome) {
         self.reported = true;
@@ -502,7 +505,7 @@ impl<'a, K: Hash + Eq + fmt::Debug> KeyedBreakerPermit<'a, K> {
     ///
     /// let per_host = KeyedCircuitBreaker::<String>::new(Breaker::new());
     /// assert!(!per_host.try_acquire("a.example")?.is_probe());
-    /// # Ok::<(), tollgate::CircuitOpen>(())
+    /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
     pub fn is_probe(&self) -> bool {
         self.ticket.is_probe()
@@ -517,14 +520,14 @@ impl<'a, K: Hash + Eq + fmt::Debug> KeyedBreakerPermit<'a, K> {
     ///
     /// let ports = KeyedCircuitBreaker::<u16>::new(Breaker::new());
     /// assert_eq!(*ports.try_acquire(&443)?.key(), 443);
-    /// # Ok::<(), tollgate::CircuitOpen>(())
+    /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
     pub fn key(&self) -> &K {
         &self.key
     }
 }
 
-impl<K: Hash + Eq + fmt::Debug> Drop for KeyedBreakerPermit<'_, K> {
+impl<K: Hash + Eq + fmt::Debug> Drop for KeyedCircuitBreakerPermit<'_, K> {
     fn drop(&mut self) {
         if !self.reported {
             self.breaker.end(&self.key, self.ticket, None);
@@ -532,9 +535,9 @@ impl<K: Hash + Eq + fmt::Debug> Drop for KeyedBreakerPermit<'_, K> {
     }
 }
 
-impl<K: Hash + Eq + fmt::Debug> fmt::Debug for KeyedBreakerPermit<'_, K> {
+impl<K: Hash + Eq + fmt::Debug> fmt::Debug for KeyedCircuitBreakerPermit<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedBreakerPermit")
+        f.debug_struct("KeyedCircuitBreakerPermit")
             .field("key", &self.key)
             .field("probe", &self.is_probe())
             .finish_non_exhaustive()

@@ -6,12 +6,12 @@
 //!   of time), a few words on explicit times.
 //! - `core.rs`: `BreakerCore`, one breaker's state machine (closed, open, half-open),
 //!   synchronous, on explicit times; [`BreakerState`].
-//! - `circuit.rs`: [`CircuitBreaker`] and [`BreakerPermit`], one breaker behind a mutex.
-//! - `keyed.rs`: [`KeyedCircuitBreaker`] and [`KeyedBreakerPermit`], one core per key in a
+//! - `circuit.rs`: [`CircuitBreaker`] and [`CircuitBreakerPermit`], one breaker behind a mutex.
+//! - `keyed.rs`: [`KeyedCircuitBreaker`] and [`KeyedCircuitBreakerPermit`], one core per key in a
 //!   sharded table that forgets keys holding nothing.
 //! - `wait.rs`: the wait behind both `acquire` futures (an open period's timer, a probe's
 //!   end).
-//! - `error.rs`: [`CircuitOpen`].
+//! - `error.rs`: [`CircuitBreakerError`].
 
 mod circuit;
 pub(crate) mod config;
@@ -23,8 +23,8 @@ mod keyed;
 mod record;
 mod wait;
 
-pub use self::circuit::{BreakerAcquire, BreakerPermit, CircuitBreaker};
+pub use self::circuit::{BreakerAcquire, CircuitBreaker, CircuitBreakerPermit};
 pub use self::config::Breaker;
 pub use self::core::BreakerState;
-pub use self::error::CircuitOpen;
-pub use self::keyed::{KeyedBreakerAcquire, KeyedBreakerPermit, KeyedCircuitBreaker};
+pub use self::error::CircuitBreakerError;
+pub use self::keyed::{KeyedBreakerAcquire, KeyedCircuitBreaker, KeyedCircuitBreakerPermit};

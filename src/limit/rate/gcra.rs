@@ -42,7 +42,7 @@ const fn duration_nanos(duration: Duration) -> u64 {
 ///
 /// let polite = Rate::per_second(2).burst(4);
 /// assert_eq!(polite.interval(), Duration::from_millis(500));
-/// assert_eq!(polite.burst_size(), 4);
+/// assert_eq!(polite.get_burst(), 4);
 /// assert_eq!(Rate::every(Duration::from_secs(3)).interval(), Duration::from_secs(3));
 /// assert_eq!(Rate::per(30, Duration::from_secs(60)), Rate::every(Duration::from_secs(2)));
 /// ```
@@ -126,7 +126,7 @@ impl Rate {
     }
 
     /// How many starts may come at once after a quiet spell.
-    pub const fn burst_size(&self) -> u32 {
+    pub const fn get_burst(&self) -> u32 {
         self.burst
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-/// What the map lacks for a setting (the control decides it from the map's caps).
+/// What the map lacks for a setting (the control decides it from what the map can change).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     /// No map is attached: none yet, or it ended.

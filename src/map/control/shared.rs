@@ -86,7 +86,7 @@ pub(crate) struct Shared {
     generation: AtomicU64,
     settings: Mutex<Settings>,
     /// `ATTACHED` and what the map can change while it runs; nothing once it ended.
-    caps: AtomicU8,
+    changeable: AtomicU8,
     waker: AtomicWaker,
     /// Input positions of the items a drain dropped unstarted, ascending.
     never_started: Mutex<Vec<usize>>,
@@ -193,7 +193,7 @@ impl Shared {
         // A drain asked during this run ends with it.
         self.drain_spent
             .store(self.draining.load(Ordering::Acquire), Ordering::Release);
-        self.caps.store(0, Ordering::Release);
+        self.changeable.store(0, Ordering::Release);
     }
 
     /// Whether a drain was asked.
@@ -230,14 +230,14 @@ impl Shared {
         never.extend(positions);
     }
 
-    /// Attaches a map that can change the settings in `caps`: a new run, whose figures
+    /// Attaches a map that can change the settings in `changeable`: a new run, whose figures
     /// start from zero.
     #[track_caller]
-    pub(crate) fn attach(&self, caps: u8) {
+    pub(crate) fn attach(&self, changeable: u8) {
         // Under the settings' lock: a setting asked once the new map is attached waits
         // for the reset below and is kept; one asked before sees no map.
         let mut settings = lock(&self.settings);
-        let before = self.caps.fetch_or(ATTACHED, Ordering::AcqRel);
+        let before = self.changeable.fetch_or(ATTACHED, Ordering::AcqRel);
         if before & ATTACHED != 0 {
             drop(settings);
             panic!(
@@ -258,13 +258,15 @@ impl Shared {
         }
         lock(&self.never_started).clear();
         self.board_stale.store(true, Ordering::Release);
-        self.caps.store(caps | ATTACHED, Ordering::Release);
+        self.changeable
+            .store(changeable | ATTACHED, Ordering::Release);
     }
 
     /// The map changed its admission (a scheduling method after `.control`): it can now
-    /// change the settings in `caps`.
-    pub(crate) fn recap(&self, caps: u8) {
-        self.caps.store(caps | ATTACHED, Ordering::Release);
+    /// change the settings in `changeable`.
+    pub(crate) fn set_changeable(&self, changeable: u8) {
+        self.changeable
+            .store(changeable | ATTACHED, Ordering::Release);
     }
 }
 
@@ -296,7 +298,7 @@ impl Shared {
     /// Asks the map for its per-key counts (paused, open, told later) if it has a
     /// scheduler, the only map that has keys to count.
     pub(super) fn request_key_counts(&self) {
-        if self.caps.load(Ordering::Relaxed) & CAN_RATE != 0 {
+        if self.changeable.load(Ordering::Relaxed) & CAN_RATE != 0 {
             self.request_keys(0);
         }
     }
@@ -346,14 +348,14 @@ impl Shared {
         setting: &'static str,
         apply: impl FnOnce(&mut Settings),
     ) -> Result<(), ControlError> {
-        let caps = self.caps.load(Ordering::Acquire);
-        let kind = if caps & ATTACHED == 0 {
+        let changeable = self.changeable.load(Ordering::Acquire);
+        let kind = if changeable & ATTACHED == 0 {
             Kind::NotAttached
-        } else if needs & CAN_PER_KEY != 0 && caps & CAN_PER_KEY == 0 {
+        } else if needs & CAN_PER_KEY != 0 && changeable & CAN_PER_KEY == 0 {
             Kind::NoKeys
-        } else if needs & CAN_KEY_SETTINGS != 0 && caps & CAN_KEY_SETTINGS == 0 {
+        } else if needs & CAN_KEY_SETTINGS != 0 && changeable & CAN_KEY_SETTINGS == 0 {
             Kind::AttachedBeforeKeys
-        } else if caps & needs != needs {
+        } else if changeable & needs != needs {
             Kind::NoScheduler
         } else {
             apply(&mut lock(&self.settings));

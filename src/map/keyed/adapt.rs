@@ -9,7 +9,7 @@
 use super::settings::InForce;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
-use crate::limit::breaker::error::CircuitOpen;
+use crate::limit::breaker::error::CircuitBreakerError;
 use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::Gcra;
 
@@ -26,7 +26,7 @@ pub(crate) trait Classify<O> {
     fn classify(&mut self, output: &O) -> Option<Outcome>;
     /// The output of an item whose key's breaker is open, on a map where such items fail
     /// at once; `None` where they wait.
-    fn open(&mut self, _open: CircuitOpen) -> Option<O> {
+    fn open(&mut self, _open: CircuitBreakerError) -> Option<O> {
         None
     }
 }

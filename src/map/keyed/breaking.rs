@@ -11,10 +11,10 @@ use std::marker::PhantomData;
 use super::adapt::{Adapting, Classified, Classify};
 use crate::limit::breaker::config::Breaker;
 use crate::limit::breaker::core::{Refusal, Transition};
-use crate::limit::breaker::error::CircuitOpen;
+use crate::limit::breaker::error::CircuitBreakerError;
 use crate::limit::outcome::Outcome;
 
-/// While a key's breaker is open, its items end at once with a [`CircuitOpen`] error
+/// While a key's breaker is open, its items end at once with a [`CircuitBreakerError`] error
 /// (converted into the map's error type): made by
 /// [`breaker`](crate::futures::MapAsync::breaker).
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,17 +42,17 @@ mod sealed {
 /// What a map does with the items of a key whose breaker is open, for outputs `O`.
 pub(crate) trait OpenMode<O> {
     /// The output of an item that fails at once.
-    fn output(open: CircuitOpen) -> Option<O>;
+    fn output(open: CircuitBreakerError) -> Option<O>;
 }
 
-impl<V, E: From<CircuitOpen>> OpenMode<Result<V, E>> for FailWhenOpen {
-    fn output(open: CircuitOpen) -> Option<Result<V, E>> {
+impl<V, E: From<CircuitBreakerError>> OpenMode<Result<V, E>> for FailWhenOpen {
+    fn output(open: CircuitBreakerError) -> Option<Result<V, E>> {
         Some(Err(E::from(open)))
     }
 }
 
 impl<O> OpenMode<O> for WaitWhenOpen {
-    fn output(_open: CircuitOpen) -> Option<O> {
+    fn output(_open: CircuitBreakerError) -> Option<O> {
         None
     }
 }
@@ -90,7 +90,7 @@ impl<O, C: Classify<O>, M: OpenMode<O>> Classify<O> for WithBreaker<C, M> {
         self.classify.classify(output)
     }
 
-    fn open(&mut self, open: CircuitOpen) -> Option<O> {
+    fn open(&mut self, open: CircuitBreakerError) -> Option<O> {
         M::output(open)
     }
 }
@@ -102,7 +102,7 @@ pub(crate) struct MapBreaker<K> {
     /// Whether items of an open key fail at once (else they wait).
     pub(super) fails: bool,
     /// The error for `key` refused at `now`.
-    refused: fn(&K, Refusal, u64) -> CircuitOpen,
+    refused: fn(&K, Refusal, u64) -> CircuitBreakerError,
     /// Tells a transition of `key`'s breaker.
     emit: fn(&K, &Transition),
 }
@@ -115,12 +115,12 @@ impl<K> MapBreaker<K> {
         Self {
             config,
             fails,
-            refused: |key, refusal, now| CircuitOpen::new(refusal, now, Some(key)),
+            refused: |key, refusal, now| CircuitBreakerError::new(refusal, now, Some(key)),
             emit: |key, transition| transition.emit(Some(key)),
         }
     }
 
-    pub(super) fn refused(&self, key: &K, refusal: Refusal, now: u64) -> CircuitOpen {
+    pub(super) fn refused(&self, key: &K, refusal: Refusal, now: u64) -> CircuitBreakerError {
         (self.refused)(key, refusal, now)
     }
 

@@ -64,7 +64,7 @@ use super::results::Results;
 use crate::events;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::breaker::core::Ticket;
-use crate::limit::breaker::error::CircuitOpen;
+use crate::limit::breaker::error::CircuitBreakerError;
 use crate::limit::rate::Rate;
 use crate::limit::rate::gcra::{Gcra, nanos_since_origin};
 use crate::runtime::now;
@@ -201,7 +201,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
     ) -> PerKey<T, K, KF, P, G, Adapting<D>> {
         let now = self.now();
         self.scheduler.set_default_limit(adaptive.ceiling(), now);
-        if let Some(rate) = adaptive.rate_ceiling() {
+        if let Some(rate) = adaptive.get_rate_ceiling() {
             self.scheduler.set_default_rate(Gcra::new(rate));
         }
         self.scheduler.set_adaptive(adaptive);
@@ -345,7 +345,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
     fn refused<O, R>(
         &mut self,
         waiting: Waiting<T>,
-        open: CircuitOpen,
+        open: CircuitBreakerError,
         results: &mut R,
     ) -> ControlFlow<()>
     where
@@ -516,7 +516,7 @@ impl<T, K, KF, P, G, C> DefaultWindow for PerKey<T, K, KF, P, G, C> {
         limit.saturating_mul(PER_KEY_WINDOW)
     }
 
-    fn caps(&self) -> u8 {
+    fn changeable(&self) -> u8 {
         let keys = if self.key_changes.is_some() {
             CAN_KEY_SETTINGS
         } else {

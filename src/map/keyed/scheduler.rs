@@ -35,7 +35,7 @@ use crate::events;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::breaker::core::{BreakerCore, BreakerState, Refusal, Ticket};
-use crate::limit::breaker::error::CircuitOpen;
+use crate::limit::breaker::error::CircuitBreakerError;
 use crate::limit::hint::Hint;
 use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::Gcra;
@@ -53,7 +53,7 @@ pub(crate) enum Next<K, T> {
     Nothing,
     /// This item of this key ends at once, refused by the key's open breaker (a map where
     /// such items fail; it is not counted as running).
-    Refused(K, T, CircuitOpen),
+    Refused(K, T, CircuitBreakerError),
 }
 
 /// What a key's breaker says to its next start.
@@ -61,7 +61,7 @@ enum BreakerSays {
     /// Start (with the breaker's ticket, on a map with breakers).
     Go(Option<Ticket>),
     /// The item ends at once with this error (a map whose open keys' items fail).
-    Fail(CircuitOpen),
+    Fail(CircuitBreakerError),
     /// The key waits, holding nothing.
     Hold,
 }

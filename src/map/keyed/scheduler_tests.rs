@@ -612,7 +612,7 @@ fn a_cleared_rate_follows_the_default_again() {
 fn adaptive_key_at_five_a_second() -> KeyScheduler<&'static str, i32> {
     let mut scheduler = KeyScheduler::new(4);
     let adaptive =
-        crate::limit::adaptive::config::Adaptive::new(2, 4).max_rate(Rate::per_second(1_000));
+        crate::limit::adaptive::config::Adaptive::new(2, 4).rate_ceiling(Rate::per_second(1_000));
     scheduler.set_default_rate(Gcra::new(Rate::per_second(1_000)));
     scheduler.set_adaptive(adaptive);
     for item in 0..3 {
