@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tollgate::{Semaphore, SemaphoreError, map_async, run_sync, sleep};
+use tollgate_testkit::Rng;
 
 const KIB: usize = 1024;
 
@@ -122,18 +123,15 @@ fn options() -> Options {
 
 /// Mixed sizes from a seeded generator: mostly small files, some large, one too large.
 fn sizes_kib(files: usize, cap_kib: usize) -> Vec<usize> {
-    let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut rng = Rng::new(1);
     let mut sizes: Vec<usize> = (0..files)
         .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            match seed % 10 {
+            match rng.below(10) {
                 // Large: up to a quarter of the cap, so that they still fit when the
                 // cap is lowered to a quarter (a request above the cap would wait).
-                0 => cap_kib / 8 + (seed >> 20) as usize % (cap_kib / 8),
-                1..=3 => 256 + (seed >> 20) as usize % 768, // medium
-                _ => 16 + (seed >> 20) as usize % 240,      // small
+                0 => rng.range(cap_kib / 8..=cap_kib / 4 - 1),
+                1..=3 => rng.range(256..=1023), // medium
+                _ => rng.range(16..=255),       // small
             }
         })
         .collect();

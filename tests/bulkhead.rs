@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Once};
 use std::time::{Duration, Instant};
 
-use common::{InFlight, matrix, panic_message, spawn, virtual_time};
+use common::{InFlight, Rng, matrix, panic_message, spawn, virtual_time};
 use futures_lite::FutureExt;
 use futures_lite::future::{poll_once, yield_now, zip};
 use tollgate::testing::now;
@@ -142,18 +142,15 @@ matrix! {
             .map(|seed| {
                 let bulkhead = bulkhead.clone();
                 spawn(async move {
-                    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    let mut rng = Rng::new(seed);
                     for _ in 0..ACQUIRES / TASKS {
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
                         let mut acquire = pin!(bulkhead.acquire());
-                        match rng % 5 {
+                        match rng.below(5) {
                             // Hold across a yield, now and then across a sleep that makes
                             // others' 1 ms acquire timeout fire.
                             0 => {
                                 if let Ok(_permit) = acquire.await {
-                                    if rng % 32 == 0 {
+                                    if rng.below(32) == 0 {
                                         tollgate::sleep(Duration::from_millis(4)).await;
                                     } else {
                                         yield_now().await;
@@ -945,20 +942,17 @@ matrix! {
                 })
             })
             .collect();
-        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+        let mut rng = Rng::new(1);
         let mut resizes = 0;
         while done.load(Ordering::SeqCst) < TASKS {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let limit = 1 + (seed >> 40) as usize % 8;
+            let limit = rng.range(1..=8);
             {
                 let mut ledger = ledger.lock().unwrap();
                 bulkhead.set_limit(limit);
                 ledger.limits.push(limit);
             }
             resizes += 1;
-            for _ in 0..(seed >> 50) % 16 + 1 {
+            for _ in 0..rng.range(1..=16) {
                 yield_now().await;
             }
         }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
-use common::{InFlight, matrix, virtual_time};
+use common::{InFlight, Rng, matrix, virtual_time};
 use futures_lite::future::{yield_now, zip};
 use futures_lite::{StreamExt, stream};
 use tollgate::testing::now;
@@ -28,18 +28,6 @@ use tollgate::{
     BoundedStreamExt, KeySettings, MapControl, Progress, Rate, RetryPolicy, amap_iter, map_async,
     sleep,
 };
-
-/// A small deterministic generator (xorshift), so each run sees the same "random" moments.
-struct Dice(u64);
-
-impl Dice {
-    fn roll(&mut self, sides: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % sides
-    }
-}
 
 /// One control for the plain map and one for the keyed map of a test that runs both
 /// (the keyed one names its keys, so the two have different types).
@@ -146,10 +134,11 @@ fn check_one_state_each(progress: &Progress, at: &str) {
 /// Reads the progress at random moments between the map's polls until the map ends,
 /// comparing it with the truth each time; returns how many readings it made.
 async fn watch(control: MapControl<impl Sized>, truth: &Truth, seed: u64) -> usize {
-    let mut dice = Dice(seed);
+    // A seeded generator, so each run sees the same "random" moments.
+    let mut dice = Rng::new(seed);
     let mut readings = 0;
     loop {
-        for _ in 0..dice.roll(4) {
+        for _ in 0..dice.below(4) {
             yield_now().await;
         }
         let progress = control.progress();

@@ -15,7 +15,7 @@ use std::pin::pin;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use common::{InFlight, matrix, panic_message, spawn, virtual_time};
+use common::{InFlight, Rng, matrix, panic_message, spawn, virtual_time};
 use futures_lite::future::{poll_once, yield_now, zip};
 use tollgate::testing::now;
 use tollgate::{KeyedBulkhead, run_sync, sleep};
@@ -66,13 +66,10 @@ matrix! {
             .map(|seed| {
                 let (per_key, in_flight) = (per_key.clone(), in_flight.clone());
                 spawn(async move {
-                    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    let mut rng = Rng::new(seed);
                     for _ in 0..2000 {
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
-                        let key = (rng >> 8) as usize % KEYS;
-                        match rng % 4 {
+                        let key = rng.below(KEYS as u64) as usize;
+                        match rng.below(4) {
                             0 => {
                                 let mut acquire = pin!(per_key.acquire(&key));
                                 drop(poll_once(acquire.as_mut()).await);
@@ -232,12 +229,9 @@ fn eviction_racing_with_acquire_on_threads_never_doubles_a_cap() {
         for seed in 0..8u64 {
             let (per_key, in_flight) = (&per_key, &in_flight);
             scope.spawn(move || {
-                let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                let mut rng = Rng::new(seed);
                 for _ in 0..20_000 {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    let key = (rng >> 8) as usize % KEYS;
+                    let key = rng.below(KEYS as u64) as usize;
                     if let Ok(_permit) = per_key.try_acquire(&key) {
                         let _inside = in_flight[key].enter();
                         std::thread::yield_now();

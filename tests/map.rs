@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use common::{
-    InFlight, assert_polled_again_panics, counting_waker, drain, matrix, panic_message,
+    InFlight, Rng, assert_polled_again_panics, counting_waker, drain, matrix, panic_message,
     poll_until_panic,
 };
 use futures::FutureExt as _;
@@ -102,19 +102,6 @@ fn counted<I: Iterator>(items: I, pulled: &Arc<AtomicUsize>) -> impl Iterator<It
     })
 }
 
-/// Deterministic pseudo-random numbers (xorshift).
-fn randoms(n: usize, seed: u64) -> Vec<u64> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        })
-        .collect()
-}
-
 /// Resolves after a std thread wakes it: the wake-up comes from outside the runtime.
 fn woken_by_thread(
     tx: &Mutex<std::sync::mpsc::Sender<(Waker, Arc<AtomicBool>)>>,
@@ -155,7 +142,9 @@ impl Iterator for Claims {
 
 matrix! {
     async fn outputs_keep_input_order_with_random_latencies() {
-        let delays: Vec<u64> = randoms(150, 7).into_iter().map(|r| r % 4).collect();
+        // Seeded pseudo-random latencies, the same on every run.
+        let mut rng = Rng::new(7);
+        let delays: Vec<u64> = (0..150).map(|_| rng.below(4)).collect();
         let expected: Vec<usize> = (0..delays.len()).collect();
         let job = |(i, ms): (usize, u64)| async move {
             sleep(Duration::from_millis(ms)).await;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use common::{InFlight, matrix, panic_message, spawn};
+use common::{InFlight, Rng, matrix, panic_message, spawn};
 use futures_lite::future::{poll_once, yield_now};
 use tollgate::Semaphore;
 use tollgate::testing::eventually;
@@ -350,13 +350,10 @@ matrix! {
             .map(|seed| {
                 let semaphore = semaphore.clone();
                 spawn(async move {
-                    let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    let mut rng = Rng::new(seed);
                     for _ in 0..500 {
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
                         let mut acquire = pin!(semaphore.acquire());
-                        match rng % 3 {
+                        match rng.below(3) {
                             0 => drop(poll_once(acquire.as_mut()).await),
                             1 => {
                                 let early = poll_once(acquire.as_mut()).await;
@@ -377,27 +374,6 @@ matrix! {
         }
         assert_eq!(semaphore.available_permits(), 3);
         assert_eq!(semaphore.waiting(), 0);
-    }
-}
-
-/// A small seeded generator (xorshift64*), so that every run draws the same numbers.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// A number in `low..=high`.
-    fn range(&mut self, low: usize, high: usize) -> usize {
-        low + (self.next() >> 33) as usize % (high - low + 1)
     }
 }
 
@@ -495,13 +471,13 @@ const HIGHEST: usize = 16;
 /// that the ledger's limit is the semaphore's.
 fn resize(semaphore: &Semaphore, ledger: &Mutex<Ledger>, rng: &mut Rng) {
     let mut ledger = ledger.lock().unwrap();
-    match rng.range(0, 2) {
-        0 => semaphore.set_limit(rng.range(LOWEST, HIGHEST)),
+    match rng.range(0..=2) {
+        0 => semaphore.set_limit(rng.range(LOWEST..=HIGHEST)),
         1 if semaphore.limit() < HIGHEST => {
-            semaphore.add_permits(rng.range(1, 2).min(HIGHEST - semaphore.limit()));
+            semaphore.add_permits(rng.range(1..=2).min(HIGHEST - semaphore.limit()));
         }
         _ => {
-            let most = rng.range(1, 3).min(semaphore.limit() - LOWEST);
+            let most = rng.range(1..=3).min(semaphore.limit() - LOWEST);
             assert!(semaphore.forget_permits(most) <= most);
         }
     }
@@ -523,7 +499,7 @@ fn spawn_resizer(
         while done.load(Ordering::SeqCst) < TASKS {
             resize(&semaphore, &ledger, &mut rng);
             resizes += 1;
-            for _ in 0..rng.range(1, 20) {
+            for _ in 0..rng.range(1..=20) {
                 yield_now().await;
             }
         }
@@ -546,10 +522,10 @@ matrix! {
                 spawn(async move {
                     let mut rng = Rng::new(seed + 1);
                     for _ in 0..ACQUIRES / TASKS {
-                        let n = rng.range(1, MOST);
+                        let n = rng.range(1..=MOST);
                         let generation = ledger.lock().unwrap().begin();
                         // Every form of the weighted acquire, held the same way.
-                        let permit: Box<dyn Send + '_> = match rng.range(0, 2) {
+                        let permit: Box<dyn Send + '_> = match rng.range(0..=2) {
                             0 => Box::new(semaphore.acquire_many_arc(n).await.unwrap()),
                             1 if n == 1 => Box::new(semaphore.acquire_arc().await.unwrap()),
                             _ => {
@@ -559,7 +535,7 @@ matrix! {
                             }
                         };
                         ledger.lock().unwrap().admit(n);
-                        if rng.range(0, 1) == 0 {
+                        if rng.range(0..=1) == 0 {
                             yield_now().await;
                         }
                         ledger.lock().unwrap().end(generation, n);
@@ -608,7 +584,7 @@ matrix! {
                 spawn(async move {
                     let mut rng = Rng::new(seed + 100);
                     for _ in 0..ACQUIRES / TASKS {
-                        let n = rng.range(1, MOST_ASIDE);
+                        let n = rng.range(1..=MOST_ASIDE);
                         let generation = {
                             let mut ledger = ledger.lock().unwrap();
                             if n > semaphore.limit() {
@@ -617,11 +593,11 @@ matrix! {
                             ledger.begin()
                         };
                         let mut acquire = pin!(semaphore.acquire_many_arc(n));
-                        if rng.range(0, 3) == 0 {
+                        if rng.range(0..=3) == 0 {
                             // Cancelled after a poll or two: queued (in line or aside), or
                             // granted and never taken, which passes its permits on.
                             let early = poll_once(acquire.as_mut()).await;
-                            if rng.range(0, 1) == 0 {
+                            if rng.range(0..=1) == 0 {
                                 yield_now().await;
                             }
                             match early {
@@ -636,7 +612,7 @@ matrix! {
                         }
                         let permit = acquire.await.unwrap();
                         ledger.lock().unwrap().admit(n);
-                        if rng.range(0, 1) == 0 {
+                        if rng.range(0..=1) == 0 {
                             yield_now().await;
                         }
                         ledger.lock().unwrap().end(generation, n);
@@ -935,7 +911,7 @@ fn blocking_weighted_threads_never_exceed_the_limit_while_it_changes() {
             scope.spawn(move || {
                 let mut rng = Rng::new(seed);
                 for _ in 0..300 {
-                    let n = rng.range(1, 3);
+                    let n = rng.range(1..=3);
                     let permit = if n == 1 {
                         semaphore.acquire_blocking().unwrap()
                     } else {
@@ -1055,10 +1031,10 @@ matrix! {
         let mut rng = Rng::new(10);
         let sizes: Vec<usize> = (0..DOWNLOADS)
             .map(|_| {
-                if rng.range(0, 24) == 0 {
-                    rng.range(LOW + 1, HIGH)
+                if rng.range(0..=24) == 0 {
+                    rng.range(LOW + 1..=HIGH)
                 } else {
-                    rng.range(1, 64)
+                    rng.range(1..=64)
                 }
             })
             .collect();

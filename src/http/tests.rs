@@ -5,6 +5,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use tollgate_testkit::Rng;
 
 use super::date::{MAX_DELAY, http_date, year_of};
 use super::rate_limit::reset;
@@ -615,81 +616,65 @@ fn outcome_classifies_the_status() {
 
 // Random bytes --------------------------------------------------------------------------
 
-/// xorshift64*: a seeded stream of numbers, enough to pick bytes.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// Bytes of any value, or pieces of the grammars glued at random.
-    fn value(&mut self) -> Vec<u8> {
-        const PIECES: &[&str] = &[
-            "\"",
-            ";",
-            "=",
-            ",",
-            " ",
-            "  ",
-            "(",
-            ")",
-            ":",
-            "-",
-            ".",
-            "?1",
-            "@",
-            "%\"",
-            "*",
-            "q",
-            "w",
-            "r",
-            "t",
-            "qu",
-            "pk",
-            "\"requests\"",
-            "\"concurrent-requests\"",
-            "0",
-            "1",
-            "60",
-            "999999999999999",
-            "1000000000000000",
-            "1700000000",
-            "1.5",
-            "-1",
-            "GMT",
-            "Sun",
-            "Sunday",
-            "Nov",
-            "06",
-            "1994",
-            "94",
-            "08:49:37",
-            "23:59:60",
-            "06-Nov-94",
-            "\\",
-            "\\\"",
-            "%c3",
-            "\u{e9}",
-            "\t",
-        ];
-        let len = self.below(40);
-        if self.below(2) == 0 {
-            (0..len).map(|_| self.next() as u8).collect()
-        } else {
-            let mut out = Vec::new();
-            for _ in 0..len / 4 {
-                out.extend_from_slice(PIECES[self.below(PIECES.len())].as_bytes());
-            }
-            out
+/// Bytes of any value, or pieces of the grammars glued at random.
+fn random_value(random: &mut Rng) -> Vec<u8> {
+    const PIECES: &[&str] = &[
+        "\"",
+        ";",
+        "=",
+        ",",
+        " ",
+        "  ",
+        "(",
+        ")",
+        ":",
+        "-",
+        ".",
+        "?1",
+        "@",
+        "%\"",
+        "*",
+        "q",
+        "w",
+        "r",
+        "t",
+        "qu",
+        "pk",
+        "\"requests\"",
+        "\"concurrent-requests\"",
+        "0",
+        "1",
+        "60",
+        "999999999999999",
+        "1000000000000000",
+        "1700000000",
+        "1.5",
+        "-1",
+        "GMT",
+        "Sun",
+        "Sunday",
+        "Nov",
+        "06",
+        "1994",
+        "94",
+        "08:49:37",
+        "23:59:60",
+        "06-Nov-94",
+        "\\",
+        "\\\"",
+        "%c3",
+        "\u{e9}",
+        "\t",
+    ];
+    let len = random.below(40);
+    if random.below(2) == 0 {
+        (0..len).map(|_| random.next_u64() as u8).collect()
+    } else {
+        let mut out = Vec::new();
+        for _ in 0..len / 4 {
+            out.extend_from_slice(PIECES[random.below(PIECES.len() as u64) as usize].as_bytes());
         }
+        out
     }
 }
 
@@ -707,11 +692,11 @@ fn random_bytes_never_panic() {
         "x-ratelimit-remaining",
         "x-ratelimit-reset",
     ];
-    let mut random = Random(0x9e37_79b9_7f4a_7c15);
+    let mut random = Rng::new(1);
     let now = system_now();
     for _ in 0..20_000 {
         // The parsers themselves take any bytes, control characters included.
-        let raw = random.value();
+        let raw = random_value(&mut random);
         let _ = http_date(&raw, 2025);
         if let Some(pause) = reset(&raw, now) {
             assert!(pause <= MAX_DELAY);
@@ -722,9 +707,8 @@ fn random_bytes_never_panic() {
         // Whole responses: a few fields of random values (those a header may hold).
         let mut map = HeaderMap::new();
         for _ in 0..1 + random.below(4) {
-            let name = NAMES[random.below(NAMES.len())];
-            let value: Vec<u8> = random
-                .value()
+            let name = NAMES[random.below(NAMES.len() as u64) as usize];
+            let value: Vec<u8> = random_value(&mut random)
                 .into_iter()
                 .map(|b| {
                     if (b < 0x20 && b != b'\t') || b == 0x7f {

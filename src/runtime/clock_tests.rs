@@ -1,6 +1,8 @@
 //! The counter clock's anchors on a simulated counter and system clock (their rates apart,
 //! reads with jitter, a slew, a jump), and the real clock against `Instant::now()`.
 
+use tollgate_testkit::Rng;
+
 use super::*;
 
 /// A counter of `ticks_per_ns` against a system clock, both functions of a true time in
@@ -11,7 +13,7 @@ struct Simulation {
     window: u64,
     max_bracket: u64,
     /// A small deterministic generator for the jitter and the gaps between reads.
-    seed: u64,
+    rng: Rng,
     anchors: usize,
 }
 
@@ -31,16 +33,9 @@ impl Simulation {
             calibration: Calibration::new(initial, first, ticks(30)),
             window: ticks(WINDOW),
             max_bracket: ticks(MAX_BRACKET),
-            seed: 0x9e37_79b9_7f4a_7c15,
+            rng: Rng::new(1),
             anchors: 0,
         }
-    }
-
-    fn random(&mut self, below: u64) -> u64 {
-        self.seed ^= self.seed << 13;
-        self.seed ^= self.seed >> 7;
-        self.seed ^= self.seed << 17;
-        self.seed % below
     }
 
     /// A read of the line at counter reading `raw`, when the system clock reads `system`:
@@ -50,12 +45,12 @@ impl Simulation {
         if let Some(nanos) = self.anchor.read(raw, self.window) {
             return nanos;
         }
-        let jitter = self.random(41) as i64 - 20;
+        let jitter = self.rng.below(41) as i64 - 20;
         let at = Sample {
             raw,
             nanos: system.saturating_add_signed(jitter),
         };
-        let bracket = 60 + self.random(30);
+        let bracket = 60 + self.rng.below(30);
         if !self.calibration.accepts(bracket, self.max_bracket) {
             return at.nanos;
         }
@@ -86,7 +81,7 @@ fn run(
         if t >= settle {
             worst = worst.max(read.abs_diff(now));
         }
-        t += 1 + simulation.random(50_000);
+        t += 1 + simulation.rng.below(50_000);
     }
     worst
 }

@@ -19,7 +19,7 @@ macro_rules! virtual_time {
     };
 }
 pub use tollgate_testkit::{
-    CountingWaker, DropFlag, DropGuard, InFlight, InFlightGuard, TEST_DEADLINE,
+    CountingWaker, DropFlag, DropGuard, InFlight, InFlightGuard, Rng, TEST_DEADLINE,
     assert_polled_again_panics, counting_waker, drain, panic_message, poll_until_panic, spawn,
     tokio_current, tokio_multi, tokio_paused,
 };

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{InFlight, connect, matrix, until};
+use common::{InFlight, Rng, connect, matrix, until};
 use support::redis_server::{RedisServer, TestRedis, mark_warm, unique_namespace};
 use tollgate::Rate;
 use tollgate_redis::{RedisLimits, SharedKeyedBulkhead, SharedKeyedRateLimiter};
@@ -515,11 +515,10 @@ matrix! {
         // Acquires of a free key cancelled at pseudo-random points: before the send, with
         // the grant in flight, after it ran. A cancel's delete travels on the keeper's
         // connection and can overtake the grant; the tombstone makes the grant refuse.
-        let mut seed = 0x2545_f491_u64;
+        let mut rng = Rng::new(1);
         let mut completed = 0;
         for _ in 0..400 {
-            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            let micros = (seed >> 33) % 1_500;
+            let micros = rng.below(1_500);
             if let Ok(permit) = tollgate::timeout(Duration::from_micros(micros), bulkhead.acquire("k")).await {
                 completed += 1;
                 drop(permit.unwrap());

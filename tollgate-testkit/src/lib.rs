@@ -16,6 +16,8 @@
 //! - `redis_server` (feature `redis`): a `redis-server` of one's own, and a probe to look
 //!   inside Redis.
 //! - [`progress`]: the crawl examples' progress display.
+//! - [`Rng`]: the seeded generator (SplitMix64) every test, example and bench draws its
+//!   pseudo-random numbers from.
 
 #![forbid(unsafe_code)]
 
@@ -28,6 +30,7 @@ mod probes;
 pub mod progress;
 #[cfg(feature = "redis")]
 pub mod redis_server;
+mod rng;
 pub mod simulated_internet;
 pub mod simulated_network;
 
@@ -40,6 +43,7 @@ pub use probes::{
     CountingWaker, DropFlag, DropGuard, InFlight, InFlightGuard, assert_polled_again_panics,
     counting_waker, drain, panic_message, poll_until_panic,
 };
+pub use rng::Rng;
 
 /// What [`matrix!`] expands to, reached through this crate so a caller needs no dependency
 /// of its own on them (and gets the same tollgate: Cargo builds one, with the command's

@@ -48,7 +48,7 @@
 //!
 //! # Determinism
 //!
-//! All randomness comes from SplitMix64 streams of our own ([`SplitMix64`]): one per host,
+//! All randomness comes from SplitMix64 streams of our own ([`Rng`]): one per host,
 //! seeded from `(seed, host id)`, drawn in the order the host sees requests, and a few for the
 //! layout (URLs, the dead hosts, the halved hosts). No iteration over a std `HashMap` feeds a
 //! figure. Time is tokio's clock: run the crawl on a current-thread runtime started paused
@@ -91,6 +91,8 @@ use std::fmt;
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
+
+use crate::Rng;
 
 mod report;
 
@@ -208,55 +210,16 @@ impl Response {
     }
 }
 
-/// A SplitMix64 generator: the simulation's only source of randomness.
-#[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
+/// Stream `stream` of `seed`: streams of one seed, and one stream of different seeds, are
+/// unrelated.
+fn stream(seed: u64, stream: u64) -> Rng {
+    let first = Rng::new(seed).next_u64();
+    Rng::new(Rng::new(first ^ stream.wrapping_mul(0xd1b5_4a32_d192_ed03)).next_u64())
+}
 
-impl SplitMix64 {
-    /// Stream `stream` of `seed`: streams of one seed, and one stream of different seeds,
-    /// are unrelated.
-    pub fn new(seed: u64, stream: u64) -> Self {
-        let mut mixer = SplitMix64(seed);
-        let first = mixer.next_u64();
-        let mut mixer = SplitMix64(first ^ stream.wrapping_mul(0xd1b5_4a32_d192_ed03));
-        SplitMix64(mixer.next_u64())
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Exponential with this mean.
-    pub fn exp(&mut self, mean: f64) -> f64 {
-        -mean * (1.0 - self.uniform()).ln()
-    }
-
-    /// Log-uniform in `[low, high)`.
-    pub fn log_uniform(&mut self, low: f64, high: f64) -> f64 {
-        low * (high / low).powf(self.uniform())
-    }
-
-    /// Uniform over `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
-
-    /// Shuffles `items` (Fisher-Yates).
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            items.swap(i, self.below(i + 1));
-        }
-    }
+/// Log-uniform in `[low, high)`.
+fn log_uniform(rng: &mut Rng, low: f64, high: f64) -> f64 {
+    low * (high / low).powf(rng.unit())
 }
 
 /// The layout's streams (hosts use their id as their stream).
@@ -275,7 +238,7 @@ enum Phase {
 
 /// One host's changing state.
 struct HostState {
-    rng: SplitMix64,
+    rng: Rng,
     /// The meter's theoretical arrival time, ns since the start.
     tat: u64,
     /// Departure times (ns) of the requests in service.
@@ -307,7 +270,7 @@ impl HostState {
 struct State {
     hosts: Vec<HostState>,
     phase: Phase,
-    halved_rng: SplitMix64,
+    halved_rng: Rng,
 }
 
 /// A seeded simulated internet: see the [module docs](self).
@@ -338,10 +301,10 @@ impl SimulatedInternet {
         let mut capacity = Vec::with_capacity(n);
         let mut hosts = Vec::with_capacity(n);
         for id in 0..n {
-            let mut rng = SplitMix64::new(seed, id as u64);
-            let base = rng.log_uniform(0.020, 0.500);
+            let mut rng = stream(seed, id as u64);
+            let base = log_uniform(&mut rng, 0.020, 0.500);
             let knee = 1 + rng.below(32) as u32;
-            let rate = rng.log_uniform(2.0, 200.0);
+            let rate = log_uniform(&mut rng, 2.0, 200.0);
             capacity.push(Capacity {
                 base: Duration::from_secs_f64(base),
                 knee,
@@ -363,24 +326,24 @@ impl SimulatedInternet {
             });
         }
         let mut ids: Vec<usize> = (0..n).collect();
-        SplitMix64::new(seed, DEAD_STREAM).shuffle(&mut ids);
+        stream(seed, DEAD_STREAM).shuffle(&mut ids);
         let dead = (n as f64 * config.dead_share).round() as usize;
         for &id in &ids[..dead.min(n)] {
             capacity[id].dead = true;
         }
         // Rank r (0-based) weighs (r + 1)^-1.1; ranks map to hosts by a permutation.
         let mut rank_to_host: Vec<u32> = (0..n as u32).collect();
-        SplitMix64::new(seed, RANK_STREAM).shuffle(&mut rank_to_host);
+        stream(seed, RANK_STREAM).shuffle(&mut rank_to_host);
         let mut cumulative = Vec::with_capacity(n);
         let mut total = 0.0;
         for rank in 0..n {
             total += ((rank + 1) as f64).powf(-1.1);
             cumulative.push(total);
         }
-        let mut url_rng = SplitMix64::new(seed, URL_STREAM);
+        let mut url_rng = stream(seed, URL_STREAM);
         let mut urls = Vec::with_capacity(config.urls);
         for _ in 0..config.urls {
-            let draw = url_rng.uniform() * total;
+            let draw = url_rng.unit() * total;
             let rank = cumulative.partition_point(|&c| c <= draw).min(n - 1);
             let host = rank_to_host[rank];
             let state = &mut hosts[host as usize];
@@ -391,7 +354,7 @@ impl SimulatedInternet {
             state.remaining += 1;
             state.urls += 1;
         }
-        let halved_rng = SplitMix64::new(seed, HALVED_STREAM);
+        let halved_rng = stream(seed, HALVED_STREAM);
         Self {
             config,
             capacity,
@@ -533,7 +496,7 @@ impl SimulatedInternet {
                 }
                 let in_service = hs.queue.len() as u32 + 1;
                 let over = f64::from(in_service.saturating_sub(knee)) / f64::from(knee);
-                let (response, service) = if over > 0.0 && hs.rng.uniform() < over {
+                let (response, service) = if over > 0.0 && hs.rng.unit() < over {
                     (Response::Unavailable, UNAVAILABLE_SERVICE.as_nanos() as u64)
                 } else {
                     let base = self.capacity[host].base.as_secs_f64() * NANOS;

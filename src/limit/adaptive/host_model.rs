@@ -1,12 +1,14 @@
 //! A tiny host model on virtual time for the adaptive core's tests: one adaptive key with
 //! endless work against a server with a knee, a meter, timeouts and instant answers. No
-//! runtime, no clock, a seeded generator of our own: every figure is the same on every run.
-//! Two ignored runs print curves and a population figure for tuning:
+//! runtime, no clock, a seeded generator (tollgate-testkit's `Rng`): every figure is the same
+//! on every run. Two ignored runs print curves and a population figure for tuning:
 //! `cargo test --lib adaptive -- --ignored --nocapture` (`ADAPT_CASE=base/knee`,
 //! `ADAPT_HOST=i`, `ADAPT_HOSTS`, `ADAPT_NO_MAX_RATE`, `ADAPT_CEILING=r` pick details).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+
+use tollgate_testkit::Rng;
 
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
@@ -16,29 +18,6 @@ use crate::limit::rate::gcra::{Gcra, Rate};
 
 /// One second, in nanoseconds.
 pub(super) const S: u64 = 1_000_000_000;
-
-/// SplitMix64: small, seeded, ours.
-pub(super) struct Rng(pub(super) u64);
-
-impl Rng {
-    pub(super) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub(super) fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Exponential with mean 1.
-    pub(super) fn exp(&mut self) -> f64 {
-        -(1.0 - self.unit()).ln()
-    }
-}
 
 /// A server as one key sees it.
 #[derive(Clone, Copy, Debug)]
@@ -134,7 +113,7 @@ impl Sim {
     pub(super) fn new(config: Adaptive, host: Host, seed: u64) -> Self {
         let key = KeyAdapt::new(&config, 0);
         Self {
-            rng: Rng(seed),
+            rng: Rng::new(seed),
             now: 0,
             seq: 0,
             events: BinaryHeap::new(),
@@ -230,7 +209,7 @@ impl Sim {
                 outcome: Outcome::success(),
                 queued: false,
             });
-            let jitter = (self.host.jitter as f64 * self.rng.exp()) as u64;
+            let jitter = (self.host.jitter as f64 * self.rng.exp(1.0)) as u64;
             self.at(self.now + jitter, Event::Arrive(id));
         }
     }
@@ -276,7 +255,7 @@ impl Sim {
             factor = (n / knee).max(1.0);
         }
         self.requests[id].queued = true;
-        let latency = host.base as f64 * (1.0 + host.noise * self.rng.exp()) * factor;
+        let latency = host.base as f64 * (1.0 + host.noise * self.rng.exp(1.0)) * factor;
         answer(self, Outcome::success(), latency as u64);
     }
 
@@ -423,7 +402,7 @@ fn curves() {
 #[test]
 #[ignore = "prints a population figure for tuning"]
 fn population() {
-    let mut rng = Rng(2024);
+    let mut rng = Rng::new(2024);
     let (mut early, mut settled, mut p10) = (0.0, 0.0, Vec::new());
     let (mut overloads, mut starts) = (0u32, 0u32);
     let hosts = 60;

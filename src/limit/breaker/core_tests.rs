@@ -5,35 +5,14 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use tollgate_testkit::Rng;
+
 use super::config::{Breaker, MAX_COUNT_RECORD, QUIET};
 use super::core::{BreakerCore, BreakerState, Refusal, Ticket, Transition};
 use crate::limit::outcome::Outcome;
 
 const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000 * MS;
-
-/// SplitMix64: small, seeded, ours.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n`.
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// True with probability `percent` / 100.
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// A permit granted at `now`, or the refusal.
 fn acquire(core: &mut BreakerCore, config: &Breaker, now: u64) -> Result<Ticket, Refusal> {
@@ -116,7 +95,7 @@ fn overload_and_failure_both_count_bad() {
 
 #[test]
 fn success_only_never_opens() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for config in [
         Breaker::new().min_attempts(1).failure_ratio(0.01),
         Breaker::new()
@@ -139,7 +118,7 @@ fn a_over_last_opens_exactly_when_the_rule_says() {
     // min(min_attempts, size) are in and bad * n >= k * attempts for a ratio of k / n.
     let mut opened = 0;
     for seed in 0..300 {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let size = 1 + rng.below(u64::from(MAX_COUNT_RECORD)) as u32;
         let min = 1 + rng.below(150) as u32;
         let n = 1 + rng.below(20) as u32;
@@ -162,7 +141,7 @@ fn a_over_last_opens_exactly_when_the_rule_says() {
                 assert_eq!(core.counts(&config, now), (0, 0));
                 continue;
             }
-            let bad = rng.chance(bad_percent);
+            let bad = rng.chance(bad_percent as f64 / 100.0);
             model.push_back(bad);
             if model.len() > size as usize {
                 model.pop_front();
@@ -196,7 +175,7 @@ fn a_over_last_opens_exactly_when_the_rule_says() {
 #[test]
 fn a_over_time_counts_an_outcome_for_seven_eighths_of_it_at_least_and_never_longer() {
     for seed in 0..50 {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let span = (1 + rng.below(10_000)) * MS;
         let config = Breaker::new()
             .over_time(Duration::from_nanos(span))
@@ -206,7 +185,7 @@ fn a_over_time_counts_an_outcome_for_seven_eighths_of_it_at_least_and_never_long
         let mut now = rng.below(span);
         for _ in 0..2_000 {
             now += rng.below(span / 50 + 1);
-            if rng.chance(70) {
+            if rng.chance(0.7) {
                 assert_eq!(attempt(&mut core, &config, now, Outcome::failure()), None);
                 times.push(now);
             }

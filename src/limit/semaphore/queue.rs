@@ -642,6 +642,8 @@ impl WakeList {
 
 #[cfg(test)]
 mod tests {
+    use tollgate_testkit::Rng;
+
     use super::*;
 
     fn queued(queue: &mut Queue, count: usize) -> Vec<usize> {
@@ -705,15 +707,12 @@ mod tests {
         // ticket -> (index, want)
         let mut model: BTreeMap<u64, (usize, u32)> = BTreeMap::new();
         let mut limit = 8_u64;
-        let mut rng = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut rng = Rng::new(1);
         for round in 0..8_000 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            match rng % 6 {
+            match rng.below(6) {
                 0 if !model.is_empty() => {
                     // Leave from anywhere, in line or aside.
-                    let at = (rng >> 8) as usize % model.len();
+                    let at = rng.below(model.len() as u64) as usize;
                     let ticket = *model.keys().nth(at).unwrap();
                     let (index, _) = model.remove(&ticket).unwrap();
                     queue.remove(index);
@@ -738,15 +737,14 @@ mod tests {
                     assert!(model.keys().all(|&queued| queued > passed));
                 }
                 3 => {
-                    limit = 1 + (rng >> 24) % 16;
+                    limit = 1 + rng.below(16);
                     queue.step_aside(limit);
                     queue.step_back(limit);
                 }
                 // Up to a few chunks of waiters, so that chunks are freed and reused.
                 _ if model.len() < 2 * CHUNK => {
-                    for _ in 0..(rng >> 20) % 8 {
-                        let want = 1 + ((rng >> 32) % 16) as u32;
-                        rng = rng.rotate_left(5);
+                    for _ in 0..rng.below(8) {
+                        let want = 1 + rng.below(16) as u32;
                         let waker = Waker::noop().clone();
                         let (index, ticket) = if u64::from(want) > limit {
                             queue.push_aside(waker, want)

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-pub(crate) use tollgate_testkit::{InFlight, tokio_current, tokio_multi};
+pub(crate) use tollgate_testkit::{InFlight, Rng, tokio_current, tokio_multi};
 
 /// The testkit's `matrix!` with this crate's [`TEST_DEADLINE`].
 macro_rules! matrix {
