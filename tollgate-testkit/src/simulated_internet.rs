@@ -92,7 +92,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use crate::Rng;
+use crate::rng::Rng;
 
 mod report;
 
