@@ -684,7 +684,7 @@ where
     /// ([`classify`](Self::classify) or [`adaptive`](Self::adaptive); call it after
     /// either): a failure and an overload both count bad, so a host that answers only
     /// 503s opens its breaker. While a key's breaker is open, its items end at once with
-    /// a [`CircuitBreakerError`] error naming the key and when its next probe may go, converted
+    /// a [`CircuitBreakerError`] naming the key and when its next probe may go, converted
     /// into the map's error type: they are never started, and no retry policy sees them.
     /// Once the open period is over, one probe goes (the key's other items wait for its
     /// outcome, holding no slot); its success closes the breaker and the key's items

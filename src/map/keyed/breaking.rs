@@ -14,7 +14,7 @@ use crate::limit::breaker::core::{Refusal, Transition};
 use crate::limit::breaker::error::CircuitBreakerError;
 use crate::limit::outcome::Outcome;
 
-/// While a key's breaker is open, its items end at once with a [`CircuitBreakerError`] error
+/// While a key's breaker is open, its items end at once with a [`CircuitBreakerError`]
 /// (converted into the map's error type): made by
 /// [`breaker`](crate::futures::MapAsync::breaker).
 #[derive(Debug, Clone, Copy, Default)]
