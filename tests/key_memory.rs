@@ -18,8 +18,6 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::Duration;
 
 use common::virtual_time;
@@ -28,48 +26,10 @@ use tollgate::{
     Adaptive, BoundedStreamExt, Breaker, CircuitBreakerError, Hint, Outcome, Rate, sleep,
 };
 
-/// The system allocator, counting the bytes each thread allocated and not yet freed.
-struct Counting;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
-thread_local! {
-    // A constant-initialised cell: reaching it neither allocates nor registers a
-    // destructor, so the allocator may use it.
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-}
-
-/// Records an allocation of `size` bytes on this thread (a negative size: a free).
-fn count(size: isize) {
-    // `try_with`: nothing to record while the thread's locals are being torn down.
-    let _ = LIVE.try_with(|live| live.set(live.get() + size));
-}
-
-/// Bytes this thread allocated and has not freed (it may free what another allocated).
-fn live() -> isize {
-    LIVE.with(Cell::get)
-}
-
-// SAFETY: every call goes straight to `System`, which upholds the contract; the counter
-// only records sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        // SAFETY: the caller's guarantees for `alloc` are passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize));
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(-(layout.size() as isize));
-        count(new_size as isize);
-        // SAFETY: the caller's guarantees for `realloc` are passed on unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use counting_alloc::{Counting, live};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;

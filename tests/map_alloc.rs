@@ -11,8 +11,6 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -20,53 +18,10 @@ use common::matrix;
 use futures_lite::{StreamExt, stream};
 use tollgate::{BoundedStreamExt, RetryPolicy, map_async, try_map_async};
 
-/// The system allocator, remembering the largest single request of each thread and
-/// counting the bytes each thread allocated and not yet freed.
-struct Counting;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
-thread_local! {
-    // Constant-initialised cells: reaching them neither allocates nor registers a
-    // destructor, so the allocator may use them.
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-}
-
-/// Records an allocation of `size` bytes on this thread (a negative size: a free).
-fn count(size: isize) {
-    // `try_with`: nothing to record while the thread's locals are being torn down.
-    let _ = LIVE.try_with(|live| live.set(live.get() + size));
-    if let Ok(size) = usize::try_from(size) {
-        let _ = LARGEST.try_with(|largest| largest.set(largest.get().max(size)));
-    }
-}
-
-/// Bytes this thread allocated and has not freed (it may free what another allocated).
-fn live() -> isize {
-    LIVE.with(Cell::get)
-}
-
-// SAFETY: every call goes straight to `System`, which upholds the contract; the counters
-// only record sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        // SAFETY: the caller's guarantees for `alloc` are passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize));
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(-(layout.size() as isize));
-        count(new_size as isize);
-        // SAFETY: the caller's guarantees for `realloc` are passed on unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use counting_alloc::{Counting, live};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -84,7 +39,7 @@ matrix! {
         assert_eq!(result, Err(1_000));
         let some = map_async((0u64..1 << 33).take(10), 4, |n| async move { n }).await;
         assert_eq!(some.len(), 10);
-        let largest = LARGEST.with(Cell::get);
+        let largest = counting_alloc::largest();
         assert!(largest < SMALL, "an allocation of {largest} bytes");
     }
 }
