@@ -211,7 +211,7 @@ impl BreakerCore {
         }
         let probe = self.state == BreakerState::HalfOpen;
         if probe {
-            if self.probes_out.saturating_add(self.probes_passed) >= config.probe_count() {
+            if self.is_probing_full(config) {
                 return (Err(Refusal::ProbesOut), transition);
             }
             self.probes_out += 1;

@@ -537,7 +537,6 @@ where
     P: Attempts<T, O>,
     C: Classify<O>,
     G: GateOutput<K, O>,
-    C: Classify<O>,
 {
     fn waiting(&self) -> usize {
         self.scheduler.waiting()
