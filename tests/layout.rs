@@ -50,20 +50,16 @@ fn no_source_file_is_longer_than_one_sitting() {
 #[test]
 fn no_function_outside_tests_is_longer_than_eighty_lines_of_code() {
     let mut long = Vec::new();
-    for krate in CRATES {
-        let files = source_files(krate);
-        let of_tests = files_of_tests(&files);
-        for file in files.iter().filter(|file| !of_tests.contains(&file.path)) {
-            let code = without_test_modules(&strip_comments_and_strings(
-                &fs::read_to_string(&file.path).unwrap(),
-            ));
-            for (name, line, lines) in functions(&code) {
-                if lines > MAX_FUNCTION_LINES {
-                    long.push(format!(
-                        "{}:{line} fn {name} ({lines} lines of code)",
-                        file.path.display()
-                    ));
-                }
+    for file in files_outside_tests() {
+        let code = without_test_modules(&strip_comments_and_strings(
+            &fs::read_to_string(&file.path).unwrap(),
+        ));
+        for (name, line, lines) in functions(&code) {
+            if lines > MAX_FUNCTION_LINES {
+                long.push(format!(
+                    "{}:{line} fn {name} ({lines} lines of code)",
+                    file.path.display()
+                ));
             }
         }
     }
@@ -77,14 +73,10 @@ fn no_function_outside_tests_is_longer_than_eighty_lines_of_code() {
 #[test]
 fn no_source_file_but_tests_is_longer_than_a_thousand_lines() {
     let mut long = Vec::new();
-    for krate in CRATES {
-        let files = source_files(krate);
-        let of_tests = files_of_tests(&files);
-        for file in files.iter().filter(|file| !of_tests.contains(&file.path)) {
-            let lines = fs::read_to_string(&file.path).unwrap().lines().count();
-            if lines > MAX_FILE_LINES {
-                long.push(format!("{} ({lines} lines)", file.path.display()));
-            }
+    for file in files_outside_tests() {
+        let lines = fs::read_to_string(&file.path).unwrap().lines().count();
+        if lines > MAX_FILE_LINES {
+            long.push(format!("{} ({lines} lines)", file.path.display()));
         }
     }
     assert!(
@@ -681,6 +673,21 @@ fn display(krate: &str, module: &[String]) -> String {
         module.join("/")
     };
     format!("{krate}/src/{name}")
+}
+
+/// Every source file of the checked crates but the files of tests ([`files_of_tests`]).
+fn files_outside_tests() -> Vec<SourceFile> {
+    let mut out = Vec::new();
+    for krate in CRATES {
+        let files = source_files(krate);
+        let of_tests = files_of_tests(&files);
+        out.extend(
+            files
+                .into_iter()
+                .filter(|file| !of_tests.contains(&file.path)),
+        );
+    }
+    out
 }
 
 /// The files of `files` that hold tests only: named `tests.rs` or `*_tests.rs`, or brought in
