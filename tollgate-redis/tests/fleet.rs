@@ -9,15 +9,18 @@
 //! the `tokio` feature, odd workers run on tokio and even ones on smol, sharing the same
 //! limits. The `fleet` example runs the same crawl (`fleet::Crawl`) on fewer hosts.
 //!
-//! What the server must see, per host:
-//! - never more than 2 requests in flight (its own gauge);
-//! - never more than `burst + rate × (W + allowance)` arrivals in any window `W` of 1 s and
-//!   2 s. The **allowance** of 50 ms covers what lies between the store's grant and the
-//!   server's accept: a process scheduled late on a busy 2-core machine, and loopback
-//!   transit. A fleet that ignored the shared rate would exceed it by 4x. The server's own
-//!   meter (the same rate and allowance) judges each request against the one before it,
-//!   which measures how evenly the machine delivered the grants more than the fleet's rate:
-//!   its refusals are a printed figure (see `fleet::meter_figure`);
+//! What must hold, per host:
+//! - at the server, never more than 2 requests in flight (its own gauge);
+//! - in Redis, never more than `burst + rate × W` rate starts in any window `W` of 1 s and
+//!   2 s, on Redis's own clock, read from its log of what the store's scripts ran (see
+//!   `support::grants`), and no lease granted while the cap's worth was unexpired. A fleet
+//!   that ignored the shared rate would exceed it by 4x;
+//! - every arrival at the server has a lease and a rate start of its host before it, so
+//!   what Redis granted judges the requests. Arrivals themselves are bunched by how late a
+//!   busy machine runs a worker after its grant: the server's own meter (the same rate,
+//!   each request allowed 50 ms early) judges each request against the one before it, and
+//!   its refusals are a printed figure (see `fleet::meter_figure`), as is the most arrivals
+//!   in a second.
 //!
 //! And at the end no lease is left in Redis. All of that holds at any speed. The mean
 //! **utilisation** over hosts (a host's achieved rate, arrivals per second between its first
@@ -92,7 +95,16 @@ fn four_worker_processes_keep_every_host_within_its_shared_cap_and_rate() {
         assert!(report.peak <= CAP, "over the cap: {report:?}");
         assert_eq!(
             report.window_violation, None,
-            "over the rate in a window: {report:?}"
+            "started over the rate in a window: {report:?}"
+        );
+        assert_eq!(
+            report.cap_violations,
+            [],
+            "granted over the cap: {report:?}"
+        );
+        assert_eq!(
+            report.ungranted, None,
+            "a request with no grant: {report:?}"
         );
     }
     let judged: Vec<HostReport> = reports.iter().map(|(_, report)| report.clone()).collect();

@@ -14,11 +14,13 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use support::dead_port::{DeadPort, most_within};
 use support::fleet::{self, Launch, Plan, Retry, Runtime, Scheduler, Summary, Worker};
+use support::grants::{self, Grants};
 use support::http_server::TestServer;
+use support::redis_monitor::CommandLog;
 use support::redis_server::{Probe, RedisServer, Reply, TestRedis, unique_namespace};
 use support::sentinel::{MASTER_NAME, SentinelSet};
 
@@ -175,6 +177,7 @@ fn a_killed_workers_permits_come_back_within_ttl_and_one_renewal() {
     let target = Target::start(4, Duration::from_millis(800), None);
     let launch = Launch::test_entry("fleet_worker");
     let url = redis.url();
+    let log = CommandLog::attach(fleet::redis_addr(&url)).expect("attach a log to Redis");
     let mut victim = Worker::spawn(
         &launch,
         &plan(0, &url, &namespace, &target, items(4, 50), 16),
@@ -196,8 +199,15 @@ fn a_killed_workers_permits_come_back_within_ttl_and_one_renewal() {
     assert_eq!(summary.ok(), 16, "{summary:?}");
 
     target.assert_within_cap();
+    // Not before the dead worker's leases lapsed: replayed on Redis's clock, no grant found
+    // the cap's worth of them unexpired (however late its last renewal ran)...
+    let grants = Grants::read(&[&log], &namespace, LEASE_TTL, CAP);
     let mut recoveries = Vec::new();
     for name in &target.names {
+        let host = grants.host(name);
+        assert_eq!(host.cap_violations(), [], "{name}: granted over the cap");
+        let arrivals = target.server.arrival_times(name);
+        assert_eq!(grants::ungranted(&arrivals, &host.at), None, "{name}");
         let back = first_reached(&target, name, 1, CAP)
             .unwrap_or_else(|| panic!("{name}: the survivor never had {CAP} in flight"));
         recoveries.push(back.duration_since(killed));
@@ -206,11 +216,6 @@ fn a_killed_workers_permits_come_back_within_ttl_and_one_renewal() {
         "SIGKILL: back to {CAP} in flight per host after {recoveries:.2?} (TTL {LEASE_TTL:?})"
     );
     for recovery in recoveries {
-        // Not before the leases could lapse (they were renewed at most one renewal ago)...
-        assert!(
-            recovery >= LEASE_TTL - RENEWAL - Duration::from_millis(100),
-            "permits came back after {recovery:?}, before the dead worker's leases lapsed"
-        );
         // ...and not much after.
         assert!(
             recovery <= LEASE_TTL + RENEWAL + SLACK,
@@ -564,6 +569,7 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
     let target = Target::start(HOSTS, latency, Some(RATE));
     let launch = Launch::test_entry("fleet_worker");
     let url = redis.url();
+    let first_log = CommandLog::attach(redis.addr()).expect("attach a log to Redis");
     let mut workers: Vec<Worker> = fleet::round_robin_items(HOSTS, 24, 2)
         .into_iter()
         .enumerate()
@@ -587,18 +593,15 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
     // 1. A quick restart while every permit is held: Redis comes back empty.
     wait_for_requests(HOSTS * 4);
     target.wait_until_all_active(CAP, Duration::from_secs(20));
-    redis.restart();
-    let restarted = Instant::now();
+    let blank_log = redis.restart_logged();
 
     // 2. Later, Redis gone for longer than the store's bounded wait (2 s): calls fail with
     //    an error naming the address, nothing is granted, and the workers recover on their
     //    own when it is back.
     wait_for_requests(HOSTS * 12);
     redis.kill();
-    let killed = Instant::now();
     std::thread::sleep(Duration::from_millis(2_500));
-    redis.restart();
-    let back = Instant::now();
+    let back_log = redis.restart_logged();
 
     let summaries: Vec<Summary> = workers
         .into_iter()
@@ -614,37 +617,48 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
     assert!(refused > 0, "no call ever failed while Redis was down");
 
     target.assert_within_cap();
-    let margin = Duration::from_millis(100);
-    let mut silences = Vec::new();
+    // Each blank Redis granted nothing until one TTL after its epoch reset, when leases
+    // from before could still have been held (its log is whole from its start)...
+    let silences =
+        [&blank_log, &back_log].map(|log| warm_up(log, &namespace, first_reset(log, &namespace)));
+    // ...and every request at the target had a grant of its host before it, from one of
+    // the three Redis processes: none came from the time Redis was gone.
+    let grants = Grants::read(
+        &[&first_log, &blank_log, &back_log],
+        &namespace,
+        LEASE_TTL,
+        CAP,
+    );
     let mut reports = Vec::new();
     for name in &target.names {
-        let report = fleet::judge_host(&target.server, name, CAP, RATE, latency, ALLOWANCE);
+        let host = grants.host(name);
+        let report = fleet::judge_host(&target.server, name, &host, CAP, RATE, latency, ALLOWANCE);
         assert_eq!(report.window_violation, None, "{report:?}");
+        assert_eq!(report.cap_violations, [], "{report:?}");
+        assert_eq!(report.ungranted, None, "{report:?}");
         reports.push(report);
-        let times = target.server.arrival_times(name);
-        // Nothing granted by the blank Redis before leases from before could have lapsed...
-        let early = fleet::count_between(&times, restarted, restarted + LEASE_TTL - margin);
-        assert_eq!(
-            early, 0,
-            "{name}: {early} requests in the first TTL after the restart"
-        );
-        // ...nor while it was gone (bar a request granted just before it went).
-        let down = fleet::count_between(&times, killed + margin, back + LEASE_TTL - margin);
-        assert_eq!(
-            down, 0,
-            "{name}: {down} requests while Redis was down or warming up"
-        );
-        let first = |from: Instant| times.iter().find(|&&at| at > from).copied();
-        silences.push((
-            first(restarted).map(|at| at.duration_since(restarted)),
-            first(back).map(|at| at.duration_since(back)),
-        ));
     }
     println!(
-        "Redis restarts: first request per host after the quick restart and after 2.5 s down: \
-         {silences:.2?}; {refused} calls refused while it was unavailable; {}",
+        "Redis restarts: first grant after the epoch reset, after the quick restart and after \
+         2.5 s down: {silences:.2?} (TTL {LEASE_TTL:?}); {refused} calls refused while it was \
+         unavailable; {}",
         fleet::meter_figure(&target.server, &reports, &summaries)
     );
+}
+
+/// Asserts that the Redis of `log`, started blank or promoted, granted nothing under
+/// `namespace` until one TTL after it reset the namespace's epoch at `reset`, and returns
+/// how long after the reset its first grant came.
+fn warm_up(log: &CommandLog, namespace: &str, reset: SystemTime) -> Duration {
+    let grants = Grants::read(&[log], namespace, LEASE_TTL, CAP);
+    let early = grants.between(std::time::UNIX_EPOCH, reset + LEASE_TTL);
+    assert_eq!(
+        early, 0,
+        "{early} grants in the first TTL after the epoch reset"
+    );
+    grants.first_after(reset).map_or(Duration::ZERO, |at| {
+        at.duration_since(reset).unwrap_or_default()
+    })
 }
 
 /// The fail-fast runs: four workers of 1,000 items each over 8 hosts (20 ms answers),
@@ -662,6 +676,9 @@ const MOST_KNOCKS_PER_SECOND: usize = 5;
 
 struct Outage {
     redis: RedisServer,
+    /// What Redis ran until the kill.
+    log: CommandLog,
+    namespace: String,
     target: Target,
     workers: Vec<Worker>,
 }
@@ -683,6 +700,7 @@ impl Outage {
             .collect();
         let redis = RedisServer::start_with(&args);
         let namespace = unique_namespace(label);
+        let log = CommandLog::attach(redis.addr()).expect("attach a log to Redis");
         let target = Target::start(OUTAGE_HOSTS, Duration::from_millis(20), None);
         let launch = Launch::test_entry("fleet_worker");
         let port = redis.addr().port();
@@ -706,6 +724,8 @@ impl Outage {
         }
         Self {
             redis,
+            log,
+            namespace,
             target,
             workers,
         }
@@ -796,13 +816,12 @@ fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_co
     const DOWN: Duration = Duration::from_secs(3);
     const ATTEMPTS: u32 = 10;
     let mut outage = Outage::start("failfast-retry", Retry::Hinted(ATTEMPTS));
-    let (killed, dead) = outage.kill();
+    let (_, dead) = outage.kill();
     std::thread::sleep(DOWN);
     let knocks = knocks(&dead, outage.redis.addr().port());
     judge_knocks(&knocks, &dead);
     drop(dead);
-    outage.redis.restart();
-    let back = Instant::now();
+    let back_log = outage.redis.restart_logged();
     let workers = std::mem::take(&mut outage.workers);
     let summaries: Vec<Summary> = workers
         .into_iter()
@@ -824,17 +843,21 @@ fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_co
         "no ask ever failed while Redis was down: {summaries:?}"
     );
     outage.target.assert_within_cap();
-    // Nothing was granted while Redis was down, nor by the blank Redis before leases from
-    // before could have lapsed (bar a request granted just before the kill).
-    let margin = Duration::from_millis(100);
+    // Nothing was granted by the blank Redis before leases from before could have lapsed,
+    // and every request had a grant before it: none came from the time Redis was down.
+    let warmed = warm_up(
+        &back_log,
+        &outage.namespace,
+        first_reset(&back_log, &outage.namespace),
+    );
+    let grants = Grants::read(&[&outage.log, &back_log], &outage.namespace, LEASE_TTL, CAP);
     for name in &outage.target.names {
-        let times = outage.target.server.arrival_times(name);
-        let down = fleet::count_between(&times, killed + margin, back + LEASE_TTL - margin);
-        assert_eq!(
-            down, 0,
-            "{name}: {down} requests while Redis was down or warming up"
-        );
+        let arrivals = outage.target.server.arrival_times(name);
+        let host = grants.host(name);
+        assert_eq!(grants::ungranted(&arrivals, &host.at), None, "{name}");
+        assert_eq!(host.cap_violations(), [], "{name}");
     }
+    println!("the blank Redis's first grant came {warmed:.2?} after its epoch reset");
 }
 
 /// The namespace's epoch on the Redis at `addr`: the run id it names and, as a local
@@ -877,6 +900,21 @@ fn secs(at: Instant, from: Instant) -> f64 {
     }
 }
 
+/// The first epoch reset under `namespace` in `log` (a log whole from its Redis's start).
+fn first_reset(log: &CommandLog, namespace: &str) -> SystemTime {
+    Grants::read(&[log], namespace, LEASE_TTL, CAP).first_reset(0)
+}
+
+/// When the namespace's epoch on the Redis at `addr` was last set, on Redis's clock.
+fn epoch_reset(addr: std::net::SocketAddr, namespace: &str) -> SystemTime {
+    let since = Probe::connect_addr(addr)
+        .and_then(|mut probe| probe.command(&["HGET", &format!("{namespace}:{{epoch}}"), "since"]))
+        .expect("HGET the epoch")
+        .text()
+        .expect("an epoch");
+    std::time::UNIX_EPOCH + Duration::from_micros(since.parse().expect("micros"))
+}
+
 /// The run id of the Redis at `addr`.
 fn run_id(addr: std::net::SocketAddr) -> String {
     let info = Probe::connect_addr(addr)
@@ -902,6 +940,14 @@ fn a_sentinel_failover_mid_run_moves_the_fleet_to_the_promoted_replica_granting_
     let target = Target::start(HOSTS, latency, None);
     let launch = Launch::test_entry("fleet_worker");
     let url = set.sentinel_url();
+    // A replica's log shows what its master sends as a client's commands, not a script's:
+    // its grants are only those it made as the new master. The Sentinel kills the
+    // promoted replica's clients, its log among them: that log attaches again at once.
+    let logs = [
+        CommandLog::attach(set.master.addr()),
+        CommandLog::attach_following(set.replica.addr()),
+    ]
+    .map(|log| log.expect("attach a log to Redis"));
     let started = Instant::now();
     let mut workers: Vec<Worker> = (0..4)
         .map(|worker| {
@@ -953,14 +999,26 @@ fn a_sentinel_failover_mid_run_moves_the_fleet_to_the_promoted_replica_granting_
         since > killed,
         "the epoch on the new master was not reset after the failover"
     );
-    // Nothing was granted from the kill until one lease TTL after the new master's epoch
-    // (bar requests granted just before the kill), and the run went on after that.
-    let margin = Duration::from_millis(100);
+    // The new master granted nothing until one lease TTL after its epoch reset, and every
+    // request had a grant of its host, from the old master or the new, before it. (Its log
+    // missed what it ran between the Sentinel's cut and the new attach; a grant there, too
+    // early, would leave a request with no grant, below.)
+    let reset = epoch_reset(new, &namespace);
+    let gaps = logs[1].gaps();
+    for &(_, attached) in &gaps {
+        assert!(
+            attached < reset + LEASE_TTL,
+            "the log of the new master missed most of its warm-up: {gaps:?}"
+        );
+    }
+    let warmed = warm_up(&logs[1], &namespace, reset);
+    let grants = Grants::read(&[&logs[0], &logs[1]], &namespace, LEASE_TTL, CAP);
     let mut first_after = Vec::new();
     for name in &target.names {
         let times = target.server.arrival_times(name);
-        let early = fleet::count_between(&times, killed + margin, since + LEASE_TTL - margin);
-        if early > 0 {
+        let host = grants.host(name);
+        let ungranted = grants::ungranted(&times, &host.at);
+        if ungranted.is_some() {
             // What the host saw, for the failure's reader.
             for arrival in target.server.arrivals(name) {
                 eprintln!(
@@ -972,23 +1030,26 @@ fn a_sentinel_failover_mid_run_moves_the_fleet_to_the_promoted_replica_granting_
                 );
             }
         }
-        assert_eq!(
-            early, 0,
-            "{name}: {early} requests between the kill and one TTL after the new epoch"
-        );
-        let first = times.iter().find(|&&at| at > killed + margin).copied();
+        assert_eq!(ungranted, None, "{name}");
+        assert_eq!(host.cap_violations(), [], "{name}");
+        let first = times.iter().find(|&&at| at > since + LEASE_TTL).copied();
         first_after.push(first.map(|at| at.duration_since(killed)));
     }
     let fenced: usize = summaries.iter().map(|summary| summary.fenced).sum();
     let refused: usize = summaries.iter().map(|summary| summary.unavailable).sum();
     println!(
         "Sentinel failover: permits held {held:.2?} into the run; master killed; sentinel \
-         named the replica {:.2?} later; the new master's epoch began {:.2?} after the kill; \
-         first request per host after the kill {first_after:.2?}; run ended {:.2?} after \
-         the kill; {fenced} attempts fenced, {refused} refused while failing over",
+         named the replica {:.2?} later; the new master's epoch began {:.2?} after the kill \
+         and its first grant {warmed:.2?} after that; first request per host after its \
+         warm-up, from the kill {first_after:.2?}; run ended {:.2?} after the kill; {fenced} \
+         attempts fenced, {refused} refused while failing over; the new master's log was \
+         cut for {:.2?} by the failover",
         switched.duration_since(killed),
         since.duration_since(killed),
         ended.duration_since(killed),
+        gaps.iter()
+            .map(|(cut, attached)| attached.duration_since(*cut).unwrap_or_default())
+            .collect::<Vec<_>>(),
     );
 }
 
@@ -1002,6 +1063,7 @@ fn a_worker_whose_wall_clock_is_ten_seconds_off_changes_nothing() {
     let latency = Duration::from_millis(20);
     let target = Target::start(HOSTS, latency, Some(RATE));
     let url = redis.url();
+    let log = CommandLog::attach(fleet::redis_addr(&url)).expect("attach a log to Redis");
     // Worker 1 runs 10 s ahead, worker 2 10 s behind, worker 0 on time.
     let launches = [
         Launch::test_entry("fleet_worker"),
@@ -1043,23 +1105,59 @@ fn a_worker_whose_wall_clock_is_ten_seconds_off_changes_nothing() {
         assert_eq!(summary.answered(), summary.done, "{summary:?}");
     }
     target.assert_within_cap();
+    // A worker that judged the shared state on its own wall clock would crowd the rate (the
+    // worker ahead: a window of grants over it) or have grants stamped 10 s off its
+    // requests (a request before its grant)...
+    let grants = Grants::read(&[&log], &namespace, LEASE_TTL, CAP);
     let mut utilisation = 0.0;
     let mut reports = Vec::new();
     for name in &target.names {
-        let report = fleet::judge_host(&target.server, name, CAP, RATE, latency, ALLOWANCE);
+        let host = grants.host(name);
+        let report = fleet::judge_host(&target.server, name, &host, CAP, RATE, latency, ALLOWANCE);
         assert_eq!(report.window_violation, None, "{report:?}");
+        assert_eq!(report.cap_violations, [], "{report:?}");
+        assert_eq!(report.ungranted, None, "{report:?}");
         utilisation += report.utilisation() / HOSTS as f64;
         reports.push(report);
     }
+    // ...or stall for the 10 s of skew (the worker behind). Each worker sends about 30
+    // requests a second here; a pause of 2 s between two of its requests is 5x short of the
+    // stall and 60x its usual gap.
+    let gaps = longest_gaps(&target, 3);
     println!(
-        "clock skew: mean utilisation {:.1}%; {}",
+        "clock skew: longest gap between a worker's requests {gaps:.2?}; mean utilisation \
+         {:.1}% (a speed figure); {}",
         100.0 * utilisation,
         fleet::meter_figure(&target.server, &reports, &summaries)
     );
-    // A worker that read the shared state on its own wall clock would stall for the 10 s of
-    // skew (about 23% of the rate over this run) or crowd the rate (a window over it, above).
-    // The runs measured with both cores busy, a second suite and a release build beside
-    // them used 103.1% at worst (the burst counts on top of the rate), so 90% holds at any
-    // speed this crawl of 10 requests a second per host can be run at.
-    assert!(utilisation >= 0.9, "mean utilisation {utilisation:.3}");
+    for (worker, gap) in gaps.iter().enumerate() {
+        assert!(
+            *gap < Duration::from_secs(2),
+            "worker {worker} sent nothing for {gap:?}"
+        );
+    }
+}
+
+/// For each of `workers` workers, the longest time between two of its requests' arrivals
+/// at any host of `target` (by the sender its paths name).
+fn longest_gaps(target: &Target, workers: usize) -> Vec<Duration> {
+    let mut times: Vec<Vec<Instant>> = vec![Vec::new(); workers];
+    for name in &target.names {
+        for arrival in target.server.arrivals(name) {
+            if let Some(worker) = arrival.path.as_deref().and_then(fleet::sender) {
+                times[worker].push(arrival.at);
+            }
+        }
+    }
+    times
+        .iter_mut()
+        .map(|times| {
+            times.sort_unstable();
+            times
+                .windows(2)
+                .map(|pair| pair[1] - pair[0])
+                .max()
+                .unwrap_or_default()
+        })
+        .collect()
 }

@@ -14,7 +14,7 @@
 //! - [`nginx`]: an nginx of one's own, its `limit_req` metering each host (rates that can
 //!   change while it runs).
 //! - `redis_server` (feature `redis`): a `redis-server` of one's own, and a probe to look
-//!   inside Redis.
+//!   inside Redis; `redis_monitor` (feature `redis`): what a Redis ran, on its own clock.
 //! - [`progress`]: the crawl examples' progress display.
 //! - [`Rng`]: the seeded generator (SplitMix64) every test, example and bench draws its
 //!   pseudo-random numbers from.
@@ -28,6 +28,8 @@ mod meter;
 pub mod nginx;
 mod probes;
 pub mod progress;
+#[cfg(feature = "redis")]
+pub mod redis_monitor;
 #[cfg(feature = "redis")]
 pub mod redis_server;
 mod rng;

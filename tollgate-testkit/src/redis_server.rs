@@ -26,6 +26,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::redis_monitor::CommandLog;
+
 /// The environment variable naming a Redis the tests may share (`redis://127.0.0.1:6379`).
 pub const REDIS_URL_VAR: &str = "TOLLGATE_REDIS_URL";
 
@@ -156,6 +158,45 @@ impl RedisServer {
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
             }
         }
+    }
+
+    /// [`restart`](Self::restart)s it with a [`CommandLog`] attached before any client can
+    /// reach it: the new process comes up on a port no client knows, the log attaches there,
+    /// and only then does the server move to its own port (`CONFIG SET port`). So the log
+    /// holds everything the restarted Redis ran, its first grants included.
+    ///
+    /// # Panics
+    ///
+    /// As [`restart`](Self::restart), or if the log cannot attach or the port cannot be
+    /// taken back within a few seconds.
+    pub fn restart_logged(&mut self) -> CommandLog {
+        self.kill();
+        let port = self.port;
+        let mut last_error = None;
+        for _ in 0..5 {
+            self.port = free_port();
+            match self.launch() {
+                Ok(()) => break,
+                Err(error) => last_error = Some(error),
+            }
+        }
+        assert!(
+            self.child.is_some(),
+            "redis-server did not restart: {last_error:?}"
+        );
+        let log = CommandLog::attach(self.addr()).expect("attach a log to the new redis-server");
+        let mut probe = self.probe();
+        let deadline = Instant::now() + START_DEADLINE;
+        // The kernel may hold the port for a moment after the old process died.
+        while let Err(error) = probe.command(&["CONFIG", "SET", "port", &port.to_string()]) {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server could not take port {port} back: {error}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.port = port;
+        log
     }
 
     /// Freezes it (`SIGSTOP`): connections stay open but nothing answers, as with a Redis

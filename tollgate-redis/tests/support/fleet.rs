@@ -49,9 +49,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use super::grants::{self, Grants, HostGrants};
 use super::http_server::{self, TestServer};
+use super::redis_monitor::CommandLog;
 
 /// The environment variable that carries a worker's [`Plan`].
 pub const PLAN_VAR: &str = "TOLLGATE_FLEET_PLAN";
@@ -734,6 +736,8 @@ pub struct CrawlRun {
     pub summaries: Vec<Summary>,
     /// From the start barrier until the last worker was done.
     pub elapsed: Duration,
+    /// What the store granted, from Redis's log of the run.
+    pub grants: Grants,
 }
 
 impl Crawl {
@@ -749,7 +753,8 @@ impl Crawl {
     pub const SLOW: Duration = Duration::from_millis(400);
     /// How early a request may reach the server and still count as on time: loopback transit
     /// and process scheduling between the store's grant and the server's accept, on a busy
-    /// 2-core machine. The server's rate meter and [`judge_host`] both allow it.
+    /// 2-core machine. The server's rate meter allows it; its verdict is a printed figure
+    /// ([`meter_figure`]), the fleet's rate being judged on the grants.
     pub const ALLOWANCE: Duration = Duration::from_millis(50);
 
     /// Host `host`'s latency: [`FAST`](Self::FAST) for the first half, else
@@ -807,6 +812,7 @@ impl Crawl {
             builder = builder.host(name, self.latency(host));
         }
         let server = builder.start();
+        let log = CommandLog::attach(redis_addr(redis_url)).expect("attach a log to Redis");
         let hosts: Vec<_> = names
             .iter()
             .map(|name| (name.clone(), server.addr(name)))
@@ -847,10 +853,12 @@ impl Crawl {
             .into_iter()
             .map(|worker| worker.finish(finish))
             .collect();
+        let elapsed = started.elapsed();
         CrawlRun {
             server,
             summaries,
-            elapsed: started.elapsed(),
+            elapsed,
+            grants: Grants::read(&[&log], namespace, self.lease_ttl, Self::CAP),
         }
     }
 
@@ -865,6 +873,7 @@ impl Crawl {
                 let report = judge_host(
                     &run.server,
                     name,
+                    &run.grants.host(name),
                     Self::CAP,
                     Self::RATE,
                     latency,
@@ -874,6 +883,21 @@ impl Crawl {
             })
             .collect()
     }
+}
+
+/// The address of `redis://host:port[/db]`.
+///
+/// # Panics
+///
+/// If the URL names no address.
+pub fn redis_addr(url: &str) -> SocketAddr {
+    let rest = url.strip_prefix("redis://").unwrap_or(url);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let authority = authority.rsplit('@').next().unwrap_or(authority);
+    std::net::ToSocketAddrs::to_socket_addrs(authority)
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .unwrap_or_else(|| panic!("no address in {url}"))
 }
 
 /// How many instants of `times` fall in `[from, until)`.
@@ -895,11 +919,17 @@ pub struct HostReport {
     pub requests: usize,
     /// The most requests in flight at once.
     pub peak: usize,
-    /// The most arrivals in any one second.
+    /// The most arrivals in any one second, at the server (a figure: a busy machine
+    /// bunches arrivals whose grants were spaced).
     pub max_per_second: usize,
-    /// The first arrival whose window broke `burst + rate × (W + allowance)`, if any:
-    /// `(window, count, limit)`.
+    /// The first window of rate starts (on Redis's clock) that broke `burst + rate × W`,
+    /// if any: `(window, count, limit)`. See `grants::rate_violation`.
     pub window_violation: Option<(Duration, usize, usize)>,
+    /// Grants the replay of the lease sets found made over the cap: `(instant, leases
+    /// unexpired then)`.
+    pub cap_violations: Vec<(SystemTime, usize)>,
+    /// An arrival no lease or rate start accounts for, if any (see `grants::ungranted`).
+    pub ungranted: Option<String>,
     /// The most any request came early on the server's meter (the same rate and
     /// allowance): how much of the allowance the closest call used.
     pub most_early: Duration,
@@ -916,19 +946,14 @@ impl HostReport {
     }
 }
 
-/// The windows a rate is judged over: 1 and 2 seconds. Shorter windows judge how evenly a
-/// busy machine's scheduling spread the arrivals, not the fleet's rate (the server's meter
-/// still judges each request, with its allowance).
-pub fn judged_windows() -> [Duration; 2] {
-    [Duration::from_secs(1), Duration::from_secs(2)]
-}
-
-/// Judges `host` on `server` against `cap` and `rate = (per_second, burst)`, with requests
-/// allowed to arrive up to `allowance` early (loopback transit and scheduling between
-/// processes; see the proof test).
+/// Judges `host`: its `grants` (on Redis's clock) against `cap` and `rate = (per_second,
+/// burst)`, and what `server` saw against them: the cap in flight, and a grant before every
+/// arrival. The server's meter (the same rate, requests allowed `allowance` early) gives
+/// the per-request figure.
 pub fn judge_host(
     server: &TestServer,
     host: &str,
+    grants: &HostGrants,
     cap: usize,
     rate: (u32, u32),
     latency: Duration,
@@ -936,18 +961,16 @@ pub fn judge_host(
 ) -> HostReport {
     let times = server.arrival_times(host);
     let (per_second, burst) = rate;
-    let window_violation = judged_windows().into_iter().find_map(|window| {
-        let count = http_server::max_in_window(&times, window);
-        let limit = http_server::window_limit(f64::from(per_second), burst, window + allowance);
-        (count > limit).then_some((window, count, limit))
-    });
     let by_cap = cap as f64 / latency.as_secs_f64();
     HostReport {
         host: host.to_owned(),
         requests: times.len(),
         peak: server.stats(host).peak,
         max_per_second: http_server::max_in_window(&times, Duration::from_secs(1)),
-        window_violation,
+        window_violation: grants::rate_violation(&grants.starts, rate),
+        cap_violations: grants.cap_violations().to_vec(),
+        ungranted: grants::ungranted(&times, &grants.at)
+            .or_else(|| grants::ungranted(&times, &grants.starts)),
         most_early: http_server::RateMeter::new(f64::from(per_second), burst, allowance)
             .most_early(&times),
         achieved: http_server::achieved_rate(&times).unwrap_or(0.0),

@@ -6,8 +6,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-pub use tollgate_testkit::{http_server, redis_server};
+pub use tollgate_testkit::{http_server, redis_monitor, redis_server};
 
 pub mod dead_port;
 pub mod fleet;
+pub mod grants;
 pub mod sentinel;
