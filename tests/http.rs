@@ -24,7 +24,7 @@ use futures_lite::future;
 use http_client::{ClientError, Page, get, get_ok, parse_retry_after, parse_retry_after_at};
 use http_server::{
     DEFAULT_RATE_ALLOWANCE, RateMeter, Stats, TOO_MANY_BODY, TestServer, UNAVAILABLE_BODY,
-    achieved_rate, count_between, max_in_window, page_body, window_limit,
+    achieved_rate, count_between, delay_spread, max_in_window, page_body, window_limit,
 };
 use tollgate::futures::Retry;
 use tollgate::testing::eventually;
@@ -672,16 +672,9 @@ matrix! {
         }
         let stats = server.stats("metered");
         assert_eq!(stats.ok + stats.over_rate, REQUESTS, "{stats:?}");
-        let arrivals = server.arrivals("metered");
-        let delays: Vec<Duration> = arrivals
-            .iter()
-            .map(|arrival| {
-                let path = arrival.path.as_deref().expect("every request's head was read");
-                let i: usize = path.trim_start_matches('/').parse().unwrap();
-                arrival.at.saturating_duration_since(starts[i])
-            })
-            .collect();
-        let spread = *delays.iter().max().unwrap() - *delays.iter().min().unwrap();
+        let spread = delay_spread(&server.arrivals("metered"), |path| {
+            starts[path.trim_start_matches('/').parse::<usize>().unwrap()]
+        });
         let times = server.arrival_times("metered");
         let window = Duration::from_secs(1);
         let (most, bound) = (max_in_window(&times, window), window_limit(RATE, 1, window + spread));

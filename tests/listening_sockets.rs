@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use common::matrix;
 use futures_lite::{StreamExt, future, stream};
 use http_client::{ClientError, Response, get_response};
-use http_server::{Arrival, TestServer, achieved_rate, max_in_window, window_limit};
+use http_server::{Arrival, TestServer, achieved_rate, delay_spread, max_in_window, window_limit};
 use tollgate::testing::now;
 use tollgate::{
     BoundedStreamExt, Breaker, CircuitBreakerError, MapControl, Outcome, RetryPolicy, map_async,
@@ -62,30 +62,17 @@ impl Starts {
         fetch(url).await
     }
 
-    /// How much the delays from start to arrival of `arrivals` varied (the most less the
-    /// least), each matched to its request by its path (each path is asked once). The starts
-    /// keep the client's pace; the arrivals shift by their delays, so in any window `W` there
-    /// are at most what the pace allows in `W` plus this spread, however slow the machine.
+    /// How much the delays from start to arrival of `arrivals` varied, each matched to its
+    /// request by its path (each path is asked once; see `delay_spread`).
     fn spread(&self, arrivals: &[Arrival]) -> Duration {
         let starts = self.0.lock().unwrap();
-        let delays: Vec<Duration> = arrivals
-            .iter()
-            .map(|arrival| {
-                let path = arrival
-                    .path
-                    .as_deref()
-                    .expect("every request's head was read");
-                let (_, started) = starts
-                    .iter()
-                    .find(|(asked, _)| asked == path)
-                    .expect("a start of this path");
-                arrival.at.saturating_duration_since(*started)
-            })
-            .collect();
-        delays
-            .iter()
-            .max()
-            .map_or(Duration::ZERO, |most| *most - *delays.iter().min().unwrap())
+        delay_spread(arrivals, |path| {
+            starts
+                .iter()
+                .find(|(asked, _)| asked == path)
+                .expect("a start of this path")
+                .1
+        })
     }
 }
 

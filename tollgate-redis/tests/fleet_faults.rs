@@ -593,15 +593,15 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
     // 1. A quick restart while every permit is held: Redis comes back empty.
     wait_for_requests(HOSTS * 4);
     target.wait_until_all_active(CAP, Duration::from_secs(20));
-    let blank_log = redis.restart_logged();
+    let blank_log = redis.restart_logged(&first_log);
 
     // 2. Later, Redis gone for longer than the store's bounded wait (2 s): calls fail with
     //    an error naming the address, nothing is granted, and the workers recover on their
     //    own when it is back.
     wait_for_requests(HOSTS * 12);
-    redis.kill();
+    redis.kill_logged(&blank_log);
     std::thread::sleep(Duration::from_millis(2_500));
-    let back_log = redis.restart_logged();
+    let back_log = redis.start_again_logged();
 
     let summaries: Vec<Summary> = workers
         .into_iter()
@@ -734,7 +734,7 @@ impl Outage {
     /// Kills Redis and takes its port on every address: the instant of the kill, and the
     /// listener.
     fn kill(&mut self) -> (Instant, DeadPort) {
-        self.redis.kill();
+        self.redis.kill_logged(&self.log);
         let killed = Instant::now();
         let port = self.redis.addr().port();
         let addrs: Vec<_> = std::iter::once(self.redis.addr())
@@ -821,7 +821,7 @@ fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_co
     let knocks = knocks(&dead, outage.redis.addr().port());
     judge_knocks(&knocks, &dead);
     drop(dead);
-    let back_log = outage.redis.restart_logged();
+    let back_log = outage.redis.start_again_logged();
     let workers = std::mem::take(&mut outage.workers);
     let summaries: Vec<Summary> = workers
         .into_iter()
@@ -964,6 +964,8 @@ fn a_sentinel_failover_mid_run_moves_the_fleet_to_the_promoted_replica_granting_
     target.wait_until_all_active(CAP, Duration::from_secs(30));
     let old = set.master.addr();
     let held = started.elapsed();
+    // Its log whole up to the kill (see `CommandLog::hold_writes`).
+    logs[0].hold_writes();
     set.kill_master();
     let killed = Instant::now();
     // Nothing is said of the new master before the sentinel names it.

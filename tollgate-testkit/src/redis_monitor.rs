@@ -8,18 +8,20 @@
 //! server still judges what holds at any speed: no more than the cap in flight, and no
 //! arrival without a grant before it.)
 //!
-//! A log is complete from the moment [`CommandLog::attach`] returns until that Redis
-//! process ends. [`RedisServer::restart_logged`](crate::redis_server::RedisServer::restart_logged)
-//! brings a server back with a log attached before any client can reach it, so that a
-//! restarted Redis's first grants are in its log too.
+//! A log is complete from the moment [`CommandLog::attach`] returns for as long as it reads
+//! the feed. Redis writes the feed as it writes replies, after running the commands: a
+//! Redis killed while the feed lags (a busy machine runs the log's thread late) takes the
+//! lines it had not sent with it. So a test that kills a logged Redis first holds its writes
+//! and lets the log catch up ([`CommandLog::hold_writes`]). `RedisServer::restart_logged`
+//! does that, and brings the server back with a new log attached before any client can
+//! reach it, so that a restarted Redis's first grants are in its log too.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use crate::redis_server::Probe;
 
 /// One command a Redis ran, as its `MONITOR` feed showed it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +61,8 @@ struct Shared {
     stream: Mutex<Option<TcpStream>>,
     /// Times the feed was cut and attached again: `(cut, attached again)`.
     gaps: Mutex<Vec<(SystemTime, SystemTime)>>,
+    /// A line the log could not read: the log is not whole past it.
+    unreadable: Mutex<Option<String>>,
     dropped: std::sync::atomic::AtomicBool,
 }
 
@@ -97,13 +101,14 @@ impl CommandLog {
             loop {
                 for line in (&mut feed).lines() {
                     let Ok(line) = line else { break };
-                    // Anything else is a line this parser does not know: losing it silently
-                    // would make a log look complete when it is not.
-                    let command = parse_line(&line)
-                        .unwrap_or_else(|| panic!("a MONITOR line this log cannot read: {line:?}"));
+                    let Some(command) = parse_line(&line) else {
+                        // Losing a line silently would make a log look whole when it is not.
+                        *lock(&sink.unreadable) = Some(line);
+                        return;
+                    };
                     lock(&sink.seen).push(command);
                 }
-                if !follow || sink.dropped.load(std::sync::atomic::Ordering::SeqCst) {
+                if !follow || sink.dropped.load(Ordering::SeqCst) {
                     return;
                 }
                 let cut = SystemTime::now();
@@ -127,6 +132,12 @@ impl CommandLog {
         })
     }
 
+    /// Its Redis now listens on `addr` (`CONFIG SET port`): the log's markers and pauses go
+    /// there.
+    pub(crate) fn moved_to(&mut self, addr: SocketAddr) {
+        self.addr = addr;
+    }
+
     /// The times the feed was cut and attached again (a following log only).
     pub fn gaps(&self) -> Vec<(SystemTime, SystemTime)> {
         lock(&self.shared.gaps).clone()
@@ -140,49 +151,75 @@ impl CommandLog {
     /// # Panics
     ///
     /// If the marker does not come round within 30 s.
+    ///
+    /// # Panics
+    ///
+    /// If the marker does not come round within 30 s, or the feed had a line this log
+    /// cannot read.
     pub fn commands(&self) -> Vec<LoggedCommand> {
-        let finished = self.reader.as_ref().is_none_or(JoinHandle::is_finished);
-        if !finished {
-            if let Ok(mut probe) = Probe::connect_addr(self.addr) {
-                let marker = format!(
-                    "tollgate-log-mark-{}",
-                    crate::redis_server::unique_namespace("mark")
-                );
-                if probe.command(&["ECHO", &marker]).is_ok() {
-                    self.wait_for(&marker);
-                }
-            }
+        if !self.has_ended() {
+            self.catch_up();
+        }
+        if let Some(line) = lock(&self.shared.unreadable).as_ref() {
+            panic!("a MONITOR line this log cannot read: {line:?}");
         }
         lock(&self.shared.seen).clone()
     }
 
-    fn wait_for(&self, marker: &str) {
+    /// Holds every write to this Redis (`CLIENT PAUSE WRITE`, scripts included: clients
+    /// asking wait) and waits until the log has everything it ran: call it before killing
+    /// the server, so that the kill takes no line of the log with it. Reads go on; the
+    /// writes wait until the server dies (or a minute).
+    ///
+    /// # Panics
+    ///
+    /// If Redis refuses the pause or the log does not catch up within 30 s.
+    pub fn hold_writes(&self) {
+        let reply = send(self.addr, &["CLIENT", "PAUSE", "60000", "WRITE"])
+            .expect("pause the writes of the logged Redis");
+        assert_eq!(reply.trim_end(), "+OK", "CLIENT PAUSE answered {reply:?}");
+        self.catch_up();
+    }
+
+    fn has_ended(&self) -> bool {
+        self.reader.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Sends a marker (`ECHO`) and waits until it comes round on the feed: everything Redis
+    /// ran before it is then in the log. Returns at once if the feed ends meanwhile.
+    fn catch_up(&self) {
+        static MARKS: AtomicU64 = AtomicU64::new(0);
+        let marker = format!(
+            "tollgate-log-mark-{}-{}",
+            std::process::id(),
+            MARKS.fetch_add(1, Ordering::Relaxed)
+        );
+        if send(self.addr, &["ECHO", &marker]).is_err() {
+            return;
+        }
         let until = Instant::now() + MARK_DEADLINE;
         loop {
             let seen = lock(&self.shared.seen);
             if seen
                 .iter()
                 .rev()
-                .any(|c| c.args.get(1).is_some_and(|a| a == marker))
+                .any(|c| c.args.get(1).is_some_and(|a| *a == marker))
             {
                 return;
             }
             drop(seen);
-            let ended = self.reader.as_ref().is_none_or(JoinHandle::is_finished);
-            assert!(
-                !ended && Instant::now() < until,
-                "the log's marker never came round"
-            );
-            std::thread::sleep(Duration::from_millis(5));
+            if self.has_ended() {
+                return;
+            }
+            assert!(Instant::now() < until, "the log's marker never came round");
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 }
 
 impl Drop for CommandLog {
     fn drop(&mut self) {
-        self.shared
-            .dropped
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.shared.dropped.store(true, Ordering::SeqCst);
         if let Some(stream) = lock(&self.shared.stream).as_ref() {
             let _ = stream.shutdown(Shutdown::Both);
         }
@@ -208,10 +245,25 @@ fn open_feed(addr: SocketAddr, shared: &Shared) -> io::Result<BufReader<TcpStrea
     *lock(&shared.stream) = Some(stream.try_clone()?);
     // `Drop` sets the flag before it cuts the stream it finds: a feed opened meanwhile is
     // cut here.
-    if shared.dropped.load(std::sync::atomic::Ordering::SeqCst) {
+    if shared.dropped.load(Ordering::SeqCst) {
         let _ = stream.shutdown(Shutdown::Both);
     }
     Ok(feed)
+}
+
+/// Sends one command to `addr` on a connection of its own and returns the first line of the
+/// reply.
+fn send(addr: SocketAddr, args: &[&str]) -> io::Result<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    stream.write_all(request.as_bytes())?;
+    let mut reply = String::new();
+    BufReader::new(stream).read_line(&mut reply)?;
+    Ok(reply)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -160,17 +160,45 @@ impl RedisServer {
         }
     }
 
-    /// [`restart`](Self::restart)s it with a [`CommandLog`] attached before any client can
-    /// reach it: the new process comes up on a port no client knows, the log attaches there,
-    /// and only then does the server move to its own port (`CONFIG SET port`). So the log
-    /// holds everything the restarted Redis ran, its first grants included.
+    /// [`kill`](Self::kill)s it with its log `log` whole: holds its writes and lets the log
+    /// catch up first ([`CommandLog::hold_writes`]; a kill would take the lines the log had
+    /// not read yet with it).
     ///
     /// # Panics
     ///
-    /// As [`restart`](Self::restart), or if the log cannot attach or the port cannot be
-    /// taken back within a few seconds.
-    pub fn restart_logged(&mut self) -> CommandLog {
+    /// As [`CommandLog::hold_writes`].
+    pub fn kill_logged(&mut self, log: &CommandLog) {
+        log.hold_writes();
         self.kill();
+    }
+
+    /// [`restart`](Self::restart)s it, its log `log` whole up to the kill
+    /// ([`kill_logged`](Self::kill_logged)), with a new log attached before any client can
+    /// reach it ([`start_again_logged`](Self::start_again_logged)).
+    ///
+    /// # Panics
+    ///
+    /// As those two.
+    pub fn restart_logged(&mut self, log: &CommandLog) -> CommandLog {
+        self.kill_logged(log);
+        self.start_again_logged()
+    }
+
+    /// Starts a killed server again on its port, empty, with a [`CommandLog`] attached
+    /// before any client can reach it: the new process comes up on a port no client knows,
+    /// the log attaches there, and only then does the server move to its own port (`CONFIG
+    /// SET port`). So the log holds everything the new process ran, its first grants
+    /// included.
+    ///
+    /// # Panics
+    ///
+    /// If the server still runs, does not come up, the log cannot attach, or the port cannot
+    /// be taken back within a few seconds (the kernel may hold it for a moment).
+    pub fn start_again_logged(&mut self) -> CommandLog {
+        assert!(
+            self.child.is_none(),
+            "start_again_logged on a running server"
+        );
         let port = self.port;
         let mut last_error = None;
         for _ in 0..5 {
@@ -184,10 +212,10 @@ impl RedisServer {
             self.child.is_some(),
             "redis-server did not restart: {last_error:?}"
         );
-        let log = CommandLog::attach(self.addr()).expect("attach a log to the new redis-server");
+        let mut log =
+            CommandLog::attach(self.addr()).expect("attach a log to the new redis-server");
         let mut probe = self.probe();
         let deadline = Instant::now() + START_DEADLINE;
-        // The kernel may hold the port for a moment after the old process died.
         while let Err(error) = probe.command(&["CONFIG", "SET", "port", &port.to_string()]) {
             assert!(
                 Instant::now() < deadline,
@@ -196,6 +224,7 @@ impl RedisServer {
             std::thread::sleep(Duration::from_millis(20));
         }
         self.port = port;
+        log.moved_to(self.addr());
         log
     }
 

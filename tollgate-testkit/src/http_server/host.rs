@@ -42,6 +42,32 @@ pub struct Arrival {
     pub over_rate: bool,
 }
 
+/// How much the delays from each request's start to its arrival varied (the most less the
+/// least): `started` gives the start of the request to a path (each path asked once).
+/// Starts keep a client's pace; arrivals shift by their delays, so in any window `W` a
+/// server sees at most what the pace allows in `W` plus this spread, however slow the
+/// machine. Zero without arrivals.
+///
+/// # Panics
+///
+/// If an arrival's head was not read (no path to match a start by).
+pub fn delay_spread(arrivals: &[Arrival], started: impl Fn(&str) -> Instant) -> Duration {
+    let delays: Vec<Duration> = arrivals
+        .iter()
+        .map(|arrival| {
+            let path = arrival
+                .path
+                .as_deref()
+                .expect("every request's head was read");
+            arrival.at.saturating_duration_since(started(path))
+        })
+        .collect();
+    match (delays.iter().max(), delays.iter().min()) {
+        (Some(most), Some(least)) => *most - *least,
+        _ => Duration::ZERO,
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct Host {
     pub(super) name: String,

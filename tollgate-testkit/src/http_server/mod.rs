@@ -134,6 +134,6 @@ mod wire;
 
 pub use self::builder::{DEFAULT_RATE_ALLOWANCE, ServerBuilder};
 pub use self::counts::Stats;
-pub use self::host::{Arrival, TOO_MANY_BODY, UNAVAILABLE_BODY, page_body};
+pub use self::host::{Arrival, TOO_MANY_BODY, UNAVAILABLE_BODY, delay_spread, page_body};
 pub use self::server::TestServer;
 pub use crate::meter::{RateMeter, achieved_rate, count_between, max_in_window, window_limit};
