@@ -74,11 +74,13 @@ fn four_worker_processes_keep_every_host_within_its_shared_cap_and_rate() {
             "worker {worker}: {summary:?}"
         );
         assert!(summary.errors.is_empty(), "worker {worker}: {summary:?}");
-        assert_eq!(
-            summary.fenced, 0,
-            "worker {worker}: nothing should be fenced"
-        );
     }
+    // Attempts fenced (their lease could lapse before its renewal: a keeper or a Redis run
+    // late by most of a TTL) are retried; how many is a figure of the machine's speed (0 on
+    // a quiet machine, 1 of 960 in a stress run with a second suite beside it), printed.
+    // A fenced attempt may have reached the server before it was cut short: the hosts may
+    // see that many requests more, never fewer.
+    let fenced: usize = run.summaries.iter().map(|summary| summary.fenced).sum();
 
     let reports = CRAWL.reports(&run);
     println!(
@@ -90,8 +92,10 @@ fn four_worker_processes_keep_every_host_within_its_shared_cap_and_rate() {
     );
     fleet::print_table(&reports, CAP, Crawl::RATE);
 
+    let mut extra = 0;
     for (host, (_, report)) in reports.iter().enumerate() {
-        assert_eq!(report.requests, CRAWL.requests(host), "{report:?}");
+        assert!(report.requests >= CRAWL.requests(host), "{report:?}");
+        extra += report.requests - CRAWL.requests(host);
         assert!(report.peak <= CAP, "over the cap: {report:?}");
         assert_eq!(
             report.window_violation, None,
@@ -107,9 +111,13 @@ fn four_worker_processes_keep_every_host_within_its_shared_cap_and_rate() {
             "a request with no grant: {report:?}"
         );
     }
+    assert!(
+        extra <= fenced,
+        "{extra} requests more than the items, with {fenced} attempts fenced"
+    );
     let judged: Vec<HostReport> = reports.iter().map(|(_, report)| report.clone()).collect();
     println!(
-        "{}",
+        "{}; {fenced} attempts fenced and retried",
         fleet::meter_figure(&run.server, &judged, &run.summaries)
     );
     // The cap really was reached: the slow hosts need both permits to keep up.

