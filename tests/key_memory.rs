@@ -49,16 +49,17 @@ const ATTEMPT: Duration = Duration::from_millis(1);
 const HINT: Hint = Hint::new().limit(2).rate(Rate::per_second(50));
 
 /// The most a key of the adapting, hinted, breaking map may keep, in bytes. Measured at
-/// 641 B per key today, on both legs (the figure was 627 B; the scheduler redesign
-/// is to bring it to 256 B, and this bound down with it). Where the 641 B go, by the
-/// types' sizes (`-Zprint-type-sizes`) and by maps with one feature left out:
+/// 593 B per key, on both legs (641 B while a key's first item made its queue room for
+/// four; the figure was 627 B; the scheduler redesign is to bring it to 256 B, and
+/// this bound down with it). Where the 593 B go, by the types' sizes (`-Zprint-type-sizes`)
+/// and by maps with one feature left out:
 /// - 337 B: the key's entry in the scheduler's table (its key and `KeyState`, 192 B, and a
 ///   control byte), with the table's spare room (524,288 slots for 300,000 keys);
-/// - 64 B: the buffer of the key's queue of fresh items, kept after its one item started
-///   (room for four);
+/// - 16 B: the buffer of the key's queue of fresh items, room for one, kept after its one
+///   item started;
 /// - 128 B: its boxed adaptive state;
 /// - 112 B: its boxed breaker (a count record of 128 bits, aligned to 16).
-const MAX_BYTES_PER_KEY: isize = 700;
+const MAX_BYTES_PER_KEY: isize = 620;
 
 /// The most the map with `.per_key` alone may keep at its end, per key of the run, in
 /// bytes. It forgets idle keys (it holds none at the end), and what it keeps is its table's

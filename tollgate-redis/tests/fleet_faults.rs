@@ -216,7 +216,9 @@ fn a_killed_workers_permits_come_back_within_ttl_and_one_renewal() {
         "SIGKILL: back to {CAP} in flight per host after {recoveries:.2?} (TTL {LEASE_TTL:?})"
     );
     for recovery in recoveries {
-        // ...and not much after.
+        // ...and not much after: at most 1.01 s in 20 stress runs (both cores busy, a second
+        // suite and a release build beside it), 10 ms past the TTL, against the 833 ms this
+        // bound allows past it.
         assert!(
             recovery <= LEASE_TTL + RENEWAL + SLACK,
             "permits came back only after {recovery:?}"
@@ -1126,9 +1128,9 @@ fn a_worker_whose_wall_clock_is_ten_seconds_off_changes_nothing() {
         reports.push(report);
     }
     // ...or stall for the 10 s of skew (the worker behind). Each worker sends about 30
-    // requests a second here; its longest gap between two was 0.53 s at worst in the stress
-    // runs (both cores busy, a second suite and a release build beside it), so 5 s is 9x
-    // that and half the stall.
+    // requests a second here; its longest gap between two was 1.38 s at worst in 20 stress
+    // runs (both cores busy, a second suite and a release build beside it, the mean
+    // utilisation down to 59%), so 7 s is 5x that and still short of the stall.
     let gaps = longest_gaps(&target, 3);
     println!(
         "clock skew: longest gap between a worker's requests {gaps:.2?}; mean utilisation \
@@ -1138,7 +1140,7 @@ fn a_worker_whose_wall_clock_is_ten_seconds_off_changes_nothing() {
     );
     for (worker, gap) in gaps.iter().enumerate() {
         assert!(
-            *gap < Duration::from_secs(5),
+            *gap < Duration::from_secs(7),
             "worker {worker} sent nothing for {gap:?}"
         );
     }

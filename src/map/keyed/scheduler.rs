@@ -398,6 +398,12 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             // Back after its budget lapsed, not yet swept: as fresh as a forgotten key.
             state.spent.come_back(pulled);
         }
+        if state.fresh.capacity() == 0 {
+            // Room for one, not the four a first push makes: most keys of a wide crawl hold
+            // one item at a time, and a key kept after its items (adapting, hinted, with a
+            // breaker) keeps its buffer for as long as it is kept.
+            state.fresh.reserve_exact(1);
+        }
         state.fresh.push_back(item);
         Self::replace_in(state, &key, now, asks, lines);
     }

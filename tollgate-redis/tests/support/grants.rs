@@ -224,10 +224,10 @@ fn parse_micros(text: &str) -> u64 {
     })
 }
 
-/// The first window (1 s, then 2 s) in which `grants` exceed `burst + rate × W`:
-/// `(window, grants in it, limit)`. Judged on Redis's clock, so with no allowance.
-pub fn rate_violation(grants: &[SystemTime], rate: (u32, u32)) -> Option<(Duration, usize, usize)> {
-    let on_this_clock = as_instants(grants);
+/// The first window (1 s, then 2 s) in which rate `starts` exceed `burst + rate × W`:
+/// `(window, starts in it, limit)`. Judged on Redis's clock, so with no allowance.
+pub fn rate_violation(starts: &[SystemTime], rate: (u32, u32)) -> Option<(Duration, usize, usize)> {
+    let on_this_clock = as_instants(starts);
     [Duration::from_secs(1), Duration::from_secs(2)]
         .into_iter()
         .find_map(|window| {
@@ -279,9 +279,4 @@ pub fn as_instants(times: &[SystemTime]) -> Vec<Instant> {
             Err(ahead) => now + ahead.duration(),
         })
         .collect()
-}
-
-/// `at` on this process's monotonic clock.
-pub fn as_instant(at: SystemTime) -> Instant {
-    as_instants(&[at])[0]
 }
