@@ -21,6 +21,7 @@ use support::fleet::{self, Launch, Plan, Retry, Runtime, Scheduler, Summary, Wor
 use support::grants::{self, Grants};
 use support::http_server::TestServer;
 use support::redis_monitor::CommandLog;
+use support::redis_server::url_addr;
 use support::redis_server::{Probe, RedisServer, Reply, TestRedis, unique_namespace};
 use support::sentinel::{MASTER_NAME, SentinelSet};
 
@@ -177,7 +178,9 @@ fn a_killed_workers_permits_come_back_within_ttl_and_one_renewal() {
     let target = Target::start(4, Duration::from_millis(800), None);
     let launch = Launch::test_entry("fleet_worker");
     let url = redis.url();
-    let log = CommandLog::attach(fleet::redis_addr(&url)).expect("attach a log to Redis");
+    let log = url_addr(&url)
+        .and_then(CommandLog::attach)
+        .expect("attach a log to Redis");
     let mut victim = Worker::spawn(
         &launch,
         &plan(0, &url, &namespace, &target, items(4, 50), 16),
@@ -621,8 +624,7 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
     target.assert_within_cap();
     // Each blank Redis granted nothing until one TTL after its epoch reset, when leases
     // from before could still have been held (its log is whole from its start)...
-    let silences =
-        [&blank_log, &back_log].map(|log| warm_up(log, &namespace, first_reset(log, &namespace)));
+    let silences = [&blank_log, &back_log].map(|log| warm_up(log, &namespace, None));
     // ...and every request at the target had a grant of its host before it, from one of
     // the three Redis processes: none came from the time Redis was gone.
     let grants = Grants::read(
@@ -649,10 +651,12 @@ fn redis_restarted_mid_run_over_grants_nothing_and_the_run_completes() {
 }
 
 /// Asserts that the Redis of `log`, started blank or promoted, granted nothing under
-/// `namespace` until one TTL after it reset the namespace's epoch at `reset`, and returns
-/// how long after the reset its first grant came.
-fn warm_up(log: &CommandLog, namespace: &str, reset: SystemTime) -> Duration {
+/// `namespace` until one TTL after it reset the namespace's epoch at `reset` (`None`: the
+/// first reset in the log, for a log whole from its Redis's start), and returns how long
+/// after the reset its first grant came.
+fn warm_up(log: &CommandLog, namespace: &str, reset: Option<SystemTime>) -> Duration {
     let grants = Grants::read(&[log], namespace, LEASE_TTL, CAP);
+    let reset = reset.unwrap_or_else(|| grants.first_reset(0));
     let early = grants.between(std::time::UNIX_EPOCH, reset + LEASE_TTL);
     assert_eq!(
         early, 0,
@@ -850,11 +854,7 @@ fn with_redis_down_a_policy_honouring_retry_after_waits_without_hammering_and_co
     outage.target.assert_within_cap();
     // Nothing was granted by the blank Redis before leases from before could have lapsed,
     // and every request had a grant before it: none came from the time Redis was down.
-    let warmed = warm_up(
-        &back_log,
-        &outage.namespace,
-        first_reset(&back_log, &outage.namespace),
-    );
+    let warmed = warm_up(&back_log, &outage.namespace, None);
     let grants = Grants::read(&[&outage.log, &back_log], &outage.namespace, LEASE_TTL, CAP);
     for name in &outage.target.names {
         let arrivals = outage.target.server.arrival_times(name);
@@ -903,11 +903,6 @@ fn secs(at: Instant, from: Instant) -> f64 {
     } else {
         -from.duration_since(at).as_secs_f64()
     }
-}
-
-/// The first epoch reset under `namespace` in `log` (a log whole from its Redis's start).
-fn first_reset(log: &CommandLog, namespace: &str) -> SystemTime {
-    Grants::read(&[log], namespace, LEASE_TTL, CAP).first_reset(0)
 }
 
 /// When the namespace's epoch on the Redis at `addr` was last set, on Redis's clock.
@@ -1018,7 +1013,7 @@ fn a_sentinel_failover_mid_run_moves_the_fleet_to_the_promoted_replica_granting_
             "the log of the new master missed most of its warm-up: {gaps:?}"
         );
     }
-    let warmed = warm_up(&logs[1], &namespace, reset);
+    let warmed = warm_up(&logs[1], &namespace, Some(reset));
     let grants = Grants::read(&[&logs[0], &logs[1]], &namespace, LEASE_TTL, CAP);
     let mut first_after = Vec::new();
     for name in &target.names {
@@ -1070,7 +1065,9 @@ fn a_worker_whose_wall_clock_is_ten_seconds_off_changes_nothing() {
     let latency = Duration::from_millis(20);
     let target = Target::start(HOSTS, latency, Some(RATE));
     let url = redis.url();
-    let log = CommandLog::attach(fleet::redis_addr(&url)).expect("attach a log to Redis");
+    let log = url_addr(&url)
+        .and_then(CommandLog::attach)
+        .expect("attach a log to Redis");
     // Worker 1 runs 10 s ahead, worker 2 10 s behind, worker 0 on time.
     let launches = [
         Launch::test_entry("fleet_worker"),

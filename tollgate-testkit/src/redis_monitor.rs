@@ -18,7 +18,7 @@
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -63,7 +63,7 @@ struct Shared {
     gaps: Mutex<Vec<(SystemTime, SystemTime)>>,
     /// A line the log could not read: the log is not whole past it.
     unreadable: Mutex<Option<String>>,
-    dropped: std::sync::atomic::AtomicBool,
+    dropped: AtomicBool,
 }
 
 /// How long [`CommandLog::commands`] waits for its marker to come round.
@@ -235,7 +235,7 @@ fn open_feed(addr: SocketAddr, shared: &Shared) -> io::Result<BufReader<TcpStrea
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     stream.set_nodelay(true)?;
     let mut writer = stream.try_clone()?;
-    writer.write_all(b"*1\r\n$7\r\nMONITOR\r\n")?;
+    writer.write_all(&request(&["MONITOR"]))?;
     let mut feed = BufReader::new(stream.try_clone()?);
     let mut first = String::new();
     feed.read_line(&mut first)?;
@@ -256,14 +256,21 @@ fn open_feed(addr: SocketAddr, shared: &Shared) -> io::Result<BufReader<TcpStrea
 fn send(addr: SocketAddr, args: &[&str]) -> io::Result<String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut request = format!("*{}\r\n", args.len());
-    for arg in args {
-        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-    }
-    stream.write_all(request.as_bytes())?;
+    stream.write_all(&request(args))?;
     let mut reply = String::new();
     BufReader::new(stream).read_line(&mut reply)?;
     Ok(reply)
+}
+
+/// A command as RESP puts it on the wire: an array of bulk strings.
+pub(crate) fn request(args: &[&str]) -> Vec<u8> {
+    let mut request = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        request.extend_from_slice(arg.as_bytes());
+        request.extend_from_slice(b"\r\n");
+    }
+    request
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -26,7 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::redis_monitor::CommandLog;
+use crate::redis_monitor::{self, CommandLog};
 
 /// The environment variable naming a Redis the tests may share (`redis://127.0.0.1:6379`).
 pub const REDIS_URL_VAR: &str = "TOLLGATE_REDIS_URL";
@@ -397,6 +397,29 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The address and database (`""` for the default) of `redis://[user:password@]host:port[/db]`.
+fn url_parts(url: &str) -> io::Result<(SocketAddr, &str)> {
+    let rest = url
+        .strip_prefix("redis://")
+        .ok_or_else(|| io::Error::other(format!("not a redis:// URL: {url}")))?;
+    let (authority, db) = rest.split_once('/').unwrap_or((rest, ""));
+    // Drop user:password@ if present: test instances have no ACL.
+    let authority = authority.rsplit('@').next().unwrap_or(authority);
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(authority)?
+        .next()
+        .ok_or_else(|| io::Error::other(format!("no address in {url}")))?;
+    Ok((addr, db))
+}
+
+/// The address of `redis://[user:password@]host:port[/db]`.
+///
+/// # Errors
+///
+/// If it is no `redis://` URL or names no address.
+pub fn url_addr(url: &str) -> io::Result<SocketAddr> {
+    url_parts(url).map(|(addr, _)| addr)
+}
+
 /// A Redis reply, as much of RESP2 as the probe needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
@@ -437,15 +460,7 @@ impl Probe {
     ///
     /// If the URL has no `host:port` or the connection fails.
     pub fn connect(url: &str) -> io::Result<Self> {
-        let rest = url
-            .strip_prefix("redis://")
-            .ok_or_else(|| io::Error::other(format!("not a redis:// URL: {url}")))?;
-        let (authority, db) = rest.split_once('/').unwrap_or((rest, ""));
-        // Drop user:password@ if present: test instances have no ACL.
-        let authority = authority.rsplit('@').next().unwrap_or(authority);
-        let addr = std::net::ToSocketAddrs::to_socket_addrs(authority)?
-            .next()
-            .ok_or_else(|| io::Error::other(format!("no address in {url}")))?;
+        let (addr, db) = url_parts(url)?;
         let mut probe = Self::connect_addr(addr)?;
         if !db.is_empty() && db != "0" {
             probe.command(&["SELECT", db])?;
@@ -474,13 +489,7 @@ impl Probe {
     ///
     /// On a broken connection, a malformed reply, or an error reply.
     pub fn command(&mut self, args: &[&str]) -> io::Result<Reply> {
-        let mut request = format!("*{}\r\n", args.len()).into_bytes();
-        for arg in args {
-            request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-            request.extend_from_slice(arg.as_bytes());
-            request.extend_from_slice(b"\r\n");
-        }
-        self.writer.write_all(&request)?;
+        self.writer.write_all(&redis_monitor::request(args))?;
         match self.read_reply()? {
             Reply::Error(message) => Err(io::Error::other(format!("{args:?}: {message}"))),
             reply => Ok(reply),

@@ -54,6 +54,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::grants::{self, Grants, HostGrants};
 use super::http_server::{self, TestServer};
 use super::redis_monitor::CommandLog;
+use super::redis_server::url_addr;
 
 /// The environment variable that carries a worker's [`Plan`].
 pub const PLAN_VAR: &str = "TOLLGATE_FLEET_PLAN";
@@ -812,7 +813,9 @@ impl Crawl {
             builder = builder.host(name, self.latency(host));
         }
         let server = builder.start();
-        let log = CommandLog::attach(redis_addr(redis_url)).expect("attach a log to Redis");
+        let log = url_addr(redis_url)
+            .and_then(CommandLog::attach)
+            .expect("attach a log to Redis");
         let hosts: Vec<_> = names
             .iter()
             .map(|name| (name.clone(), server.addr(name)))
@@ -883,26 +886,6 @@ impl Crawl {
             })
             .collect()
     }
-}
-
-/// The address of `redis://host:port[/db]`.
-///
-/// # Panics
-///
-/// If the URL names no address.
-pub fn redis_addr(url: &str) -> SocketAddr {
-    let rest = url.strip_prefix("redis://").unwrap_or(url);
-    let authority = rest.split('/').next().unwrap_or(rest);
-    let authority = authority.rsplit('@').next().unwrap_or(authority);
-    std::net::ToSocketAddrs::to_socket_addrs(authority)
-        .ok()
-        .and_then(|mut addrs| addrs.next())
-        .unwrap_or_else(|| panic!("no address in {url}"))
-}
-
-/// How many instants of `times` fall in `[from, until)`.
-pub fn count_between(times: &[Instant], from: Instant, until: Instant) -> usize {
-    http_server::count_between(times, from, until)
 }
 
 /// The request's worker, from its path `/w<worker>/...`.
