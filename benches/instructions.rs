@@ -63,6 +63,9 @@
 //! - `keyed_adaptive`: `keyed` over `Result`s with `.adaptive(Adaptive::new(1, 2), ..)`,
 //!   every outcome a success (no `rate_ceiling`: with one, a key would start at 5 starts a
 //!   second and the run would wait for real time).
+//! - `keyed_unordered`, `keyed_boxed`: `keyed` as a stream (`map_unordered(..).per_key(..)`,
+//!   folded), and the same stream behind `.boxed_map()` (a `BoxedMap`: one call through a
+//!   pointer per output).
 //! - `keyed_breaker`: `keyed` over `Result`s with `.classify(..)` (all successes) and
 //!   `.breaker(Breaker::new())`.
 //!
@@ -282,6 +285,19 @@ const WORKLOADS: &[(&str, Run)] = &[
             .per_key(key, PER_KEY)
             .adaptive(Adaptive::new(1, PER_KEY), |_| Outcome::success());
         sum_ok(ex.block_on(map))
+    }),
+    ("keyed_unordered", |ex, n| {
+        let stream = futures_lite::stream::iter(0..n)
+            .map_unordered(LIMIT, ready)
+            .per_key(key, PER_KEY);
+        ex.block_on(stream.fold(0, |sum, i| sum + i))
+    }),
+    ("keyed_boxed", |ex, n| {
+        let stream = futures_lite::stream::iter(0..n)
+            .map_unordered(LIMIT, ready)
+            .per_key(key, PER_KEY)
+            .boxed_map();
+        ex.block_on(stream.fold(0, |sum, i| sum + i))
     }),
     ("keyed_breaker", |ex, n| {
         let map = map_async(0..n, LIMIT, ready_ok)

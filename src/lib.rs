@@ -51,8 +51,9 @@ pub use crate::time::{TimeoutError, sleep, timeout};
 #[doc(hidden)]
 pub use crate::wake::model as __wake_model;
 
-/// The futures and streams tollgate's functions return (and the admission types of the
-/// bounded maps), named so they can be stored in structs. One public path each.
+/// The futures and streams tollgate's functions return, named so they can be stored in
+/// structs, and [`BoxedMap`](futures::BoxedMap), a bounded map stream under a type that
+/// names only its outputs. One public path each.
 pub mod futures {
     pub use crate::limit::adaptive::AdaptiveAcquire;
     pub use crate::limit::breaker::{BreakerAcquire, KeyedBreakerAcquire};
@@ -63,12 +64,44 @@ pub mod futures {
     pub use crate::limit::rate::{UntilKeyReady, UntilReady};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::map::{
-        Adapting, BoundedMap, Classified, Classifying, Collected, CompletionOrder, Delivery,
-        FailWhenOpen, Fixed, GatherLimit, Gathered, Indexed, InputOrder, MapAsync, MapBounded,
-        MapUnordered, NoRetry, NoSharedLimits, OutputForm, PerKey, Plain, TryCollected,
-        TryMapAsync, Unkeyed, WaitWhenOpen, Window, WithBreaker, WithSharedLimits,
+        BoundedMap, BoxedMap, GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync,
     };
     pub use crate::race::Race;
     pub use crate::retry::Retry;
     pub use crate::time::{Sleep, Timeout};
+}
+
+/// The parameters that spell a bounded map's whole type: its admission ([`Window`](map_type::Window)
+/// or [`PerKey`](map_type::PerKey) and the parts of the per-key scheduler), how it delivers
+/// its outputs ([`Delivery`](map_type::Delivery)) and their form
+/// ([`OutputForm`](map_type::OutputForm)).
+///
+/// Only code that writes out a map's full type needs them, for instance a field holding
+/// a map with no allocation:
+///
+/// ```
+/// use tollgate::futures::MapUnordered;
+/// use tollgate::map_type::PerKey;
+///
+/// type Doubled<I, F, Fut, KF> =
+///     MapUnordered<futures_lite::stream::Iter<I>, F, Fut, PerKey<u64, u64, KF>>;
+///
+/// fn doubled(
+///     numbers: std::ops::Range<u64>,
+/// ) -> Doubled<std::ops::Range<u64>, impl FnMut(u64) -> std::future::Ready<u64>, std::future::Ready<u64>, impl FnMut(&u64) -> u64>
+/// {
+///     tollgate::amap_iter(numbers, 4, |n| std::future::ready(2 * n)).per_key(|n| n % 2, 1)
+/// }
+/// # let _ = doubled(0..3);
+/// ```
+///
+/// To keep a map without spelling its type, box it:
+/// [`boxed_map`](futures::BoundedMap::boxed_map) makes a
+/// [`BoxedMap`](futures::BoxedMap), which names only what the map yields.
+pub mod map_type {
+    pub use crate::map::{
+        Adapting, Classified, Classifying, Collected, CompletionOrder, Delivery, FailWhenOpen,
+        Fixed, Gathered, Indexed, InputOrder, NoRetry, NoSharedLimits, OutputForm, PerKey, Plain,
+        TryCollected, Unkeyed, WaitWhenOpen, Window, WithBreaker, WithSharedLimits,
+    };
 }

@@ -15,6 +15,7 @@ use futures_lite::Stream;
 use futures_lite::stream::Iter;
 use pin_project_lite::pin_project;
 
+use super::boxed::BoxedMap;
 use super::delivery::{Collected, CompletionOrder, Delivery, Gathered, InputOrder, TryCollected};
 use super::engine::{Admission, Core, DebugFields, DefaultWindow, Engine};
 use super::results::{Buffer, Collect, InOrder, OutputForm, Plain, TryCollect};
@@ -34,7 +35,8 @@ pin_project! {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::futures::{BoundedMap, CompletionOrder, MapUnordered};
+    /// use tollgate::futures::{BoundedMap, MapUnordered};
+    /// use tollgate::map_type::CompletionOrder;
     ///
     /// // `amap_iter` returns a `MapUnordered`, which is a `BoundedMap` in completion order.
     /// let map: MapUnordered<_, _, _> = tollgate::amap_iter(0..3, 2, |n| async move { n });
@@ -171,6 +173,33 @@ impl<S, F, Fut: IntoFuture, A, D: Delivery> BoundedMap<S, F, Fut, A, D> {
     pub fn window(mut self, window: usize) -> Self {
         self.core.engine.set_window(window);
         self
+    }
+
+    /// The map stream as a [`BoxedMap`]: one allocation, a type that names only what it
+    /// yields, to keep a map (keyed, rated, adaptive, with breakers or shared limits) in a
+    /// struct field. Everything it was built with carries over; call it last.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::StreamExt;
+    /// use tollgate::futures::BoxedMap;
+    ///
+    /// fn squares<'a>(numbers: &'a [u64]) -> BoxedMap<'a, u64> {
+    ///     tollgate::amap_iter(numbers, 4, |n| async move { n * n })
+    ///         .per_key(|n| *n % 2, 1)
+    ///         .boxed_map()
+    /// }
+    /// # futures_lite::future::block_on(async {
+    /// let total = squares(&[1, 2, 3]).fold(0, |sum, n| sum + n).await;
+    /// assert_eq!(total, 14);
+    /// # });
+    /// ```
+    pub fn boxed_map<'a>(self) -> BoxedMap<'a, <Self as Stream>::Item>
+    where
+        Self: Stream + fmt::Debug + Send + 'a,
+    {
+        BoxedMap::new(self)
     }
 }
 

@@ -24,7 +24,8 @@ use super::results::{InCompletionOrder, InOrder, Indexed, OutputForm, Plain, out
 /// # Examples
 ///
 /// ```
-/// use tollgate::futures::{BoundedMap, Collected, MapAsync, Window};
+/// use tollgate::futures::{BoundedMap, MapAsync};
+/// use tollgate::map_type::{Collected, Window};
 ///
 /// fn same<I, F, Fut>(map: MapAsync<I, F, Fut>) -> BoundedMap<futures_lite::stream::Iter<I>, F, Fut, Window, Collected>
 /// where

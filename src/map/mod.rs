@@ -20,6 +20,7 @@
 //! next in line.
 
 mod bounded;
+mod boxed;
 mod control;
 mod delivery;
 mod engine;
@@ -28,6 +29,7 @@ mod pool;
 mod queued;
 mod results;
 mod schedule;
+mod scheduling;
 mod steering;
 mod window;
 
@@ -36,6 +38,7 @@ use std::future::IntoFuture;
 use futures_lite::stream::{self as lite_stream, Iter, Stream};
 
 pub use self::bounded::{BoundedMap, GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync};
+pub use self::boxed::BoxedMap;
 pub use self::control::{ControlError, KeyProgress, MapControl, Progress};
 pub use self::delivery::{
     Collected, CompletionOrder, Delivery, Gathered, InputOrder, TryCollected,

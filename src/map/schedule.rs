@@ -1,14 +1,14 @@
 //! The scheduling methods of every bounded map, written once on
 //! [`BoundedMap`](super::BoundedMap): `per_key`, rates (`rate`, `per_key_rate`), retries
 //! that give their slots back (`retry`), the window's cap (`max_window`), `shared_limits`
-//! and `control` (a [`MapControl`]). Each comes in the form its admission needs: on the
-//! plain [`Window`] a method installs the scheduler ([`PerKey`]), on a map that has one it
-//! changes its settings.
+//! and `control` (a [`MapControl`]). `control`, `rate`, `retry` and `per_key` serve every
+//! admission through what `scheduling.rs` asks of it (on the plain window they install the
+//! scheduler, [`PerKey`]; on a map that has one they change its settings); the others are
+//! the scheduler's own.
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::hash::Hash;
-use std::sync::Arc;
 
 use futures_lite::Stream;
 
@@ -16,11 +16,10 @@ use super::bounded::BoundedMap;
 use super::control::MapControl;
 use super::delivery::Delivery;
 use super::keyed::{
-    Adapting, Classified, Classifying, FailWhenOpen, Fixed, KeySettings, MapBreaker, NoRetry,
-    NoSharedLimits, PerKey, RetryItem, SharedLimits, Unkeyed, WaitWhenOpen, WithBreaker,
-    WithSharedLimits, check_default_key_limit,
+    Adapting, Classified, Classifying, FailWhenOpen, Fixed, KeySettings, MapBreaker,
+    NoSharedLimits, PerKey, RetryItem, SharedLimits, WaitWhenOpen, WithBreaker, WithSharedLimits,
 };
-use super::window::Window;
+use super::scheduling::{Keying, Scheduling};
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::breaker::config::Breaker;
 use crate::limit::breaker::error::CircuitBreakerError;
@@ -28,35 +27,41 @@ use crate::limit::outcome::Outcome;
 use crate::limit::rate::Rate;
 use crate::retry::RetryPolicy;
 
-/// The map with the scheduler of `.rate` or `.retry` and no key function (a private
-/// shorthand: the type is the public one).
-type UnkeyedMap<S, F, Fut, P, D> =
-    BoundedMap<S, F, Fut, PerKey<<S as Stream>::Item, (), Unkeyed<<S as Stream>::Item>, P>, D>;
-
 /// The map with the scheduler of a key function (a private shorthand: the type is the
 /// public one).
 type KeyedMap<S, F, Fut, K, KF, P, G, D, C = Fixed> =
     BoundedMap<S, F, Fut, PerKey<<S as Stream>::Item, K, KF, P, G, C>, D>;
 
-/// The retry policy of a map over `S`'s items failing with `E`.
-type ItemPolicy<S, E> = RetryPolicy<<S as Stream>::Item, E>;
-
-impl<S, F, Fut: IntoFuture, D: Delivery> BoundedMap<S, F, Fut, Window, D> {
-    /// Attaches a [`MapControl`](crate::MapControl): read the map's progress,
-    /// drain it, or change its limit while it runs, from any task or thread.
+impl<S, F, Fut, A, D> BoundedMap<S, F, Fut, A, D>
+where
+    S: Stream,
+    Fut: IntoFuture,
+    A: Scheduling<S::Item>,
+    D: Delivery,
+{
+    /// Attaches a [`MapControl`]: read the map's progress (with `per_key`, its busiest
+    /// keys too), drain it, or change its limits and rates while it runs, from any task
+    /// or thread.
     ///
-    /// Put it last, after `per_key`, `rate` and `retry`: those change what the
-    /// control can steer (a map with `per_key` takes a `MapControl<K>` naming
-    /// its keys). Without a control the map publishes nothing and pays nothing.
+    /// Put it last, after `per_key`, `rate` and `retry`: those change what the control
+    /// can steer, and a map with `per_key` takes a `MapControl<K>` naming its keys.
+    /// Without a control the map publishes nothing and pays nothing.
     ///
     /// # Examples
     ///
     /// ```
     /// use tollgate::MapControl;
-    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
     /// # futures_lite::future::block_on(async {
     /// let control = MapControl::new();
     /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).control(&control);
+    /// let out = map.await;
+    /// assert_eq!(control.progress().finished(), 8);
+    /// # let _ = out;
+    ///
+    /// // With `per_key`, the control names the keys (here `u32`) and steers them.
+    /// let control = MapControl::new();
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).control(&control);
+    /// control.set_default_key_limit(3).unwrap();
     /// let out = map.await;
     /// assert_eq!(control.progress().finished(), 8);
     /// # let _ = out;
@@ -69,17 +74,100 @@ impl<S, F, Fut: IntoFuture, D: Delivery> BoundedMap<S, F, Fut, Window, D> {
     /// steers one map at a time; once that map ended, the control may be attached
     /// again).
     #[track_caller]
-    pub fn control(mut self, control: &MapControl) -> Self {
-        self.engine_mut().attach(control.shared());
+    pub fn control(mut self, control: &MapControl<A::Key>) -> Self {
+        // Attached with the key queue held: a key setting queued before is the
+        // earlier run's (cleared), one queued after waits for this map.
+        // The queue is the admission's before it attaches, so the settings it can change
+        // say it takes settings of single keys.
+        let mut queued = control.lock_key_changes();
+        A::attach(&mut self, control);
+        queued.clear();
+        drop(queued);
         self
     }
 }
 
-impl<S, F, Fut, D> BoundedMap<S, F, Fut, Window, D>
+impl<S, F, Fut, A, D> BoundedMap<S, F, Fut, A, D>
 where
     S: Stream,
     F: FnMut(S::Item) -> Fut,
     Fut: IntoFuture,
+    A: Scheduling<S::Item>,
+    D: Delivery,
+{
+    /// Limits how many items start per unit of time over the whole map (all keys
+    /// together): no two starts closer than the rate allows (beyond its burst), whatever
+    /// the limit. Items wait for the rate without holding a slot.
+    ///
+    /// This is the whole map's rate, with or without [`per_key`](Self::per_key); for a
+    /// rate per key (per host), add `per_key` and then
+    /// [`per_key_rate`](Self::per_key_rate).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Rate;
+    /// # futures_lite::future::block_on(async {
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).rate(Rate::per_second(1_000).burst(8));
+    /// let out = map.await;
+    /// # let _ = out;
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).rate(Rate::per_second(1_000));
+    /// let out = map.await;
+    /// # let _ = out;
+    /// # });
+    /// ```
+    pub fn rate(self, rate: Rate) -> BoundedMap<S, F, Fut, A::Rated, D> {
+        A::rated(self, rate)
+    }
+
+    /// Retries failed items inside the map: a failed attempt gives back its slot (and its
+    /// key's, with [`per_key`](Self::per_key)), the item waits for its pause without
+    /// holding one (in its key's queue, behind a time before which it may not start), and
+    /// the freed slots serve other items meanwhile. See
+    /// [`RetryPolicy`](crate::RetryPolicy) for the settings (attempts, backoff, the
+    /// server's `Retry-After`, a retry budget, a hook) and for what the output of a
+    /// retried item is.
+    ///
+    /// The map's function is called again with a clone of the item, hence `Clone`.
+    /// Combined with `per_key` (before or after), each key retries on its own: the policy
+    /// may pause the whole key
+    /// ([`RetryPolicy::pause_key`](crate::RetryPolicy::pause_key), on a 429 say) and
+    /// keeps its retry budget per key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::RetryPolicy;
+    /// # futures_lite::future::block_on(async {
+    /// let policy = RetryPolicy::new().attempts(3).interval(Duration::from_millis(1));
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).retry(policy);
+    /// let out = map.await;
+    /// # let _ = out;
+    /// let policy = RetryPolicy::new().interval(Duration::from_millis(1)).budget(0.2, 10);
+    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).retry(policy);
+    /// let out = map.await;
+    /// # let _ = out;
+    /// # });
+    /// ```
+    pub fn retry<Value, Error>(
+        self,
+        policy: RetryPolicy<S::Item, Error>,
+    ) -> BoundedMap<S, F, Fut, A::Retried<Error>, D>
+    where
+        S::Item: RetryItem,
+        Fut: IntoFuture<Output = Result<Value, Error>>,
+    {
+        A::retried(self, policy)
+    }
+}
+
+impl<S, F, Fut, A, D> BoundedMap<S, F, Fut, A, D>
+where
+    S: Stream,
+    F: FnMut(S::Item) -> Fut,
+    Fut: IntoFuture,
+    A: Keying<S::Item>,
     D: Delivery,
 {
     /// Adds a per-key limit: at most `limit` items of one key (a URL's host, a tenant, a
@@ -163,123 +251,24 @@ where
     /// # });
     /// ```
     ///
-    /// # Panics
-    ///
-    /// If `limit` is 0. Polling panics if `key_fn` does (after dropping the work in
-    /// flight and the items waiting for their key).
-    #[track_caller]
-    pub fn per_key<K, KF>(
-        self,
-        key_fn: KF,
-        limit: usize,
-    ) -> BoundedMap<S, F, Fut, PerKey<S::Item, K, KF>, D>
-    where
-        K: Hash + Eq + Clone,
-        KF: FnMut(&S::Item) -> K,
-    {
-        self.replace_admission(|_| PerKey::new(key_fn, limit))
-    }
-
-    /// Limits how many items start per unit of time over the whole map: no two
-    /// starts closer than the rate allows (beyond its burst), whatever the
-    /// limit. Items wait for the rate without holding a slot.
-    ///
-    /// This is the whole map's rate, with or without [`per_key`](Self::per_key); for a
-    /// rate per key (per host), add `per_key` and then
-    /// [`per_key_rate`](BoundedMap::per_key_rate).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::Rate;
-    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-    /// # futures_lite::future::block_on(async {
-    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).rate(Rate::per_second(1_000).burst(8));
-    /// let out = map.await;
-    /// # let _ = out;
-    /// # });
-    /// ```
-    pub fn rate(self, rate: Rate) -> UnkeyedMap<S, F, Fut, NoRetry, D> {
-        self.replace_admission(|_| {
-            let mut admission = PerKey::unkeyed();
-            admission.set_rate(rate);
-            admission
-        })
-    }
-
-    /// Retries failed items inside the map: a failed attempt gives back its slot,
-    /// the item waits for its pause without holding one, and the freed slot
-    /// serves other items meanwhile. See [`RetryPolicy`](crate::RetryPolicy)
-    /// for the settings (attempts, backoff, the server's `Retry-After`, a retry
-    /// budget, a hook) and for what the output of a retried item is.
-    ///
-    /// The map's function is called again with a clone of the item, hence
-    /// `Clone`. Combine with [`per_key`](Self::per_key) (before or after) to pause a
-    /// whole host on a 429 and to keep a retry budget per host.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::RetryPolicy;
-    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-    /// # futures_lite::future::block_on(async {
-    /// let policy = RetryPolicy::new().attempts(3).interval(Duration::from_millis(1));
-    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).retry(policy);
-    /// let out = map.await;
-    /// # let _ = out;
-    /// # });
-    /// ```
-    pub fn retry<Value, Error>(
-        self,
-        policy: RetryPolicy<S::Item, Error>,
-    ) -> UnkeyedMap<S, F, Fut, ItemPolicy<S, Error>, D>
-    where
-        S::Item: RetryItem,
-        Fut: IntoFuture<Output = Result<Value, Error>>,
-    {
-        self.replace_admission(|_| PerKey::unkeyed().with_policy(policy))
-    }
-}
-
-impl<S, F, Fut, P, D> BoundedMap<S, F, Fut, PerKey<S::Item, (), Unkeyed<S::Item>, P>, D>
-where
-    S: Stream,
-    F: FnMut(S::Item) -> Fut,
-    Fut: IntoFuture,
-    D: Delivery,
-{
-    /// Adds a per-key limit to a map that has a rate or a retry policy already,
-    /// keeping them: see [`per_key`](Self::per_key) on the plain map.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::Rate;
-    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-    /// # futures_lite::future::block_on(async {
-    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).rate(Rate::per_second(1_000)).per_key(|n| n % 2, 1);
-    /// let out = map.await;
-    /// # let _ = out;
-    /// # });
-    /// ```
+    /// Called after `rate` or `retry`, it keeps them.
     ///
     /// # Panics
     ///
     /// If `limit` is 0, or [`key_settings`](Self::key_settings) was called before
-    /// `.per_key` (it names the key `.per_key` gives).
+    /// `.per_key` (it names the key `.per_key` gives). Polling panics if `key_fn` does
+    /// (after dropping the work in flight and the items waiting for their key).
     #[track_caller]
     pub fn per_key<K, KF>(
         self,
         key_fn: KF,
         limit: usize,
-    ) -> KeyedMap<S, F, Fut, K, KF, P, NoSharedLimits, D>
+    ) -> BoundedMap<S, F, Fut, A::Keyed<K, KF>, D>
     where
         K: Hash + Eq + Clone,
         KF: FnMut(&S::Item) -> K,
     {
-        check_default_key_limit(limit);
-        self.replace_admission(|admission| admission.with_key(key_fn, limit))
+        A::keyed(self, key_fn, limit)
     }
 }
 
@@ -357,68 +346,6 @@ where
     Fut: IntoFuture,
     D: Delivery,
 {
-    /// Limits how many items start per unit of time over the whole map (all keys
-    /// together). Items wait for the rate without holding a slot.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::Rate;
-    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-    /// # futures_lite::future::block_on(async {
-    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).rate(Rate::per_second(1_000));
-    /// let out = map.await;
-    /// # let _ = out;
-    /// # });
-    /// ```
-    pub fn rate(mut self, rate: Rate) -> Self {
-        self.admission_mut().set_rate(rate);
-        self
-    }
-
-    /// Attaches a [`MapControl`]: read the map's progress
-    /// (its busiest keys too), drain it, or change its limits and rates while it
-    /// runs, from any task or thread.
-    ///
-    /// Put it last, after `per_key`, `rate` and `retry`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::MapControl;
-    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-    /// # futures_lite::future::block_on(async {
-    /// let control = MapControl::new();
-    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).control(&control);
-    /// control.set_default_key_limit(3).unwrap();
-    /// let out = map.await;
-    /// assert_eq!(control.progress().finished(), 8);
-    /// # let _ = out;
-    /// # });
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// If `control` is attached to another map that has not ended (one control
-    /// steers one map at a time; once that map ended, the control may be attached
-    /// again).
-    #[track_caller]
-    pub fn control(mut self, control: &MapControl<K>) -> Self {
-        // Attached with the key queue held: a key setting queued before is the
-        // earlier run's (cleared), one queued after waits for this map.
-        // The queue is the admission's before it attaches, so the settings it can change
-        // say it takes settings of single keys.
-        let mut queued = control.lock_key_changes();
-        self.admission_mut()
-            .set_board(Arc::clone(control.key_board()));
-        self.admission_mut()
-            .set_key_changes(Arc::clone(control.key_changes()));
-        self.engine_mut().attach(control.shared());
-        queued.clear();
-        drop(queued);
-        self
-    }
-
     /// Limits how many items of one key start per unit of time: a crawl delay or
     /// a request quota per host.
     ///
@@ -517,37 +444,6 @@ where
     pub fn max_window(mut self, max_window: usize) -> Self {
         self.admission_mut().set_max_window(max_window);
         self
-    }
-
-    /// Retries failed items inside the map, each key on its own: a failed
-    /// attempt gives back its global and per-key slots, the item re-enters its
-    /// key's queue with a time before which it may not start, and the freed
-    /// slots serve other items meanwhile. The policy may pause the whole key
-    /// ([`RetryPolicy::pause_key`](crate::RetryPolicy::pause_key)) and keeps
-    /// its retry budget per key. See [`RetryPolicy`](crate::RetryPolicy).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::RetryPolicy;
-    /// # #[allow(unused_imports)] use futures_lite::StreamExt as _;
-    /// # futures_lite::future::block_on(async {
-    /// let policy = RetryPolicy::new().interval(Duration::from_millis(1)).budget(0.2, 10);
-    /// let map = tollgate::map_async(0..8u32, 4, |n| async move { Ok::<u32, ()>(n) }).per_key(|n| n % 4, 2).retry(policy);
-    /// let out = map.await;
-    /// # let _ = out;
-    /// # });
-    /// ```
-    pub fn retry<Value, Error>(
-        self,
-        policy: RetryPolicy<S::Item, Error>,
-    ) -> KeyedMap<S, F, Fut, K, KF, ItemPolicy<S, Error>, G, D, C>
-    where
-        S::Item: RetryItem,
-        Fut: IntoFuture<Output = Result<Value, Error>>,
-    {
-        self.replace_admission(|admission| admission.with_policy(policy))
     }
 
     /// Makes every key find its own limit and rate: each key's limit moves between
