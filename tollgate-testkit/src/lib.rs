@@ -16,11 +16,15 @@
 //! - `redis_server` (feature `redis`): a `redis-server` of one's own, and a probe to look
 //!   inside Redis; `redis_monitor` (feature `redis`): what a Redis ran, on its own clock.
 //! - [`progress`]: the crawl examples' progress display.
+//! - [`host_model`]: the adaptive core's tuning rig, a host model on virtual time that
+//!   drives one adaptive key through the [`AdaptiveKey`](host_model::AdaptiveKey) trait.
 //! - [`Rng`]: the seeded generator (SplitMix64) every test, example and bench draws its
 //!   pseudo-random numbers from.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
+pub mod host_model;
 pub mod http_client;
 pub mod http_server;
 mod matrix;

@@ -23,15 +23,18 @@ impl InFlight {
         InFlightGuard(self)
     }
 
+    /// Sections running now.
     pub fn now(&self) -> usize {
         self.now.load(Ordering::SeqCst)
     }
 
+    /// The most sections that ran at once.
     pub fn peak(&self) -> usize {
         self.peak.load(Ordering::SeqCst)
     }
 }
 
+/// One running section of an [`InFlight`]: it ends when the guard drops.
 #[must_use]
 pub struct InFlightGuard<'a>(&'a InFlight);
 
@@ -57,6 +60,7 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 pub struct DropFlag(Arc<AtomicBool>);
 
 impl DropFlag {
+    /// Whether a guard of this flag was dropped.
     pub fn is_set(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
@@ -67,6 +71,7 @@ impl DropFlag {
     }
 }
 
+/// Sets its [`DropFlag`] when dropped.
 pub struct DropGuard(DropFlag);
 
 impl Drop for DropGuard {

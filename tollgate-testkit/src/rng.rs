@@ -55,6 +55,12 @@ impl Rng {
         -mean * (1.0 - self.unit()).ln()
     }
 
+    /// Log-uniform in `[low, high)` (`0 < low < high`): as likely between 1 and 2 as between
+    /// 10 and 20.
+    pub fn log_uniform(&mut self, low: f64, high: f64) -> f64 {
+        low * (high / low).powf(self.unit())
+    }
+
     /// Shuffles `items` (Fisher-Yates).
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {

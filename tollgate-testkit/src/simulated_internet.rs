@@ -217,11 +217,6 @@ fn stream(seed: u64, stream: u64) -> Rng {
     Rng::new(Rng::new(first ^ stream.wrapping_mul(0xd1b5_4a32_d192_ed03)).next_u64())
 }
 
-/// Log-uniform in `[low, high)`.
-fn log_uniform(rng: &mut Rng, low: f64, high: f64) -> f64 {
-    low * (high / low).powf(rng.unit())
-}
-
 /// The layout's streams (hosts use their id as their stream).
 const URL_STREAM: u64 = u64::MAX;
 const DEAD_STREAM: u64 = u64::MAX - 1;
@@ -302,9 +297,9 @@ impl SimulatedInternet {
         let mut hosts = Vec::with_capacity(n);
         for id in 0..n {
             let mut rng = stream(seed, id as u64);
-            let base = log_uniform(&mut rng, 0.020, 0.500);
+            let base = rng.log_uniform(0.020, 0.500);
             let knee = 1 + rng.below(32) as u32;
-            let rate = log_uniform(&mut rng, 2.0, 200.0);
+            let rate = rng.log_uniform(2.0, 200.0);
             capacity.push(Capacity {
                 base: Duration::from_secs_f64(base),
                 knee,

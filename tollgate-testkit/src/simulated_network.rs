@@ -97,14 +97,19 @@ pub struct Network {
 /// What a host's meter saw, for the report.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Metered {
+    /// Requests that reached the host.
     pub arrivals: usize,
+    /// Requests answered `429` by the meter: too soon for the rate, or during a pause.
     pub violations: usize,
+    /// `429`s with `Retry-After` the host sent (each pauses it).
     pub pauses: usize,
     /// Arrivals per second between the first and the last.
     pub rate: f64,
 }
 
 impl Network {
+    /// A network whose hosts answer after their `latency` (5 ms for a host not listed),
+    /// with no rate of their own.
     pub fn new(latency: impl IntoIterator<Item = (String, Duration)>) -> Self {
         Self {
             latency: latency.into_iter().collect(),
@@ -200,6 +205,7 @@ impl Network {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// The most requests in flight at once, per host.
     pub fn host_peaks(&self) -> BTreeMap<String, usize> {
         let hosts = self.hosts.lock().unwrap();
         hosts
@@ -245,17 +251,24 @@ impl Drop for Leave<'_> {
     }
 }
 
+/// How the server answers one attempt of [`Network::get`] (the caller decides).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// 200: the page, after the host's latency.
     Ok,
     /// 429 with this `Retry-After`: the host is paused that long.
     TooManyRequests(Duration),
+    /// A connection error ([`FetchError::Unreachable`]).
     Unreachable,
+    /// 503 ([`FetchError::Unavailable`]).
     Unavailable,
+    /// 404 ([`FetchError::NotFound`]).
     NotFound,
+    /// No answer, ever: the attempt waits until it is cancelled.
     Hang,
 }
 
+/// The host of `url` (`https://host/path` gives `host`).
 pub fn host_of(url: &str) -> &str {
     url.split('/').nth(2).unwrap_or_default()
 }

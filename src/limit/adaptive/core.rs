@@ -623,9 +623,5 @@ impl KeyAdapt {
 }
 
 #[cfg(test)]
-#[path = "host_model.rs"]
-mod host_model;
-
-#[cfg(test)]
 #[path = "core_tests.rs"]
 mod tests;

@@ -1,13 +1,77 @@
-//! The adaptive core against the host model (`host_model.rs`, virtual time, seeded): each
-//! known failure mode of adaptive limiters is a case with a measured outcome, and unit
-//! cases pin the rules. `cargo test --lib adaptive -- --nocapture` prints the curves.
+//! The adaptive core against the host model (tollgate-testkit's `host_model`, virtual time,
+//! seeded): each known failure mode of adaptive limiters is a case with a measured outcome,
+//! and unit cases pin the rules. `cargo test --lib adaptive -- --nocapture` prints the
+//! curves; `-- --ignored` runs the tuning rig's curves and population figure.
 
-use super::host_model::{
-    Host, S, Second, Sim, first_second_at, goodput, limit_slope_per_minute, mean_limit,
-    overload_share, sim_host,
+use tollgate_testkit::host_model::{
+    self, AdaptiveKey, Answer, Host, Pace, S, Second, Sim, first_second_at, goodput,
+    limit_slope_per_minute, mean_limit, overload_share, sim_host,
 };
+
 use super::*;
 use crate::limit::adaptive::tuning::MS;
+
+/// A [`KeyAdapt`] and the configuration it follows: what the host model drives.
+struct Key {
+    adapt: KeyAdapt,
+    config: Adaptive,
+}
+
+impl Key {
+    fn new(config: Adaptive) -> Self {
+        let adapt = KeyAdapt::new(&config, 0);
+        Self { adapt, config }
+    }
+
+    /// A key of floor 1 and ceiling 64 under `rate_ceiling` starts per second: the tuning
+    /// runs' key.
+    fn tuned(rate_ceiling: Option<u32>) -> Self {
+        let config = Adaptive::new(1, 64);
+        Self::new(match rate_ceiling {
+            Some(ceiling) => config.rate_ceiling(Rate::per_second(ceiling)),
+            None => config,
+        })
+    }
+}
+
+impl AdaptiveKey for Key {
+    fn limit(&self) -> usize {
+        self.adapt.limit()
+    }
+
+    fn rate(&self) -> Option<Pace> {
+        let rate = self.adapt.current_rate()?;
+        let interval = u64::try_from(rate.interval().as_nanos()).unwrap();
+        let burst = rate.get_burst();
+        Some(Pace { interval, burst })
+    }
+
+    fn started(&mut self, now: u64, running: usize, rate_waited: bool) {
+        self.adapt.started(now, running, rate_waited);
+    }
+
+    fn finished(&mut self, now: u64, answer: Answer, latency: u64) -> bool {
+        let outcome = match answer {
+            Answer::Success => Outcome::success(),
+            Answer::Overload => Outcome::overload(),
+            Answer::Failure => Outcome::failure(),
+        };
+        self.adapt
+            .finished_after(&self.config, now, outcome, latency)
+    }
+}
+
+#[test]
+#[ignore = "prints the curves for tuning"]
+fn curves() {
+    host_model::curves(Key::tuned);
+}
+
+#[test]
+#[ignore = "prints a population figure for tuning"]
+fn population() {
+    host_model::population(Key::tuned);
+}
 
 #[test]
 fn moderate_sustained_overload_settles_near_the_knee_and_does_not_climb() {
@@ -17,7 +81,7 @@ fn moderate_sustained_overload_settles_near_the_knee_and_does_not_climb() {
             knee: Some(knee),
             ..Host::new(base_ms)
         };
-        let mut sim = Sim::new(Adaptive::new(1, 1000), host, 1);
+        let mut sim = Sim::new(Key::new(Adaptive::new(1, 1000)), host, 1);
         sim.run_until(600 * S);
         sim.print(&format!("runaway knee {knee} base {base_ms} ms"), 30);
         let last_half = sim.span(300, 600);
@@ -70,7 +134,7 @@ fn stable_timeouts_take_the_limit_to_its_floor_and_keep_it_there() {
         knee: Some(32.0),
         ..Host::new(100)
     };
-    let mut sim = Sim::new(Adaptive::new(1, 64), healthy, 3);
+    let mut sim = Sim::new(Key::new(Adaptive::new(1, 64)), healthy, 3);
     sim.run_until(30 * S);
     let grown = sim.key.limit();
     sim.host = Host {
@@ -103,7 +167,7 @@ fn instant_overloads_make_the_key_back_off() {
         knee: Some(32.0),
         ..Host::new(100)
     };
-    let mut sim = Sim::new(Adaptive::new(1, 64), healthy, 4);
+    let mut sim = Sim::new(Key::new(Adaptive::new(1, 64)), healthy, 4);
     sim.run_until(30 * S);
     let (grown, pace) = (sim.key.limit(), goodput(sim.span(20, 30)));
     sim.host.fast_overload = 0.9;
@@ -129,10 +193,10 @@ fn instant_plain_failures_change_nothing() {
         ramp: true,
         ..Host::new(100)
     };
-    let mut clean = Sim::new(Adaptive::new(1, 64), host, 5);
+    let mut clean = Sim::new(Key::new(Adaptive::new(1, 64)), host, 5);
     clean.run_until(120 * S);
     let mut failing = Sim::new(
-        Adaptive::new(1, 64),
+        Key::new(Adaptive::new(1, 64)),
         Host {
             fast_failure: 0.9,
             ..host
@@ -145,7 +209,7 @@ fn instant_plain_failures_change_nothing() {
         mean_limit(clean.span(30, 120)),
         mean_limit(failing.span(30, 120)),
     );
-    let (base_a, base_b) = (clean.key.baseline, failing.key.baseline);
+    let (base_a, base_b) = (clean.key.adapt.baseline, failing.key.adapt.baseline);
     println!("mean limit {a:.1} clean, {b:.1} failing; baseline {base_a} us, {base_b} us");
     assert!(b >= 0.8 * a && b <= 1.25 * a, "{b} against {a}");
     assert!(
@@ -230,7 +294,7 @@ fn a_key_held_back_by_something_else_does_not_raise_its_limit() {
         knee: Some(100.0),
         ..Host::new(100)
     };
-    let mut sim = Sim::new(Adaptive::new(1, 64), host, 6);
+    let mut sim = Sim::new(Key::new(Adaptive::new(1, 64)), host, 6);
     sim.cap = 3;
     sim.run_until(600 * S);
     let highest = sim.seconds.iter().map(|s| s.limit).max().unwrap();
@@ -269,7 +333,7 @@ fn a_key_at_its_floor_after_an_overload_recovers_once_it_ends() {
         };
         let ideal = 16.0 / 0.1;
         let mut sim = Sim::new(
-            Adaptive::new(1, 64).rate_ceiling(Rate::per_second(500)),
+            Key::new(Adaptive::new(1, 64).rate_ceiling(Rate::per_second(500))),
             healthy,
             8,
         );
@@ -384,7 +448,7 @@ fn keys_converge_on_what_their_host_allows() {
             Some(max) => Adaptive::new(1, 64).rate_ceiling(Rate::per_second(max)),
             None => Adaptive::new(1, 64),
         };
-        let mut sim = Sim::new(config, host, 9);
+        let mut sim = Sim::new(Key::new(config), host, 9);
         sim.run_until(120 * S);
         let reached = (0..120)
             .find(|&t| goodput(sim.span(t, t + 5)) >= share * ideal)
@@ -413,7 +477,7 @@ fn a_host_that_halves_then_restores_is_followed() {
         ..host
     };
     let config = Adaptive::new(1, 64).rate_ceiling(Rate::per_second(400));
-    let mut sim = Sim::new(config, host, 10);
+    let mut sim = Sim::new(Key::new(config), host, 10);
     sim.run_until(60 * S);
     sim.host = halved;
     sim.run_until(120 * S);

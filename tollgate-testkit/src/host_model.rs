@@ -1,50 +1,131 @@
-//! A tiny host model on virtual time for the adaptive core's tests: one adaptive key with
+//! The adaptive core's tuning rig: a tiny host model on virtual time, one adaptive key with
 //! endless work against a server with a knee, a meter, timeouts and instant answers. No
-//! runtime, no clock, a seeded generator (tollgate-testkit's `Rng`): every figure is the same
-//! on every run. Two ignored runs print curves and a population figure for tuning:
+//! runtime, no clock, a seeded generator ([`Rng`]): every figure is the same on every run.
+//!
+//! The key is tollgate's crate-private adaptive core, which this crate cannot see: the
+//! model drives it through [`AdaptiveKey`] (`u64` nanoseconds, an [`Answer`], a [`Pace`]),
+//! which the core's unit tests (`src/limit/adaptive/core_tests.rs`) implement in a few
+//! lines. Those tests are the cases with a measured outcome; two of them, ignored, run
+//! [`curves`] and [`population`], which print curves and a population figure for tuning:
 //! `cargo test --lib adaptive -- --ignored --nocapture` (`ADAPT_CASE=base/knee`,
 //! `ADAPT_HOST=i`, `ADAPT_HOSTS`, `ADAPT_NO_MAX_RATE`, `ADAPT_CEILING=r` pick details).
+//!
+//! ```ignore
+//! let mut sim = Sim::new(key, Host { knee: Some(10.0), ..Host::new(100) }, 1);
+//! sim.run_until(600 * S);
+//! sim.print("runaway", 30);
+//! assert!(mean_limit(sim.span(300, 600)) <= 16.0);
+//! ```
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::time::Duration;
 
-use tollgate_testkit::Rng;
+use crate::rng::Rng;
 
-use crate::limit::adaptive::config::Adaptive;
-use crate::limit::adaptive::core::KeyAdapt;
-use crate::limit::adaptive::tuning::MS;
-use crate::limit::outcome::Outcome;
-use crate::limit::rate::gcra::{Gcra, Rate};
+/// One millisecond, in nanoseconds.
+pub const MS: u64 = 1_000_000;
 
 /// One second, in nanoseconds.
-pub(super) const S: u64 = 1_000_000_000;
+pub const S: u64 = 1_000_000_000;
+
+/// How the host answered an attempt, as an adaptive key reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Served.
+    Success,
+    /// Too much: a 503, a refusal of the meter, a timeout.
+    Overload,
+    /// A plain failure (a 404): it says nothing about the host's load.
+    Failure,
+}
+
+/// A key's rate as the model paces its starts: one every `interval` nanoseconds, up to
+/// `burst` at once after a quiet spell (GCRA on `u64` nanoseconds, as tollgate's maps pace a
+/// key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pace {
+    /// Nanoseconds between two starts at the steady rate (at least 1).
+    pub interval: u64,
+    /// How many starts may come at once (at least 1).
+    pub burst: u32,
+}
+
+impl Pace {
+    /// How far ahead of `now` the state may be for a start to be allowed.
+    fn tolerance(self) -> u64 {
+        self.interval.saturating_mul(u64::from(self.burst) - 1)
+    }
+
+    /// A start at `now` against state `tat`: `Ok(new_tat)` if allowed, or `Err(at)`, the
+    /// earliest time a start can be allowed.
+    fn decide(self, tat: u64, now: u64) -> Result<u64, u64> {
+        let tat = tat.max(now);
+        let allowed_at = tat - self.tolerance().min(tat);
+        if allowed_at > now {
+            Err(allowed_at)
+        } else {
+            Ok(tat.saturating_add(self.interval))
+        }
+    }
+
+    /// State `tat` of `old` carried over to this pace at `now`: the starts it is ahead by
+    /// are kept, each now one interval of this pace.
+    fn carry_over(self, old: Pace, tat: u64, now: u64) -> u64 {
+        if tat <= now || old.interval == 0 {
+            return tat;
+        }
+        let ahead = u128::from(tat - now) * u128::from(self.interval) / u128::from(old.interval);
+        now.saturating_add(u64::try_from(ahead).unwrap_or(u64::MAX))
+    }
+}
+
+/// What the model drives: one adaptive key, on the model's virtual time (`u64` nanoseconds
+/// from 0).
+pub trait AdaptiveKey {
+    /// The most attempts that may run at once.
+    fn limit(&self) -> usize;
+
+    /// The pace the key's starts keep (`None`: the key has no rate).
+    fn rate(&self) -> Option<Pace>;
+
+    /// A start at `now`: `running` = the key's attempts running, this one included;
+    /// `rate_waited`: the start came later than the key had work and room, because its rate
+    /// said so.
+    fn started(&mut self, now: u64, running: usize, rate_waited: bool);
+
+    /// An attempt that took `latency` ended at `now` with `answer`. Returns whether
+    /// [`limit`](Self::limit) or [`rate`](Self::rate) changed.
+    fn finished(&mut self, now: u64, answer: Answer, latency: u64) -> bool;
+}
 
 /// A server as one key sees it.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Host {
+pub struct Host {
     /// Latency with nothing queued.
-    pub(super) base: u64,
+    pub base: u64,
     /// Latency is `base * (1 + noise * Exp(1))` ...
-    pub(super) noise: f64,
+    pub noise: f64,
     /// ... times `max(1, in_flight / knee)`.
-    pub(super) knee: Option<f64>,
+    pub knee: Option<f64>,
     /// Past the knee, a 503 with probability ramping from 0 at the knee to 1 at twice it.
-    pub(super) ramp: bool,
+    pub ramp: bool,
     /// A strict GCRA meter: an arrival earlier than one interval after the previous one
     /// admitted gets a 429 at once.
-    pub(super) rate: Option<f64>,
+    pub rate: Option<f64>,
     /// Mean one-way jitter before the meter (exponential).
-    pub(super) jitter: u64,
+    pub jitter: u64,
     /// Every attempt times out after this long (an overload).
-    pub(super) timeout: Option<u64>,
+    pub timeout: Option<u64>,
     /// Share of attempts answered at once with an overload ...
-    pub(super) fast_overload: f64,
+    pub fast_overload: f64,
     /// ... or with a plain failure.
-    pub(super) fast_failure: f64,
+    pub fast_failure: f64,
 }
 
 impl Host {
-    pub(super) fn new(base_ms: u64) -> Self {
+    /// A host that answers every attempt in `base_ms` milliseconds, whatever its load.
+    pub fn new(base_ms: u64) -> Self {
         Self {
             base: base_ms * MS,
             noise: 0.0,
@@ -60,7 +141,7 @@ impl Host {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Event {
+enum Event {
     /// The client may be able to start again (its rate's time came).
     Wake,
     /// Request `id` reaches the server.
@@ -70,56 +151,63 @@ pub(super) enum Event {
 }
 
 #[derive(Clone, Copy)]
-pub(super) struct Request {
-    pub(super) sent: u64,
-    pub(super) outcome: Outcome,
+struct Request {
+    sent: u64,
+    answer: Answer,
     /// Whether it holds a place in the server's queue until it ends.
-    pub(super) queued: bool,
+    queued: bool,
 }
 
 /// One second of a run: the values at its end and what happened in it.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Second {
-    pub(super) limit: usize,
-    pub(super) rate: f64,
-    pub(super) starts: u32,
-    pub(super) successes: u32,
-    pub(super) overloads: u32,
+pub struct Second {
+    /// The key's limit at the second's end.
+    pub limit: usize,
+    /// The key's rate at the second's end, in starts per second (0: none).
+    pub rate: f64,
+    /// Attempts started.
+    pub starts: u32,
+    /// Attempts ended with a success.
+    pub successes: u32,
+    /// Attempts ended with an overload.
+    pub overloads: u32,
 }
 
 /// One adaptive key with endless work (up to `cap` running: something else holding it
-/// back) against a host that may change over time.
-pub(super) struct Sim {
-    pub(super) rng: Rng,
-    pub(super) now: u64,
-    pub(super) seq: u64,
-    pub(super) events: BinaryHeap<Reverse<(u64, u64, Event)>>,
-    pub(super) config: Adaptive,
-    pub(super) key: KeyAdapt,
-    pub(super) gcra: Option<Gcra>,
-    pub(super) tat: u64,
-    pub(super) running: usize,
-    pub(super) cap: usize,
-    pub(super) rate_waited: bool,
-    pub(super) wake_at: u64,
-    pub(super) host: Host,
-    pub(super) in_flight: usize,
-    pub(super) meter_tat: f64,
-    pub(super) requests: Vec<Request>,
-    pub(super) seconds: Vec<Second>,
+/// back) against a host that may change over time (set `host` between runs).
+pub struct Sim<K> {
+    rng: Rng,
+    now: u64,
+    seq: u64,
+    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    /// The key the model drives.
+    pub key: K,
+    pace: Option<Pace>,
+    tat: u64,
+    running: usize,
+    /// The most attempts that run at once, whatever the key's limit (`usize::MAX`: none).
+    pub cap: usize,
+    rate_waited: bool,
+    wake_at: u64,
+    /// The host, from now on.
+    pub host: Host,
+    in_flight: usize,
+    meter_tat: f64,
+    requests: Vec<Request>,
+    /// The seconds run so far, the current one last.
+    pub seconds: Vec<Second>,
 }
 
-impl Sim {
-    pub(super) fn new(config: Adaptive, host: Host, seed: u64) -> Self {
-        let key = KeyAdapt::new(&config, 0);
+impl<K: AdaptiveKey> Sim<K> {
+    /// `key` against `host` from time 0, drawing from `seed`.
+    pub fn new(key: K, host: Host, seed: u64) -> Self {
         Self {
             rng: Rng::new(seed),
             now: 0,
             seq: 0,
             events: BinaryHeap::new(),
-            gcra: key.rate(),
+            pace: key.rate(),
             key,
-            config,
             tat: 0,
             running: 0,
             cap: usize::MAX,
@@ -133,17 +221,17 @@ impl Sim {
         }
     }
 
-    pub(super) fn at(&mut self, time: u64, event: Event) {
+    fn at(&mut self, time: u64, event: Event) {
         self.seq += 1;
         self.events.push(Reverse((time, self.seq, event)));
     }
 
-    pub(super) fn second(&mut self) -> &mut Second {
+    fn second(&mut self) -> &mut Second {
         self.seconds.last_mut().unwrap()
     }
 
     /// Runs until `end` (virtual nanoseconds).
-    pub(super) fn run_until(&mut self, end: u64) {
+    pub fn run_until(&mut self, end: u64) {
         loop {
             self.fill();
             let Some(&Reverse((time, _, event))) = self.events.peek() else {
@@ -170,24 +258,25 @@ impl Sim {
         self.now = end;
     }
 
-    pub(super) fn close_second(&mut self) {
+    fn close_second(&mut self) {
         let (limit, rate) = (self.key.limit(), self.rate_now());
         let second = self.second();
         (second.limit, second.rate) = (limit, rate);
         self.seconds.push(Second::default());
     }
 
-    pub(super) fn rate_now(&self) -> f64 {
-        self.key
-            .current_rate()
-            .map_or(0.0, |rate| 1.0 / rate.interval().as_secs_f64())
+    /// The key's rate now, in starts per second (0: none).
+    pub fn rate_now(&self) -> f64 {
+        self.key.rate().map_or(0.0, |pace| {
+            1.0 / Duration::from_nanos(pace.interval).as_secs_f64()
+        })
     }
 
     /// Starts as many requests as the limit, the cap and the rate allow now.
-    pub(super) fn fill(&mut self) {
+    fn fill(&mut self) {
         while self.running < self.key.limit().min(self.cap) {
-            if let Some(gcra) = self.gcra {
-                match gcra.decide(self.tat, self.now) {
+            if let Some(pace) = self.pace {
+                match pace.decide(self.tat, self.now) {
                     Ok(tat) => self.tat = tat,
                     Err(at) => {
                         self.rate_waited = true;
@@ -206,7 +295,7 @@ impl Sim {
             let id = self.requests.len();
             self.requests.push(Request {
                 sent: self.now,
-                outcome: Outcome::success(),
+                answer: Answer::Success,
                 queued: false,
             });
             let jitter = (self.host.jitter as f64 * self.rng.exp(1.0)) as u64;
@@ -215,32 +304,28 @@ impl Sim {
     }
 
     /// The server's side: timeouts, instant answers, the meter, the queue.
-    pub(super) fn arrive(&mut self, id: usize) {
+    fn arrive(&mut self, id: usize) {
         let host = self.host;
         let now = self.now;
-        let answer = |sim: &mut Self, outcome: Outcome, after: u64| {
-            sim.requests[id].outcome = outcome;
+        let answer = |sim: &mut Self, answer: Answer, after: u64| {
+            sim.requests[id].answer = answer;
             sim.at(now + after, Event::End(id));
         };
         if let Some(timeout) = host.timeout {
             let sent = self.requests[id].sent;
-            return answer(
-                self,
-                Outcome::overload(),
-                (sent + timeout).saturating_sub(now),
-            );
+            return answer(self, Answer::Overload, (sent + timeout).saturating_sub(now));
         }
         let draw = self.rng.unit();
         if draw < host.fast_overload {
-            return answer(self, Outcome::overload(), MS / 10);
+            return answer(self, Answer::Overload, MS / 10);
         }
         if draw < host.fast_overload + host.fast_failure {
-            return answer(self, Outcome::failure(), MS / 10);
+            return answer(self, Answer::Failure, MS / 10);
         }
         if let Some(rate) = host.rate {
             let t = now as f64 / S as f64;
             if t < self.meter_tat {
-                return answer(self, Outcome::overload(), MS / 10);
+                return answer(self, Answer::Overload, MS / 10);
             }
             self.meter_tat = self.meter_tat.max(t) + 1.0 / rate;
         }
@@ -250,47 +335,44 @@ impl Sim {
         if let Some(knee) = host.knee {
             if host.ramp && n > knee && self.rng.unit() < ((n - knee) / knee).min(1.0) {
                 self.in_flight -= 1;
-                return answer(self, Outcome::overload(), MS);
+                return answer(self, Answer::Overload, MS);
             }
             factor = (n / knee).max(1.0);
         }
         self.requests[id].queued = true;
         let latency = host.base as f64 * (1.0 + host.noise * self.rng.exp(1.0)) * factor;
-        answer(self, Outcome::success(), latency as u64);
+        answer(self, Answer::Success, latency as u64);
     }
 
-    pub(super) fn end(&mut self, id: usize) {
+    fn end(&mut self, id: usize) {
         let request = self.requests[id];
         if request.queued {
             self.in_flight -= 1;
         }
         self.running -= 1;
         let second = self.second();
-        if request.outcome.is_success() {
-            second.successes += 1;
-        } else if request.outcome.is_overload() {
-            second.overloads += 1;
+        match request.answer {
+            Answer::Success => second.successes += 1,
+            Answer::Overload => second.overloads += 1,
+            Answer::Failure => {}
         }
         let latency = self.now - request.sent;
-        if self
-            .key
-            .finished_after(&self.config, self.now, request.outcome, latency)
-        {
-            let gcra = self.key.rate();
-            if let (Some(old), Some(new)) = (self.gcra, gcra) {
-                self.tat = new.carry_over(&old, self.tat, self.now);
+        if self.key.finished(self.now, request.answer, latency) {
+            let pace = self.key.rate();
+            if let (Some(old), Some(new)) = (self.pace, pace) {
+                self.tat = new.carry_over(old, self.tat, self.now);
             }
-            self.gcra = gcra;
+            self.pace = pace;
         }
     }
 
     /// The seconds `[from, to)` of the run.
-    pub(super) fn span(&self, from: u64, to: u64) -> &[Second] {
+    pub fn span(&self, from: u64, to: u64) -> &[Second] {
         &self.seconds[from as usize..(to as usize).min(self.seconds.len())]
     }
 
     /// Prints one line per `every` seconds: the curve, for `--nocapture`.
-    pub(super) fn print(&self, name: &str, every: usize) {
+    pub fn print(&self, name: &str, every: usize) {
         println!("{name}: second limit rate starts ok overload");
         for (t, chunk) in self.seconds.chunks(every).enumerate() {
             let last = chunk.last().unwrap();
@@ -309,12 +391,12 @@ impl Sim {
 }
 
 /// Mean limit over `seconds`.
-pub(super) fn mean_limit(seconds: &[Second]) -> f64 {
+pub fn mean_limit(seconds: &[Second]) -> f64 {
     seconds.iter().map(|s| s.limit as f64).sum::<f64>() / seconds.len() as f64
 }
 
 /// Least-squares slope of the limit over `seconds`, per minute.
-pub(super) fn limit_slope_per_minute(seconds: &[Second]) -> f64 {
+pub fn limit_slope_per_minute(seconds: &[Second]) -> f64 {
     let n = seconds.len() as f64;
     let mean_t = (n - 1.0) / 2.0;
     let mean_l = mean_limit(seconds);
@@ -327,19 +409,19 @@ pub(super) fn limit_slope_per_minute(seconds: &[Second]) -> f64 {
 }
 
 /// Successes per second over `seconds`.
-pub(super) fn goodput(seconds: &[Second]) -> f64 {
+pub fn goodput(seconds: &[Second]) -> f64 {
     seconds.iter().map(|s| s.successes as f64).sum::<f64>() / seconds.len() as f64
 }
 
-/// Overloads as a share of the ends over `seconds`.
-pub(super) fn overload_share(seconds: &[Second]) -> f64 {
+/// Overloads as a share of the starts over `seconds`.
+pub fn overload_share(seconds: &[Second]) -> f64 {
     let overloads: u32 = seconds.iter().map(|s| s.overloads).sum();
     let starts: u32 = seconds.iter().map(|s| s.starts).sum();
     f64::from(overloads) / f64::from(starts.max(1))
 }
 
 /// The simulator's host: noisy latency, 503s past the knee, a strict meter after jitter.
-pub(super) fn sim_host(base_ms: u64, knee: f64, rate: Option<f64>, jitter_ms: f64) -> Host {
+pub fn sim_host(base_ms: u64, knee: f64, rate: Option<f64>, jitter_ms: f64) -> Host {
     Host {
         noise: 0.2,
         knee: Some(knee),
@@ -351,16 +433,19 @@ pub(super) fn sim_host(base_ms: u64, knee: f64, rate: Option<f64>, jitter_ms: f6
 }
 
 /// The first second from `from` on whose limit is `limit`.
-pub(super) fn first_second_at(sim: &Sim, from: u64, limit: usize) -> Option<u64> {
+pub fn first_second_at<K>(sim: &Sim<K>, from: u64, limit: usize) -> Option<u64> {
     sim.seconds[from as usize..]
         .iter()
         .position(|second| second.limit == limit)
         .map(|at| from + at as u64)
 }
 
-#[test]
-#[ignore = "prints the curves for tuning"]
-fn curves() {
+/// Prints, for tuning, the curves of a few hosts (a knee alone, meters below and above
+/// it) over 300 s: the share of the ideal and the overload share, early and settled.
+/// `new_key(rate_ceiling)` makes a key of floor 1 and ceiling 64 with that rate ceiling in
+/// starts per second (200, or none with `ADAPT_NO_MAX_RATE`); `ADAPT_CASE=base/knee` also
+/// prints that case's curve second by second.
+pub fn curves<K: AdaptiveKey>(new_key: impl Fn(Option<u32>) -> K) {
     let cases = [
         (100, 4.0, None, 2.0),
         (200, 16.0, None, 2.0),
@@ -375,11 +460,11 @@ fn curves() {
         let ideal = rate
             .unwrap_or(f64::INFINITY)
             .min(knee / (1.2 * base as f64 / 1000.0));
-        let config = match std::env::var("ADAPT_NO_MAX_RATE") {
-            Ok(_) => Adaptive::new(1, 64),
-            Err(_) => Adaptive::new(1, 64).rate_ceiling(Rate::per_second(200)),
+        let ceiling = match std::env::var("ADAPT_NO_MAX_RATE") {
+            Ok(_) => None,
+            Err(_) => Some(200),
         };
-        let mut sim = Sim::new(config, host, 7);
+        let mut sim = Sim::new(new_key(ceiling), host, 7);
         sim.run_until(300 * S);
         let detail = std::env::var("ADAPT_CASE").ok() == Some(format!("{base}/{knee}"));
         if detail {
@@ -397,29 +482,27 @@ fn curves() {
     }
 }
 
-/// Hosts drawn as the simulated internet draws them (live ones), each run alone for a
-/// minute: the mean share of the ideal and the overload share, early and settled.
-#[test]
-#[ignore = "prints a population figure for tuning"]
-fn population() {
+/// Prints, for tuning, a population figure: hosts drawn as the simulated internet draws
+/// them (live ones), each run alone for a minute; the mean share of the ideal and the
+/// overload share, early and settled. `new_key` as for [`curves`], with the rate ceiling
+/// 200 or `ADAPT_CEILING`; `ADAPT_HOSTS` prints every host's figures, `ADAPT_HOST=i` host
+/// `i`'s curve.
+pub fn population<K: AdaptiveKey>(new_key: impl Fn(Option<u32>) -> K) {
     let mut rng = Rng::new(2024);
     let (mut early, mut settled, mut p10) = (0.0, 0.0, Vec::new());
     let (mut overloads, mut starts) = (0u32, 0u32);
     let hosts = 60;
     for i in 0..hosts {
-        let base = (20.0 * (25.0f64).powf(rng.unit())) as u64;
-        let knee = 1.0 + (rng.unit() * 32.0).floor();
-        let rate = 2.0 * (100.0f64).powf(rng.unit());
+        // The simulated internet's draws, in its order, in milliseconds.
+        let base = rng.log_uniform(20.0, 500.0) as u64;
+        let knee = (1 + rng.below(32)) as f64;
+        let rate = rng.log_uniform(2.0, 200.0);
         let host = sim_host(base, knee, Some(rate), 2.0);
         // What a strict meter after 2 ms of jitter allows at 1% refused, and the knee.
         let reachable = 1.0 / (1.0 / rate + 0.002 * 50f64.ln());
         let ideal = reachable.min(knee / (1.2 * base as f64 / 1000.0));
         let ceiling = std::env::var("ADAPT_CEILING").map_or(200, |c| c.parse().unwrap());
-        let mut sim = Sim::new(
-            Adaptive::new(1, 64).rate_ceiling(Rate::per_second(ceiling)),
-            host,
-            i,
-        );
+        let mut sim = Sim::new(new_key(Some(ceiling)), host, i);
         sim.run_until(60 * S);
         let (e, s) = (
             goodput(sim.span(0, 10)) / ideal,
