@@ -20,7 +20,7 @@
 //!   5 s, at most 60 s, target concurrency 1, 8 requests per host at once; after each answer
 //!   `new = max(latency, (delay + latency) / 2)`, clamped to [0, 60 s], and an answer other
 //!   than 200 may only raise it; a timeout (an exception in Scrapy) changes nothing. The delay
-//!   is the host's own rate, `MapControl::set_key_rate(host, Rate::every(delay))`, so starts
+//!   is the host's own rate, `MapControl::set_key_settings(host, KeySettings::new().rate(Rate::every(delay)))`, so starts
 //!   are spaced by exactly the delay (Scrapy spreads each wait over U[0.5, 1.5] × delay);
 //! - **adaptive**: `.adaptive(Adaptive::new(1, 32).rate_ceiling(Rate::per_second(400)), ..)`,
 //!   one line of settings for every host; 429s, 503s and timeouts are overloads; a 429 delays
@@ -57,7 +57,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_lite::{Stream, StreamExt};
-use tollgate::{Adaptive, MapControl, Outcome, Rate, RetryPolicy, amap_iter};
+use tollgate::{Adaptive, KeySettings, MapControl, Outcome, Rate, RetryPolicy, amap_iter};
 use tollgate_testkit::simulated_internet::{
     CURVE_BUCKET_SECS, CURVE_BUCKETS, Config, HALVE_AT, RESTORE_AT, Report, Response,
     SimulatedInternet, Summary, Url,
@@ -229,7 +229,7 @@ async fn autothrottle(net: &SimulatedInternet) {
         *delay = new;
         let every = Duration::from_secs_f64(new).max(Duration::from_nanos(1));
         control
-            .set_key_rate(url.host, Rate::every(every))
+            .set_key_settings(url.host, KeySettings::new().rate(Rate::every(every)))
             .expect("the control is attached to the map");
     };
     let map = amap_iter(net.urls().to_vec(), global, |url| {
@@ -274,12 +274,10 @@ async fn oracle(net: &SimulatedInternet) {
         // A dead host holds one slot.
         let knee = if capacity.dead { 1 } else { knee };
         let every = Duration::from_secs_f64(1.0 / rate) + ORACLE_SLACK;
-        control
-            .set_key_limit(host, knee as usize)
-            .expect("attached");
-        control
-            .set_key_rate(host, Rate::every(every))
-            .expect("attached");
+        let settings = KeySettings::new()
+            .limit(knee as usize)
+            .rate(Rate::every(every));
+        control.set_key_settings(host, settings).expect("attached");
     };
     for host in 0..net.config().hosts as u32 {
         set(host, false);

@@ -35,12 +35,13 @@ pub use crate::limit::bulkhead::{
     Bulkhead, BulkheadError, BulkheadPermit, BulkheadPermitArc, BulkheadStats,
 };
 pub use crate::limit::hint::Hint;
+pub use crate::limit::key_settings::KeySettings;
 pub use crate::limit::outcome::Outcome;
 pub use crate::limit::rate::{KeyedRateLimiter, Rate, RateLimitError, RateLimiter};
 pub use crate::limit::semaphore::{Semaphore, SemaphoreError, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{
-    Answer, BoundedStreamExt, ControlError, KeyProgress, KeySettings, LaterReason, MapControl,
-    Progress, SharedLimits, amap_iter, gather_limit, map_async, try_map_async,
+    Answer, BoundedStreamExt, ControlError, KeyProgress, LaterReason, MapControl, Progress,
+    SharedLimits, amap_iter, gather_limit, map_async, try_map_async,
 };
 pub use crate::race::{IntoContestants, RaceError, race};
 pub use crate::rendezvous::rendezvous_slot;

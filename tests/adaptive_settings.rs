@@ -405,7 +405,9 @@ async fn limit_ceilings() {
         assert_eq!(peak(&of(&risen, C)), 6, "c rose to its function's 6");
 
         // A's own ceiling, below its limit: down at once.
-        let now = watch.change(|control| control.set_key_limit(A, 8)).await;
+        let now = watch
+            .change(|control| control.set_key_settings(A, KeySettings::new().limit(8)))
+            .await;
         assert!(now[A].limit <= 8 && now[B].limit > 8, "{now:?}");
         assert_eq!(limits(&now)[..2], [8, top[B].limit], "a at 8, b as it was");
         let held = watch.hold(ms(300)).await;
@@ -433,7 +435,9 @@ async fn limit_ceilings() {
         let b_at_12 = peak(&b);
 
         // A higher ceiling for a: it creeps up from 8, never above 10.
-        let now = watch.change(|control| control.set_key_limit(A, 10)).await;
+        let now = watch
+            .change(|control| control.set_key_settings(A, KeySettings::new().limit(10)))
+            .await;
         assert!(now[A].limit < 10, "a jumped to its new ceiling: {now:?}");
         assert_eq!(now[A].limit, 8);
         let raised = testing::now();
@@ -516,7 +520,9 @@ async fn rate_ceilings() {
 
         // A's own rate ceiling, below its rate: at once.
         let now = watch
-            .change(|control| control.set_key_rate(A, Rate::per_second(10)))
+            .change(|control| {
+                control.set_key_settings(A, KeySettings::new().rate(Rate::per_second(10)))
+            })
             .await;
         assert_eq!(now[A].interval, Some(per_second(10)), "{now:?}");
         assert!(now[B].per_second() >= 20.0, "b took a's ceiling: {now:?}");
@@ -556,7 +562,9 @@ async fn rate_ceilings() {
 
         // A higher ceiling for a: it creeps up (not at once), never above 16/s.
         let now = watch
-            .change(|control| control.set_key_rate(A, Rate::per_second(16)))
+            .change(|control| {
+                control.set_key_settings(A, KeySettings::new().rate(Rate::per_second(16)))
+            })
             .await;
         assert!(
             now[A].per_second() < 8.1,
@@ -736,10 +744,12 @@ async fn ceilings_cap_at_any_speed() {
     };
     let drive = async {
         sleep(ms(300)).await;
-        control.set_key_limit(A, 4).expect("the map takes it");
+        control
+            .set_key_settings(A, KeySettings::new().limit(4))
+            .expect("the map takes it");
         control.set_default_key_limit(5).expect("the map takes it");
         control
-            .set_key_rate(B, Rate::per_second(50))
+            .set_key_settings(B, KeySettings::new().rate(Rate::per_second(50)))
             .expect("the map takes it");
         let limits = settle().await;
         assert!(

@@ -659,7 +659,9 @@ async fn own_rate_from_the_control() -> Vec<Instant> {
     })
     .per_key(|(paced, _)| *paced, 1)
     .control(&control);
-    control.set_key_rate(true, Rate::per_second(20)).unwrap();
+    control
+        .set_key_settings(true, KeySettings::new().rate(Rate::per_second(20)))
+        .unwrap();
     let steer = async {
         for _ in 0..2 {
             paced_started.recv().await.unwrap();
@@ -772,7 +774,7 @@ matrix! {
         .per_key(|(key, _)| *key, 3)
         .control(&control);
         // Before the key is ever seen: the map keeps it for when the key comes.
-        control.set_key_limit("slow", 1).unwrap();
+        control.set_key_settings("slow", KeySettings::new().limit(1)).unwrap();
         let steer = async {
             zip(slow.until(1), fast.until(3)).await;
             // One slow item finishes: the next one starts, never two at once.
@@ -840,7 +842,7 @@ matrix! {
             plain.until(4).await;
             // A control's setting goes before the function's.
             slow.allowed.store(2, SeqCst);
-            control.set_key_limit("slow", 2).unwrap();
+            control.set_key_settings("slow", KeySettings::new().limit(2)).unwrap();
             slow.until(2).await;
             // Cleared: back to what the function gives (1), not the default (4).
             slow.allowed.store(1, SeqCst);
@@ -887,13 +889,20 @@ matrix! {
 /// the key limit's error.
 fn key_setters_refused(control: &MapControl) -> String {
     for error in [
-        control.set_key_limit((), 2).unwrap_err(),
-        control.set_key_rate((), Rate::per_second(5)).unwrap_err(),
+        control
+            .set_key_settings((), KeySettings::new().limit(2))
+            .unwrap_err(),
+        control
+            .set_key_settings((), KeySettings::new().rate(Rate::per_second(5)))
+            .unwrap_err(),
         control.clear_key_settings(()).unwrap_err(),
     ] {
         assert!(!error.is_not_attached());
     }
-    control.set_key_limit((), 2).unwrap_err().to_string()
+    control
+        .set_key_settings((), KeySettings::new().limit(2))
+        .unwrap_err()
+        .to_string()
 }
 
 #[test]
@@ -901,13 +910,13 @@ fn settings_of_one_key_are_errors_when_the_map_cannot_take_them() {
     let unattached: MapControl<u32> = MapControl::new();
     assert!(
         unattached
-            .set_key_limit(1, 2)
+            .set_key_settings(1, KeySettings::new().limit(2))
             .unwrap_err()
             .is_not_attached()
     );
     assert!(
         unattached
-            .set_key_rate(1, Rate::per_second(5))
+            .set_key_settings(1, KeySettings::new().rate(Rate::per_second(5)))
             .unwrap_err()
             .is_not_attached()
     );
@@ -924,18 +933,31 @@ fn settings_of_one_key_are_errors_when_the_map_cannot_take_them() {
         .control(&rated);
     assert_eq!(
         key_setters_refused(&rated),
-        "the map cannot change its key limit: it was built without `.per_key`"
+        "the map cannot change its key settings: it was built without `.per_key`"
     );
 
     let keyed: MapControl<u32> = MapControl::new();
     let map = map_async(0..3u32, 2, |n| async move { n })
         .per_key(|n| n % 2, 1)
         .control(&keyed);
-    assert!(keyed.set_key_limit(0, 2).is_ok());
-    assert!(keyed.set_key_rate(1, Rate::per_second(1_000)).is_ok());
+    assert!(
+        keyed
+            .set_key_settings(0, KeySettings::new().limit(2))
+            .is_ok()
+    );
+    assert!(
+        keyed
+            .set_key_settings(1, KeySettings::new().rate(Rate::per_second(1_000)))
+            .is_ok()
+    );
     assert!(keyed.clear_key_settings(0).is_ok());
     drop(map);
-    assert!(keyed.set_key_limit(0, 2).unwrap_err().is_not_attached());
+    assert!(
+        keyed
+            .set_key_settings(0, KeySettings::new().limit(2))
+            .unwrap_err()
+            .is_not_attached()
+    );
 
     // Regression: a control attached before `.per_key` is typed by no key (`()`): it
     // took these settings with `Ok`, the map never saw them, and its queue grew.
@@ -949,7 +971,7 @@ fn settings_of_one_key_are_errors_when_the_map_cannot_take_them() {
     );
     assert_eq!(
         key_setters_refused(&early),
-        "cannot change the key limit: the control was attached before `.per_key`, so it names no key of the map (attach it after `.per_key`)"
+        "cannot change the key settings: the control was attached before `.per_key`, so it names no key of the map (attach it after `.per_key`)"
     );
     drop(map);
 }
@@ -961,7 +983,7 @@ fn a_key_limit_of_zero_panics() {
     let _map = map_async(0..3u32, 2, |n| async move { n })
         .per_key(|n| *n, 1)
         .control(&control);
-    let _ = control.set_key_limit(0, 0);
+    let _ = control.set_key_settings(0, KeySettings::new().limit(0));
 }
 
 #[test]

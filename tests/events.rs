@@ -408,7 +408,7 @@ matrix! {
             .per_key(|item: &u32| *item, 1)
             .classify(|item: &u32| {
                 let hint = match item {
-                    0 => Hint::new().pause_for(Duration::from_millis(3)),
+                    0 => Hint::new().pause(Duration::from_millis(3)),
                     _ => Hint::new().rate(Rate::per_second(1_000)),
                 };
                 Outcome::success().with_hint(hint)
@@ -516,8 +516,8 @@ matrix! {
             async move {
                 match n {
                     50 => {
-                        control.set_key_limit(1, 1).unwrap();
-                        control.set_key_rate(2, Rate::per_second(2_000)).unwrap();
+                        control.set_key_settings(1, KeySettings::new().limit(1)).unwrap();
+                        control.set_key_settings(2, KeySettings::new().rate(Rate::per_second(2_000))).unwrap();
                     }
                     100 => {
                         control.set_default_key_limit(2).unwrap();
@@ -581,8 +581,8 @@ matrix! {
                 risen = read(&control).await;
             }
             let before = adapted().len();
-            control.set_key_limit(0, 1).unwrap();
-            control.set_key_rate(0, Rate::per_second(10)).unwrap();
+            control.set_key_settings(0, KeySettings::new().limit(1)).unwrap();
+            control.set_key_settings(0, KeySettings::new().rate(Rate::per_second(10))).unwrap();
             let lowered = read(&control).await;
             (risen, (lowered, adapted()[before..].to_vec()))
         })

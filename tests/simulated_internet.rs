@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 use futures_lite::StreamExt;
-use tollgate::{MapControl, Rate, RetryPolicy, amap_iter};
+use tollgate::{KeySettings, MapControl, Rate, RetryPolicy, amap_iter};
 use tollgate_testkit::simulated_internet::{
     ATTEMPT_TIMEOUT, Config, Report, Response, SimulatedInternet, Url,
 };
@@ -124,7 +124,9 @@ fn crawl(config: Config, client: Client) -> Crawled {
                 for host in hosts(&net) {
                     let rate = net.capacity(host).rate * share;
                     let every = Duration::from_secs_f64(1.0 / rate);
-                    control.set_key_rate(host, Rate::every(every)).unwrap();
+                    control
+                        .set_key_settings(host, KeySettings::new().rate(Rate::every(every)))
+                        .unwrap();
                 }
             }
             let mut outputs = std::pin::pin!(map.retry(policy));

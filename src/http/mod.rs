@@ -63,8 +63,8 @@
 //! let outcome = tollgate::http::outcome(StatusCode::OK, &headers);
 //! assert!(outcome.is_success());
 //! let hint = outcome.hint();
-//! assert_eq!(hint.rate, Some(Rate::per(100, Duration::from_secs(60))));
-//! assert_eq!(hint.pause, Some(Duration::from_secs(30)));
+//! assert_eq!(hint.get_rate(), Some(Rate::per(100, Duration::from_secs(60))));
+//! assert_eq!(hint.get_pause(), Some(Duration::from_secs(30)));
 //! ```
 
 mod date;
@@ -104,9 +104,9 @@ pub use self::retry_after::retry_after;
 /// headers.insert("ratelimit-policy", r#""hour";q=1000;w=3600, "min";q=50;w=60"#.parse().unwrap());
 ///
 /// let hint = tollgate::http::hint(&headers);
-/// assert_eq!(hint.pause, Some(Duration::from_secs(20)));
-/// assert_eq!(hint.rate, Some(Rate::per(1000, Duration::from_secs(3600))));
-/// assert_eq!(hint.limit, None);
+/// assert_eq!(hint.get_pause(), Some(Duration::from_secs(20)));
+/// assert_eq!(hint.get_rate(), Some(Rate::per(1000, Duration::from_secs(3600))));
+/// assert_eq!(hint.get_limit(), None);
 /// assert!(tollgate::http::hint(&HeaderMap::new()).is_empty());
 /// ```
 pub fn hint(headers: &HeaderMap) -> Hint {
@@ -115,10 +115,7 @@ pub fn hint(headers: &HeaderMap) -> Hint {
         .merge(counters(headers, &IETF_OLD, now))
         .merge(counters(headers, &X_RATE_LIMIT, now));
     match retry_after(headers) {
-        Some(pause) => Hint {
-            pause: Some(pause),
-            ..fields
-        },
+        Some(pause) => Hint::new().pause(pause).settings(fields.get_settings()),
         None => fields,
     }
 }
@@ -137,7 +134,7 @@ pub fn hint(headers: &HeaderMap) -> Hint {
 /// headers.insert("retry-after", "5".parse().unwrap());
 /// let outcome = tollgate::http::outcome(StatusCode::TOO_MANY_REQUESTS, &headers);
 /// assert!(outcome.is_overload());
-/// assert_eq!(outcome.hint().pause, Some(Duration::from_secs(5)));
+/// assert_eq!(outcome.hint().get_pause(), Some(Duration::from_secs(5)));
 ///
 /// assert!(tollgate::http::outcome(StatusCode::NOT_FOUND, &HeaderMap::new()).is_failure());
 /// assert!(tollgate::http::outcome(StatusCode::MOVED_PERMANENTLY, &HeaderMap::new()).is_success());

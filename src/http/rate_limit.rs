@@ -55,7 +55,7 @@ pub(crate) fn ietf(headers: &HeaderMap) -> Hint {
         let reset = service_limit.param("t").and_then(Bare::count);
         if let (true, Some(reset)) = (exhausted, reset) {
             let pause = Duration::from_secs(reset).min(MAX_DELAY);
-            hint = hint.merge(Hint::new().pause_for(pause));
+            hint = hint.merge(Hint::new().pause(pause));
         }
     }
     hint
@@ -115,7 +115,7 @@ pub(crate) fn counters(headers: &HeaderMap, names: &Counters, now: Duration) -> 
     if exhausted {
         let pauses = headers.get_all(names.reset).iter();
         if let Some(pause) = pauses.filter_map(|at| reset(at.as_bytes(), now)).max() {
-            hint = hint.merge(Hint::new().pause_for(pause));
+            hint = hint.merge(Hint::new().pause(pause));
         }
     }
     hint

@@ -211,8 +211,12 @@ fn draft_policy_examples_give_the_slowest_rate() {
     ];
     for (policy, rate) in cases {
         let hint = hint(&headers(&[("ratelimit-policy", policy.as_bytes())]));
-        assert_eq!(hint.rate, rate, "{policy}");
-        assert_eq!((hint.pause, hint.limit), (None, None), "{policy}");
+        assert_eq!(hint.get_rate(), rate, "{policy}");
+        assert_eq!(
+            (hint.get_pause(), hint.get_limit()),
+            (None, None),
+            "{policy}"
+        );
     }
 }
 
@@ -229,8 +233,8 @@ fn draft_service_limit_examples_pause_only_when_nothing_remains() {
     ];
     for (limit, pause) in cases {
         let hint = hint(&headers(&[("ratelimit", limit.as_bytes())]));
-        assert_eq!(hint.pause, pause, "{limit}");
-        assert_eq!((hint.rate, hint.limit), (None, None), "{limit}");
+        assert_eq!(hint.get_pause(), pause, "{limit}");
+        assert_eq!((hint.get_rate(), hint.get_limit()), (None, None), "{limit}");
     }
 }
 
@@ -243,7 +247,7 @@ fn draft_response_examples() {
     ]);
     let redirect = outcome(StatusCode::MOVED_PERMANENTLY, &map);
     assert!(redirect.is_success());
-    assert_eq!(redirect.hint(), Hint::new().pause_for(secs(10)));
+    assert_eq!(redirect.hint(), Hint::new().pause(secs(10)));
 
     // Throttled with Retry-After as a date and RateLimit pointing at the same moment.
     let map = headers(&[
@@ -253,7 +257,7 @@ fn draft_response_examples() {
     ]);
     let throttled = outcome(StatusCode::TOO_MANY_REQUESTS, &map);
     assert!(throttled.is_overload());
-    assert_eq!(throttled.hint(), Hint::new().pause_for(secs(5)));
+    assert_eq!(throttled.hint(), Hint::new().pause(secs(5)));
 
     // Concurrency example, then "just slow down", then "wait 20 s, then slow down".
     for (policy, limit, expected) in [
@@ -267,7 +271,7 @@ fn draft_response_examples() {
         (
             r#""dynamic";q=15;w=20"#,
             r#""dynamic";r=0;t=20"#,
-            Hint::new().pause_for(secs(20)),
+            Hint::new().pause(secs(20)),
         ),
     ] {
         let map = headers(&[
@@ -288,9 +292,7 @@ fn draft_response_examples() {
     ]);
     assert_eq!(
         outcome(StatusCode::TOO_MANY_REQUESTS, &map).hint(),
-        Hint::new()
-            .pause_for(secs(20))
-            .rate(Rate::per(100, secs(60)))
+        Hint::new().pause(secs(20)).rate(Rate::per(100, secs(60)))
     );
 
     // Tokens for names; a quota without a window gives no rate.
@@ -380,7 +382,7 @@ fn earlier_revision_examples() {
                 ("ratelimit-limit", b"10"),
                 ("ratelimit-reset", b"10"),
             ],
-            Hint::new().pause_for(secs(10)),
+            Hint::new().pause(secs(10)),
         ),
         (
             &[
@@ -406,7 +408,7 @@ fn x_rate_limit_reset_as_seconds_or_unix_time() {
             ("x-ratelimit-remaining", b"0"),
             ("x-ratelimit-reset", reset),
         ]))
-        .pause
+        .get_pause()
     };
     assert_eq!(exhausted(b"1372700873"), Some(secs(1247)));
     assert_eq!(exhausted(b"1372699626000"), Some(Duration::ZERO));
@@ -460,7 +462,7 @@ fn x_rate_limit_reset_as_seconds_or_unix_time() {
         ("x-ratelimit-remaining", b"0"),
         ("x-ratelimit-reset", in_100_s.as_bytes()),
     ]);
-    let pause = hint(&map).pause.unwrap();
+    let pause = hint(&map).get_pause().unwrap();
     assert!(pause > secs(90) && pause <= secs(100), "{pause:?}");
 }
 
@@ -478,20 +480,20 @@ fn when_fields_disagree_the_stricter_wins_and_retry_after_sets_the_pause() {
     ]);
     assert_eq!(
         hint(&map),
-        Hint::new().pause_for(secs(100)).rate(Rate::per_second(2))
+        Hint::new().pause(secs(100)).rate(Rate::per_second(2))
     );
     // With Retry-After, it alone says how long, shorter or longer.
     for retry in [&b"5"[..], b"500"] {
         let mut map = map.clone();
         map.insert("retry-after", HeaderValue::from_bytes(retry).unwrap());
         let expected: u64 = std::str::from_utf8(retry).unwrap().parse().unwrap();
-        assert_eq!(hint(&map).pause, Some(secs(expected)));
-        assert_eq!(hint(&map).rate, Some(Rate::per_second(2)));
+        assert_eq!(hint(&map).get_pause(), Some(secs(expected)));
+        assert_eq!(hint(&map).get_rate(), Some(Rate::per_second(2)));
     }
     // A malformed Retry-After does not hide the others' pause.
     let mut map = map.clone();
     map.insert("retry-after", HeaderValue::from_static("later"));
-    assert_eq!(hint(&map).pause, Some(secs(100)));
+    assert_eq!(hint(&map).get_pause(), Some(secs(100)));
 }
 
 // Malformed structured fields ----------------------------------------------------------
@@ -549,7 +551,7 @@ fn malformed_rate_limit_fields_are_ignored() {
         ("ratelimit-policy", b"((("),
         ("ratelimit", br#""a";r=0;t=3"#),
     ]);
-    assert_eq!(hint(&map), Hint::new().pause_for(secs(3)));
+    assert_eq!(hint(&map), Hint::new().pause(secs(3)));
 }
 
 #[test]
@@ -562,15 +564,18 @@ fn huge_values_saturate() {
         ("ratelimit", br#""big";r=0;t=999999999999999"#),
     ]);
     let hint = hint(&map);
-    assert_eq!(hint.pause, Some(MAX_DELAY));
-    assert_eq!(hint.rate, Some(Rate::every(MAX_DELAY)));
+    assert_eq!(hint.get_pause(), Some(MAX_DELAY));
+    assert_eq!(hint.get_rate(), Some(Rate::every(MAX_DELAY)));
     let map = headers(&[("ratelimit-policy", br#""big";q=999999999999999;w=1"#)]);
-    assert_eq!(super::hint(&map).rate, Some(Rate::per_second(u32::MAX)));
+    assert_eq!(
+        super::hint(&map).get_rate(),
+        Some(Rate::per_second(u32::MAX))
+    );
     let map = headers(&[(
         "ratelimit-policy",
         br#""c";q=999999999999999;qu="concurrent-requests""#,
     )]);
-    assert!(super::hint(&map).limit.is_some());
+    assert!(super::hint(&map).get_limit().is_some());
 }
 
 #[test]
@@ -610,7 +615,10 @@ fn outcome_classifies_the_status() {
         StatusCode::SERVICE_UNAVAILABLE,
         StatusCode::NOT_FOUND,
     ] {
-        assert_eq!(outcome(status, &map).hint().rate, Some(Rate::per_second(5)));
+        assert_eq!(
+            outcome(status, &map).hint().get_rate(),
+            Some(Rate::per_second(5))
+        );
     }
 }
 
@@ -721,8 +729,11 @@ fn random_bytes_never_panic() {
             map.append(name, HeaderValue::from_bytes(&value).unwrap());
         }
         let hint = hint(&map);
-        assert!(hint.pause.is_none_or(|pause| pause <= MAX_DELAY), "{map:?}");
-        assert!(hint.limit.is_none_or(|limit| limit >= 1), "{map:?}");
+        assert!(
+            hint.get_pause().is_none_or(|pause| pause <= MAX_DELAY),
+            "{map:?}"
+        );
+        assert!(hint.get_limit().is_none_or(|limit| limit >= 1), "{map:?}");
         if let Some(pause) = retry_after(&map) {
             assert!(pause <= MAX_DELAY, "{map:?}");
         }
@@ -730,10 +741,14 @@ fn random_bytes_never_panic() {
         let status = StatusCode::from_u16(100 + random.below(500) as u16).unwrap();
         let again = outcome(status, &map).hint();
         assert_eq!(
-            (again.limit, again.rate),
-            (hint.limit, hint.rate),
+            (again.get_limit(), again.get_rate()),
+            (hint.get_limit(), hint.get_rate()),
             "{map:?}"
         );
-        assert_eq!(again.pause.is_some(), hint.pause.is_some(), "{map:?}");
+        assert_eq!(
+            again.get_pause().is_some(),
+            hint.get_pause().is_some(),
+            "{map:?}"
+        );
     }
 }

@@ -34,7 +34,7 @@ use crate::limit::hint::Hint;
 ///         _ => Outcome::failure(),
 ///     };
 ///     match retry_after {
-///         Some(pause) => outcome.with_hint(Hint::new().pause_for(pause)),
+///         Some(pause) => outcome.with_hint(Hint::new().pause(pause)),
 ///         None => outcome,
 ///     }
 /// }
@@ -43,7 +43,7 @@ use crate::limit::hint::Hint;
 /// assert!(classify(404, None).is_failure());
 /// let throttled = classify(429, Some(Duration::from_secs(5)));
 /// assert!(throttled.is_overload());
-/// assert_eq!(throttled.hint().pause, Some(Duration::from_secs(5)));
+/// assert_eq!(throttled.hint().get_pause(), Some(Duration::from_secs(5)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -150,7 +150,7 @@ impl Outcome {
     /// // A 200 that says "10 a second, please".
     /// let outcome = Outcome::success().with_hint(Hint::new().rate(Rate::per_second(10)));
     /// assert!(outcome.is_success());
-    /// assert_eq!(outcome.hint().rate, Some(Rate::per_second(10)));
+    /// assert_eq!(outcome.hint().get_rate(), Some(Rate::per_second(10)));
     /// ```
     #[must_use]
     pub const fn with_hint(mut self, hint: Hint) -> Self {

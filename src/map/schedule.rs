@@ -16,13 +16,14 @@ use super::bounded::BoundedMap;
 use super::control::MapControl;
 use super::delivery::Delivery;
 use super::keyed::{
-    Adapting, Classified, Classifying, FailWhenOpen, Fixed, KeySettings, MapBreaker,
-    NoSharedLimits, PerKey, RetryItem, SharedLimits, WaitWhenOpen, WithBreaker, WithSharedLimits,
+    Adapting, Classified, Classifying, FailWhenOpen, Fixed, MapBreaker, NoSharedLimits, PerKey,
+    RetryItem, SharedLimits, WaitWhenOpen, WithBreaker, WithSharedLimits,
 };
 use super::scheduling::{Keying, Scheduling};
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::breaker::config::Breaker;
 use crate::limit::breaker::error::CircuitBreakerError;
+use crate::limit::key_settings::KeySettings;
 use crate::limit::outcome::Outcome;
 use crate::limit::rate::Rate;
 use crate::retry::RetryPolicy;
@@ -388,9 +389,9 @@ where
     /// back after the map forgot it (idle keys are forgotten, so memory stays bounded
     /// by the keys in hand: nothing is kept for a key the function gave settings) and
     /// when a control [clears](crate::MapControl::clear_key_settings) what it gave the
-    /// key. A setting a control gives one key
-    /// ([`set_key_limit`](crate::MapControl::set_key_limit),
-    /// [`set_key_rate`](crate::MapControl::set_key_rate)) goes before the function's.
+    /// key. Settings a control gives one key
+    /// ([`set_key_settings`](crate::MapControl::set_key_settings)) go before the
+    /// function's.
     /// Keep the function cheap: it runs inside the map's poll. It is kept by the map,
     /// which may be sent to another thread, so it is `Send + 'static`: share a table
     /// with it through an `Arc`.
@@ -452,8 +453,8 @@ where
     /// output, success and failure alike) and the latency of its successes. The map's
     /// default key limit becomes `adaptive`'s ceiling and its default key rate the rate
     /// ceiling; a key's own settings ([`key_settings`](Self::key_settings),
-    /// [`MapControl::set_key_limit`](crate::MapControl::set_key_limit) and the other
-    /// setters) set that key's ceilings. How values move: [`Adaptive`].
+    /// [`MapControl::set_key_settings`](crate::MapControl::set_key_settings), a server's
+    /// [`Hint`](crate::Hint)) set that key's ceilings. How values move: [`Adaptive`].
     ///
     /// A key starts low (never at its ceiling), and so does a key the map forgot
     /// and sees again (an adaptive key is kept 60 s after its last attempt, so a host
@@ -519,10 +520,8 @@ where
     /// it carries ([`Outcome::with_hint`]) applies to the attempt's key at once: a
     /// pause holds the key (its items wait holding no slot), a limit or a rate becomes
     /// the key's own, as if a control had set it
-    /// ([`MapControl::set_key_limit`](crate::MapControl::set_key_limit),
-    /// [`set_key_rate`](crate::MapControl::set_key_rate)); a later hint replaces it. A
-    /// hinted limit of 0 (the `limit` field of [`Hint`](crate::Hint) lets one through)
-    /// is read as 1, so a key is never left with items it would never start.
+    /// ([`MapControl::set_key_settings`](crate::MapControl::set_key_settings)); a later
+    /// hint replaces it.
     /// What a hint set is kept while the key is known, and the key at least 60 s after
     /// the hint: a host whose items come one by one keeps what its server said between
     /// them, and a crawl of a million hosts does not keep a million hints.
@@ -547,7 +546,7 @@ where
     ///     .per_key(|n| n % 2, 4)
     ///     .classify(|out| match out {
     ///         Ok(_) => Outcome::success().with_hint(Hint::new().rate(Rate::per_second(1_000))),
-    ///         Err(429) => Outcome::overload().with_hint(Hint::new().pause_for(Duration::from_secs(1))),
+    ///         Err(429) => Outcome::overload().with_hint(Hint::new().pause(Duration::from_secs(1))),
     ///         Err(_) => Outcome::failure(),
     ///     })
     ///     .await;

@@ -38,6 +38,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::limit::check::at_least_one;
+use crate::limit::key_settings::KeySettings;
 use crate::limit::rate::Rate;
 
 use self::shared::lock;
@@ -458,33 +459,40 @@ impl<K> MapControl<K> {
             })
     }
 
-    /// Gives one key a limit of its own while the map runs: at most `limit` items of
-    /// `key` run at once, whatever the [default key limit](Self::set_default_key_limit),
-    /// whose changes no longer reach the key. Lowered, a key running more than its new
-    /// limit starts nothing until it runs fewer. The map applies it at its next round of
-    /// work, like the other settings.
+    /// Gives one key settings of its own while the map runs ([`KeySettings`]: a limit, a
+    /// rate, or both): each value `settings` sets becomes the key's own, whatever the
+    /// [default key limit](Self::set_default_key_limit) and
+    /// [default key rate](Self::set_default_key_rate), whose changes no longer reach it;
+    /// what `settings` leaves unset stays as it is. A lowered limit: a key running more
+    /// starts nothing until it runs fewer. A new rate: the key's state carries over as
+    /// for [`set_rate`](Self::set_rate) (a map without a default key rate spaces this key
+    /// only). The map applies it at its next round of work, like the other settings, and
+    /// before what the map's [function of the key](crate::futures::BoundedMap::key_settings)
+    /// gives it.
     ///
-    /// The setting is kept until [cleared](Self::clear_key_settings), also while the key
-    /// is idle and the map has forgotten it: a key that comes back takes it again. The
+    /// The settings are kept until [cleared](Self::clear_key_settings), also while the key
+    /// is idle and the map has forgotten it: a key that comes back takes them again. The
     /// map keeps one small entry per key set this way, so its memory grows with the keys
-    /// you set, never with the keys it sees. The setting belongs to the map it was given
-    /// to: the next map the control is attached to starts with none. Attach the control
-    /// after `.per_key` (its key type is the map's then): one attached before it names
-    /// no key.
+    /// you set, never with the keys it sees. The settings belong to the map they were
+    /// given to: the next map the control is attached to starts with none. Attach the
+    /// control after `.per_key` (its key type is the map's then): one attached before it
+    /// names no key.
     ///
-    /// On an [adaptive](crate::futures::MapAsync::adaptive) map this sets a ceiling: the
-    /// key's adapted value stays at or below it.
+    /// On an [adaptive](crate::futures::BoundedMap::adaptive) map they are ceilings: the
+    /// key's adapted values stay at or below them.
     ///
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{MapControl, map_async};
+    /// use tollgate::{KeySettings, MapControl, Rate, map_async};
     /// # futures_lite::future::block_on(async {
     /// let control = MapControl::new();
     /// let map = map_async(0..20u32, 8, |n| async move { n })
     ///     .per_key(|n| n % 2, 4)
     ///     .control(&control);
-    /// control.set_key_limit(1, 1).unwrap(); // odd numbers one at a time
+    /// // Odd numbers one at a time; even ones at most 10,000 starts a second, 3 at once.
+    /// control.set_key_settings(1, KeySettings::new().limit(1)).unwrap();
+    /// control.set_key_settings(0, KeySettings::new().rate(Rate::per_second(10_000).burst(3))).unwrap();
     /// assert_eq!(map.await.len(), 20);
     /// # });
     /// ```
@@ -494,69 +502,25 @@ impl<K> MapControl<K> {
     /// A [`ControlError`] if the map has no key function (it was built without
     /// `.per_key`), if the control was attached before `.per_key` (it names no key of
     /// the map), or if the control is attached to no map.
-    ///
-    /// # Panics
-    ///
-    /// If `limit` is 0.
-    #[track_caller]
-    pub fn set_key_limit(&self, key: K, limit: usize) -> Result<(), ControlError> {
-        at_least_one(
-            limit,
-            "tollgate: MapControl::set_key_limit: a key limit must be at least 1 (a limit of 0 would never run the key)",
-        );
-        self.change_key("key limit", KeyChange::Limit(key, limit))
+    pub fn set_key_settings(&self, key: K, settings: KeySettings) -> Result<(), ControlError> {
+        self.change_key("key settings", KeyChange::Set(key, settings))
     }
 
-    /// Gives one key a rate of its own while the map runs: the starts of `key` are
-    /// spaced by `rate`, whatever the [default key rate](Self::set_default_key_rate),
-    /// whose changes no longer reach the key (a map without a default key rate spaces
-    /// this key only). The key's state carries over as for
-    /// [`set_rate`](Self::set_rate). The map applies it at its next round of work.
-    ///
-    /// Kept until [cleared](Self::clear_key_settings), also while the key is idle and
-    /// forgotten, as for [`set_key_limit`](Self::set_key_limit).
-    ///
-    /// On an [adaptive](crate::futures::MapAsync::adaptive) map this sets a ceiling: the
-    /// key's adapted value stays at or below it.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::{MapControl, Rate, map_async};
-    /// # futures_lite::future::block_on(async {
-    /// let control = MapControl::new();
-    /// let map = map_async(0..6u32, 4, |n| async move { n })
-    ///     .per_key(|n| n % 2, 2)
-    ///     .control(&control);
-    /// control.set_key_rate(0, Rate::per_second(10_000).burst(3)).unwrap();
-    /// assert_eq!(map.await.len(), 6);
-    /// # });
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// A [`ControlError`] if the map has no key function, if the control was attached
-    /// before `.per_key`, or if the control is attached to no map.
-    pub fn set_key_rate(&self, key: K, rate: Rate) -> Result<(), ControlError> {
-        self.change_key("key rate", KeyChange::Rate(key, rate))
-    }
-
-    /// Clears what [`set_key_limit`](Self::set_key_limit) and
-    /// [`set_key_rate`](Self::set_key_rate) gave one key: it follows the default key
-    /// limit and default key rate again (its rate state carries over), and the map
+    /// Clears what [`set_key_settings`](Self::set_key_settings) gave one key: it follows
+    /// the map's function of the key and the default key limit and default key rate again (its rate state carries over), and the map
     /// forgets the setting. Clearing a key without a setting of its own does nothing.
     /// The map applies it at its next round of work.
     ///
     /// # Examples
     ///
     /// ```
-    /// use tollgate::{MapControl, map_async};
+    /// use tollgate::{KeySettings, MapControl, map_async};
     /// # futures_lite::future::block_on(async {
     /// let control = MapControl::new();
     /// let map = map_async(0..20u32, 8, |n| async move { n })
     ///     .per_key(|n| n % 2, 4)
     ///     .control(&control);
-    /// control.set_key_limit(1, 1).unwrap();
+    /// control.set_key_settings(1, KeySettings::new().limit(1)).unwrap();
     /// control.clear_key_settings(1).unwrap(); // back to the default of 4
     /// assert_eq!(map.await.len(), 20);
     /// # });

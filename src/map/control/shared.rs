@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use crate::limit::key_settings::KeySettings;
 use crate::limit::rate::Rate;
 // atomic-waker's own (not the loom shim): the control is std-only, like its other atomics.
 use atomic_waker::AtomicWaker;
@@ -36,10 +37,8 @@ pub(crate) struct Settings {
 /// A setting of one key asked for and not yet applied by the map.
 #[derive(Debug, Clone)]
 pub(crate) enum KeyChange<K> {
-    /// The key's own limit.
-    Limit(K, usize),
-    /// The key's own rate.
-    Rate(K, Rate),
+    /// The values these settings set become the key's own.
+    Set(K, KeySettings),
     /// The key follows the defaults again.
     Clear(K),
 }

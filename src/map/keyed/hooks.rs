@@ -70,7 +70,8 @@ where
             let changes =
                 std::mem::take(&mut *queue.lock().unwrap_or_else(PoisonError::into_inner));
             for change in changes {
-                self.timed |= matches!(change, KeyChange::Rate(..));
+                self.timed |=
+                    matches!(&change, KeyChange::Set(_, settings) if settings.get_rate().is_some());
                 let now = self.now();
                 self.scheduler.change_key(change, now);
             }

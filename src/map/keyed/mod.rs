@@ -51,7 +51,6 @@ pub(crate) use self::breaking::MapBreaker;
 pub use self::breaking::{Classifying, FailWhenOpen, WaitWhenOpen, WithBreaker};
 use self::scheduler::{KeyScheduler, Next};
 use self::settings::GivenSettings;
-pub use self::settings::KeySettings;
 pub use self::shared::{Answer, LaterReason, NoSharedLimits, SharedLimits, WithSharedLimits};
 use self::shared::{Gate, GateOutput};
 use self::timer::MapTimer;
@@ -65,6 +64,7 @@ use crate::events;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::breaker::core::Ticket;
 use crate::limit::breaker::error::CircuitBreakerError;
+use crate::limit::key_settings::KeySettings;
 use crate::limit::rate::Rate;
 use crate::limit::rate::gcra::{Gcra, nanos_since_origin};
 use crate::runtime::now;
@@ -391,7 +391,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
                 self.timed |= !hint.is_empty();
                 let now = self.now();
                 if !hint.is_empty() {
-                    if let Some(pause) = hint.pause {
+                    if let Some(pause) = hint.get_pause() {
                         events::key_paused(attempt, pause, "hint");
                     }
                     self.scheduler.hinted(&key, hint, now);

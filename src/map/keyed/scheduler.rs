@@ -29,7 +29,7 @@ use super::breaking::MapBreaker;
 use super::budget::RetryBudget;
 use super::key::{HELD_FOR_PROBE, HINT_KEPT, KeyState, Place};
 use super::pacing::{MapRate, Sleepers};
-use super::settings::{GivenSettings, InForce, OwnSettings};
+use super::settings::{GivenSettings, InForce};
 use super::shared::LaterReason;
 use crate::events;
 use crate::limit::adaptive::config::Adaptive;
@@ -37,6 +37,7 @@ use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::breaker::core::{BreakerCore, BreakerState, Refusal, Ticket};
 use crate::limit::breaker::error::CircuitBreakerError;
 use crate::limit::hint::Hint;
+use crate::limit::key_settings::KeySettings;
 use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::Gcra;
 use crate::map::control::{KeyChange, KeyProgress};
@@ -86,7 +87,7 @@ pub(crate) struct KeyScheduler<K, T> {
     keys: HashMap<K, KeyState<T>>,
     /// The settings given to one key, kept until cleared (also while the key is
     /// forgotten): a key made again takes them. As many as the keys the user set.
-    own: HashMap<K, OwnSettings>,
+    own: HashMap<K, KeySettings>,
     /// The map's function of the key giving each key its settings, asked whenever a key
     /// is made (again) and when a control clears what it gave the key.
     given: Option<GivenSettings<K>>,
@@ -656,26 +657,27 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let Some(state) = self.keys.get_mut(key) else {
             return;
         };
-        if let Some(pause) = hint.pause {
+        if let Some(pause) = hint.get_pause() {
             let until = now.saturating_add(u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX));
             state.paused_until = state.paused_until.max(until);
         }
         let (limit_given, rate_given) = state.given();
-        // (A hinted 0 reads as 1: a key with a limit of 0 would never start again.)
-        if let Some(limit) = hint
-            .limit_at_least_one()
-            .filter(|&limit| limit != limit_given)
-        {
-            state.change_settings(now, |settings, _| settings.set_own_limit(limit));
+        // Only what differs from what the key is given changes it (a rate set again would
+        // carry its state over for nothing).
+        let mut changed = KeySettings::new();
+        if let Some(limit) = hint.get_limit().filter(|&limit| limit != limit_given) {
+            changed = changed.limit(limit);
         }
         if let Some(rate) = hint
-            .rate
-            .map(Gcra::new)
-            .filter(|&rate| Some(rate) != rate_given)
+            .get_rate()
+            .filter(|&rate| Some(Gcra::new(rate)) != rate_given)
         {
-            state.change_settings(now, |settings, tat| settings.set_own_rate(rate, tat, now));
+            changed = changed.rate(rate);
         }
-        if hint.limit.is_some() || hint.rate.is_some() {
+        if !changed.is_empty() {
+            state.change_settings(now, |settings, tat| settings.set_own(changed, tat, now));
+        }
+        if !hint.get_settings().is_empty() {
             state.kept_until = state.kept_until.max(now.saturating_add(HINT_KEPT));
         }
         Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
@@ -691,23 +693,15 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.given = Some(given);
     }
 
-    /// Gives `key` a limit of its own, which a change of the default key limit does not
-    /// reach; kept while the key is forgotten, until [cleared](Self::clear_own).
-    pub(crate) fn set_own_limit(&mut self, key: K, limit: usize, now: u64) {
-        self.own.entry(key.clone()).or_default().limit = Some(limit);
-        if let Some(state) = self.keys.get_mut(&key) {
-            state.change_settings(now, |settings, _| settings.set_own_limit(limit));
-            self.replace(&key, now);
-        }
-    }
-
-    /// Gives `key` a rate of its own, carrying its state over, which a change of the
-    /// default key rate does not reach; kept while the key is forgotten, until
+    /// Gives `key` the values `settings` sets as its own, which a change of the default
+    /// key limit or rate does not reach (its rate state carried over); what `settings`
+    /// leaves unset stays as it is. Kept while the key is forgotten, until
     /// [cleared](Self::clear_own).
-    pub(crate) fn set_own_rate(&mut self, key: K, rate: Gcra, now: u64) {
-        self.own.entry(key.clone()).or_default().rate = Some(rate);
+    pub(crate) fn set_own(&mut self, key: K, settings: KeySettings, now: u64) {
+        let own = self.own.entry(key.clone()).or_default();
+        *own = own.overlaid(settings);
         if let Some(state) = self.keys.get_mut(&key) {
-            state.change_settings(now, |settings, tat| settings.set_own_rate(rate, tat, now));
+            state.change_settings(now, |in_force, tat| in_force.set_own(settings, tat, now));
             self.replace(&key, now);
         }
     }
@@ -728,8 +722,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Applies a setting of one key a control asked for.
     pub(crate) fn change_key(&mut self, change: KeyChange<K>, now: u64) {
         match change {
-            KeyChange::Limit(key, limit) => self.set_own_limit(key, limit, now),
-            KeyChange::Rate(key, rate) => self.set_own_rate(key, Gcra::new(rate), now),
+            KeyChange::Set(key, settings) => self.set_own(key, settings, now),
             KeyChange::Clear(key) => self.clear_own(&key, now),
         }
     }

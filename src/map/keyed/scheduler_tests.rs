@@ -516,7 +516,7 @@ fn a_default_limit_change_reaches_keys_that_follow_it_only() {
             scheduler.push(key, item, 0);
         }
     }
-    scheduler.set_own_limit("b", 1, 0);
+    scheduler.set_own("b", KeySettings::new().limit(1), 0);
     assert_eq!(drain(&mut scheduler), [("a", 0), ("b", 0)]);
     scheduler.set_default_limit(3, 0);
     assert_eq!(
@@ -525,7 +525,7 @@ fn a_default_limit_change_reaches_keys_that_follow_it_only() {
         "b keeps its own limit of 1"
     );
     // A key of its own limit takes that limit, whatever the default.
-    scheduler.set_own_limit("b", 2, 0);
+    scheduler.set_own("b", KeySettings::new().limit(2), 0);
     assert_eq!(drain(&mut scheduler), [("b", 1)]);
     scheduler.set_default_limit(4, 0);
     assert_eq!(drain(&mut scheduler), [("a", 3)]);
@@ -540,7 +540,7 @@ fn a_default_rate_change_reaches_keys_that_follow_it_only() {
         scheduler.push(key, 0, 0);
         scheduler.push(key, 1, 0);
     }
-    scheduler.set_own_rate("b", Gcra::new(Rate::per_second(1)), 0);
+    scheduler.set_own("b", KeySettings::new().rate(Rate::per_second(1)), 0);
     assert_eq!(drain_at(&mut scheduler, 0), [("a", 0), ("b", 0)]);
     assert_eq!(scheduler.next(0), Next::NotBefore(1_000 * MS));
     // 100/s for the keys that follow the default: a is due 10 ms after its start; b
@@ -557,7 +557,7 @@ fn a_key_without_a_rate_of_its_own_gets_one_and_keeps_it() {
     // A map without a default key rate: the one key given a rate of its own is spaced
     // by it, the others are not; a default set later does not reach it.
     let mut scheduler = KeyScheduler::new(10);
-    scheduler.set_own_rate("b", Gcra::new(Rate::per_second(10)), 0);
+    scheduler.set_own("b", KeySettings::new().rate(Rate::per_second(10)), 0);
     for key in ["a", "b"] {
         scheduler.push(key, 0, 0);
         scheduler.push(key, 1, 0);
@@ -572,7 +572,7 @@ fn a_key_without_a_rate_of_its_own_gets_one_and_keeps_it() {
 fn a_forgotten_key_keeps_its_own_setting_until_cleared() {
     let mut scheduler = KeyScheduler::new(1);
     scheduler.push("a", 0, 0);
-    scheduler.set_own_limit("a", 2, 0);
+    scheduler.set_own("a", KeySettings::new().limit(2), 0);
     assert_eq!(drain(&mut scheduler), [("a", 0)]);
     scheduler.finish(&"a", 0);
     assert_eq!(
@@ -598,7 +598,7 @@ fn a_forgotten_key_keeps_its_own_setting_until_cleared() {
 fn a_cleared_rate_follows_the_default_again() {
     // No default key rate: a key whose own rate is cleared runs unspaced again.
     let mut scheduler = KeyScheduler::new(10);
-    scheduler.set_own_rate("b", Gcra::new(Rate::per_second(1)), 0);
+    scheduler.set_own("b", KeySettings::new().rate(Rate::per_second(1)), 0);
     for item in 0..3 {
         scheduler.push("b", item, 0);
     }
@@ -668,16 +668,16 @@ fn a_hint_sets_the_keys_own_values_and_keeps_the_key_a_minute_then_lets_it_go() 
 }
 
 #[test]
-fn a_hinted_limit_of_zero_is_read_as_one_on_a_fixed_and_an_adaptive_map() {
-    // `Hint`'s fields are public: a 0 gets past the setter's check.
-    let mut zero = Hint::new();
-    zero.limit = Some(0);
+fn a_hinted_limit_is_a_fixed_keys_own_and_an_adaptive_keys_ceiling() {
+    // (A hinted limit of 0 cannot be made: `Hint::limit` and `KeySettings::limit` refuse
+    // it, and a hint has no public field to set it through.)
+    let one = Hint::new().limit(1);
     let mut fixed = KeyScheduler::new(4);
     fixed.push("a", 0, 0);
-    fixed.hinted(&"a", zero, 0);
+    fixed.hinted(&"a", one, 0);
     assert_eq!(fixed.keys[&"a"].given().0, 1, "the key's own limit");
     let mut adaptive = adaptive_key_at_five_a_second();
-    adaptive.hinted(&"a", zero, 0);
+    adaptive.hinted(&"a", one, 0);
     assert_eq!(adaptive.keys[&"a"].given().0, 1, "the key's ceiling");
     assert_eq!(adaptive.keys[&"a"].limit(), 1);
 }

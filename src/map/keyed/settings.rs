@@ -2,72 +2,18 @@
 //! rate, and a key's own setting.
 //!
 //! Every key's entry carries its own copy of its limit and rate ([`InForce`]), taken
-//! when the key is first seen from, in order: the settings a control gave the key
-//! ([`OwnSettings`], kept by the scheduler until cleared), the settings the map's
-//! function of the key gives it ([`KeySettings`], asked again each time the key is made),
-//! and the map's defaults. A change of a default reaches every key that follows it; a key
+//! when the key is first seen from, in order: the settings a control gave the key (kept
+//! by the scheduler until cleared), the settings the map's function of the key gives it
+//! (asked again each time the key is made), and the map's defaults; a server's hint sets
+//! them on a known key. All three are a [`KeySettings`]. A change of a default reaches every key that follows it; a key
 //! with its own limit (or rate) keeps it.
 //!
 //! Invariants: a key that follows a default holds exactly that default; a key's rate
 //! state (its GCRA TAT, kept by the key's entry) is carried over whenever its rate
 //! changes, so the starts it is ahead by stay spaced by the new rate.
 
-use crate::limit::check::at_least_one;
-use crate::limit::rate::gcra::{Gcra, Rate};
-
-/// The limit and rate of one key of a keyed map, given by the map's function of the key
-/// ([`key_settings`](crate::futures::MapAsync::key_settings)): a **per-key setting**.
-/// What it leaves unset follows the map's default key limit and default key rate.
-///
-/// # Examples
-///
-/// ```
-/// use tollgate::{KeySettings, Rate};
-/// // This host: 2 at a time, 5 starts a second; other hosts: the map's defaults.
-/// let slow = KeySettings::new().limit(2).rate(Rate::per_second(5));
-/// let default = KeySettings::new();
-/// # let _ = (slow, default);
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct KeySettings {
-    limit: Option<usize>,
-    rate: Option<Rate>,
-}
-
-impl KeySettings {
-    /// Settings that follow the map's defaults in everything.
-    #[must_use]
-    pub const fn new() -> Self {
-        Self {
-            limit: None,
-            rate: None,
-        }
-    }
-
-    /// The most items of the key that may run at once, instead of the default key limit.
-    ///
-    /// # Panics
-    ///
-    /// If `limit` is 0.
-    #[must_use]
-    #[track_caller]
-    pub const fn limit(mut self, limit: usize) -> Self {
-        at_least_one(
-            limit,
-            "tollgate: KeySettings::limit: a key limit must be at least 1 (a limit of 0 would never run the key)",
-        );
-        self.limit = Some(limit);
-        self
-    }
-
-    /// The rate the key's starts are spaced by, instead of the default key rate (a map
-    /// without a default key rate spaces this key only).
-    #[must_use]
-    pub const fn rate(mut self, rate: Rate) -> Self {
-        self.rate = Some(rate);
-        self
-    }
-}
+use crate::limit::key_settings::KeySettings;
+use crate::limit::rate::gcra::Gcra;
 
 /// The limit and rate a key is held to, and whether each is the key's own.
 #[derive(Debug, Clone, Copy)]
@@ -98,15 +44,12 @@ impl InForce {
     #[inline]
     pub(super) fn for_new_key(
         &self,
-        own: Option<&OwnSettings>,
+        own: Option<&KeySettings>,
         given: Option<KeySettings>,
     ) -> Self {
         let mut settings = Self::defaults(self.limit, self.rate);
-        if let Some(given) = given {
-            settings.take_own(given.limit, given.rate.map(Gcra::new));
-        }
-        if let Some(own) = own {
-            settings.take_own(own.limit, own.rate);
+        for own in given.iter().chain(own) {
+            settings.take_own(own.get_limit(), own.get_rate().map(Gcra::new));
         }
         settings
     }
@@ -160,15 +103,21 @@ impl InForce {
     }
 
     /// Gives the key a limit of its own.
-    pub(super) fn set_own_limit(&mut self, limit: usize) {
+    fn set_own_limit(&mut self, limit: usize) {
         self.limit = limit;
         self.own_limit = true;
     }
 
-    /// Gives the key a rate of its own, carrying its rate state `tat` over at `now`.
-    pub(super) fn set_own_rate(&mut self, rate: Gcra, tat: &mut u64, now: u64) {
-        self.change_rate(rate, tat, now);
-        self.own_rate = true;
+    /// Takes each value `own` sets as the key's own (what it leaves unset stays as it
+    /// is), carrying its rate state `tat` over at `now`.
+    pub(super) fn set_own(&mut self, own: KeySettings, tat: &mut u64, now: u64) {
+        if let Some(limit) = own.get_limit() {
+            self.set_own_limit(limit);
+        }
+        if let Some(rate) = own.get_rate() {
+            self.change_rate(Gcra::new(rate), tat, now);
+            self.own_rate = true;
+        }
     }
 
     fn change_rate(&mut self, rate: Gcra, tat: &mut u64, now: u64) {
@@ -197,12 +146,4 @@ impl<K> std::fmt::Debug for GivenSettings<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("GivenSettings")
     }
-}
-
-/// The limit and rate a control gave one key (`None`: follow the default), kept while the
-/// key is forgotten, until cleared.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct OwnSettings {
-    pub(super) limit: Option<usize>,
-    pub(super) rate: Option<Gcra>,
 }
