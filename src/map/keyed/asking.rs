@@ -12,7 +12,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
-use super::key::{KeyState, Place};
+use super::key::KeyState;
+use super::part::{Ended, Part, Verdict};
 use super::shared::LaterReason;
 
 /// The shortest "later" a key sleeps for (1 ms), whatever its shared limits said.
@@ -71,6 +72,9 @@ pub(super) struct Asks<K> {
     /// Whether the shared limits' last word on a warm-up was that one is on (set by an
     /// answer of "warming up", cleared by the next grant).
     warming_up: bool,
+    /// Keys whose breaker opened or refused a start while they held a permit: the map
+    /// drops one of the key's permits for each (their standing counts them gone).
+    returned: Vec<K>,
 }
 
 impl<K> Asks<K> {
@@ -82,7 +86,13 @@ impl<K> Asks<K> {
             granted: 0,
             asking: 0,
             warming_up: false,
+            returned: Vec::new(),
         }
+    }
+
+    /// Takes the keys whose permits went back (see the field).
+    pub(super) fn take_returned(&mut self) -> Vec<K> {
+        std::mem::take(&mut self.returned)
     }
 
     /// Whether every start needs a permit of the map's shared limits.
@@ -142,32 +152,27 @@ impl<K> Asks<K> {
 }
 
 impl<K: Hash + Eq + Clone> Asks<K> {
-    /// Where `key` goes next and from when: in a map without shared limits, to its turn
-    /// when its own limits let it start. In a map with them: with a permit in hand, the
-    /// same; so too while its breaker is open at `now` (its items are refused, or wait
-    /// out the open period, with no permit asked for: a key asks only for a start every
-    /// other part would let happen); while it asks, nowhere; else to ask, when its own
-    /// limits would let it start and its "later" has passed.
-    #[inline(always)]
-    pub(super) fn line<T>(&self, key: &K, state: &KeyState<T>, now: u64) -> (Option<u64>, Place) {
-        if !self.gated {
-            return (state.ready_at(), Place::Turn);
+    /// [`Part::verdict`] on a map with shared limits (kept out of line: the other maps'
+    /// hot paths pay one branch for it). With a permit in hand the key may start; while it
+    /// asks, it waits out of the lines; else it asks once its "later" has passed.
+    #[inline(never)]
+    fn verdict_gated(&self, key: &K) -> Verdict {
+        let asked = self.asked.get(key).unwrap_or(&NOT_ASKED);
+        if asked.granted > 0 {
+            Verdict::NOW
+        } else if asked.asking {
+            Verdict::Held
+        } else {
+            Verdict::Ask(asked.later_until)
         }
-        self.line_gated(key, state, now)
     }
 
-    /// [`line`](Self::line) on a map with shared limits (kept out of line: the other maps'
-    /// hot paths pay one branch for it).
-    #[inline(never)]
-    fn line_gated<T>(&self, key: &K, state: &KeyState<T>, now: u64) -> (Option<u64>, Place) {
-        let asked = self.asked.get(key).unwrap_or(&NOT_ASKED);
-        if asked.granted > 0 || state.is_breaker_open(now) {
-            (state.ready_at(), Place::Turn)
-        } else if asked.asking {
-            (None, Place::Out)
-        } else {
-            let at = state.ready_at().map(|at| at.max(asked.later_until));
-            (at, Place::Ask)
+    /// Gives back every permit `key` holds (its breaker holds it: an open key asks for
+    /// none, and holds none through its open period).
+    pub(super) fn give_back(&mut self, key: &K) {
+        while self.has_permit(key) {
+            self.take_permit(key);
+            self.returned.push(key.clone());
         }
     }
 
@@ -305,5 +310,33 @@ impl<K: Hash + Eq + Clone> Asks<K> {
             }
         }
         surplus
+    }
+}
+
+/// Shared limits as a part: a key of a map with them starts only with a permit in hand
+/// (it asks for one when every other part would let it start: see [`Verdict::and`]); a
+/// start takes the permit; when an attempt's end leaves the key's breaker open, its
+/// permits go back at once. A map without shared limits pays one branch.
+impl<K: Hash + Eq + Clone, T> Part<K, T> for Asks<K> {
+    #[inline(always)]
+    fn verdict(&self, key: &K, _state: &KeyState<T>, _now: u64) -> Verdict {
+        if self.gated {
+            self.verdict_gated(key)
+        } else {
+            Verdict::NOW
+        }
+    }
+
+    #[inline(always)]
+    fn started(&mut self, key: &K, _state: &mut KeyState<T>, _now: u64, _first: bool) {
+        if self.gated {
+            self.take_permit(key);
+        }
+    }
+
+    fn ended(&mut self, key: &K, state: &mut KeyState<T>, _ended: &Ended<'_>, now: u64) {
+        if self.gated && state.is_breaker_open(now) {
+            self.give_back(key);
+        }
     }
 }

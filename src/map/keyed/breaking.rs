@@ -9,10 +9,13 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use super::adapt::{Adapting, Classified, Classify};
+use super::key::KeyState;
+use super::part::{Ended, Part, Verdict};
 use crate::limit::breaker::config::Breaker;
-use crate::limit::breaker::core::{Refusal, Transition};
+use crate::limit::breaker::core::{BreakerCore, BreakerState, Refusal, Ticket, Transition};
 use crate::limit::breaker::error::CircuitBreakerError;
 use crate::limit::outcome::Outcome;
+use crate::map::control::KeyProgress;
 
 /// While a key's breaker is open, its items end at once with a [`CircuitBreakerError`]
 /// (converted into the map's error type): made by
@@ -105,6 +108,8 @@ pub(crate) struct MapBreaker<K> {
     refused: fn(&K, Refusal, u64) -> CircuitBreakerError,
     /// Tells a transition of `key`'s breaker.
     emit: fn(&K, &Transition),
+    /// The ticket of the last start's breaker permit, for the map to take.
+    granted: Option<Ticket>,
 }
 
 impl<K> MapBreaker<K> {
@@ -117,14 +122,15 @@ impl<K> MapBreaker<K> {
             fails,
             refused: |key, refusal, now| CircuitBreakerError::new(refusal, now, Some(key)),
             emit: |key, transition| transition.emit(Some(key)),
+            granted: None,
         }
     }
 
-    pub(super) fn refused(&self, key: &K, refusal: Refusal, now: u64) -> CircuitBreakerError {
+    fn refused(&self, key: &K, refusal: Refusal, now: u64) -> CircuitBreakerError {
         (self.refused)(key, refusal, now)
     }
 
-    pub(super) fn tell(&self, key: &K, transition: Option<Transition>) {
+    fn tell(&self, key: &K, transition: Option<Transition>) {
         if let Some(transition) = transition {
             (self.emit)(key, &transition);
         }
@@ -137,5 +143,108 @@ impl<K> fmt::Debug for MapBreaker<K> {
             .field("config", &self.config)
             .field("fails", &self.fails)
             .finish_non_exhaustive()
+    }
+}
+
+impl<K> MapBreaker<K> {
+    /// Whether items of an open key fail at once (else they wait).
+    pub(super) fn fails(&self) -> bool {
+        self.fails
+    }
+
+    /// The ticket of the last start's breaker permit, for the map to take.
+    pub(super) fn take_granted(&mut self) -> Option<Ticket> {
+        self.granted.take()
+    }
+
+    /// The error for the next item of `key` (entry `state`), refused at `now` by its open
+    /// breaker (its verdict said so).
+    pub(super) fn refuse<T>(
+        &self,
+        key: &K,
+        state: &mut KeyState<T>,
+        now: u64,
+    ) -> CircuitBreakerError {
+        let core = state
+            .breaker
+            .as_mut()
+            .expect("an open breaker has its core");
+        let (refused, _) = core.try_acquire(&self.config, now);
+        let refusal = refused.expect_err("the verdict said the breaker is open");
+        self.refused(key, refusal, now)
+    }
+}
+
+/// A breaker per key as a part: an open key's items wait for its next probe (or end at
+/// once, on a map where they fail), a half-open key whose probes are all out is held until
+/// one ends; a start takes a permit (its ticket goes with the attempt), an attempt's outcome
+/// reports on it. A key's core is made at its first start and dropped once it holds nothing
+/// a fresh one would not.
+impl<K, T> Part<K, T> for MapBreaker<K> {
+    #[inline]
+    fn verdict(&self, _key: &K, state: &KeyState<T>, now: u64) -> Verdict {
+        let Some(core) = &state.breaker else {
+            return Verdict::NOW; // a key without a core is closed
+        };
+        match core.state(now) {
+            BreakerState::Open if self.fails => Verdict::Refuse(0),
+            BreakerState::Open => Verdict::At(core.open_until()),
+            BreakerState::HalfOpen if core.is_probing_full(&self.config) => Verdict::Held,
+            _ => Verdict::NOW,
+        }
+    }
+
+    #[inline]
+    fn started(&mut self, key: &K, state: &mut KeyState<T>, now: u64, _first: bool) {
+        let core = state
+            .breaker
+            .get_or_insert_with(|| Box::new(BreakerCore::new(&self.config)));
+        let (granted, transition) = core.try_acquire(&self.config, now);
+        self.tell(key, transition);
+        self.granted = Some(granted.expect("the breaker's verdict allowed the start"));
+    }
+
+    fn ended(&mut self, key: &K, state: &mut KeyState<T>, ended: &Ended<'_>, now: u64) {
+        let (Some(outcome), Some(ticket)) = (ended.outcome, ended.ticket) else {
+            return;
+        };
+        // This attempt was the key's last work: it goes idle as it ends.
+        let last = state.running <= 1 && !state.has_items();
+        let Some(core) = &mut state.breaker else {
+            return;
+        };
+        let transition = core.report(&self.config, now, ticket, outcome.is_success());
+        self.tell(key, transition);
+        let open = core.state(now) == BreakerState::Open;
+        if last && core.is_clean(&self.config, now) {
+            // Its breaker holds nothing that would open it sooner than a fresh one: the key
+            // may be forgotten as it goes idle.
+            state.breaker = None;
+        }
+        if open && self.fails {
+            // Items back from failed attempts end now, not after their pauses.
+            state.due_now(now);
+        }
+    }
+
+    #[inline]
+    fn is_idle(&mut self, state: &mut KeyState<T>, now: u64, _pulled: u64) -> bool {
+        if state
+            .breaker
+            .as_ref()
+            .is_some_and(|core| core.is_clean(&self.config, now))
+        {
+            state.breaker = None;
+        }
+        state.breaker.is_none()
+    }
+
+    fn show(&self, state: &KeyState<T>, now: u64, progress: &mut KeyProgress<K>) {
+        progress.breaker = Some(
+            state
+                .breaker
+                .as_ref()
+                .map_or(BreakerState::Closed, |core| core.state(now)),
+        );
     }
 }

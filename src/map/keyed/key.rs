@@ -11,7 +11,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use super::adapt::Adapted;
-use super::budget::{RetryBudget, Spent};
+use super::budget::Spent;
 use super::pacing::Due;
 use super::settings::InForce;
 use crate::events;
@@ -55,18 +55,7 @@ pub(super) struct KeyState<T> {
     /// On a map with breakers, the key's (made at its first start; dropped once it holds
     /// nothing a fresh one would not); boxed, so other maps pay one word per key.
     pub(super) breaker: Option<Box<BreakerCore>>,
-    /// No start before this time: its breaker is open (until the next probe may go), or
-    /// half-open with its probes out ([`HELD_FOR_PROBE`]: until one ends).
-    pub(super) held_until: u64,
 }
-
-/// [`KeyState::held_until`] of a key whose half-open breaker has all its probes out: it
-/// waits out of every line, to be placed again when a probe ends.
-pub(super) const HELD_FOR_PROBE: u64 = u64::MAX;
-
-/// How long a key whose server hinted a limit or a rate is kept after the hint, idle or not
-/// (60 s): forgetting it would forget the hint.
-pub(super) const HINT_KEPT: u64 = 60_000_000_000;
 
 impl<T> KeyState<T> {
     #[inline]
@@ -83,7 +72,6 @@ impl<T> KeyState<T> {
             adapt: None,
             kept_until: 0,
             breaker: None,
-            held_until: 0,
         }
     }
 
@@ -213,16 +201,14 @@ impl<T> KeyState<T> {
         self.fresh.len() + self.delayed.len()
     }
 
-    /// When the key may start its next item (by its own limits): `None` without an item
-    /// or without room.
-    #[inline]
+    /// When the key may start its next item by its items and its room alone (its parts
+    /// say the rest): `None` without an item or without room.
+    #[inline(always)]
     pub(super) fn ready_at(&self) -> Option<u64> {
-        if self.running >= self.limit() || self.held_until == HELD_FOR_PROBE {
+        if self.running >= self.limit() {
             return None;
         }
-        let work = self.work_ready_at()?;
-        let rate = self.rate().map_or(0, |rate| rate.allowed_at(self.tat));
-        Some(work.max(rate).max(self.paused_until).max(self.held_until))
+        self.work_ready_at()
     }
 
     /// Makes every item back from a failed attempt due by `now` (its key's breaker opened
@@ -254,47 +240,30 @@ impl<T> KeyState<T> {
     }
 
     /// Takes the item to start at `now`, counted as running: a retry whose time has come,
-    /// else the oldest fresh item (a first attempt: `budget` gets its share back), else
-    /// the earliest retry. `None` without an item.
+    /// else the oldest fresh item (a first attempt: `true` beside it), else the earliest
+    /// retry. `None` without an item.
     #[inline]
-    pub(super) fn take_item(&mut self, now: u64, budget: Option<&RetryBudget>) -> Option<T> {
-        let item = match self.delayed.peek() {
+    pub(super) fn take_item(&mut self, now: u64) -> Option<(T, bool)> {
+        let taken = match self.delayed.peek() {
             Some(Reverse(delayed)) if delayed.at <= now => {
-                self.delayed.pop().expect("peeked").0.value
+                (self.delayed.pop().expect("peeked").0.value, false)
             }
             _ => match self.fresh.pop_front() {
-                Some(item) => {
-                    if let Some(budget) = budget {
-                        budget.refill(&mut self.spent);
-                    }
-                    item
-                }
-                None => self.delayed.pop()?.0.value,
+                Some(item) => (item, true),
+                None => (self.delayed.pop()?.0.value, false),
             },
         };
         self.running += 1;
-        Some(item)
+        Some(taken)
     }
 
-    /// Whether forgetting the key changes nothing (or only errs on the careful side): no
-    /// work, and its rate, pause and retry budget would decide like a fresh key's (a
-    /// budget with credit is forgotten with it: a fresh key has less), with the map
-    /// having pulled `pulled` items so far.
+    /// Whether the key has nothing running or waiting: it may be forgotten if every part
+    /// holds nothing of it a fresh key's would not.
     ///
     /// A key's own settings do not keep its entry: the scheduler keeps them apart, until
     /// cleared, and a key made again takes them, so the entries stay bounded by the work
     /// in hand and the keys seen recently (and the settings by the keys a user set).
-    pub(super) fn is_idle(&self, now: u64, pulled: u64) -> bool {
-        self.running == 0
-            && !self.has_items()
-            && Gcra::is_idle(self.tat, now)
-            && self.paused_until <= now
-            && self.kept_until <= now
-            && self.breaker.is_none()
-            && self.spent.is_settled(pulled)
-            && self
-                .adapt
-                .as_ref()
-                .is_none_or(|adapted| adapted.is_stale(now))
+    pub(super) fn is_quiet(&self) -> bool {
+        self.running == 0 && !self.has_items()
     }
 }

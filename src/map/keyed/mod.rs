@@ -18,14 +18,22 @@
 //! methods install it (a map without a key function gets the unit key).
 
 mod adapt;
+mod adaptation;
 mod asking;
 mod attempts;
 mod breaking;
 mod budget;
 mod gated;
+mod hints;
 mod hooks;
 mod key;
+mod key_rate;
+mod latency;
 mod pacing;
+mod part;
+mod parts;
+mod pause;
+mod retry_budget;
 mod scheduler;
 mod settings;
 mod shared;
@@ -43,12 +51,14 @@ use std::time::Duration;
 
 use futures_lite::Stream;
 
+use self::adapt::Classify;
 pub use self::adapt::{Adapting, Classified, Fixed};
-use self::adapt::{AttemptClock, Classify, Unpolled};
 pub use self::attempts::NoRetry;
 pub(crate) use self::attempts::{Attempts, Budget, RetryItem};
 pub(crate) use self::breaking::MapBreaker;
 pub use self::breaking::{Classifying, FailWhenOpen, WaitWhenOpen, WithBreaker};
+use self::latency::{AttemptClock, Unpolled};
+use self::part::Ended;
 use self::scheduler::{KeyScheduler, Next};
 use self::settings::GivenSettings;
 pub use self::shared::{Answer, LaterReason, NoSharedLimits, SharedLimits, WithSharedLimits};
@@ -385,24 +395,19 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         } = running;
         if C::CLASSIFIES {
             if let Some(outcome) = self.classify.classify(&output) {
-                let hint = outcome.hint();
                 // A hint is kept on the map's clock (a pause, a rate, how long the key is
                 // kept), from now on.
-                self.timed |= !hint.is_empty();
+                self.timed |= !outcome.hint().is_empty();
                 let now = self.now();
-                if !hint.is_empty() {
-                    if let Some(pause) = hint.get_pause() {
-                        events::key_paused(attempt, pause, "hint");
-                    }
-                    self.scheduler.hinted(&key, hint, now);
-                }
-                if C::ADAPTIVE {
-                    self.scheduler
-                        .adapted(&key, outcome, clock, &self.unpolled, now);
-                }
-                if let Some(ticket) = ticket.filter(|_| C::BREAKS) {
-                    self.scheduler
-                        .broke(&key, ticket, outcome.is_success(), now);
+                let ended = Ended {
+                    outcome: Some(outcome),
+                    ticket,
+                    clock,
+                    unpolled: &self.unpolled,
+                    attempt,
+                };
+                self.scheduler.ended(&key, &ended, now);
+                if C::BREAKS {
                     self.return_permits();
                 }
             }

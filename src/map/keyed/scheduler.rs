@@ -3,17 +3,16 @@
 //! Pure bookkeeping, no futures and no clock of its own: the keyed map queues every pulled
 //! item here and asks what to start whenever a global slot is free, passing the time.
 //! Items wait in their key's queue (`key.rs`), holding no global slot, until their key has
-//! room (fewer than its limit running) and its time has come: its rate allows another
-//! start, it is not paused, and for an item back from a failed attempt, its not-before time
-//! has passed. Keys waiting only for time sleep (`pacing.rs`, with the map's rate); keys of
-//! a map with shared limits ask them for a permit first (`asking.rs`); retries are paid by
-//! each key's retry budget (`budget.rs`); each key's limit and rate follow the map's
-//! defaults or are its own (`settings.rs`).
+//! room (fewer than its limit running) and every part of the scheduler allows a start
+//! (`part.rs` is the contract, `parts.rs` the registration: the key's rate, its pause, a
+//! breaker, shared limits...). Keys waiting only for time sleep (`pacing.rs`, with the
+//! map's rate); keys of a map with shared limits ask them for a permit first; each key's
+//! limit and rate follow the map's defaults or are its own (`settings.rs`).
 //!
-//! This file owns which key goes next. Keys that may start now take turns (round robin),
-//! so no key starves while others have work. A key is forgotten once it has nothing
-//! running or waiting and its rate, pause and retry budget would decide like a fresh
-//! key's: the map never outgrows the work in hand and the keys seen recently.
+//! This file owns the lines and which key goes next. Keys that may start now take turns
+//! (round robin), so no key starves while others have work. A key is forgotten once it has
+//! nothing running or waiting and no part holds anything of it a fresh key's would not: the
+//! map never outgrows the work in hand and the keys seen recently.
 //!
 //! Invariants: a key is in at most one line (its `place` says which); `waiting` is the
 //! number of items in every key's queues; a key in a line may have been forgotten since
@@ -23,22 +22,19 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
-use super::adapt::{Adapted, AttemptClock, Unpolled};
-use super::asking::Asks;
 use super::breaking::MapBreaker;
 use super::budget::RetryBudget;
-use super::key::{HELD_FOR_PROBE, HINT_KEPT, KeyState, Place};
+use super::key::{KeyState, Place};
 use super::pacing::{MapRate, Sleepers};
+use super::part::{Ended, Verdict};
+use super::parts::Parts;
+use super::pause::Pauses;
 use super::settings::{GivenSettings, InForce};
 use super::shared::LaterReason;
-use crate::events;
 use crate::limit::adaptive::config::Adaptive;
-use crate::limit::adaptive::core::KeyAdapt;
-use crate::limit::breaker::core::{BreakerCore, BreakerState, Refusal, Ticket};
+use crate::limit::breaker::core::{BreakerState, Ticket};
 use crate::limit::breaker::error::CircuitBreakerError;
-use crate::limit::hint::Hint;
 use crate::limit::key_settings::KeySettings;
-use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::Gcra;
 use crate::map::control::{KeyChange, KeyProgress};
 
@@ -57,16 +53,6 @@ pub(crate) enum Next<K, T> {
     Refused(K, T, CircuitBreakerError),
 }
 
-/// What a key's breaker says to its next start.
-enum BreakerSays {
-    /// Start (with the breaker's ticket, on a map with breakers).
-    Go(Option<Ticket>),
-    /// The item ends at once with this error (a map whose open keys' items fail).
-    Fail(CircuitBreakerError),
-    /// The key waits, holding nothing.
-    Hold,
-}
-
 /// The lines a key waits in (besides the askers of a map with shared limits).
 #[derive(Debug)]
 struct Lines<K> {
@@ -82,7 +68,8 @@ pub(crate) struct KeyScheduler<K, T> {
     /// The default key limit and default key rate, which new keys get.
     defaults: InForce,
     rate: Option<MapRate>,
-    budget: Option<RetryBudget>,
+    /// The per-key features (`parts.rs`): every start asks them, every end tells them.
+    parts: Parts<K>,
     /// Keys with running or waiting items, or a rate or pause still in force.
     keys: HashMap<K, KeyState<T>>,
     /// The settings given to one key, kept until cleared (also while the key is
@@ -91,24 +78,13 @@ pub(crate) struct KeyScheduler<K, T> {
     /// The map's function of the key giving each key its settings, asked whenever a key
     /// is made (again) and when a control clears what it gave the key.
     given: Option<GivenSettings<K>>,
-    /// On an adaptive map, how its keys adapt (their settings are then ceilings).
-    adaptive: Option<Adaptive>,
     /// `keys.len()` after the last sweep of idle keys: the next sweep comes when it
     /// doubles, so sweeping costs O(1) per key, amortised.
     swept_at: usize,
-    /// Where keys stand with the shared limits (a map with them only).
-    asks: Asks<K>,
     lines: Lines<K>,
     waiting: usize,
     /// Items pushed so far: the clock a spent retry budget lapses on.
     pulled: u64,
-    /// On a map with a breaker per key, its settings.
-    breaker: Option<MapBreaker<K>>,
-    /// The ticket of the last start's breaker permit, for the map to take.
-    granted: Option<Ticket>,
-    /// Keys whose breaker refused a start while they held a permit of the shared limits:
-    /// the map drops one of each key's permits.
-    returned: Vec<K>,
 }
 
 impl<K, T> KeyScheduler<K, T> {
@@ -133,7 +109,7 @@ impl<K, T> KeyScheduler<K, T> {
     pub(crate) fn clear(&mut self) {
         self.keys.clear();
         self.lines.turns.clear();
-        self.asks.clear();
+        self.parts.asks.clear();
         self.lines.sleepers.clear();
         self.waiting = 0;
         self.swept_at = 0;
@@ -141,13 +117,13 @@ impl<K, T> KeyScheduler<K, T> {
 
     /// Permits of the shared limits in hand, over all keys.
     pub(crate) fn granted(&self) -> usize {
-        self.asks.granted()
+        self.parts.asks.granted()
     }
 
     /// How many keys the shared limits told "later" that still wait at `now`, and how many
     /// of those were told the limits are warming up.
     pub(crate) fn told_later(&self, now: u64) -> (usize, usize) {
-        self.asks.told_later(now)
+        self.parts.asks.told_later(now)
     }
 }
 
@@ -157,78 +133,49 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         Self {
             defaults: InForce::defaults(default_limit, None),
             rate: None,
-            budget: None,
+            parts: Parts::new(),
             keys: HashMap::new(),
             own: HashMap::new(),
             given: None,
-            adaptive: None,
             swept_at: 0,
-            asks: Asks::new(),
             lines: Lines {
                 turns: VecDeque::new(),
                 sleepers: Sleepers::new(),
             },
             waiting: 0,
             pulled: 0,
-            breaker: None,
-            granted: None,
-            returned: Vec::new(),
         }
     }
 
     /// Gives every key a circuit breaker (before any item is pushed).
     pub(crate) fn set_breaker(&mut self, breaker: MapBreaker<K>) {
-        self.breaker = Some(breaker);
+        self.parts.set_breaker(breaker);
     }
 
     /// Takes the keys whose breaker refused a start while they held a permit of the
     /// shared limits: the map drops one permit of the key for each (the key's standing
     /// with the limits already counts it gone).
     pub(crate) fn take_returned(&mut self) -> Vec<K> {
-        std::mem::take(&mut self.returned)
+        self.parts.asks.take_returned()
     }
 
     /// The breaker ticket of the item [`next`](Self::next) just started (on a map with
     /// breakers).
     pub(crate) fn take_granted(&mut self) -> Option<Ticket> {
-        self.granted.take()
+        self.parts
+            .breaker
+            .as_mut()
+            .and_then(MapBreaker::take_granted)
     }
 
-    /// An attempt of `key` whose start was granted `ticket` ended at `now`, a `success` or
-    /// not: its breaker counts it (and may open, close, or open again).
-    pub(crate) fn broke(&mut self, key: &K, ticket: Ticket, success: bool, now: u64) {
-        let (Some(breaker), Some(state)) = (&self.breaker, self.keys.get_mut(key)) else {
-            return;
-        };
-        // This attempt was the key's last work: it goes idle as it ends.
-        let last = state.running <= 1 && !state.has_items();
-        let Some(core) = &mut state.breaker else {
-            return;
-        };
-        let transition = core.report(&breaker.config, now, ticket, success);
-        breaker.tell(key, transition);
-        let open = core.state(now) == BreakerState::Open;
-        state.held_until = if open && !breaker.fails {
-            core.open_until()
-        } else {
-            0
-        };
-        if last && core.is_clean(&breaker.config, now) {
-            // Its breaker holds nothing that would open it sooner than a fresh one: the key
-            // may be forgotten as it goes idle.
-            state.breaker = None;
+    /// An attempt of `key` ended at `now`, read by the map's classification: every part
+    /// hears of it (its hints and pause, adaptation, its breaker, the shared limits), in
+    /// their order; the key is placed again by the [`finish`](Self::finish) or
+    /// [`retry`](Self::retry) that follows.
+    pub(crate) fn ended(&mut self, key: &K, ended: &Ended<'_>, now: u64) {
+        if let Some(state) = self.keys.get_mut(key) {
+            self.parts.ended(key, state, ended, now);
         }
-        if open && breaker.fails {
-            // Items back from failed attempts end now, not after their pauses.
-            state.due_now(now);
-        }
-        while open && self.asks.has_permit(key) {
-            // Permits the shared limits granted the key go back at once: an open key asks
-            // for none, and holds none through its open period.
-            self.asks.take_permit(key);
-            self.returned.push(key.clone());
-        }
-        Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
     }
 
     /// Sets the whole map's rate (before any item is pushed).
@@ -239,7 +186,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Sets the retry budget of each key: `ratio` retries per first attempt, `floor` at
     /// once.
     pub(crate) fn set_budget(&mut self, ratio: f64, floor: u32) {
-        self.budget = Some(RetryBudget::new(ratio, floor));
+        self.parts.set_budget(RetryBudget::new(ratio, floor));
     }
 
     /// Sets the default key rate (before any item is pushed).
@@ -260,11 +207,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         );
         let mut scheduler = KeyScheduler::new(default_limit);
         scheduler.defaults.rate = self.defaults.rate;
-        if self.asks.is_gated() {
+        if self.parts.asks.is_gated() {
             scheduler.set_gated();
         }
         scheduler.rate = self.rate;
-        scheduler.budget = self.budget;
+        if let Some(budget) = self.parts.budget {
+            scheduler.parts.set_budget(budget);
+        }
         scheduler
     }
 
@@ -276,53 +225,42 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Every start needs a permit of the map's shared limits from now on (before any item
     /// is pushed).
     pub(crate) fn set_gated(&mut self) {
-        self.asks.set_gated();
+        self.parts.set_gated();
     }
 
     /// `key`'s entry, made with the default settings if the key is new (sweeping the idle
     /// keys first when the map has doubled its keys since the last sweep).
     /// Also hands out the lines and the asks beside the entry, so the caller can place the
     /// key without looking it up again.
-    fn state(&mut self, key: K, now: u64) -> (K, &mut KeyState<T>, &mut Asks<K>, &mut Lines<K>) {
+    fn state(&mut self, key: K, now: u64) -> (K, &mut KeyState<T>, &mut Parts<K>, &mut Lines<K>) {
         if self.keys.len() >= 2 * self.swept_at.max(32) && !self.keys.contains_key(&key) {
-            let pulled = self.pulled;
-            let breaker = self.breaker.as_ref().map(|breaker| &breaker.config);
-            self.keys.retain(|_, state| {
-                if let (Some(config), Some(core)) = (breaker, &state.breaker) {
-                    if core.is_clean(config, now) {
-                        state.breaker = None;
-                    }
-                }
-                !state.is_idle(now, pulled)
-            });
+            let (pulled, parts) = (self.pulled, &mut self.parts);
+            self.keys
+                .retain(|_, state| !(state.is_quiet() && parts.is_idle(state, now, pulled)));
             self.swept_at = self.keys.len();
             let keys = &self.keys;
-            self.asks.retain(|key| keys.contains_key(key));
+            self.parts.asks.retain(|key| keys.contains_key(key));
         }
         let Self {
             keys,
             own,
             given,
             defaults,
-            adaptive,
-            asks,
+            parts,
             lines,
             ..
         } = self;
         match keys.entry(key) {
-            Entry::Occupied(occupied) => (occupied.key().clone(), occupied.into_mut(), asks, lines),
+            Entry::Occupied(occupied) => {
+                (occupied.key().clone(), occupied.into_mut(), parts, lines)
+            }
             Entry::Vacant(vacant) => {
                 let key = vacant.key().clone();
                 let given = given.as_mut().map(|given| given.of(&key));
                 let settings = defaults.for_new_key(own.get(&key), given);
                 let state = vacant.insert(KeyState::new(settings));
-                if let Some(adaptive) = adaptive {
-                    // A key made again starts low, whatever it had reached before.
-                    let core = KeyAdapt::new(adaptive, now);
-                    state.adapt = Some(Box::new(Adapted::new(core, now, &state.settings)));
-                    state.apply_settings(now, |_, _| {});
-                }
-                (key, state, asks, lines)
+                parts.made(&key, state, now);
+                (key, state, parts, lines)
             }
         }
     }
@@ -330,23 +268,26 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Puts a key that is out of the lines where it belongs at `now`; returns where.
     fn place(&mut self, key: K, now: u64) -> Place {
         let state = self.keys.get_mut(&key).expect("a placed key has state");
-        Self::put(state, key, now, &mut self.asks, &mut self.lines);
+        Self::put(state, key, now, &mut self.parts, &mut self.lines);
         state.place
     }
 
-    /// Puts `key`, of entry `state`, out of the lines, where it belongs at `now`: in
-    /// the turns or sleepers of `lines`, in the askers of `asks`, or nowhere.
+    /// Puts `key`, of entry `state`, out of the lines, where its parts' verdict at `now`
+    /// puts it: in the turns or sleepers of `lines`, in the askers of the shared limits,
+    /// or nowhere (held).
     #[inline]
-    fn put(state: &mut KeyState<T>, key: K, now: u64, asks: &mut Asks<K>, lines: &mut Lines<K>) {
-        let (ready, line) = asks.line(&key, state, now);
-        state.place = match ready {
-            None => Place::Out,
-            Some(at) if at <= now => line,
-            Some(at) => Place::Asleep(at),
+    fn put(state: &mut KeyState<T>, key: K, now: u64, parts: &mut Parts<K>, lines: &mut Lines<K>) {
+        state.place = match parts.verdict(&key, state, now) {
+            Verdict::Held => Place::Out,
+            Verdict::At(at) | Verdict::Refuse(at) | Verdict::Ask(at) if at > now => {
+                Place::Asleep(at)
+            }
+            Verdict::Ask(_) => Place::Ask,
+            Verdict::At(_) | Verdict::Refuse(_) => Place::Turn,
         };
         match state.place {
             Place::Out => {}
-            Place::Ask => asks.push_asker(key),
+            Place::Ask => parts.asks.push_asker(key),
             Place::Turn => lines.turns.push_back(key),
             Place::Asleep(at) => lines.sleepers.push(at, key),
         }
@@ -356,7 +297,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     #[inline]
     fn replace(&mut self, key: &K, now: u64) {
         if let Some(state) = self.keys.get_mut(key) {
-            Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
+            Self::replace_in(state, key, now, &mut self.parts, &mut self.lines);
         }
     }
 
@@ -367,17 +308,20 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         state: &mut KeyState<T>,
         key: &K,
         now: u64,
-        asks: &mut Asks<K>,
+        parts: &mut Parts<K>,
         lines: &mut Lines<K>,
     ) {
         let again = match state.place {
             Place::Out => true,
             // An asker that got a permit or may start is checked when it is popped.
             Place::Turn | Place::Ask => false,
-            Place::Asleep(at) => asks.line(key, state, now).0.is_none_or(|ready| ready < at),
+            Place::Asleep(at) => parts
+                .verdict(key, state, now)
+                .time()
+                .is_none_or(|ready| ready < at),
         };
         if again {
-            Self::put(state, key.clone(), now, asks, lines);
+            Self::put(state, key.clone(), now, parts, lines);
         }
     }
 
@@ -394,8 +338,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.pulled += 1;
         let pulled = self.pulled;
         self.waiting += 1;
-        let (key, state, asks, lines) = self.state(key, now);
-        if state.running == 0 && !state.has_items() {
+        let (key, state, parts, lines) = self.state(key, now);
+        if state.is_quiet() {
             // Back after its budget lapsed, not yet swept: as fresh as a forgotten key.
             state.spent.come_back(pulled);
         }
@@ -406,23 +350,20 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             state.fresh.reserve_exact(1);
         }
         state.fresh.push_back(item);
-        Self::replace_in(state, &key, now, asks, lines);
+        Self::replace_in(state, &key, now, parts, lines);
     }
 
     /// Queues an item back from a failed attempt of `key` (which no longer runs it),
     /// not to start before `not_before`. `order` is its place in the input.
     pub(crate) fn retry(&mut self, key: &K, item: T, order: u64, not_before: u64, now: u64) {
         let state = self.keys.get_mut(key).expect("a running key has state");
-        let refused = self.breaker.as_ref().is_some_and(|breaker| breaker.fails)
-            && state
-                .breaker
-                .as_ref()
-                .is_some_and(|core| core.state(now) == BreakerState::Open);
+        let refused = self.parts.breaker.as_ref().is_some_and(MapBreaker::fails)
+            && state.is_breaker_open(now);
         // An item whose key's breaker is open (on a map where such items fail) ends now.
         let not_before = if refused { now } else { not_before };
         state.push_retry(item, order, not_before);
         self.waiting += 1;
-        Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
+        Self::replace_in(state, key, now, &mut self.parts, &mut self.lines);
     }
 
     /// Pauses `key`: none of its items starts before `until`.
@@ -430,7 +371,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let Some(state) = self.keys.get_mut(key) else {
             return;
         };
-        state.paused_until = state.paused_until.max(until);
+        Pauses::pause(state, until);
         // A key in `turns` is checked when its turn comes; one asleep wakes, sees the
         // pause and sleeps on.
         self.replace(key, now);
@@ -438,7 +379,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 
     /// Whether `key` may retry once more under the retry budget; counts the retry if so.
     pub(crate) fn take_retry(&mut self, key: &K) -> bool {
-        let Some(budget) = &self.budget else {
+        let Some(budget) = &self.parts.budget else {
             return true;
         };
         self.keys
@@ -452,7 +393,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         if let Some(rate) = &self.rate {
             // Keys waiting to ask wait for the map's rate too (asking for a permit that
             // could not start would hold it idle).
-            if !self.lines.turns.is_empty() || self.asks.has_askers() {
+            if !self.lines.turns.is_empty() || self.parts.asks.has_askers() {
                 let at = rate.allowed_at();
                 if at > now {
                     return Next::NotBefore(at);
@@ -466,59 +407,31 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 continue;
             };
             state.place = Place::Out;
-            let ready = match self.asks.line(&key, state, now) {
-                (at, Place::Turn) => at,
-                _ => None,
-            };
-            if ready.is_none_or(|at| at > now) {
-                // Paused or full since it got its turn: back where it belongs.
-                Self::put(state, key, now, &mut self.asks, &mut self.lines);
-                continue;
-            }
-            let says = Self::ask_breaker(self.breaker.as_ref(), state, &key, now);
-            if !matches!(says, BreakerSays::Go(_)) && self.asks.has_permit(&key) {
-                // The breaker opened after the shared limits granted the permit: it goes
-                // back at once rather than wait through the open period in hand.
-                self.asks.take_permit(&key);
-                self.returned.push(key.clone());
-            }
-            match says {
-                BreakerSays::Go(ticket) => self.granted = ticket,
-                BreakerSays::Fail(error) => {
-                    let item = state.take_item(now, None).expect("a ready key has an item");
-                    state.running -= 1;
-                    self.waiting -= 1;
-                    let refused = key.clone();
-                    Self::put(state, key, now, &mut self.asks, &mut self.lines);
-                    return Next::Refused(refused, item, error);
-                }
-                BreakerSays::Hold => {
-                    // Waits, holding nothing: until the next probe may go, or until a
-                    // probe out ends.
-                    Self::put(state, key, now, &mut self.asks, &mut self.lines);
+            // Every part's verdict first, then the start: no part's refusal can strand
+            // what another granted.
+            match self.parts.verdict(&key, state, now) {
+                Verdict::At(at) if at <= now => {}
+                Verdict::Refuse(at) if at <= now => return self.refuse(key, now),
+                _ => {
+                    if self.parts.breaker_holds(&key, state, now) {
+                        // The breaker opened or filled its probes after the shared limits
+                        // granted a permit: it goes back at once rather than wait in hand.
+                        self.parts.asks.give_back(&key);
+                    }
+                    // Paused, full or held since it got its turn: back where it belongs.
+                    Self::put(state, key, now, &mut self.parts, &mut self.lines);
                     continue;
                 }
             }
-            let item = state
-                .take_item(now, self.budget.as_ref())
-                .expect("a ready key has an item");
-            let rate = state.rate();
-            if let Some(rate) = &rate {
-                state.tat = rate
-                    .decide(state.tat, now)
-                    .expect("the key's rate allows it");
-            }
-            state.adapt_started(now, rate);
-            if self.asks.is_gated() {
-                self.asks.take_permit(&key);
-            }
+            let (item, first) = state.take_item(now).expect("a ready key has an item");
+            self.parts.started(&key, state, now, first);
             if let Some(rate) = &mut self.rate {
                 rate.start(now);
             }
             self.waiting -= 1;
             // Still room and work: back of the line (or asleep), so other keys go first.
             let started = key.clone();
-            Self::put(state, key, now, &mut self.asks, &mut self.lines);
+            Self::put(state, key, now, &mut self.parts, &mut self.lines);
             return Next::Start(started, item);
         }
         match self.lines.sleepers.earliest() {
@@ -527,47 +440,20 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         }
     }
 
-    /// Asks `key`'s breaker (on a map with breakers) whether its next item may start at
-    /// `now`: a start takes a permit of it (its ticket); an open breaker refuses (on a map
-    /// where such items fail) or holds the key, which then waits holding nothing until the
-    /// next probe may go, or until a probe out ends.
-    #[inline]
-    fn ask_breaker(
-        breaker: Option<&MapBreaker<K>>,
-        state: &mut KeyState<T>,
-        key: &K,
-        now: u64,
-    ) -> BreakerSays {
-        let Some(breaker) = breaker else {
-            return BreakerSays::Go(None);
-        };
-        let core = state
-            .breaker
-            .get_or_insert_with(|| Box::new(BreakerCore::new(&breaker.config)));
-        let (granted, transition) = core.try_acquire(&breaker.config, now);
-        breaker.tell(key, transition);
-        match granted {
-            Ok(ticket) => {
-                // A probe that leaves none to go holds the key until one ends, so it asks
-                // for no permit meanwhile.
-                state.held_until = if core.is_probing_full(&breaker.config) {
-                    HELD_FOR_PROBE
-                } else {
-                    0
-                };
-                BreakerSays::Go(Some(ticket))
-            }
-            Err(refusal @ Refusal::Open { .. }) if breaker.fails => {
-                BreakerSays::Fail(breaker.refused(key, refusal, now))
-            }
-            Err(refusal) => {
-                state.held_until = match refusal {
-                    Refusal::Open { until, .. } => until,
-                    Refusal::ProbesOut => HELD_FOR_PROBE,
-                };
-                BreakerSays::Hold
-            }
-        }
+    /// The next item of `key`, whose verdict at `now` is a refusal (its breaker is open, on
+    /// a map where such items fail), ends at once: it is taken out, never started, and the
+    /// key gives back any permit of its shared limits.
+    fn refuse(&mut self, key: K, now: u64) -> Next<K, T> {
+        let state = self.keys.get_mut(&key).expect("a refused key has state");
+        let breaker = self.parts.breaker.as_ref().expect("only a breaker refuses");
+        let error = breaker.refuse(&key, state, now);
+        self.parts.asks.give_back(&key);
+        let (item, _) = state.take_item(now).expect("a ready key has an item");
+        state.running -= 1;
+        self.waiting -= 1;
+        let refused = key.clone();
+        Self::put(state, key, now, &mut self.parts, &mut self.lines);
+        Next::Refused(refused, item, error)
     }
 
     /// Moves the keys whose time has come from the sleepers to their line, a gap apart
@@ -619,68 +505,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// ceilings (before the first item is pushed).
     pub(crate) fn set_adaptive(&mut self, adaptive: Adaptive) {
         debug_assert!(self.keys.is_empty(), "adaptive before the first item");
-        self.adaptive = Some(adaptive);
-    }
-
-    /// An attempt of `key` timed by `clock` ended at `now` with `outcome`: on an adaptive
-    /// map the key adapts, and moves where its new limit and rate put it.
-    pub(crate) fn adapted(
-        &mut self,
-        key: &K,
-        outcome: Outcome,
-        clock: AttemptClock,
-        unpolled: &Unpolled,
-        now: u64,
-    ) {
-        let Some(adaptive) = &self.adaptive else {
-            return;
-        };
-        let Some(state) = self.keys.get_mut(key) else {
-            return;
-        };
-        let Some(adapted) = &mut state.adapt else {
-            return;
-        };
-        if adapted.finished(adaptive, now, outcome, clock, unpolled) {
-            state.adapted(now);
-            let (limit, rate) = (state.limit(), state.rate());
-            events::key_adapted(limit, rate.map(|rate| rate.per_second()));
-            self.replace(key, now);
-        }
-    }
-
-    /// A server's `hint` about `key`, read from an attempt's output at `now`: a pause holds
-    /// the key; a limit or a rate becomes the key's own (on an adaptive map, its ceiling)
-    /// while the key is known, and the key is kept [`HINT_KEPT`] after it, so a host whose
-    /// items come one by one keeps what its server said between them.
-    pub(crate) fn hinted(&mut self, key: &K, hint: Hint, now: u64) {
-        let Some(state) = self.keys.get_mut(key) else {
-            return;
-        };
-        if let Some(pause) = hint.get_pause() {
-            let until = now.saturating_add(u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX));
-            state.paused_until = state.paused_until.max(until);
-        }
-        let (limit_given, rate_given) = state.given();
-        // Only what differs from what the key is given changes it (a rate set again would
-        // carry its state over for nothing).
-        let mut changed = KeySettings::new();
-        if let Some(limit) = hint.get_limit().filter(|&limit| limit != limit_given) {
-            changed = changed.limit(limit);
-        }
-        if let Some(rate) = hint
-            .get_rate()
-            .filter(|&rate| Some(Gcra::new(rate)) != rate_given)
-        {
-            changed = changed.rate(rate);
-        }
-        if !changed.is_empty() {
-            state.change_settings(now, |settings, tat| settings.set_own(changed, tat, now));
-        }
-        if !hint.get_settings().is_empty() {
-            state.kept_until = state.kept_until.max(now.saturating_add(HINT_KEPT));
-        }
-        Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
+        self.parts.set_adaptive(adaptive);
     }
 
     /// Every key made from now on asks `given` for its settings (before the first item
@@ -743,30 +568,30 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// many each key no longer needs. The map drops that many of the key's permits.
     pub(crate) fn take_surplus(&mut self) -> Vec<(K, usize)> {
         let keys = &self.keys;
-        self.asks
+        self.parts
+            .asks
             .take_surplus(|key| keys.get(key).map_or(0, KeyState::items))
     }
 
-    /// How many keys are paused at `now`, and the `n` keys with the most items waiting
-    /// or running (busiest first): key, waiting, running, paused.
+    /// How many keys are paused at `now`, how many have a breaker open or half-open, and
+    /// the `n` keys with the most items waiting or running (busiest first), as their
+    /// parts show them.
     pub(crate) fn busiest(&self, now: u64, n: usize) -> (usize, usize, Vec<KeyProgress<K>>) {
         let (mut paused, mut open) = (0, 0);
         let mut loads = Vec::new();
         for (key, state) in &self.keys {
-            let is_paused = state.paused_until > now;
-            paused += usize::from(is_paused);
+            paused += usize::from(state.paused_until > now);
             let is_open = state
                 .breaker
                 .as_ref()
                 .is_some_and(|core| core.state(now) != BreakerState::Closed);
             open += usize::from(is_open);
             if n > 0 && (state.items() + state.running > 0 || is_open) {
-                loads.push((key, state, is_paused));
+                loads.push((key, state));
             }
         }
-        let load = |(_, state, _): &(&K, &KeyState<T>, bool)| {
-            std::cmp::Reverse(state.items() + state.running)
-        };
+        let load =
+            |(_, state): &(&K, &KeyState<T>)| std::cmp::Reverse(state.items() + state.running);
         if loads.len() > n {
             loads.select_nth_unstable_by_key(n, load);
             loads.truncate(n);
@@ -774,19 +599,18 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         loads.sort_by_key(load);
         let busiest = loads
             .into_iter()
-            .map(|(key, state, paused)| KeyProgress {
-                key: key.clone(),
-                waiting: state.items(),
-                in_flight: state.running,
-                paused,
-                limit: state.limit(),
-                rate_interval: state.rate().map_or(0, |rate| rate.interval_nanos()),
-                breaker: self.breaker.as_ref().map(|_| {
-                    state
-                        .breaker
-                        .as_ref()
-                        .map_or(BreakerState::Closed, |core| core.state(now))
-                }),
+            .map(|(key, state)| {
+                let mut progress = KeyProgress {
+                    key: key.clone(),
+                    waiting: state.items(),
+                    in_flight: state.running,
+                    paused: false,
+                    limit: state.limit(),
+                    rate_interval: 0,
+                    breaker: None,
+                };
+                self.parts.show(state, now, &mut progress);
+                progress
             })
             .collect();
         (paused, open, busiest)
@@ -799,19 +623,19 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         if let Some(rate) = &self.rate {
             // The map's rate comes first: ask only for starts it allows now, counting the
             // permits in hand and those asked for (a permit would wait for it in hand).
-            if rate.starts_allowed(now) <= self.asks.pending() as u64 {
+            if rate.starts_allowed(now) <= self.parts.asks.pending() as u64 {
                 return None;
             }
         }
-        while let Some(key) = self.asks.pop_asker() {
+        while let Some(key) = self.parts.asks.pop_asker() {
             // A key forgotten since it got in line (see `next`): nothing to ask for.
             let Some(state) = self.keys.get_mut(&key) else {
                 continue;
             };
             state.place = Place::Out;
-            match self.asks.line(&key, state, now) {
-                (Some(at), Place::Ask) if at <= now => {
-                    self.asks.start_ask(key.clone());
+            match self.parts.verdict(&key, state, now) {
+                Verdict::Ask(at) if at <= now => {
+                    self.parts.asks.start_ask(key.clone());
                     return Some(key);
                 }
                 _ => {
@@ -826,7 +650,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// key no longer needs it (a drain took its items): the map drops the permit.
     pub(crate) fn grant(&mut self, key: &K, now: u64) -> bool {
         let items = self.keys.get(key).map_or(0, KeyState::items);
-        let Some(needed) = self.asks.grant(key, items) else {
+        let Some(needed) = self.parts.asks.grant(key, items) else {
             return false;
         };
         self.replace(key, now);
@@ -837,7 +661,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// `reason`. `true` when this answer starts a warm-up of the limits (the first one told
     /// since the last grant), to be reported once, not once per ask.
     pub(crate) fn later(&mut self, key: &K, until: u64, reason: LaterReason, now: u64) -> bool {
-        let (warm_up_starts, known) = self.asks.later(key, until, reason, now);
+        let (warm_up_starts, known) = self.parts.asks.later(key, until, reason, now);
         if known {
             self.replace(key, now);
         }
@@ -847,7 +671,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// `key`'s room in its shared limits may be back: it may ask again at once, or at the
     /// floor after its last "later" if that is still ahead.
     pub(crate) fn wake_asker(&mut self, key: &K, now: u64) {
-        if self.asks.wake(key, now) {
+        if self.parts.asks.wake(key, now) {
             self.replace(key, now);
         }
     }
@@ -856,8 +680,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// counted as running (its attempt ends at once with the error, through
     /// [`finish`](Self::finish) or [`retry`](Self::retry)). `None` if it has no item left.
     pub(crate) fn ask_failed(&mut self, key: &K, now: u64) -> Option<T> {
-        self.asks.ask_failed(key);
-        let item = self.keys.get_mut(key)?.take_item(now, None)?;
+        self.parts.asks.ask_failed(key);
+        let (item, _) = self.keys.get_mut(key)?.take_item(now)?;
         self.waiting -= 1;
         self.replace(key, now);
         Some(item)
@@ -868,20 +692,20 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let state = self.keys.get_mut(key).expect("a running key has state");
         state.running -= 1;
         state.spent.quiet_from(self.pulled);
-        let quiet = state.running == 0 && !state.has_items();
+        let quiet = state.is_quiet();
         if quiet && state.spent.is_owed() {
             // Kept for its spent budget, maybe for long: without the queues it no longer
             // needs.
             state.fresh = VecDeque::new();
             state.delayed = std::collections::BinaryHeap::new();
         }
-        if quiet && state.is_idle(now, self.pulled) {
+        if quiet && self.parts.is_idle(state, now, self.pulled) {
             self.keys.remove(key);
-            if self.asks.is_gated() {
-                self.asks.forget(key);
+            if self.parts.asks.is_gated() {
+                self.parts.asks.forget(key);
             }
         } else {
-            Self::replace_in(state, key, now, &mut self.asks, &mut self.lines);
+            Self::replace_in(state, key, now, &mut self.parts, &mut self.lines);
         }
     }
 }
@@ -893,3 +717,48 @@ mod tests;
 #[cfg(test)]
 #[path = "gated_breaker_tests.rs"]
 mod gated_breaker_tests;
+
+/// What the tests tell a scheduler the way the map would, through the parts.
+#[cfg(test)]
+impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
+    /// An attempt of `key` ended at `now` with an output whose hint is `hint`, heard by the
+    /// parts that read hints (the pause's and the hints'), and the key placed again.
+    pub(super) fn hinted(&mut self, key: &K, hint: crate::limit::hint::Hint, now: u64) {
+        use super::part::Part;
+        let unpolled = super::latency::Unpolled::default();
+        let ended = Ended {
+            outcome: Some(crate::limit::outcome::Outcome::success().with_hint(hint)),
+            ticket: None,
+            clock: super::latency::AttemptClock::default(),
+            unpolled: &unpolled,
+            attempt: 1,
+        };
+        let Some(state) = self.keys.get_mut(key) else {
+            return;
+        };
+        self.parts.pause.ended(key, state, &ended, now);
+        self.parts.hints.ended(key, state, &ended, now);
+        Self::replace_in(state, key, now, &mut self.parts, &mut self.lines);
+    }
+
+    /// An attempt of `key` whose start was granted `ticket` ended at `now`, a `success` or
+    /// not, heard by every part, and the key placed again.
+    pub(super) fn broke(&mut self, key: &K, ticket: Ticket, success: bool, now: u64) {
+        use crate::limit::outcome::Outcome;
+        let unpolled = super::latency::Unpolled::default();
+        let outcome = if success {
+            Outcome::success()
+        } else {
+            Outcome::failure()
+        };
+        let ended = Ended {
+            outcome: Some(outcome),
+            ticket: Some(ticket),
+            clock: super::latency::AttemptClock::default(),
+            unpolled: &unpolled,
+            attempt: 1,
+        };
+        self.ended(key, &ended, now);
+        self.replace(key, now);
+    }
+}

@@ -3,6 +3,7 @@
 
 use super::super::budget::BUDGET_MEMORY;
 use super::*;
+use crate::limit::hint::Hint;
 use crate::limit::rate::Rate;
 
 pub(super) const MS: u64 = 1_000_000;

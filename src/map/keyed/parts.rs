@@ -1,0 +1,166 @@
+//! The scheduler's parts, registered once, in order (the contract: `part.rs`).
+//!
+//! The order is the order of a start: a key's items and room first (the scheduler's own),
+//! then its rate, its pause, its breaker, its shared limits: a verdict folds them
+//! ([`Verdict::and`]: a refusal skips the ask), and a start commits them in the same order
+//! (the breaker's ticket, the rate's state, adaptation hearing of the start, the shared
+//! limits' permit, the retry budget's share). An attempt's end reaches the parts that read
+//! outcomes in the order they depend on each other: hints and pauses (what the server
+//! said), adaptation, the breaker, then the shared limits (which give back the permits of a
+//! key its breaker now holds).
+//!
+//! Adding a per-key feature: one file implementing [`Part`], a field here, and its place in
+//! each fold.
+
+use std::hash::Hash;
+
+use super::asking::Asks;
+use super::breaking::MapBreaker;
+use super::budget::RetryBudget;
+use super::hints::Hints;
+use super::key::KeyState;
+use super::key_rate::KeyRates;
+use super::part::{Ended, Part, Verdict};
+use super::pause::Pauses;
+use crate::limit::adaptive::config::Adaptive;
+use crate::map::control::KeyProgress;
+
+/// Every part of a map's scheduler: map-level values, `None` for a part the map has not.
+#[derive(Debug)]
+pub(super) struct Parts<K> {
+    pub(super) rate: KeyRates,
+    pub(super) pause: Pauses,
+    pub(super) hints: Hints,
+    pub(super) adaptive: Option<Adaptive>,
+    pub(super) breaker: Option<MapBreaker<K>>,
+    pub(super) asks: Asks<K>,
+    pub(super) budget: Option<RetryBudget>,
+    /// Whether the map has any part beyond the key's rate, pause and hints (adaptation,
+    /// a breaker, shared limits, a retry budget): a map with none of them asks one
+    /// question for all four on each verdict and start.
+    more: bool,
+}
+
+impl<K> Parts<K> {
+    pub(super) fn new() -> Self {
+        Self {
+            rate: KeyRates,
+            pause: Pauses,
+            hints: Hints,
+            adaptive: None,
+            breaker: None,
+            asks: Asks::new(),
+            budget: None,
+            more: false,
+        }
+    }
+
+    /// Registers a breaker per key (before the first item).
+    pub(super) fn set_breaker(&mut self, breaker: MapBreaker<K>) {
+        self.breaker = Some(breaker);
+        self.more = true;
+    }
+
+    /// Registers adaptation (before the first item).
+    pub(super) fn set_adaptive(&mut self, adaptive: Adaptive) {
+        self.adaptive = Some(adaptive);
+        self.more = true;
+    }
+
+    /// Registers a retry budget (before the first item).
+    pub(super) fn set_budget(&mut self, budget: RetryBudget) {
+        self.budget = Some(budget);
+        self.more = true;
+    }
+
+    /// Registers shared limits: every start needs a permit of them (before the first item).
+    pub(super) fn set_gated(&mut self) {
+        self.asks.set_gated();
+        self.more = true;
+    }
+}
+
+impl<K: Hash + Eq + Clone> Parts<K> {
+    /// A key's entry was made.
+    pub(super) fn made<T>(&mut self, key: &K, state: &mut KeyState<T>, now: u64) {
+        self.adaptive.made(key, state, now);
+    }
+
+    /// When `key` may start its next item at `now`, and how: every part's verdict in one.
+    /// Held without an item or without room.
+    #[inline(always)]
+    pub(super) fn verdict<T>(&self, key: &K, state: &KeyState<T>, now: u64) -> Verdict {
+        let Some(work) = state.ready_at() else {
+            return Verdict::Held;
+        };
+        let verdict = Verdict::At(work)
+            .and(self.rate.verdict(key, state, now))
+            .and(self.pause.verdict(key, state, now));
+        if !self.more {
+            return verdict;
+        }
+        verdict
+            .and(self.breaker.verdict(key, state, now))
+            .and(self.asks.verdict(key, state, now))
+    }
+
+    /// Whether the key's breaker holds it back at `now` (open, or half-open with its probes
+    /// out): a permit of the shared limits in hand goes back.
+    pub(super) fn breaker_holds<T>(&self, key: &K, state: &KeyState<T>, now: u64) -> bool {
+        self.breaker.verdict(key, state, now) != Verdict::NOW
+    }
+
+    /// An item of `key` started at `now` (`first`: its first attempt), every verdict
+    /// allowing it.
+    #[inline(always)]
+    pub(super) fn started<T>(&mut self, key: &K, state: &mut KeyState<T>, now: u64, first: bool) {
+        if !self.more {
+            self.rate.started(key, state, now, first);
+            return;
+        }
+        self.breaker.started(key, state, now, first);
+        self.rate.started(key, state, now, first);
+        self.adaptive.started(key, state, now, first);
+        self.asks.started(key, state, now, first);
+        self.budget.started(key, state, now, first);
+    }
+
+    /// An attempt of `key` ended at `now`.
+    pub(super) fn ended<T>(
+        &mut self,
+        key: &K,
+        state: &mut KeyState<T>,
+        ended: &Ended<'_>,
+        now: u64,
+    ) {
+        self.pause.ended(key, state, ended, now);
+        self.hints.ended(key, state, ended, now);
+        self.adaptive.ended(key, state, ended, now);
+        self.breaker.ended(key, state, ended, now);
+        self.asks.ended(key, state, ended, now);
+    }
+
+    /// Whether no part holds anything of the key a fresh one would not (a clean breaker is
+    /// dropped on the way).
+    pub(super) fn is_idle<T>(&mut self, state: &mut KeyState<T>, now: u64, pulled: u64) -> bool {
+        let own = Part::<K, T>::is_idle(&mut self.rate, state, now, pulled)
+            && Part::<K, T>::is_idle(&mut self.pause, state, now, pulled)
+            && Part::<K, T>::is_idle(&mut self.hints, state, now, pulled);
+        if !self.more {
+            return own;
+        }
+        // The breaker is asked whatever the others say: it drops a clean core even when
+        // another part keeps the key.
+        let breaker = Part::<K, T>::is_idle(&mut self.breaker, state, now, pulled);
+        own && breaker
+            && Part::<K, T>::is_idle(&mut self.adaptive, state, now, pulled)
+            && Part::<K, T>::is_idle(&mut self.budget, state, now, pulled)
+    }
+
+    /// What the parts show of the key in a control's view.
+    pub(super) fn show<T>(&self, state: &KeyState<T>, now: u64, progress: &mut KeyProgress<K>) {
+        self.rate.show(state, now, progress);
+        self.pause.show(state, now, progress);
+        self.breaker.show(state, now, progress);
+    }
+}

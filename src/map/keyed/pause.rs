@@ -1,0 +1,46 @@
+//! A key's pause as a part: none of its items starts before the time a server asked for (a
+//! hint's pause, read from an attempt's output) or the retry policy did
+//! ([`RetryPolicy::pause_key`](crate::RetryPolicy::pause_key), through
+//! [`KeyScheduler::pause`](super::scheduler::KeyScheduler::pause)). One pause per key: the
+//! later end wins, and each pause is reported as the same `key paused` event.
+
+use super::key::KeyState;
+use super::part::{Ended, Part, Verdict};
+use crate::events;
+use crate::map::control::KeyProgress;
+
+/// Holds each key until the end of its pause.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Pauses;
+
+impl Pauses {
+    /// Pauses the key of `state` until `until` (a later pause already in force stays).
+    pub(super) fn pause<T>(state: &mut KeyState<T>, until: u64) {
+        state.paused_until = state.paused_until.max(until);
+    }
+}
+
+impl<K, T> Part<K, T> for Pauses {
+    #[inline(always)]
+    fn verdict(&self, _key: &K, state: &KeyState<T>, _now: u64) -> Verdict {
+        Verdict::At(state.paused_until)
+    }
+
+    fn ended(&mut self, _key: &K, state: &mut KeyState<T>, ended: &Ended<'_>, now: u64) {
+        let Some(pause) = ended.outcome.and_then(|outcome| outcome.hint().get_pause()) else {
+            return;
+        };
+        events::key_paused(ended.attempt, pause, "hint");
+        let nanos = u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX);
+        Self::pause(state, now.saturating_add(nanos));
+    }
+
+    #[inline]
+    fn is_idle(&mut self, state: &mut KeyState<T>, now: u64, _pulled: u64) -> bool {
+        state.paused_until <= now
+    }
+
+    fn show(&self, state: &KeyState<T>, now: u64, progress: &mut KeyProgress<K>) {
+        progress.paused = state.paused_until > now;
+    }
+}
