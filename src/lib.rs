@@ -101,8 +101,8 @@ pub mod futures {
 /// [`BoxedMap`](futures::BoxedMap), which names only what the map yields.
 pub mod map_type {
     pub use crate::map::{
-        Adapting, Classified, Classifying, Collected, CompletionOrder, Delivery, FailWhenOpen,
-        Fixed, Gathered, Indexed, InputOrder, NoRetry, NoSharedLimits, OutputForm, PerKey, Plain,
-        TryCollected, Unkeyed, WaitWhenOpen, Window, WithBreaker, WithSharedLimits,
+        Classified, Collected, CompletionOrder, Delivery, FailWhenOpen, Fixed, Gathered, Indexed,
+        InputOrder, NoRetry, NoSharedLimits, OutputForm, PerKey, Plain, TryCollected, Unkeyed,
+        WaitWhenOpen, Window, WithSharedLimits,
     };
 }

@@ -169,4 +169,9 @@ impl Outcome {
     pub const fn hint(&self) -> Hint {
         self.hint
     }
+
+    /// The hint the outcome carries, borrowed (the hot paths read it without a copy).
+    pub(crate) const fn hint_ref(&self) -> &Hint {
+        &self.hint
+    }
 }

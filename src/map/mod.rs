@@ -44,8 +44,8 @@ pub use self::delivery::{
     Collected, CompletionOrder, Delivery, Gathered, InputOrder, TryCollected,
 };
 pub use self::keyed::{
-    Adapting, Answer, Classified, Classifying, FailWhenOpen, Fixed, LaterReason, NoRetry,
-    NoSharedLimits, PerKey, SharedLimits, Unkeyed, WaitWhenOpen, WithBreaker, WithSharedLimits,
+    Answer, Classified, FailWhenOpen, Fixed, LaterReason, NoRetry, NoSharedLimits, PerKey,
+    SharedLimits, Unkeyed, WaitWhenOpen, WithSharedLimits,
 };
 pub use self::results::{Indexed, OutputForm, Plain};
 pub use self::window::Window;

@@ -16,8 +16,8 @@ use super::bounded::BoundedMap;
 use super::control::MapControl;
 use super::delivery::Delivery;
 use super::keyed::{
-    Adapting, Classified, Classifying, FailWhenOpen, Fixed, MapBreaker, NoSharedLimits, PerKey,
-    RetryItem, SharedLimits, WaitWhenOpen, WithBreaker, WithSharedLimits,
+    Classified, FailWhenOpen, Fixed, MapBreaker, NoSharedLimits, PerKey, RetryItem, SharedLimits,
+    WaitWhenOpen, WithSharedLimits,
 };
 use super::scheduling::{Keying, Scheduling};
 use crate::limit::adaptive::config::Adaptive;
@@ -446,7 +446,17 @@ where
         self.admission_mut().set_max_window(max_window);
         self
     }
+}
 
+impl<S, F, Fut, K, KF, P, G, D> KeyedMap<S, F, Fut, K, KF, P, G, D>
+where
+    K: Hash + Eq + Clone,
+    KF: FnMut(&S::Item) -> K,
+    S: Stream,
+    F: FnMut(S::Item) -> Fut,
+    Fut: IntoFuture,
+    D: Delivery,
+{
     /// Makes every key find its own limit and rate: each key's limit moves between
     /// `adaptive`'s floor and ceiling, and its rate below the rate ceiling, from what
     /// its own attempts say: their outcome (read by `classify` from each attempt's
@@ -498,23 +508,13 @@ where
         self,
         adaptive: Adaptive,
         classify: Classifier,
-    ) -> KeyedMap<S, F, Fut, K, KF, P, G, D, Adapting<Classifier>>
+    ) -> KeyedMap<S, F, Fut, K, KF, P, G, D, Classified<Classifier>>
     where
         Classifier: FnMut(&<Fut::IntoFuture as Future>::Output) -> Outcome,
     {
         self.replace_admission(|admission| admission.with_adaptive(adaptive, classify))
     }
-}
 
-impl<S, F, Fut, K, KF, P, G, D> KeyedMap<S, F, Fut, K, KF, P, G, D>
-where
-    K: Hash + Eq + Clone,
-    KF: FnMut(&S::Item) -> K,
-    S: Stream,
-    F: FnMut(S::Item) -> Fut,
-    Fut: IntoFuture,
-    D: Delivery,
-{
     /// Makes the map listen to the server: `classify` reads each attempt's output
     /// (success and failure alike) into an [`Outcome`], and the [`Hint`](crate::Hint)
     /// it carries ([`Outcome::with_hint`]) applies to the attempt's key at once: a
@@ -564,7 +564,7 @@ where
     }
 }
 
-impl<S, F, Fut, K, KF, P, G, D, C> KeyedMap<S, F, Fut, K, KF, P, G, D, C>
+impl<S, F, Fut, K, KF, P, G, D, Cl, M> KeyedMap<S, F, Fut, K, KF, P, G, D, Classified<Cl, M>>
 where
     K: Hash + Eq + Clone + fmt::Debug,
     KF: FnMut(&S::Item) -> K,
@@ -572,7 +572,6 @@ where
     F: FnMut(S::Item) -> Fut,
     Fut: IntoFuture,
     D: Delivery,
-    C: Classifying,
 {
     /// Gives every key a circuit breaker (see [`Breaker`] for the rules and defaults),
     /// counting the outcomes the map's classification reads
@@ -633,7 +632,7 @@ where
     pub fn breaker<Value, Error>(
         self,
         breaker: Breaker,
-    ) -> KeyedMap<S, F, Fut, K, KF, P, G, D, WithBreaker<C, FailWhenOpen>>
+    ) -> KeyedMap<S, F, Fut, K, KF, P, G, D, Classified<Cl, FailWhenOpen>>
     where
         Fut: IntoFuture<Output = Result<Value, Error>>,
         Error: From<CircuitBreakerError>,
@@ -663,7 +662,7 @@ where
     pub fn breaker_waiting(
         self,
         breaker: Breaker,
-    ) -> KeyedMap<S, F, Fut, K, KF, P, G, D, WithBreaker<C, WaitWhenOpen>> {
+    ) -> KeyedMap<S, F, Fut, K, KF, P, G, D, Classified<Cl, WaitWhenOpen>> {
         self.replace_admission(|admission| admission.with_breaker(MapBreaker::new(breaker, false)))
     }
 }

@@ -27,10 +27,10 @@ impl<K, T> Part<K, T> for Adaptive {
     }
 
     fn ended(&mut self, _key: &K, state: &mut KeyState<T>, ended: &Ended<'_>, now: u64) {
-        let (Some(outcome), Some(adapted)) = (ended.outcome, &mut state.adapt) else {
+        let Some(adapted) = &mut state.adapt else {
             return;
         };
-        if adapted.finished(self, now, outcome, ended.clock, ended.unpolled) {
+        if adapted.finished(self, now, *ended.outcome, ended.clock, ended.unpolled) {
             state.adapted(now);
             let (limit, rate) = (state.limit(), state.rate());
             events::key_adapted(limit, rate.map(|rate| rate.per_second()));

@@ -9,8 +9,8 @@ use std::hash::Hash;
 use std::ops::ControlFlow;
 use std::task::Context;
 
-use super::adapt::Classify;
 use super::attempts::Attempts;
+use super::classify::Classify;
 use super::shared::{Gate, GateOutput, Heard};
 use super::{PerKey, nanos};
 use crate::events;

@@ -21,9 +21,10 @@ pub(super) struct Hints;
 
 impl<K, T> Part<K, T> for Hints {
     fn ended(&mut self, _key: &K, state: &mut KeyState<T>, ended: &Ended<'_>, now: u64) {
-        let Some(hinted) = ended.outcome.map(|outcome| outcome.hint().get_settings()) else {
+        if !ended.hinted {
             return;
-        };
+        }
+        let hinted = ended.outcome.hint_ref().get_settings();
         if hinted.is_empty() {
             return;
         }

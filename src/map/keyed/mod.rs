@@ -23,6 +23,7 @@ mod asking;
 mod attempts;
 mod breaking;
 mod budget;
+mod classify;
 mod gated;
 mod hints;
 mod hooks;
@@ -51,12 +52,11 @@ use std::time::Duration;
 
 use futures_lite::Stream;
 
-use self::adapt::Classify;
-pub use self::adapt::{Adapting, Classified, Fixed};
 pub use self::attempts::NoRetry;
 pub(crate) use self::attempts::{Attempts, Budget, RetryItem};
 pub(crate) use self::breaking::MapBreaker;
-pub use self::breaking::{Classifying, FailWhenOpen, WaitWhenOpen, WithBreaker};
+use self::classify::Classify;
+pub use self::classify::{Classified, FailWhenOpen, Fixed, WaitWhenOpen};
 use self::latency::{AttemptClock, Unpolled};
 use self::part::Ended;
 use self::scheduler::{KeyScheduler, Next};
@@ -127,8 +127,12 @@ pub(crate) struct Running<K, T> {
 /// `T` is the map's item type, `K` the key, `KF` the key function, `P` the retry
 /// policy ([`NoRetry`] or a [`RetryPolicy`](crate::RetryPolicy)), `G` the shared limits
 /// ([`NoSharedLimits`], or [`WithSharedLimits`] after
-/// [`shared_limits`](crate::futures::MapAsync::shared_limits)) and `C` whether the keys
-/// adapt ([`Fixed`], or [`Adapting`] after [`adaptive`](crate::futures::MapAsync::adaptive)).
+/// [`shared_limits`](crate::futures::MapAsync::shared_limits)) and `C` how the map reads
+/// its attempts' outputs ([`Fixed`]: not at all, or [`Classified`] after
+/// [`classify`](crate::futures::BoundedMap::classify),
+/// [`adaptive`](crate::futures::BoundedMap::adaptive) or
+/// [`breaker`](crate::futures::BoundedMap::breaker)). Which per-key features the map
+/// has (adaptation, a breaker...) is its scheduler's, not its type's.
 pub struct PerKey<T, K, KF, P = NoRetry, G = NoSharedLimits, C = Fixed> {
     key_fn: KF,
     scheduler: KeyScheduler<K, Waiting<T>>,
@@ -180,6 +184,21 @@ impl<T, K: Hash + Eq + Clone, KF> PerKey<T, K, KF> {
     }
 }
 
+impl<T, K: Hash + Eq + Clone, KF, P, G, Cl, M> PerKey<T, K, KF, P, G, Classified<Cl, M>> {
+    /// The same admission, with a circuit breaker per key counting the outcomes its
+    /// classification reads, its open keys' items doing as `N` says (before the map
+    /// starts).
+    pub(crate) fn with_breaker<N>(
+        mut self,
+        breaker: MapBreaker<K>,
+    ) -> PerKey<T, K, KF, P, G, Classified<Cl, N>> {
+        self.scheduler.set_breaker(breaker);
+        // Open periods and time windows are on the map's clock.
+        self.timed = true;
+        self.with_parts(|policy| policy, |gate| gate, Classified::with_mode)
+    }
+}
+
 impl<T> PerKey<T, (), Unkeyed<T>> {
     /// The admission of a map with rates or retries and no per-key limit.
     pub(crate) fn unkeyed() -> Self {
@@ -208,7 +227,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         mut self,
         adaptive: Adaptive,
         classify: D,
-    ) -> PerKey<T, K, KF, P, G, Adapting<D>> {
+    ) -> PerKey<T, K, KF, P, G, Classified<D>> {
         let now = self.now();
         self.scheduler.set_default_limit(adaptive.ceiling(), now);
         if let Some(rate) = adaptive.get_rate_ceiling() {
@@ -217,19 +236,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         self.scheduler.set_adaptive(adaptive);
         // Latencies and windows are measured on the map's clock.
         self.timed = true;
-        self.with_parts(|policy| policy, |gate| gate, |_| Adapting::new(classify))
-    }
-
-    /// The same admission, with a circuit breaker per key counting the outcomes its
-    /// classification reads (before the map starts).
-    pub(crate) fn with_breaker<M>(
-        mut self,
-        breaker: MapBreaker<K>,
-    ) -> PerKey<T, K, KF, P, G, WithBreaker<C, M>> {
-        self.scheduler.set_breaker(breaker);
-        // Open periods and time windows are on the map's clock.
-        self.timed = true;
-        self.with_parts(|policy| policy, |gate| gate, WithBreaker::new)
+        self.with_parts(|policy| policy, |gate| gate, |_| Classified::new(classify))
     }
 
     /// The same admission, following the hints of the outcomes `classify` reads (before
@@ -397,19 +404,19 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
             if let Some(outcome) = self.classify.classify(&output) {
                 // A hint is kept on the map's clock (a pause, a rate, how long the key is
                 // kept), from now on.
-                self.timed |= !outcome.hint().is_empty();
+                let hinted = !outcome.hint_ref().is_empty();
+                self.timed |= hinted;
                 let now = self.now();
                 let ended = Ended {
-                    outcome: Some(outcome),
+                    outcome: &outcome,
+                    hinted,
                     ticket,
                     clock,
                     unpolled: &self.unpolled,
                     attempt,
                 };
                 self.scheduler.ended(&key, &ended, now);
-                if C::BREAKS {
-                    self.return_permits();
-                }
+                self.return_permits();
             }
         }
         let Some(item) = kept else {
@@ -451,6 +458,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
 impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
     /// Counts the start of an attempt of `waiting` (of `key`): what to remember of it while
     /// it runs, its input position and the item to call the function with.
+    #[inline]
     fn begin_attempt<O>(&mut self, key: K, waiting: Waiting<T>) -> (Running<K, T>, usize, T)
     where
         P: Attempts<T, O>,
@@ -464,12 +472,12 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         let kept = P::keep(&item);
         self.counts.attempts += 1;
         self.counts.started += u64::from(attempts == 0);
-        let clock = if C::ADAPTIVE {
+        let clock = if C::CLASSIFIES && self.scheduler.is_adaptive() {
             AttemptClock::start(self.now(), &self.unpolled)
         } else {
             AttemptClock::default()
         };
-        let ticket = if C::BREAKS {
+        let ticket = if C::CLASSIFIES {
             self.scheduler.take_granted()
         } else {
             None
@@ -549,7 +557,7 @@ where
 
     #[inline(always)]
     fn handed_out(&mut self) {
-        if C::ADAPTIVE {
+        if C::CLASSIFIES && self.scheduler.is_adaptive() {
             let now = self.now();
             self.unpolled.handed_out(now);
         }
@@ -557,7 +565,7 @@ where
 
     #[inline(always)]
     fn polled(&mut self) {
-        if C::ADAPTIVE {
+        if C::CLASSIFIES && self.scheduler.is_adaptive() {
             let now = self.now();
             self.unpolled.polled(now);
         }

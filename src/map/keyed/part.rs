@@ -86,8 +86,10 @@ impl Verdict {
 /// What the parts hear of an attempt that ended.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Ended<'a> {
-    /// Its output, as the map's classification read it (`None`: the map reads none).
-    pub(super) outcome: Option<Outcome>,
+    /// Its output, as the map's classification read it.
+    pub(super) outcome: &'a Outcome,
+    /// Whether the outcome carries a hint (read once for every part).
+    pub(super) hinted: bool,
     /// The breaker ticket its start was granted (a map with breakers).
     pub(super) ticket: Option<Ticket>,
     /// When it started, for its latency (an adaptive map's).

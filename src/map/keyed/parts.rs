@@ -126,6 +126,7 @@ impl<K: Hash + Eq + Clone> Parts<K> {
     }
 
     /// An attempt of `key` ended at `now`.
+    #[inline]
     pub(super) fn ended<T>(
         &mut self,
         key: &K,
@@ -133,8 +134,11 @@ impl<K: Hash + Eq + Clone> Parts<K> {
         ended: &Ended<'_>,
         now: u64,
     ) {
-        self.pause.ended(key, state, ended, now);
-        self.hints.ended(key, state, ended, now);
+        if ended.hinted {
+            // (The parts that read only hints hear only outcomes that carry one.)
+            self.pause.ended(key, state, ended, now);
+            self.hints.ended(key, state, ended, now);
+        }
         self.adaptive.ended(key, state, ended, now);
         self.breaker.ended(key, state, ended, now);
         self.asks.ended(key, state, ended, now);
@@ -142,6 +146,7 @@ impl<K: Hash + Eq + Clone> Parts<K> {
 
     /// Whether no part holds anything of the key a fresh one would not (a clean breaker is
     /// dropped on the way).
+    #[inline]
     pub(super) fn is_idle<T>(&mut self, state: &mut KeyState<T>, now: u64, pulled: u64) -> bool {
         let own = Part::<K, T>::is_idle(&mut self.rate, state, now, pulled)
             && Part::<K, T>::is_idle(&mut self.pause, state, now, pulled)

@@ -27,7 +27,10 @@ impl<K, T> Part<K, T> for Pauses {
     }
 
     fn ended(&mut self, _key: &K, state: &mut KeyState<T>, ended: &Ended<'_>, now: u64) {
-        let Some(pause) = ended.outcome.and_then(|outcome| outcome.hint().get_pause()) else {
+        if !ended.hinted {
+            return;
+        }
+        let Some(pause) = ended.outcome.hint_ref().get_pause() else {
             return;
         };
         events::key_paused(ended.attempt, pause, "hint");

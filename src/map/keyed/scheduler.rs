@@ -147,6 +147,12 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         }
     }
 
+    /// Whether the keys adapt.
+    #[inline(always)]
+    pub(crate) fn is_adaptive(&self) -> bool {
+        self.parts.adaptive.is_some()
+    }
+
     /// Gives every key a circuit breaker (before any item is pushed).
     pub(crate) fn set_breaker(&mut self, breaker: MapBreaker<K>) {
         self.parts.set_breaker(breaker);
@@ -726,8 +732,10 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(super) fn hinted(&mut self, key: &K, hint: crate::limit::hint::Hint, now: u64) {
         use super::part::Part;
         let unpolled = super::latency::Unpolled::default();
+        let outcome = crate::limit::outcome::Outcome::success().with_hint(hint);
         let ended = Ended {
-            outcome: Some(crate::limit::outcome::Outcome::success().with_hint(hint)),
+            outcome: &outcome,
+            hinted: !hint.is_empty(),
             ticket: None,
             clock: super::latency::AttemptClock::default(),
             unpolled: &unpolled,
@@ -752,7 +760,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             Outcome::failure()
         };
         let ended = Ended {
-            outcome: Some(outcome),
+            outcome: &outcome,
+            hinted: false,
             ticket: Some(ticket),
             clock: super::latency::AttemptClock::default(),
             unpolled: &unpolled,
