@@ -11,6 +11,7 @@
 //! Times are nanoseconds since a process-wide origin (`runtime/clock.rs`), so the state fits
 //! in one atomic word and compares with plain integers.
 
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 // The time line rates count on lives with the clocks; the maps' scheduler reaches it here.
@@ -135,16 +136,20 @@ impl Rate {
 /// kept by the caller: an atomic word, an entry of a keyed map, a field of the scheduler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Gcra {
-    /// Nanoseconds one start adds to the TAT.
-    interval: u64,
+    /// Nanoseconds one start adds to the TAT (never 0: a rate's interval is at least 1 ns,
+    /// which also makes `Option<Gcra>` two words, the size of a key's rate in a map).
+    interval: NonZeroU64,
     /// How far ahead of `now` the TAT may be for a start to be allowed.
     tolerance: u64,
 }
 
 impl Gcra {
     pub(crate) const fn new(rate: Rate) -> Self {
+        let Some(interval) = NonZeroU64::new(rate.interval) else {
+            panic!("a rate's interval is at least 1 ns");
+        };
         Self {
-            interval: rate.interval,
+            interval,
             tolerance: rate.interval.saturating_mul(rate.burst as u64 - 1),
         }
     }
@@ -157,14 +162,14 @@ impl Gcra {
     pub(crate) fn reserve(&self, tat: u64, now: u64) -> (u64, u64) {
         let tat = tat.max(now);
         let start_at = self.allowed_at(tat).max(now);
-        (tat.saturating_add(self.interval), start_at)
+        (tat.saturating_add(self.interval.get()), start_at)
     }
 
     /// The state before the reservation that produced `reserved_tat` (what a cancelled
     /// reservation gives back when nothing was reserved after it).
     #[inline]
     pub(crate) fn unreserve(&self, reserved_tat: u64) -> u64 {
-        reserved_tat.saturating_sub(self.interval)
+        reserved_tat.saturating_sub(self.interval.get())
     }
 
     /// A start at `now` against state `tat`: `Ok(new_tat)` if allowed, or `Err(at)`, the
@@ -176,28 +181,29 @@ impl Gcra {
         if allowed_at > now {
             Err(allowed_at)
         } else {
-            Ok(tat.saturating_add(self.interval))
+            Ok(tat.saturating_add(self.interval.get()))
         }
     }
 
     /// State `tat` of `old` carried over to this rate at `now`: the starts it is ahead
     /// by are kept, each now one interval of this rate (a live change of a map's rate).
     pub(crate) fn carry_over(&self, old: &Gcra, tat: u64, now: u64) -> u64 {
-        if tat <= now || old.interval == 0 {
+        if tat <= now {
             return tat;
         }
-        let ahead = u128::from(tat - now) * u128::from(self.interval) / u128::from(old.interval);
+        let ahead = u128::from(tat - now) * u128::from(self.interval.get())
+            / u128::from(old.interval.get());
         now.saturating_add(u64::try_from(ahead).unwrap_or(u64::MAX))
     }
 
     /// Starts per second at the steady rate.
     pub(crate) fn per_second(&self) -> f64 {
-        1e9 / self.interval.max(1) as f64
+        1e9 / self.interval.get() as f64
     }
 
     /// Nanoseconds between two starts at the steady rate.
     pub(crate) const fn interval_nanos(&self) -> u64 {
-        self.interval
+        self.interval.get()
     }
 
     /// The earliest time a start is allowed against `tat` (`now` or earlier when it is
@@ -212,7 +218,7 @@ impl Gcra {
     pub(crate) fn starts_allowed(&self, tat: u64, now: u64) -> u64 {
         let tat = tat.max(now);
         match now.saturating_add(self.tolerance).checked_sub(tat) {
-            Some(room) => room / self.interval.max(1) + 1,
+            Some(room) => room / self.interval.get() + 1,
             None => 0,
         }
     }

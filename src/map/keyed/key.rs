@@ -27,8 +27,44 @@ pub(super) enum Place {
     Turn,
     /// In `askers`: may ask its shared limits for a permit now.
     Ask,
-    /// In `sleepers`, waking at this time.
+    /// In `sleepers`, waking at this time (at most [`LATEST_WAKE`]).
     Asleep(u64),
+}
+
+/// The latest time a key sleeps until: a key held longer (a pause of `Duration::MAX`)
+/// wakes then, some 584 years on, and sleeps again.
+pub(super) const LATEST_WAKE: u64 = u64::MAX - 3;
+
+/// A [`Place`] in one word (a key's entry keeps one per key): a time to wake at, or one
+/// of the three values above [`LATEST_WAKE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PlaceWord(u64);
+
+impl PlaceWord {
+    const OUT: u64 = u64::MAX;
+    const TURN: u64 = u64::MAX - 1;
+    const ASK: u64 = u64::MAX - 2;
+
+    #[inline(always)]
+    pub(super) const fn get(self) -> Place {
+        match self.0 {
+            Self::OUT => Place::Out,
+            Self::TURN => Place::Turn,
+            Self::ASK => Place::Ask,
+            at => Place::Asleep(at),
+        }
+    }
+
+    #[inline(always)]
+    pub(super) const fn new(place: Place) -> Self {
+        Self(match place {
+            Place::Out => Self::OUT,
+            Place::Turn => Self::TURN,
+            Place::Ask => Self::ASK,
+            Place::Asleep(at) if at > LATEST_WAKE => LATEST_WAKE,
+            Place::Asleep(at) => at,
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -37,7 +73,10 @@ pub(super) struct KeyState<T> {
     pub(super) fresh: VecDeque<T>,
     /// Items back from a failed attempt, earliest first (due when they may start; ties
     /// in input order).
-    pub(super) delayed: BinaryHeap<Reverse<Due<T>>>,
+    /// (Boxed and made at the key's first retry: most keys never retry, and a key's entry
+    /// is what a crawl of a million hosts keeps per host: one word, not a heap's three.)
+    #[allow(clippy::box_collection)]
+    pub(super) delayed: Option<Box<BinaryHeap<Reverse<Due<T>>>>>,
     /// The limit and rate the key is held to.
     pub(super) settings: InForce,
     /// GCRA state of the key's rate (0: fresh).
@@ -46,7 +85,8 @@ pub(super) struct KeyState<T> {
     pub(super) paused_until: u64,
     /// What the key spent of its retry budget.
     pub(super) spent: Spent,
-    pub(super) place: Place,
+    /// Where it is in the lines ([`place`](Self::place)).
+    place: PlaceWord,
     /// On an adaptive map, the key's own limit and rate as they adapt (the settings are
     /// then their ceilings); boxed, so a map that does not adapt pays one word per key.
     pub(super) adapt: Option<Box<Adapted>>,
@@ -63,16 +103,28 @@ impl<T> KeyState<T> {
         Self {
             running: 0,
             fresh: VecDeque::new(),
-            delayed: BinaryHeap::new(),
+            delayed: None,
             settings,
             tat: 0,
             paused_until: 0,
             spent: Spent::default(),
-            place: Place::Out,
+            place: PlaceWord::new(Place::Out),
             adapt: None,
             kept_until: 0,
             breaker: None,
         }
+    }
+
+    /// Where the key is in the scheduler's lines.
+    #[inline(always)]
+    pub(super) fn place(&self) -> Place {
+        self.place.get()
+    }
+
+    /// Moves the key to `place` (a wake-up time is held to [`LATEST_WAKE`]).
+    #[inline(always)]
+    pub(super) fn set_place(&mut self, place: Place) {
+        self.place = PlaceWord::new(place);
     }
 
     /// The limit and rate the key is given: on an adaptive map its ceilings, elsewhere the
@@ -187,18 +239,18 @@ impl<T> KeyState<T> {
     /// the time its earliest retry is due; `None` without an item.
     pub(super) fn work_ready_at(&self) -> Option<u64> {
         if self.fresh.is_empty() {
-            self.delayed.peek().map(|Reverse(due)| due.at)
+            self.delayed.as_ref()?.peek().map(|Reverse(due)| due.at)
         } else {
             Some(0)
         }
     }
 
     pub(super) fn has_items(&self) -> bool {
-        !self.fresh.is_empty() || !self.delayed.is_empty()
+        !self.fresh.is_empty() || self.delayed.as_ref().is_some_and(|heap| !heap.is_empty())
     }
 
     pub(super) fn items(&self) -> usize {
-        self.fresh.len() + self.delayed.len()
+        self.fresh.len() + self.delayed.as_ref().map_or(0, |heap| heap.len())
     }
 
     /// When the key may start its next item by its items and its room alone (its parts
@@ -214,9 +266,11 @@ impl<T> KeyState<T> {
     /// Makes every item back from a failed attempt due by `now` (its key's breaker opened
     /// on a map where such items fail: they end at once instead of after their pauses).
     pub(super) fn due_now(&mut self, now: u64) {
-        if self.delayed.iter().any(|Reverse(due)| due.at > now) {
-            let delayed = std::mem::take(&mut self.delayed);
-            self.delayed = delayed
+        let Some(heap) = &mut self.delayed else {
+            return;
+        };
+        if heap.iter().any(|Reverse(due)| due.at > now) {
+            **heap = std::mem::take(&mut **heap)
                 .into_iter()
                 .map(|Reverse(due)| {
                     Reverse(Due {
@@ -232,7 +286,7 @@ impl<T> KeyState<T> {
     /// `not_before`; `order` is its place in the input.
     pub(super) fn push_retry(&mut self, item: T, order: u64, not_before: u64) {
         self.running -= 1;
-        self.delayed.push(Reverse(Due {
+        self.delayed.get_or_insert_default().push(Reverse(Due {
             at: not_before,
             order,
             value: item,
@@ -244,13 +298,13 @@ impl<T> KeyState<T> {
     /// retry. `None` without an item.
     #[inline]
     pub(super) fn take_item(&mut self, now: u64) -> Option<(T, bool)> {
-        let taken = match self.delayed.peek() {
-            Some(Reverse(delayed)) if delayed.at <= now => {
-                (self.delayed.pop().expect("peeked").0.value, false)
-            }
-            _ => match self.fresh.pop_front() {
+        let due =
+            |heap: &BinaryHeap<Reverse<Due<T>>>| heap.peek().is_some_and(|Reverse(d)| d.at <= now);
+        let taken = match &mut self.delayed {
+            Some(heap) if due(heap) => (heap.pop().expect("peeked").0.value, false),
+            delayed => match self.fresh.pop_front() {
                 Some(item) => (item, true),
-                None => (self.delayed.pop()?.0.value, false),
+                None => (delayed.as_mut()?.pop()?.0.value, false),
             },
         };
         self.running += 1;

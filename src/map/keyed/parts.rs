@@ -9,8 +9,9 @@
 //! said), adaptation, the breaker, then the shared limits (which give back the permits of a
 //! key its breaker now holds).
 //!
-//! Adding a per-key feature: one file implementing [`Part`], a field here, and its place in
-//! each fold.
+//! Adding a per-key feature: one file implementing [`Part`], and here a field, its setter
+//! (which sets `more`: the folds skip every optional part in one branch on maps that have
+//! none) and its place in each fold; its per-key state is a field of the key's entry.
 
 use std::hash::Hash;
 

@@ -24,7 +24,7 @@ use std::hash::Hash;
 
 use super::breaking::MapBreaker;
 use super::budget::RetryBudget;
-use super::key::{KeyState, Place};
+use super::key::{KeyState, LATEST_WAKE, Place};
 use super::pacing::{MapRate, Sleepers};
 use super::part::{Ended, Verdict};
 use super::parts::Parts;
@@ -275,7 +275,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     fn place(&mut self, key: K, now: u64) -> Place {
         let state = self.keys.get_mut(&key).expect("a placed key has state");
         Self::put(state, key, now, &mut self.parts, &mut self.lines);
-        state.place
+        state.place()
     }
 
     /// Puts `key`, of entry `state`, out of the lines, where its parts' verdict at `now`
@@ -283,15 +283,15 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// or nowhere (held).
     #[inline]
     fn put(state: &mut KeyState<T>, key: K, now: u64, parts: &mut Parts<K>, lines: &mut Lines<K>) {
-        state.place = match parts.verdict(&key, state, now) {
+        state.set_place(match parts.verdict(&key, state, now) {
             Verdict::Held => Place::Out,
             Verdict::At(at) | Verdict::Refuse(at) | Verdict::Ask(at) if at > now => {
-                Place::Asleep(at)
+                Place::Asleep(at.min(LATEST_WAKE))
             }
             Verdict::Ask(_) => Place::Ask,
             Verdict::At(_) | Verdict::Refuse(_) => Place::Turn,
-        };
-        match state.place {
+        });
+        match state.place() {
             Place::Out => {}
             Place::Ask => parts.asks.push_asker(key),
             Place::Turn => lines.turns.push_back(key),
@@ -317,7 +317,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         parts: &mut Parts<K>,
         lines: &mut Lines<K>,
     ) {
-        let again = match state.place {
+        let again = match state.place() {
             Place::Out => true,
             // An asker that got a permit or may start is checked when it is popped.
             Place::Turn | Place::Ask => false,
@@ -412,7 +412,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             let Some(state) = self.keys.get_mut(&key) else {
                 continue;
             };
-            state.place = Place::Out;
+            state.set_place(Place::Out);
             // Every part's verdict first, then the start: no part's refusal can strand
             // what another granted.
             match self.parts.verdict(&key, state, now) {
@@ -467,7 +467,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     fn wake(&mut self, now: u64) {
         while let Some((at, key)) = self.lines.sleepers.pop_due(now) {
             match self.keys.get(&key) {
-                Some(state) if state.place == Place::Asleep(at) => {
+                Some(state) if state.place() == Place::Asleep(at) => {
                     let rate = state.settings.rate;
                     let keys = self.keys.len();
                     if matches!(self.place(key, now), Place::Turn | Place::Ask) {
@@ -638,7 +638,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             let Some(state) = self.keys.get_mut(&key) else {
                 continue;
             };
-            state.place = Place::Out;
+            state.set_place(Place::Out);
             match self.parts.verdict(&key, state, now) {
                 Verdict::Ask(at) if at <= now => {
                     self.parts.asks.start_ask(key.clone());
@@ -703,7 +703,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             // Kept for its spent budget, maybe for long: without the queues it no longer
             // needs.
             state.fresh = VecDeque::new();
-            state.delayed = std::collections::BinaryHeap::new();
+            state.delayed = None;
         }
         if quiet && self.parts.is_idle(state, now, self.pulled) {
             self.keys.remove(key);
