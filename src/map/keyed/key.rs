@@ -1,11 +1,12 @@
-//! One key's entry in the scheduler: its waiting items, how many run, its settings, its
-//! rate state, its pause and what it spent of its retry budget; and when, by all of
-//! these, it may start its next item.
+//! One key's entry in the scheduler: its waiting items, how many run, its place in the
+//! lines, and the per-key state of the scheduler's parts (its settings, its rate's state,
+//! its pause, what it spent of its retry budget, its adaptive state, its breaker); and when
+//! its items and room alone let it start (the parts say the rest: `part.rs`).
 //!
 //! Invariants: items back from a failed attempt go before fresh ones once their time has
 //! come (they were pulled earlier), and fresh ones start in the order they were pulled;
 //! a key is idle (forgetting it changes nothing) only with nothing running or waiting and
-//! its rate, pause and retry budget deciding like a fresh key's.
+//! no part holding anything of it that a fresh key's would not.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
