@@ -10,8 +10,8 @@
 //! key its breaker now holds).
 //!
 //! Adding a per-key feature: one file implementing [`Part`], and here a field, its setter
-//! (which sets `more`: the folds skip every optional part in one branch on maps that have
-//! none) and its place in each fold; its per-key state is a field of the key's entry.
+//! (which sets `more`, and `judges` for a part with a verdict of its own: the folds skip
+//! every optional part in one branch on maps that have none) and its place in each fold; its per-key state is a field of the key's entry.
 
 use std::hash::Hash;
 
@@ -38,8 +38,11 @@ pub(super) struct Parts<K> {
     pub(super) budget: Option<RetryBudget>,
     /// Whether the map has any part beyond the key's rate, pause and hints (adaptation,
     /// a breaker, shared limits, a retry budget): a map with none of them asks one
-    /// question for all four on each verdict and start.
+    /// question for all four on each start and end.
     more: bool,
+    /// Whether any part but the rate and the pause has a verdict of its own (a breaker,
+    /// shared limits): the others' verdicts are asked in one question.
+    judges: bool,
 }
 
 impl<K> Parts<K> {
@@ -53,6 +56,7 @@ impl<K> Parts<K> {
             asks: Asks::new(),
             budget: None,
             more: false,
+            judges: false,
         }
     }
 
@@ -60,6 +64,7 @@ impl<K> Parts<K> {
     pub(super) fn set_breaker(&mut self, breaker: MapBreaker<K>) {
         self.breaker = Some(breaker);
         self.more = true;
+        self.judges = true;
     }
 
     /// Registers adaptation (before the first item).
@@ -78,6 +83,7 @@ impl<K> Parts<K> {
     pub(super) fn set_gated(&mut self) {
         self.asks.set_gated();
         self.more = true;
+        self.judges = true;
     }
 }
 
@@ -97,7 +103,7 @@ impl<K: Hash + Eq + Clone> Parts<K> {
         let verdict = Verdict::At(work)
             .and(self.rate.verdict(key, state, now))
             .and(self.pause.verdict(key, state, now));
-        if !self.more {
+        if !self.judges {
             return verdict;
         }
         verdict
