@@ -239,7 +239,10 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Also hands out the lines and the asks beside the entry, so the caller can place the
     /// key without looking it up again.
     fn state(&mut self, key: K, now: u64) -> (K, &mut KeyState<T>, &mut Parts<K>, &mut Lines<K>) {
-        if self.keys.len() >= 2 * self.swept_at.max(32) && !self.keys.contains_key(&key) {
+        // Whether or not the key is new (asking would cost every push a look-up while the
+        // table sits at its threshold): the next sweep comes at twice what this one keeps,
+        // and a known key forgotten here was idle, so it comes back as it would have been.
+        if self.keys.len() >= 2 * self.swept_at.max(32) {
             let (pulled, parts) = (self.pulled, &mut self.parts);
             self.keys
                 .retain(|_, state| !(state.is_quiet() && parts.is_idle(state, now, pulled)));
