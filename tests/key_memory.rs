@@ -49,12 +49,14 @@ const ATTEMPT: Duration = Duration::from_millis(1);
 const HINT: Hint = Hint::new().limit(2).rate(Rate::per_second(50));
 
 /// The most a key of the adapting, hinted, breaking map may keep, in bytes. Measured at
-/// 515 B per key, on both legs (627 B when the issue was filed, 593 B before the scheduler
+/// 423 B per key, on both legs (627 B when the issue was filed, 593 B before the scheduler
 /// became parts; the redesign is to bring it to 256 B, and this bound down with it). Where
-/// the 515 B go, by the types' sizes (`-Zprint-type-sizes`) and by maps with one feature
+/// the 423 B go, by the types' sizes (`-Zprint-type-sizes`) and by maps with one feature
 /// left out:
-/// - 266 B: the key's entry in the scheduler's table (its key and `KeyState`, 152 B, and a
-///   control byte), with the table's spare room (524,288 slots for 300,000 keys);
+/// - 152 B: the key's entry (`KeyState`) in the scheduler's slab, which grows by an eighth
+///   at a time (its spare room is at most an eighth of the entries);
+/// - about 16 B: the key and its entry's index in the scheduler's table, with the table's
+///   spare room (524,288 slots for 300,000 keys);
 /// - 16 B: the buffer of the key's queue of fresh items, room for one, kept after its one
 ///   item started;
 /// - 120 B: its boxed adaptive state;
@@ -62,15 +64,16 @@ const HINT: Hint = Hint::new().limit(2).rate(Rate::per_second(50));
 ///
 /// What came off since 593 B: the breaker's hold (a time per key, now read from the
 /// breaker's own state), a key's place in the lines in one word, a rate in two words
-/// (`Option<Gcra>`), and the queue of items back from failed attempts boxed and made at a
-/// key's first retry (one word, not a heap's three).
-const MAX_BYTES_PER_KEY: isize = 540;
+/// (`Option<Gcra>`), the queue of items back from failed attempts boxed and made at a
+/// key's first retry, and the table's spare room, which now costs an index, not an entry.
+const MAX_BYTES_PER_KEY: isize = 450;
 
 /// The most the map with `.per_key` alone may keep at its end, per key of the run, in
 /// bytes. It forgets idle keys (it holds none at the end), and what it keeps is its table's
 /// room for the keys of its window (16,384 items pulled ahead, each of its own key: 65,536
-/// slots, 10 MB), the same at 300,000 and 600,000 items: measured at 33 B here, and not
-/// a cost per key.
+/// slots of an index) and the vacated entries of its slab (about 16,384, with their queues'
+/// buffers, taken again by the next keys), the same at 300,000 and 600,000 items:
+/// measured at 11 B here, and not a cost per key.
 const MAX_BYTES_PER_FORGOTTEN_KEY: isize = 64;
 
 /// An item's error: its attempt failed, or its key's breaker was open (which never

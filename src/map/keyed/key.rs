@@ -13,6 +13,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use super::adapt::Adapted;
 use super::budget::Spent;
+use super::key_table::Recycle;
 use super::pacing::Due;
 use super::settings::InForce;
 use crate::events;
@@ -114,6 +115,22 @@ impl<T> KeyState<T> {
             kept_until: 0,
             breaker: None,
         }
+    }
+
+    /// Renews, for a key made in its place, an entry another key left
+    /// ([`vacate`](Recycle::vacate)): as [`new`](Self::new), its queue keeping its buffer.
+    #[inline]
+    pub(super) fn renew(&mut self, settings: InForce) {
+        debug_assert!(self.fresh.is_empty() && self.delayed.is_none());
+        self.running = 0;
+        self.settings = settings;
+        self.tat = 0;
+        self.paused_until = 0;
+        self.spent = Spent::default();
+        self.place = PlaceWord::new(Place::Out);
+        self.adapt = None;
+        self.kept_until = 0;
+        self.breaker = None;
     }
 
     /// Where the key is in the scheduler's lines.
@@ -320,5 +337,16 @@ impl<T> KeyState<T> {
     /// in hand and the keys seen recently (and the settings by the keys a user set).
     pub(super) fn is_quiet(&self) -> bool {
         self.running == 0 && !self.has_items()
+    }
+}
+
+/// A key's entry left in the scheduler's slab when the key is forgotten: its boxed states
+/// and retries go, its queue keeps its buffer for the next key made in its place.
+impl<T> Recycle for KeyState<T> {
+    fn vacate(&mut self) {
+        self.fresh.clear();
+        self.delayed = None;
+        self.adapt = None;
+        self.breaker = None;
     }
 }

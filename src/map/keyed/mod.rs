@@ -29,6 +29,7 @@ mod hints;
 mod hooks;
 mod key;
 mod key_rate;
+mod key_table;
 mod latency;
 mod pacing;
 mod part;

@@ -18,13 +18,13 @@
 //! number of items in every key's queues; a key in a line may have been forgotten since
 //! (whoever pops it checks).
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
 use super::breaking::MapBreaker;
 use super::budget::RetryBudget;
 use super::key::{KeyState, LATEST_WAKE, Place};
+use super::key_table::KeyTable;
 use super::pacing::{MapRate, Sleepers};
 use super::part::{Ended, Verdict};
 use super::parts::Parts;
@@ -71,7 +71,7 @@ pub(crate) struct KeyScheduler<K, T> {
     /// The per-key features (`parts.rs`): every start asks them, every end tells them.
     parts: Parts<K>,
     /// Keys with running or waiting items, or a rate or pause still in force.
-    keys: HashMap<K, KeyState<T>>,
+    keys: KeyTable<K, KeyState<T>>,
     /// The settings given to one key, kept until cleared (also while the key is
     /// forgotten): a key made again takes them. As many as the keys the user set.
     own: HashMap<K, KeySettings>,
@@ -134,7 +134,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             defaults: InForce::defaults(default_limit, None),
             rate: None,
             parts: Parts::new(),
-            keys: HashMap::new(),
+            keys: KeyTable::new(),
             own: HashMap::new(),
             given: None,
             swept_at: 0,
@@ -259,19 +259,20 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             lines,
             ..
         } = self;
-        match keys.entry(key) {
-            Entry::Occupied(occupied) => {
-                (occupied.key().clone(), occupied.into_mut(), parts, lines)
-            }
-            Entry::Vacant(vacant) => {
-                let key = vacant.key().clone();
-                let given = given.as_mut().map(|given| given.of(&key));
-                let settings = defaults.for_new_key(own.get(&key), given);
-                let state = vacant.insert(KeyState::new(settings));
-                parts.made(&key, state, now);
-                (key, state, parts, lines)
-            }
+        let (key, at, new) = keys.find_or_insert_with(
+            key,
+            |key| {
+                let given = given.as_mut().map(|given| given.of(key));
+                defaults.for_new_key(own.get(key), given)
+            },
+            KeyState::new,
+            |settings, state| state.renew(settings),
+        );
+        let state = keys.at_mut(at);
+        if new {
+            parts.made(&key, state, now);
         }
+        (key, state, parts, lines)
     }
 
     /// Puts a key that is out of the lines where it belongs at `now`; returns where.
@@ -487,9 +488,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// nothing until it runs fewer.
     pub(crate) fn set_default_limit(&mut self, limit: usize, now: u64) {
         self.defaults.limit = limit;
-        for state in self.keys.values_mut() {
+        self.keys.for_each_mut(|state| {
             state.change_settings(now, |settings, _| settings.follow_limit(limit));
-        }
+        });
         self.replace_all(now);
     }
 
@@ -504,9 +505,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// are woken earlier.
     pub(crate) fn change_default_rate(&mut self, rate: Gcra, now: u64) {
         self.defaults.rate = Some(rate);
-        for state in self.keys.values_mut() {
+        self.keys.for_each_mut(|state| {
             state.change_settings(now, |settings, tat| settings.follow_rate(rate, tat, now));
-        }
+        });
         self.replace_all(now);
     }
 
@@ -565,9 +566,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Items back from a failed attempt stay: they have started.
     pub(crate) fn take_fresh(&mut self) -> Vec<T> {
         let mut taken = Vec::new();
-        for state in self.keys.values_mut() {
-            taken.extend(state.fresh.drain(..));
-        }
+        self.keys
+            .for_each_mut(|state| taken.extend(state.fresh.drain(..)));
         self.waiting -= taken.len();
         // Keys left without items leave the lines when their turn or wake-up comes.
         taken
@@ -588,7 +588,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn busiest(&self, now: u64, n: usize) -> (usize, usize, Vec<KeyProgress<K>>) {
         let (mut paused, mut open) = (0, 0);
         let mut loads = Vec::new();
-        for (key, state) in &self.keys {
+        for (key, state) in self.keys.iter() {
             paused += usize::from(state.paused_until > now);
             let is_open = state
                 .breaker
