@@ -17,9 +17,9 @@ use crate::map::control::KeyProgress;
 /// A keyed map's breaker settings, and what it needs of its keys (rendered with `Debug`,
 /// for the error and the event, without a `Debug` bound on every keyed map).
 pub(crate) struct MapBreaker<K> {
-    pub(super) config: Breaker,
+    config: Breaker,
     /// Whether items of an open key fail at once (else they wait).
-    pub(super) fails: bool,
+    fails: bool,
     /// The error for `key` refused at `now`.
     refused: fn(&K, Refusal, u64) -> CircuitBreakerError,
     /// Tells a transition of `key`'s breaker.
@@ -51,22 +51,6 @@ impl<K> MapBreaker<K> {
             (self.emit)(key, &transition);
         }
     }
-}
-
-impl<K> fmt::Debug for MapBreaker<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MapBreaker")
-            .field("config", &self.config)
-            .field("fails", &self.fails)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<K> MapBreaker<K> {
-    /// Whether items of an open key fail at once (else they wait).
-    pub(super) fn fails(&self) -> bool {
-        self.fails
-    }
 
     /// The ticket of the last start's breaker permit, for the map to take.
     pub(super) fn take_granted(&mut self) -> Option<Ticket> {
@@ -88,6 +72,15 @@ impl<K> MapBreaker<K> {
         let (refused, _) = core.try_acquire(&self.config, now);
         let refusal = refused.expect_err("the verdict said the breaker is open");
         self.refused(key, refusal, now)
+    }
+}
+
+impl<K> fmt::Debug for MapBreaker<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MapBreaker")
+            .field("config", &self.config)
+            .field("fails", &self.fails)
+            .finish_non_exhaustive()
     }
 }
 

@@ -121,16 +121,32 @@ impl<T> KeyState<T> {
     /// ([`vacate`](Recycle::vacate)): as [`new`](Self::new), its queue keeping its buffer.
     #[inline]
     pub(super) fn renew(&mut self, settings: InForce) {
-        debug_assert!(self.fresh.is_empty() && self.delayed.is_none());
-        self.running = 0;
-        self.settings = settings;
-        self.tat = 0;
-        self.paused_until = 0;
-        self.spent = Spent::default();
-        self.place = PlaceWord::new(Place::Out);
-        self.adapt = None;
-        self.kept_until = 0;
-        self.breaker = None;
+        // Every field named (a field added to the entry must be renewed too, or this stops
+        // compiling), each as `new` makes it; the queue keeps its buffer, and it and the
+        // retries are empty already (`vacate`).
+        let Self {
+            running,
+            fresh,
+            delayed,
+            settings: in_force,
+            tat,
+            paused_until,
+            spent,
+            place,
+            adapt,
+            kept_until,
+            breaker,
+        } = self;
+        debug_assert!(fresh.is_empty() && delayed.is_none(), "a vacated entry");
+        *running = 0;
+        *in_force = settings;
+        *tat = 0;
+        *paused_until = 0;
+        *spent = Spent::default();
+        *place = PlaceWord::new(Place::Out);
+        *adapt = None;
+        *kept_until = 0;
+        *breaker = None;
     }
 
     /// Where the key is in the scheduler's lines.

@@ -26,7 +26,7 @@ use super::budget::RetryBudget;
 use super::key::{KeyState, LATEST_WAKE, Place};
 use super::key_table::KeyTable;
 use super::pacing::{MapRate, Sleepers};
-use super::part::{Ended, Verdict};
+use super::part::{Ended, Part, Verdict};
 use super::parts::Parts;
 use super::pause::Pauses;
 use super::settings::{GivenSettings, InForce};
@@ -367,8 +367,10 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// not to start before `not_before`. `order` is its place in the input.
     pub(crate) fn retry(&mut self, key: &K, item: T, order: u64, not_before: u64, now: u64) {
         let state = self.keys.get_mut(key).expect("a running key has state");
-        let refused = self.parts.breaker.as_ref().is_some_and(MapBreaker::fails)
-            && state.is_breaker_open(now);
+        let refused = matches!(
+            self.parts.breaker.verdict(key, state, now),
+            Verdict::Refuse(_)
+        );
         // An item whose key's breaker is open (on a map where such items fail) ends now.
         let not_before = if refused { now } else { not_before };
         state.push_retry(item, order, not_before);
