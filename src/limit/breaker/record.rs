@@ -7,16 +7,22 @@ use super::config::{QUIET, RecordSpec, TIME_BUCKETS};
 const QUIET_NANOS: u64 = QUIET.as_secs() * 1_000_000_000;
 
 /// The record of one breaker; which kind follows its [`RecordSpec`].
+///
+/// A map keeps one per key whose breaker holds an outcome, so its size is a cost per
+/// host of a crawl: the count record (the default) is held in place in 32 bytes, the
+/// time record, 72 bytes of buckets, behind a box made at its first outcome.
 #[derive(Clone, Debug)]
 pub(crate) enum Record {
     Count(CountWindow),
-    Time(TimeWindow),
+    /// `None` until the first outcome.
+    Time(Option<Box<TimeWindow>>),
 }
 
-/// The last `size` outcomes: slot `i` of the ring is bit `i` (set: bad).
+/// The last `size` outcomes: slot `i` of the ring is bit `i % 64` of word `i / 64` (set:
+/// bad). Two words rather than a `u128`, whose alignment of 16 would pad every breaker.
 #[derive(Clone, Debug)]
 pub(crate) struct CountWindow {
-    bad: u128,
+    bad: [u64; 2],
     /// When the latest outcome came: a record quiet for [`QUIET`] is empty.
     latest: u64,
     /// The slot the next outcome goes to.
@@ -41,16 +47,12 @@ impl Record {
     pub(crate) const fn new(spec: RecordSpec) -> Self {
         match spec {
             RecordSpec::Count(_) => Self::Count(CountWindow {
-                bad: 0,
+                bad: [0; 2],
                 latest: 0,
                 next: 0,
                 len: 0,
             }),
-            RecordSpec::Time(_) => Self::Time(TimeWindow {
-                newest: 0,
-                attempts: [0; TIME_BUCKETS as usize],
-                bad: [0; TIME_BUCKETS as usize],
-            }),
+            RecordSpec::Time(_) => Self::Time(None),
         }
     }
 
@@ -63,7 +65,15 @@ impl Record {
     pub(crate) fn record(&mut self, spec: RecordSpec, now: u64, bad: bool) {
         match (self, spec) {
             (Self::Count(record), RecordSpec::Count(size)) => record.record(size, now, bad),
-            (Self::Time(record), RecordSpec::Time(span)) => record.record(width(span), now, bad),
+            (Self::Time(record), RecordSpec::Time(span)) => record
+                .get_or_insert_with(|| {
+                    Box::new(TimeWindow {
+                        newest: 0,
+                        attempts: [0; TIME_BUCKETS as usize],
+                        bad: [0; TIME_BUCKETS as usize],
+                    })
+                })
+                .record(width(span), now, bad),
             (record, spec) => {
                 // A record of the other kind (a core kept under other settings): start over.
                 *record = Self::new(spec);
@@ -76,7 +86,7 @@ impl Record {
     pub(crate) fn counts(&self, spec: RecordSpec, now: u64) -> (u32, u32) {
         match (self, spec) {
             (Self::Count(record), RecordSpec::Count(_)) => record.counts(now),
-            (Self::Time(record), RecordSpec::Time(span)) => record.counts(width(span), now),
+            (Self::Time(Some(record)), RecordSpec::Time(span)) => record.counts(width(span), now),
             _ => (0, 0),
         }
     }
@@ -85,15 +95,16 @@ impl Record {
 impl CountWindow {
     fn record(&mut self, size: u32, now: u64, bad: bool) {
         if self.is_quiet(now) {
-            self.bad = 0;
+            self.bad = [0; 2];
             self.next = 0;
             self.len = 0;
         }
-        let bit = 1u128 << self.next;
+        let word = &mut self.bad[usize::from(self.next / 64)];
+        let bit = 1u64 << (self.next % 64);
         if bad {
-            self.bad |= bit;
+            *word |= bit;
         } else {
-            self.bad &= !bit;
+            *word &= !bit;
         }
         // `size` is at most 128, so slots and lengths fit in a `u8`.
         let size = size as u8;
@@ -110,7 +121,10 @@ impl CountWindow {
         if self.is_quiet(now) {
             (0, 0)
         } else {
-            (u32::from(self.len), self.bad.count_ones())
+            (
+                u32::from(self.len),
+                self.bad[0].count_ones() + self.bad[1].count_ones(),
+            )
         }
     }
 

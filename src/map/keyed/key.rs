@@ -9,12 +9,13 @@
 //! no part holding anything of it that a fresh key's would not.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 use super::adapt::Adapted;
 use super::budget::Spent;
 use super::key_table::Recycle;
 use super::pacing::Due;
+use super::queues::{Queue, Queues};
 use super::settings::InForce;
 use crate::events;
 use crate::limit::breaker::core::{BreakerCore, BreakerState};
@@ -72,7 +73,8 @@ impl PlaceWord {
 #[derive(Debug)]
 pub(super) struct KeyState<T> {
     pub(super) running: usize,
-    pub(super) fresh: VecDeque<T>,
+    /// Items pulled and not started yet, oldest first (their nodes are the scheduler's).
+    pub(super) fresh: Queue,
     /// Items back from a failed attempt, earliest first (due when they may start; ties
     /// in input order).
     /// (Boxed and made at the key's first retry: most keys never retry, and a key's entry
@@ -104,7 +106,7 @@ impl<T> KeyState<T> {
     pub(super) fn new(settings: InForce) -> Self {
         Self {
             running: 0,
-            fresh: VecDeque::new(),
+            fresh: Queue::EMPTY,
             delayed: None,
             settings,
             tat: 0,
@@ -118,12 +120,12 @@ impl<T> KeyState<T> {
     }
 
     /// Renews, for a key made in its place, an entry another key left
-    /// ([`vacate`](Recycle::vacate)): as [`new`](Self::new), its queue keeping its buffer.
+    /// ([`vacate`](Recycle::vacate)): as [`new`](Self::new) makes one.
     #[inline]
     pub(super) fn renew(&mut self, settings: InForce) {
         // Every field named (a field added to the entry must be renewed too, or this stops
-        // compiling), each as `new` makes it; the queue keeps its buffer, and it and the
-        // retries are empty already (`vacate`).
+        // compiling), each as `new` makes it; the queue and the retries are empty already
+        // (`vacate`).
         let Self {
             running,
             fresh,
@@ -287,6 +289,17 @@ impl<T> KeyState<T> {
         self.fresh.len() + self.delayed.as_ref().map_or(0, |heap| heap.len())
     }
 
+    /// Queues a freshly pulled item, its nodes in `queues`.
+    #[inline]
+    pub(super) fn push_fresh(&mut self, queues: &mut Queues<T>, item: T) {
+        queues.push_back(&mut self.fresh, item);
+    }
+
+    /// Takes every fresh item (pulled, never started) into `into`.
+    pub(super) fn take_fresh(&mut self, queues: &mut Queues<T>, into: &mut Vec<T>) {
+        queues.drain_into(&mut self.fresh, into);
+    }
+
     /// When the key may start its next item by its items and its room alone (its parts
     /// say the rest): `None` without an item or without room.
     #[inline(always)]
@@ -329,14 +342,14 @@ impl<T> KeyState<T> {
 
     /// Takes the item to start at `now`, counted as running: a retry whose time has come,
     /// else the oldest fresh item (a first attempt: `true` beside it), else the earliest
-    /// retry. `None` without an item.
+    /// retry. `None` without an item. The fresh items' nodes are in `queues`.
     #[inline]
-    pub(super) fn take_item(&mut self, now: u64) -> Option<(T, bool)> {
+    pub(super) fn take_item(&mut self, now: u64, queues: &mut Queues<T>) -> Option<(T, bool)> {
         let due =
             |heap: &BinaryHeap<Reverse<Due<T>>>| heap.peek().is_some_and(|Reverse(d)| d.at <= now);
         let taken = match &mut self.delayed {
             Some(heap) if due(heap) => (heap.pop().expect("peeked").0.value, false),
-            delayed => match self.fresh.pop_front() {
+            delayed => match queues.pop_front(&mut self.fresh) {
                 Some(item) => (item, true),
                 None => (delayed.as_mut()?.pop()?.0.value, false),
             },
@@ -356,11 +369,11 @@ impl<T> KeyState<T> {
     }
 }
 
-/// A key's entry left in the scheduler's slab when the key is forgotten: its boxed states
-/// and retries go, its queue keeps its buffer for the next key made in its place.
+/// A key's entry left in the scheduler's slab when the key is forgotten (it has no item):
+/// its boxed states go.
 impl<T> Recycle for KeyState<T> {
     fn vacate(&mut self) {
-        self.fresh.clear();
+        debug_assert!(self.fresh.is_empty(), "a forgotten key has no item");
         self.delayed = None;
         self.adapt = None;
         self.breaker = None;

@@ -35,6 +35,7 @@ mod pacing;
 mod part;
 mod parts;
 mod pause;
+mod queues;
 mod retry_budget;
 mod scheduler;
 mod settings;

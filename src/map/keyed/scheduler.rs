@@ -29,6 +29,7 @@ use super::pacing::{MapRate, Sleepers};
 use super::part::{Ended, Part, Verdict};
 use super::parts::Parts;
 use super::pause::Pauses;
+use super::queues::Queues;
 use super::settings::{GivenSettings, InForce};
 use super::shared::LaterReason;
 use crate::limit::adaptive::config::Adaptive;
@@ -82,6 +83,8 @@ pub(crate) struct KeyScheduler<K, T> {
     /// doubles, so sweeping costs O(1) per key, amortised.
     swept_at: usize,
     lines: Lines<K>,
+    /// The nodes of every key's queue of fresh items.
+    queues: Queues<T>,
     waiting: usize,
     /// Items pushed so far: the clock a spent retry budget lapses on.
     pulled: u64,
@@ -108,6 +111,7 @@ impl<K, T> KeyScheduler<K, T> {
     /// Forgets every key, waiting item and running count (the running work was dropped).
     pub(crate) fn clear(&mut self) {
         self.keys.clear();
+        self.queues.clear();
         self.lines.turns.clear();
         self.parts.asks.clear();
         self.lines.sleepers.clear();
@@ -142,6 +146,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 turns: VecDeque::new(),
                 sleepers: Sleepers::new(),
             },
+            queues: Queues::new(),
             waiting: 0,
             pulled: 0,
         }
@@ -237,8 +242,19 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// `key`'s entry, made with the default settings if the key is new (sweeping the idle
     /// keys first when the map has doubled its keys since the last sweep).
     /// Also hands out the lines and the asks beside the entry, so the caller can place the
-    /// key without looking it up again.
-    fn state(&mut self, key: K, now: u64) -> (K, &mut KeyState<T>, &mut Parts<K>, &mut Lines<K>) {
+    /// key without looking it up again, and the queues' nodes.
+    #[allow(clippy::type_complexity)]
+    fn state(
+        &mut self,
+        key: K,
+        now: u64,
+    ) -> (
+        K,
+        &mut KeyState<T>,
+        &mut Parts<K>,
+        &mut Lines<K>,
+        &mut Queues<T>,
+    ) {
         // Whether or not the key is new (asking would cost every push a look-up while the
         // table sits at its threshold): the next sweep comes at twice what this one keeps,
         // and a known key forgotten here was idle, so it comes back as it would have been.
@@ -257,6 +273,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             defaults,
             parts,
             lines,
+            queues,
             ..
         } = self;
         let (key, at, new) = keys.find_or_insert_with(
@@ -272,7 +289,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         if new {
             parts.made(&key, state, now);
         }
-        (key, state, parts, lines)
+        (key, state, parts, lines, queues)
     }
 
     /// Puts a key that is out of the lines where it belongs at `now`; returns where.
@@ -348,18 +365,12 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         self.pulled += 1;
         let pulled = self.pulled;
         self.waiting += 1;
-        let (key, state, parts, lines) = self.state(key, now);
+        let (key, state, parts, lines, queues) = self.state(key, now);
         if state.is_quiet() {
             // Back after its budget lapsed, not yet swept: as fresh as a forgotten key.
             state.spent.come_back(pulled);
         }
-        if state.fresh.capacity() == 0 {
-            // Room for one, not the four a first push makes: most keys of a wide crawl hold
-            // one item at a time, and a key kept after its items (adapting, hinted, with a
-            // breaker) keeps its buffer for as long as it is kept.
-            state.fresh.reserve_exact(1);
-        }
-        state.fresh.push_back(item);
+        state.push_fresh(queues, item);
         Self::replace_in(state, &key, now, parts, lines);
     }
 
@@ -435,7 +446,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                     continue;
                 }
             }
-            let (item, first) = state.take_item(now).expect("a ready key has an item");
+            let (item, first) = state
+                .take_item(now, &mut self.queues)
+                .expect("a ready key has an item");
             self.parts.started(&key, state, now, first);
             if let Some(rate) = &mut self.rate {
                 rate.start(now);
@@ -460,7 +473,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let breaker = self.parts.breaker.as_ref().expect("only a breaker refuses");
         let error = breaker.refuse(&key, state, now);
         self.parts.asks.give_back(&key);
-        let (item, _) = state.take_item(now).expect("a ready key has an item");
+        let (item, _) = state
+            .take_item(now, &mut self.queues)
+            .expect("a ready key has an item");
         state.running -= 1;
         self.waiting -= 1;
         let refused = key.clone();
@@ -568,8 +583,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Items back from a failed attempt stay: they have started.
     pub(crate) fn take_fresh(&mut self) -> Vec<T> {
         let mut taken = Vec::new();
+        let queues = &mut self.queues;
         self.keys
-            .for_each_mut(|state| taken.extend(state.fresh.drain(..)));
+            .for_each_mut(|state| state.take_fresh(queues, &mut taken));
         self.waiting -= taken.len();
         // Keys left without items leave the lines when their turn or wake-up comes.
         taken
@@ -692,7 +708,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// [`finish`](Self::finish) or [`retry`](Self::retry)). `None` if it has no item left.
     pub(crate) fn ask_failed(&mut self, key: &K, now: u64) -> Option<T> {
         self.parts.asks.ask_failed(key);
-        let (item, _) = self.keys.get_mut(key)?.take_item(now)?;
+        let (item, _) = self.keys.get_mut(key)?.take_item(now, &mut self.queues)?;
         self.waiting -= 1;
         self.replace(key, now);
         Some(item)
@@ -705,9 +721,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         state.spent.quiet_from(self.pulled);
         let quiet = state.is_quiet();
         if quiet && state.spent.is_owed() {
-            // Kept for its spent budget, maybe for long: without the queues it no longer
-            // needs.
-            state.fresh = VecDeque::new();
+            // Kept for its spent budget, maybe for long: without the retries' heap it no
+            // longer needs.
             state.delayed = None;
         }
         if quiet && self.parts.is_idle(state, now, self.pulled) {
