@@ -73,14 +73,14 @@ pub(crate) struct KeyAdapt {
     rate_k: f32,
     /// Rate-bound seconds since the last rate cut.
     rate_x: f32,
-    /// The rate ceiling in starts per second (infinite: none).
-    rate_ceiling: f32,
+    /// The rate ceiling, as given (`None`: none); its burst is the burst of every rate the
+    /// key takes. Kept whole, not as a number of starts per second, so the key's owner
+    /// can read back the ceiling it set ([`ceilings`](Self::ceilings)) and keep no copy.
+    rate_ceiling: Option<Gcra>,
     /// Starts per second, a moving average over rounds.
     measured: f32,
     /// The limit ceiling.
     ceiling: u32,
-    /// The burst of every rate the key takes (its rate ceiling's).
-    burst: u32,
     /// The lowest mean latency of a latency verdict, in microseconds (0: none yet).
     baseline: u32,
     /// Sum of the latency samples carried so far, in microseconds (saturating).
@@ -130,22 +130,18 @@ impl KeyAdapt {
         let ceiling = clamp_ceiling(config.ceiling());
         let floor = (config.floor() as f32).min(ceiling as f32);
         let limit = INITIAL_LIMIT.clamp(floor, ceiling as f32);
-        let (rate_ceiling, burst) = match config.get_rate_ceiling() {
-            Some(rate) => (per_second(rate.interval()), rate.get_burst()),
-            None => (f32::INFINITY, 1),
-        };
+        let rate_ceiling = config.get_rate_ceiling().map(Gcra::new);
         Self {
             limit,
             limit_w: limit,
             limit_k: 0.0,
-            rate: initial_rate(rate_ceiling),
+            rate: initial_rate(per_second_of(rate_ceiling)),
             rate_w: 0.0,
             rate_k: 0.0,
             rate_x: 0.0,
             rate_ceiling,
             measured: 0.0,
             ceiling: ceiling as u32,
-            burst,
             baseline: 0,
             latency_sum: 0,
             round_start: now,
@@ -178,7 +174,31 @@ impl KeyAdapt {
     /// The current rate as a [`Rate`], for those who show it.
     pub(crate) fn current_rate(&self) -> Option<Rate> {
         let interval = self.interval();
-        (interval > 0).then(|| Rate::every(Duration::from_nanos(interval)).burst(self.burst))
+        (interval > 0).then(|| Rate::every(Duration::from_nanos(interval)).burst(self.burst()))
+    }
+
+    /// The ceilings the key's owner set ([`set_ceiling`](Self::set_ceiling)): its limit
+    /// ceiling and its rate ceiling, each `None` where the key follows the configuration.
+    pub(crate) fn own_ceilings(&self) -> (Option<usize>, Option<Gcra>) {
+        (
+            (self.flags & OWN_LIMIT != 0).then_some(self.ceiling as usize),
+            self.rate_ceiling.filter(|_| self.flags & OWN_RATE != 0),
+        )
+    }
+
+    /// The burst of every rate the key takes: its rate ceiling's (1 without one).
+    fn burst(&self) -> u32 {
+        self.rate_ceiling.map_or(1, |gcra| {
+            // A fresh state allows the burst at once.
+            u32::try_from(gcra.starts_allowed(0, 0))
+                .unwrap_or(u32::MAX)
+                .max(1)
+        })
+    }
+
+    /// The rate ceiling in starts per second (infinite: none).
+    fn rate_ceiling(&self) -> f32 {
+        per_second_of(self.rate_ceiling)
     }
 
     /// A start: `running` = the key's items running, this one included; `rate_waited`: the
@@ -245,10 +265,6 @@ impl KeyAdapt {
     /// The user set a ceiling for this key (`None`: the configuration's, from the next
     /// [`finished`](Self::finished) on). A lower ceiling takes the values down at once; a
     /// higher one lets them creep up (from the recovery curve's plateau).
-    #[allow(
-        dead_code,
-        reason = "the keyed maps call it; their wiring lands separately"
-    )]
     pub(crate) fn set_ceiling(&mut self, limit: Option<usize>, rate: Option<Gcra>) {
         match limit {
             Some(limit) => {
@@ -260,12 +276,7 @@ impl KeyAdapt {
         match rate {
             Some(gcra) => {
                 self.flags |= OWN_RATE;
-                // A fresh state's first start moves it by one interval, and a fresh state
-                // allows the burst at once: the two numbers of the rate.
-                let interval = gcra.decide(0, 0).unwrap_or(1);
-                let burst = gcra.starts_allowed(0, 0);
-                self.burst = u32::try_from(burst).unwrap_or(u32::MAX).max(1);
-                self.set_rate_ceiling(per_second(Duration::from_nanos(interval)));
+                self.set_rate_ceiling(Some(gcra));
             }
             None => self.flags &= !OWN_RATE,
         }
@@ -298,12 +309,8 @@ impl KeyAdapt {
             self.set_limit_ceiling(clamp_ceiling(config.ceiling()));
         }
         if self.flags & OWN_RATE == 0 {
-            let (ceiling, burst) = match config.get_rate_ceiling() {
-                Some(rate) => (per_second(rate.interval()), rate.get_burst()),
-                None => (f32::INFINITY, 1),
-            };
+            let ceiling = config.get_rate_ceiling().map(Gcra::new);
             if ceiling != self.rate_ceiling {
-                self.burst = burst;
                 self.set_rate_ceiling(ceiling);
             }
         }
@@ -323,18 +330,20 @@ impl KeyAdapt {
         self.ceiling = ceiling;
     }
 
-    fn set_rate_ceiling(&mut self, ceiling: f32) {
+    fn set_rate_ceiling(&mut self, given: Option<Gcra>) {
+        let ceiling = per_second_of(given);
+        let before = self.rate_ceiling();
         if self.rate == 0.0 && self.flags & SLOW_RATE != 0 {
             // A key that has had no rate and no cut starts low under its first ceiling.
             self.rate = initial_rate(ceiling);
         } else if ceiling < self.rate || self.rate == 0.0 {
             self.rate = ceiling;
             self.rate_w = self.rate_w.min(ceiling);
-        } else if ceiling > self.rate_ceiling && self.rate >= self.rate_ceiling {
+        } else if ceiling > before && self.rate >= before {
             (self.rate_w, self.rate_k, self.rate_x) = (self.rate, 0.0, 0.0);
             self.flags &= !SLOW_RATE;
         }
-        self.rate_ceiling = ceiling;
+        self.rate_ceiling = given;
     }
 
     /// The first overload of a round, of an attempt started after the last cut: cuts the
@@ -358,9 +367,9 @@ impl KeyAdapt {
             // A key whose starts were not spaced (no rate, or one far above its use)
             // could have sent a burst: its rate is now at most `BURST_CAP` times its
             // measured pace.
-            let cap = (BURST_CAP * self.measured_rate(now)).min(self.rate_ceiling);
+            let cap = (BURST_CAP * self.measured_rate(now)).min(self.rate_ceiling());
             if cap > 0.0 && (self.rate == 0.0 || cap < self.rate) {
-                self.rate = cap.max(RATE_FLOOR.min(self.rate_ceiling));
+                self.rate = cap.max(RATE_FLOOR.min(self.rate_ceiling()));
                 self.rate_w = self.rate_w.min(self.rate);
             }
         } else {
@@ -398,14 +407,14 @@ impl KeyAdapt {
             (true, false) => self.rate,
             (false, _) => measured,
         };
-        let floor = RATE_FLOOR.min(self.rate_ceiling);
+        let floor = RATE_FLOOR.min(self.rate_ceiling());
         let current = current.max(floor);
         self.rate_w = if self.flags & (CLEAN_RATE | SLOW_RATE) != 0 {
             current
         } else {
             self.rate_w.max(current)
         };
-        self.rate = (current * CUT).max(floor).min(self.rate_ceiling);
+        self.rate = (current * CUT).max(floor).min(self.rate_ceiling());
         self.rate_k = plateau_distance(self.rate, self.rate_w) * rate_recovery_secs(self.rate_w);
         self.rate_x = 0.0;
         self.flags &= !(SLOW_RATE | CLEAN_RATE);
@@ -524,7 +533,7 @@ impl KeyAdapt {
         };
         self.rate = target
             .min(self.rate * MAX_RISE)
-            .min(self.rate_ceiling)
+            .min(self.rate_ceiling())
             .max(self.rate);
     }
 
@@ -601,6 +610,13 @@ fn clamp_ceiling(ceiling: usize) -> usize {
 /// Starts per second at one start per `interval`.
 fn per_second(interval: Duration) -> f32 {
     (1.0 / interval.as_secs_f64()) as f32
+}
+
+/// A rate ceiling in starts per second (infinite: none).
+fn per_second_of(ceiling: Option<Gcra>) -> f32 {
+    ceiling.map_or(f32::INFINITY, |gcra| {
+        per_second(Duration::from_nanos(gcra.interval_nanos()))
+    })
 }
 
 fn micros(nanos: u64) -> u32 {

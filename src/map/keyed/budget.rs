@@ -51,6 +51,12 @@ impl RetryBudget {
         }
     }
 
+    /// Whether a first attempt puts anything back in a fresh key's bucket: only under a
+    /// floor of 0, whose full bucket holds 1 and whose fresh one 0.
+    pub(super) fn fills_fresh_keys(&self) -> bool {
+        self.floor < 1.0 && self.ratio > 0.0
+    }
+
     /// A first attempt of the key puts `ratio` back (never fuller than a fresh bucket).
     #[inline]
     pub(super) fn refill(&self, spent: &mut Spent) {

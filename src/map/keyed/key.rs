@@ -11,13 +11,13 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::adapt::Adapted;
 use super::budget::Spent;
 use super::key_table::Recycle;
 use super::pacing::Due;
 use super::queues::{Queue, Queues};
 use super::settings::InForce;
 use crate::events;
+use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::breaker::core::{BreakerCore, BreakerState};
 use crate::limit::rate::gcra::Gcra;
 
@@ -37,6 +37,17 @@ pub(super) enum Place {
 /// The latest time a key sleeps until: a key held longer (a pause of `Duration::MAX`)
 /// wakes then, some 584 years on, and sleeps again.
 pub(super) const LATEST_WAKE: u64 = u64::MAX - 3;
+
+/// How long a key that adapts is kept after its last attempt, once it has nothing to do:
+/// a host whose items come sparsely keeps what it learned (60 s; the idle-key sweep
+/// forgets it after that, and it starts low again).
+const KEPT_IDLE: u64 = 60_000_000_000;
+
+/// The time an adaptive key active at `now` is kept until.
+#[inline(always)]
+pub(super) const fn kept_idle_from(now: u64) -> u64 {
+    now.saturating_add(KEPT_IDLE)
+}
 
 /// A [`Place`] in one word (a key's entry keeps one per key): a time to wake at, or one
 /// of the three values above [`LATEST_WAKE`].
@@ -75,30 +86,35 @@ pub(super) struct KeyState<T> {
     pub(super) running: usize,
     /// Items pulled and not started yet, oldest first (their nodes are the scheduler's).
     pub(super) fresh: Queue,
-    /// Items back from a failed attempt, earliest first (due when they may start; ties
-    /// in input order).
-    /// (Boxed and made at the key's first retry: most keys never retry, and a key's entry
-    /// is what a crawl of a million hosts keeps per host: one word, not a heap's three.)
-    #[allow(clippy::box_collection)]
-    pub(super) delayed: Option<Box<BinaryHeap<Reverse<Due<T>>>>>,
+    /// Its items back from failed attempts and what it spent of its retry budget; boxed
+    /// and made at the key's first retry (most keys never retry, and a key's entry is
+    /// what a crawl of a million hosts keeps per host: one word here, not five).
+    pub(super) retries: Option<Box<Retries<T>>>,
     /// The limit and rate the key is held to.
     pub(super) settings: InForce,
     /// GCRA state of the key's rate (0: fresh).
     pub(super) tat: u64,
     /// No start before this time (a pause asked by the server).
     pub(super) paused_until: u64,
-    /// What the key spent of its retry budget.
-    pub(super) spent: Spent,
     /// Where it is in the lines ([`place`](Self::place)).
     place: PlaceWord,
     /// On an adaptive map, the key's own limit and rate as they adapt (the settings are
     /// then their ceilings); boxed, so a map that does not adapt pays one word per key.
-    pub(super) adapt: Option<Box<Adapted>>,
-    /// Kept, even idle, until this time (a server's hint set its limit or rate).
+    pub(super) adapt: Option<Box<KeyAdapt>>,
+    /// Kept, even idle, until this time: 60 s after a server's hint set its limit or rate
+    /// (`hints.rs`), or after its last attempt on an adaptive map (`adaptation.rs`).
     pub(super) kept_until: u64,
     /// On a map with breakers, the key's (made at its first start; dropped once it holds
     /// nothing a fresh one would not); boxed, so other maps pay one word per key.
     pub(super) breaker: Option<Box<BreakerCore>>,
+}
+
+/// A key's items back from failed attempts and what it spent of its retry budget.
+#[derive(Debug)]
+pub(super) struct Retries<T> {
+    /// The items, earliest first (due when they may start; ties in input order).
+    pub(super) due: BinaryHeap<Reverse<Due<T>>>,
+    pub(super) spent: Spent,
 }
 
 impl<T> KeyState<T> {
@@ -107,11 +123,10 @@ impl<T> KeyState<T> {
         Self {
             running: 0,
             fresh: Queue::EMPTY,
-            delayed: None,
+            retries: None,
             settings,
             tat: 0,
             paused_until: 0,
-            spent: Spent::default(),
             place: PlaceWord::new(Place::Out),
             adapt: None,
             kept_until: 0,
@@ -129,26 +144,58 @@ impl<T> KeyState<T> {
         let Self {
             running,
             fresh,
-            delayed,
+            retries,
             settings: in_force,
             tat,
             paused_until,
-            spent,
             place,
             adapt,
             kept_until,
             breaker,
         } = self;
-        debug_assert!(fresh.is_empty() && delayed.is_none(), "a vacated entry");
+        debug_assert!(fresh.is_empty() && retries.is_none(), "a vacated entry");
         *running = 0;
         *in_force = settings;
         *tat = 0;
         *paused_until = 0;
-        *spent = Spent::default();
         *place = PlaceWord::new(Place::Out);
         *adapt = None;
         *kept_until = 0;
         *breaker = None;
+    }
+
+    /// The key's retries and spending, made empty if it has none yet.
+    pub(super) fn retries_mut(&mut self) -> &mut Retries<T> {
+        self.retries.get_or_insert_with(|| {
+            Box::new(Retries {
+                due: BinaryHeap::new(),
+                spent: Spent::default(),
+            })
+        })
+    }
+
+    /// What the key spent of its retry budget, if it ever retried (a key that never did
+    /// spent nothing).
+    #[inline(always)]
+    pub(super) fn spent(&self) -> Option<&Spent> {
+        self.retries.as_deref().map(|retries| &retries.spent)
+    }
+
+    /// The key finished an attempt and has nothing running or waiting (`quiet`), the map
+    /// having pulled `pulled` items: its spending starts to lapse, and its retries keep
+    /// no heap (nor their box, with nothing spent), kept as the key may be for long.
+    pub(super) fn settle_retries(&mut self, pulled: u64, quiet: bool) {
+        let Some(retries) = &mut self.retries else {
+            return;
+        };
+        retries.spent.quiet_from(pulled);
+        if quiet {
+            if retries.spent.is_owed() {
+                retries.due = BinaryHeap::new();
+            } else {
+                self.retries = None;
+            }
+        }
     }
 
     /// Where the key is in the scheduler's lines.
@@ -167,7 +214,12 @@ impl<T> KeyState<T> {
     /// values in force.
     pub(super) fn given(&self) -> (usize, Option<Gcra>) {
         match &self.adapt {
-            Some(adapted) => (adapted.ceiling_limit, adapted.ceiling_rate),
+            Some(adapted) => {
+                // (An adaptive key's ceilings are always its own: `apply_settings` sets
+                // them from its settings.)
+                let (limit, rate) = adapted.own_ceilings();
+                (limit.unwrap_or(self.settings.limit), rate)
+            }
             None => (self.settings.limit, self.settings.rate),
         }
     }
@@ -216,14 +268,11 @@ impl<T> KeyState<T> {
         };
         let in_force = self.settings.rate;
         let mut ceilings = self.settings;
-        ceilings.limit = adapted.ceiling_limit;
-        ceilings.rate = adapted.ceiling_rate;
+        let (limit, rate) = adapted.own_ceilings();
+        ceilings.limit = limit.unwrap_or(ceilings.limit);
+        ceilings.rate = rate;
         change(&mut ceilings, &mut self.tat.clone());
-        adapted.ceiling_limit = ceilings.limit;
-        adapted.ceiling_rate = ceilings.rate;
-        adapted
-            .core
-            .set_ceiling(Some(ceilings.limit), ceilings.rate);
+        adapted.set_ceiling(Some(ceilings.limit), ceilings.rate);
         self.settings = ceilings;
         self.settings.rate = in_force;
         self.adapted(now);
@@ -236,8 +285,8 @@ impl<T> KeyState<T> {
             return;
         };
         let old = self.settings.rate;
-        self.settings.limit = adapted.core.limit();
-        self.settings.rate = adapted.core.rate();
+        self.settings.limit = adapted.limit();
+        self.settings.rate = adapted.rate();
         if let (Some(old), Some(new)) = (old, self.settings.rate) {
             self.tat = new.carry_over(&old, self.tat, now);
         }
@@ -259,6 +308,7 @@ impl<T> KeyState<T> {
         let running = self.running;
         if let Some(adapted) = &mut self.adapt {
             adapted.started(now, running, held_by_rate);
+            self.kept_until = self.kept_until.max(kept_idle_from(now));
         }
     }
 
@@ -275,18 +325,18 @@ impl<T> KeyState<T> {
     /// the time its earliest retry is due; `None` without an item.
     pub(super) fn work_ready_at(&self) -> Option<u64> {
         if self.fresh.is_empty() {
-            self.delayed.as_ref()?.peek().map(|Reverse(due)| due.at)
+            self.retries.as_ref()?.due.peek().map(|Reverse(due)| due.at)
         } else {
             Some(0)
         }
     }
 
     pub(super) fn has_items(&self) -> bool {
-        !self.fresh.is_empty() || self.delayed.as_ref().is_some_and(|heap| !heap.is_empty())
+        !self.fresh.is_empty() || self.retries.as_ref().is_some_and(|r| !r.due.is_empty())
     }
 
     pub(super) fn items(&self) -> usize {
-        self.fresh.len() + self.delayed.as_ref().map_or(0, |heap| heap.len())
+        self.fresh.len() + self.retries.as_ref().map_or(0, |r| r.due.len())
     }
 
     /// Queues a freshly pulled item, its nodes in `queues`.
@@ -313,11 +363,11 @@ impl<T> KeyState<T> {
     /// Makes every item back from a failed attempt due by `now` (its key's breaker opened
     /// on a map where such items fail: they end at once instead of after their pauses).
     pub(super) fn due_now(&mut self, now: u64) {
-        let Some(heap) = &mut self.delayed else {
+        let Some(Retries { due: heap, .. }) = self.retries.as_deref_mut() else {
             return;
         };
         if heap.iter().any(|Reverse(due)| due.at > now) {
-            **heap = std::mem::take(&mut **heap)
+            *heap = std::mem::take(heap)
                 .into_iter()
                 .map(|Reverse(due)| {
                     Reverse(Due {
@@ -333,7 +383,7 @@ impl<T> KeyState<T> {
     /// `not_before`; `order` is its place in the input.
     pub(super) fn push_retry(&mut self, item: T, order: u64, not_before: u64) {
         self.running -= 1;
-        self.delayed.get_or_insert_default().push(Reverse(Due {
+        self.retries_mut().due.push(Reverse(Due {
             at: not_before,
             order,
             value: item,
@@ -347,11 +397,13 @@ impl<T> KeyState<T> {
     pub(super) fn take_item(&mut self, now: u64, queues: &mut Queues<T>) -> Option<(T, bool)> {
         let due =
             |heap: &BinaryHeap<Reverse<Due<T>>>| heap.peek().is_some_and(|Reverse(d)| d.at <= now);
-        let taken = match &mut self.delayed {
-            Some(heap) if due(heap) => (heap.pop().expect("peeked").0.value, false),
-            delayed => match queues.pop_front(&mut self.fresh) {
+        let taken = match self.retries.as_deref_mut() {
+            Some(Retries { due: heap, .. }) if due(heap) => {
+                (heap.pop().expect("peeked").0.value, false)
+            }
+            retries => match queues.pop_front(&mut self.fresh) {
                 Some(item) => (item, true),
-                None => (delayed.as_mut()?.pop()?.0.value, false),
+                None => (retries?.due.pop()?.0.value, false),
             },
         };
         self.running += 1;
@@ -374,7 +426,7 @@ impl<T> KeyState<T> {
 impl<T> Recycle for KeyState<T> {
     fn vacate(&mut self) {
         debug_assert!(self.fresh.is_empty(), "a forgotten key has no item");
-        self.delayed = None;
+        self.retries = None;
         self.adapt = None;
         self.breaker = None;
     }

@@ -17,7 +17,6 @@
 //! [`PerKey`] is the engine's admission for this; the maps' `per_key`, `rate` and `retry`
 //! methods install it (a map without a key function gets the unit key).
 
-mod adapt;
 mod adaptation;
 mod asking;
 mod attempts;

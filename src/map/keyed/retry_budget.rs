@@ -12,13 +12,20 @@ use super::part::Part;
 impl<K, T> Part<K, T> for RetryBudget {
     #[inline(always)]
     fn started(&mut self, _key: &K, state: &mut KeyState<T>, _now: u64, first: bool) {
-        if first {
-            self.refill(&mut state.spent);
+        if !first {
+            return;
+        }
+        match &mut state.retries {
+            Some(retries) => self.refill(&mut retries.spent),
+            // A key that never retried spent nothing: its bucket is as full as a fresh
+            // key's, which a first attempt fills further only under a floor of 0.
+            None if self.fills_fresh_keys() => self.refill(&mut state.retries_mut().spent),
+            None => {}
         }
     }
 
     #[inline]
     fn is_idle(&mut self, state: &mut KeyState<T>, _now: u64, pulled: u64) -> bool {
-        state.spent.is_settled(pulled)
+        state.spent().is_none_or(|spent| spent.is_settled(pulled))
     }
 }

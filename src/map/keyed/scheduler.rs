@@ -368,7 +368,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let (key, state, parts, lines, queues) = self.state(key, now);
         if state.is_quiet() {
             // Back after its budget lapsed, not yet swept: as fresh as a forgotten key.
-            state.spent.come_back(pulled);
+            if let Some(retries) = &mut state.retries {
+                retries.spent.come_back(pulled);
+            }
         }
         state.push_fresh(queues, item);
         Self::replace_in(state, &key, now, parts, lines);
@@ -407,7 +409,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         };
         self.keys
             .get_mut(key)
-            .is_some_and(|state| budget.take(&mut state.spent))
+            .is_some_and(|state| budget.take(&mut state.retries_mut().spent))
     }
 
     /// The next item to start at `now`, counted as running, or when to ask again.
@@ -718,13 +720,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn finish(&mut self, key: &K, now: u64) {
         let state = self.keys.get_mut(key).expect("a running key has state");
         state.running -= 1;
-        state.spent.quiet_from(self.pulled);
         let quiet = state.is_quiet();
-        if quiet && state.spent.is_owed() {
-            // Kept for its spent budget, maybe for long: without the retries' heap it no
-            // longer needs.
-            state.delayed = None;
-        }
+        state.settle_retries(self.pulled, quiet);
         if quiet && self.parts.is_idle(state, now, self.pulled) {
             self.keys.remove(key);
             if self.parts.asks.is_gated() {
