@@ -13,7 +13,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
 use super::key::KeyState;
-use super::part::{Ended, Part, Verdict};
+use super::part::{Part, Verdict};
 use super::shared::LaterReason;
 
 /// The shortest "later" a key sleeps for (1 ms), whatever its shared limits said.
@@ -331,12 +331,6 @@ impl<K: Hash + Eq + Clone, T> Part<K, T> for Asks<K> {
     fn started(&mut self, key: &K, _state: &mut KeyState<T>, _now: u64, _first: bool) {
         if self.gated {
             self.take_permit(key);
-        }
-    }
-
-    fn ended(&mut self, key: &K, state: &mut KeyState<T>, _ended: &Ended<'_>, now: u64) {
-        if self.gated && state.is_breaker_open(now) {
-            self.give_back(key);
         }
     }
 }

@@ -19,18 +19,13 @@ pub(super) const HINT_KEPT: u64 = 60_000_000_000;
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Hints;
 
-impl<K, T> Part<K, T> for Hints {
-    fn ended(&mut self, _key: &K, state: &mut KeyState<T>, ended: &Ended<'_>, now: u64) {
-        if !ended.hinted {
-            return;
-        }
+impl Hints {
+    /// What of the settings a hint carries differs from what the key was given (`given`:
+    /// its limit and rate, on an adaptive map its ceilings): the change it makes, if any.
+    /// (A rate set again would carry its state over for nothing.)
+    pub(super) fn change(ended: &Ended<'_>, given: (usize, Option<Gcra>)) -> Option<KeySettings> {
         let hinted = ended.outcome.hint_ref().get_settings();
-        if hinted.is_empty() {
-            return;
-        }
-        let (limit_given, rate_given) = state.given();
-        // Only what differs from what the key is given changes it (a rate set again would
-        // carry its state over for nothing).
+        let (limit_given, rate_given) = given;
         let mut changed = KeySettings::new();
         if let Some(limit) = hinted.get_limit().filter(|&limit| limit != limit_given) {
             changed = changed.limit(limit);
@@ -41,10 +36,18 @@ impl<K, T> Part<K, T> for Hints {
         {
             changed = changed.rate(rate);
         }
-        if !changed.is_empty() {
-            state.change_settings(now, |settings, tat| settings.set_own(changed, tat, now));
+        (!changed.is_empty()).then_some(changed)
+    }
+}
+
+/// The hints as a part: a key whose server hinted a limit or a rate is kept [`HINT_KEPT`]
+/// after the hint. The change itself goes through the settings' owner (on an adaptive map,
+/// adaptation: `Parts::change_settings`), before this part hears of the end.
+impl<K, T> Part<K, T> for Hints {
+    fn ended(&mut self, _key: &K, state: &mut KeyState<T>, ended: &Ended<'_>, now: u64) {
+        if ended.hinted && !ended.outcome.hint_ref().get_settings().is_empty() {
+            state.kept_until = state.kept_until.max(now.saturating_add(HINT_KEPT));
         }
-        state.kept_until = state.kept_until.max(now.saturating_add(HINT_KEPT));
     }
 
     #[inline]

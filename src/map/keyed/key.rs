@@ -1,7 +1,10 @@
 //! One key's entry in the scheduler: its waiting items, how many run, its place in the
-//! lines, and the per-key state of the scheduler's parts (its settings, its rate's state,
-//! its pause, what it spent of its retry budget, its adaptive state, its breaker); and when
-//! its items and room alone let it start (the parts say the rest: `part.rs`).
+//! lines, and the per-key state the scheduler's parts keep inline (its settings, its rate's
+//! state, its pause, its retries and what it spent of its retry budget, how long it is kept
+//! idle); and when its items and room alone let it start (the parts say the rest:
+//! `part.rs`). A part that keeps more of a key (adaptation, a breaker) keeps it in a column
+//! of its own at the entry's slot (`key_table.rs`): no allocation per key, nothing paid by
+//! maps without the part.
 //!
 //! Invariants: items back from a failed attempt go before fresh ones once their time has
 //! come (they were pulled earlier), and fresh ones start in the order they were pulled;
@@ -16,9 +19,6 @@ use super::key_table::Recycle;
 use super::pacing::Due;
 use super::queues::{Queue, Queues};
 use super::settings::InForce;
-use crate::events;
-use crate::limit::adaptive::core::KeyAdapt;
-use crate::limit::breaker::core::{BreakerCore, BreakerState};
 use crate::limit::rate::gcra::Gcra;
 
 /// Where a key is in the scheduler's lines.
@@ -37,17 +37,6 @@ pub(super) enum Place {
 /// The latest time a key sleeps until: a key held longer (a pause of `Duration::MAX`)
 /// wakes then, some 584 years on, and sleeps again.
 pub(super) const LATEST_WAKE: u64 = u64::MAX - 3;
-
-/// How long a key that adapts is kept after its last attempt, once it has nothing to do:
-/// a host whose items come sparsely keeps what it learned (60 s; the idle-key sweep
-/// forgets it after that, and it starts low again).
-const KEPT_IDLE: u64 = 60_000_000_000;
-
-/// The time an adaptive key active at `now` is kept until.
-#[inline(always)]
-pub(super) const fn kept_idle_from(now: u64) -> u64 {
-    now.saturating_add(KEPT_IDLE)
-}
 
 /// A [`Place`] in one word (a key's entry keeps one per key): a time to wake at, or one
 /// of the three values above [`LATEST_WAKE`].
@@ -98,15 +87,12 @@ pub(super) struct KeyState<T> {
     pub(super) paused_until: u64,
     /// Where it is in the lines ([`place`](Self::place)).
     place: PlaceWord,
-    /// On an adaptive map, the key's own limit and rate as they adapt (the settings are
-    /// then their ceilings); boxed, so a map that does not adapt pays one word per key.
-    pub(super) adapt: Option<Box<KeyAdapt>>,
     /// Kept, even idle, until this time: 60 s after a server's hint set its limit or rate
     /// (`hints.rs`), or after its last attempt on an adaptive map (`adaptation.rs`).
     pub(super) kept_until: u64,
-    /// On a map with breakers, the key's (made at its first start; dropped once it holds
-    /// nothing a fresh one would not); boxed, so other maps pay one word per key.
-    pub(super) breaker: Option<Box<BreakerCore>>,
+    /// The entry's slot in the scheduler's slab: where the parts that keep a column
+    /// (adaptation, breakers: `key_table.rs`) keep the key's row.
+    slot: u32,
 }
 
 /// A key's items back from failed attempts and what it spent of its retry budget.
@@ -119,7 +105,7 @@ pub(super) struct Retries<T> {
 
 impl<T> KeyState<T> {
     #[inline]
-    pub(super) fn new(settings: InForce) -> Self {
+    pub(super) fn new(settings: InForce, slot: u32) -> Self {
         Self {
             running: 0,
             fresh: Queue::EMPTY,
@@ -128,16 +114,15 @@ impl<T> KeyState<T> {
             tat: 0,
             paused_until: 0,
             place: PlaceWord::new(Place::Out),
-            adapt: None,
             kept_until: 0,
-            breaker: None,
+            slot,
         }
     }
 
     /// Renews, for a key made in its place, an entry another key left
     /// ([`vacate`](Recycle::vacate)): as [`new`](Self::new) makes one.
     #[inline]
-    pub(super) fn renew(&mut self, settings: InForce) {
+    pub(super) fn renew(&mut self, settings: InForce, at: u32) {
         // Every field named (a field added to the entry must be renewed too, or this stops
         // compiling), each as `new` makes it; the queue and the retries are empty already
         // (`vacate`).
@@ -149,19 +134,23 @@ impl<T> KeyState<T> {
             tat,
             paused_until,
             place,
-            adapt,
             kept_until,
-            breaker,
+            slot,
         } = self;
         debug_assert!(fresh.is_empty() && retries.is_none(), "a vacated entry");
+        debug_assert_eq!(*slot, at, "an entry is renewed in its own slot");
         *running = 0;
         *in_force = settings;
         *tat = 0;
         *paused_until = 0;
         *place = PlaceWord::new(Place::Out);
-        *adapt = None;
         *kept_until = 0;
-        *breaker = None;
+    }
+
+    /// The entry's slot in the scheduler's slab (where the parts' columns keep its rows).
+    #[inline(always)]
+    pub(super) fn slot(&self) -> u32 {
+        self.slot
     }
 
     /// The key's retries and spending, made empty if it has none yet.
@@ -210,20 +199,6 @@ impl<T> KeyState<T> {
         self.place = PlaceWord::new(place);
     }
 
-    /// The limit and rate the key is given: on an adaptive map its ceilings, elsewhere the
-    /// values in force.
-    pub(super) fn given(&self) -> (usize, Option<Gcra>) {
-        match &self.adapt {
-            Some(adapted) => {
-                // (An adaptive key's ceilings are always its own: `apply_settings` sets
-                // them from its settings.)
-                let (limit, rate) = adapted.own_ceilings();
-                (limit.unwrap_or(self.settings.limit), rate)
-            }
-            None => (self.settings.limit, self.settings.rate),
-        }
-    }
-
     /// The most items of the key that may run at once: its setting, or on an adaptive
     /// map the limit it adapted to (kept in the settings, so reading it costs the same
     /// on every map).
@@ -237,88 +212,6 @@ impl<T> KeyState<T> {
     #[inline(always)]
     pub(super) fn rate(&self) -> Option<Gcra> {
         self.settings.rate
-    }
-
-    /// Changes the key's settings with `change`, which gets them and the key's rate
-    /// state to carry over. On an adaptive map the settings the user gave are the key's
-    /// ceilings, kept in its adaptive state, and the settings in force hold the adapted
-    /// values: `change` gets the ceilings (and a copy of the state, thrown away), and
-    /// the state is carried over from the adapted rate before to the adapted rate after
-    /// (the ceilings may move the adapted values).
-    pub(super) fn change_settings(
-        &mut self,
-        now: u64,
-        change: impl FnOnce(&mut InForce, &mut u64),
-    ) {
-        let before = (self.settings.limit, self.settings.rate);
-        self.apply_settings(now, change);
-        let after = (self.settings.limit, self.settings.rate);
-        if self.adapt.is_some() && after != before {
-            // A ceiling moved an adaptive key's values: told like any change of them.
-            events::key_adapted(after.0, after.1.map(|rate| rate.per_second()));
-        }
-    }
-
-    /// [`change_settings`](Self::change_settings) without telling: for a key made just
-    /// now, whose first values are no change.
-    pub(super) fn apply_settings(&mut self, now: u64, change: impl FnOnce(&mut InForce, &mut u64)) {
-        let Some(adapted) = &mut self.adapt else {
-            change(&mut self.settings, &mut self.tat);
-            return;
-        };
-        let in_force = self.settings.rate;
-        let mut ceilings = self.settings;
-        let (limit, rate) = adapted.own_ceilings();
-        ceilings.limit = limit.unwrap_or(ceilings.limit);
-        ceilings.rate = rate;
-        change(&mut ceilings, &mut self.tat.clone());
-        adapted.set_ceiling(Some(ceilings.limit), ceilings.rate);
-        self.settings = ceilings;
-        self.settings.rate = in_force;
-        self.adapted(now);
-    }
-
-    /// The key's adaptive values moved (or may have): they become the settings in force,
-    /// the rate state carried over from the rate before.
-    pub(super) fn adapted(&mut self, now: u64) {
-        let Some(adapted) = &self.adapt else {
-            return;
-        };
-        let old = self.settings.rate;
-        self.settings.limit = adapted.limit();
-        self.settings.rate = adapted.rate();
-        if let (Some(old), Some(new)) = (old, self.settings.rate) {
-            self.tat = new.carry_over(&old, self.tat, now);
-        }
-    }
-
-    /// Tells an adaptive key's state of a start at `now`, after the key's rate (`rate`)
-    /// took it; nothing on a map that does not adapt.
-    #[inline]
-    pub(super) fn adapt_started(&mut self, now: u64, rate: Option<Gcra>) {
-        if self.adapt.is_none() {
-            return;
-        }
-        // The rate is what holds the key back when, after this start, it has room and an
-        // item whose time has come (and no pause), but its rate says "not yet".
-        let held_by_rate = self.running < self.limit()
-            && self.work_ready_at().is_some_and(|at| at <= now)
-            && self.paused_until <= now
-            && rate.is_some_and(|rate| rate.allowed_at(self.tat) > now);
-        let running = self.running;
-        if let Some(adapted) = &mut self.adapt {
-            adapted.started(now, running, held_by_rate);
-            self.kept_until = self.kept_until.max(kept_idle_from(now));
-        }
-    }
-
-    /// Whether the key's breaker is open at `now` (refusing its starts until the next probe
-    /// may go).
-    #[inline]
-    pub(super) fn is_breaker_open(&self, now: u64) -> bool {
-        self.breaker
-            .as_ref()
-            .is_some_and(|core| core.state(now) == BreakerState::Open)
     }
 
     /// When the key's next item may start by its items alone: now for a fresh one, else
@@ -427,7 +320,5 @@ impl<T> Recycle for KeyState<T> {
     fn vacate(&mut self) {
         debug_assert!(self.fresh.is_empty(), "a forgotten key has no item");
         self.retries = None;
-        self.adapt = None;
-        self.breaker = None;
     }
 }

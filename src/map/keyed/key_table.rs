@@ -7,8 +7,11 @@
 //! each key and the index of its entry (a few words), and the entries live in a slab that
 //! grows by an eighth at a time ([`GROWTH`]). A key that leaves leaves its entry in the
 //! slab, emptied ([`Recycle::vacate`]); the next new key takes that slot and renews the
-//! entry in place, keeping its buffers: keys that come and go cost no allocation and no
-//! move of a whole entry.
+//! entry in place: keys that come and go cost no allocation and no move of a whole entry.
+//!
+//! A part of the scheduler that keeps state for every key (an adaptive map's adaptation, a
+//! map's breakers) keeps it in a [`Column`]: a row per slot of the slab, grown with it, so
+//! no key costs an allocation per part, and a map without the part pays nothing per key.
 //!
 //! Invariants: every index in the table names a slot whose entry is its key's, and every
 //! slot is named by exactly one key or listed once in `free` (its entry vacated).
@@ -17,7 +20,7 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::Hash;
-use std::ops::Index;
+use std::ops::{Index, IndexMut};
 
 /// The slab grows by this share of its slots (an eighth), and at least [`MIN_GROWTH`]:
 /// its spare room stays within an eighth of the entries it holds.
@@ -28,7 +31,7 @@ const MIN_GROWTH: usize = 64;
 
 /// An entry a slab can empty when its key leaves and renew for the next key.
 pub(super) trait Recycle {
-    /// Drops what the entry holds that a new key's would not reuse (its buffers stay).
+    /// Drops what the entry holds that a new key's would not reuse.
     fn vacate(&mut self);
 }
 
@@ -107,15 +110,15 @@ impl<K: Hash + Eq, V: Recycle> KeyTable<K, V> {
     }
 
     /// `key` and the slot of its entry; if the key is new, its entry made by `make` or, in
-    /// a slot a key left, renewed by `renew`, from what `seed` says of the key; whether it
-    /// is new beside them.
+    /// a slot a key left, renewed by `renew`, from what `seed` says of the key (each also
+    /// told the slot); whether it is new beside them.
     #[inline]
     pub(super) fn find_or_insert_with<S>(
         &mut self,
         key: K,
         seed: impl FnOnce(&K) -> S,
-        make: impl FnOnce(S) -> V,
-        renew: impl FnOnce(S, &mut V),
+        make: impl FnOnce(S, u32) -> V,
+        renew: impl FnOnce(S, u32, &mut V),
     ) -> (K, u32, bool)
     where
         K: Clone,
@@ -126,15 +129,12 @@ impl<K: Hash + Eq, V: Recycle> KeyTable<K, V> {
             Entry::Vacant(vacant) => {
                 let seed = seed(vacant.key());
                 let at = if let Some(at) = free.pop() {
-                    renew(seed, &mut slab[at as usize]);
+                    renew(seed, at, &mut slab[at as usize]);
                     at
                 } else {
-                    if slab.len() == slab.capacity() {
-                        slab.reserve_exact((slab.len() / GROWTH).max(MIN_GROWTH));
-                    }
                     let at = u32::try_from(slab.len())
                         .expect("tollgate: more than 4 billion keys at once");
-                    slab.push(make(seed));
+                    push(slab, make(seed, at));
                     at
                 };
                 let key = vacant.key().clone();
@@ -189,6 +189,67 @@ impl<K: Hash + Eq, V: Recycle> Index<&K> for KeyTable<K, V> {
     }
 }
 
+/// Pushes `value` on `rows`, growing it by an eighth when full (see [`GROWTH`]).
+#[inline]
+fn push<V>(rows: &mut Vec<V>, value: V) {
+    if rows.len() == rows.capacity() {
+        rows.reserve_exact((rows.len() / GROWTH).max(MIN_GROWTH));
+    }
+    rows.push(value);
+}
+
+/// A part's state for every key: a row per slot of a [`KeyTable`]'s slab, read and written
+/// at the slot the key's entry names. A row is set ([`put`](Self::put)) when its key is
+/// made, the slot's row of the key before it replaced; the column grows as the slab does.
+#[derive(Debug)]
+pub(super) struct Column<S> {
+    rows: Vec<S>,
+}
+
+impl<S> Column<S> {
+    pub(super) const fn new() -> Self {
+        Self { rows: Vec::new() }
+    }
+
+    /// Sets the row of slot `at`, a slot the slab holds (so at most one past the rows:
+    /// the slab makes its slots one at a time, and every key made gets its row).
+    #[inline]
+    pub(super) fn put(&mut self, at: u32, row: S) {
+        let at = at as usize;
+        if at < self.rows.len() {
+            self.rows[at] = row;
+        } else {
+            assert_eq!(
+                at,
+                self.rows.len(),
+                "a column's rows follow the slab's slots"
+            );
+            push(&mut self.rows, row);
+        }
+    }
+
+    /// Forgets every row (the slab was cleared).
+    pub(super) fn clear(&mut self) {
+        self.rows.clear();
+    }
+}
+
+impl<S> Index<u32> for Column<S> {
+    type Output = S;
+
+    #[inline(always)]
+    fn index(&self, at: u32) -> &S {
+        &self.rows[at as usize]
+    }
+}
+
+impl<S> IndexMut<u32> for Column<S> {
+    #[inline(always)]
+    fn index_mut(&mut self, at: u32) -> &mut S {
+        &mut self.rows[at as usize]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +258,7 @@ mod tests {
     #[derive(Debug, PartialEq)]
     struct Entry {
         value: u32,
+        slot: u32,
         vacated: bool,
     }
 
@@ -210,25 +272,31 @@ mod tests {
         key * 10
     }
 
-    fn make(value: u32) -> Entry {
+    fn make(value: u32, slot: u32) -> Entry {
         Entry {
             value,
+            slot,
             vacated: false,
         }
     }
 
-    fn renew(value: u32, entry: &mut Entry) {
+    fn renew(value: u32, slot: u32, entry: &mut Entry) {
         assert!(entry.vacated, "only a vacated entry is renewed");
-        *entry = make(value);
+        assert_eq!(entry.slot, slot, "renewed in its own slot");
+        *entry = make(value, slot);
     }
 
     #[test]
     fn entries_are_found_removed_and_their_slots_renewed_in_place() {
         let mut table = KeyTable::new();
+        // A part's column beside the slab: each key's row at its entry's slot.
+        let mut column = Column::new();
         for key in 0..3000u32 {
             let (_, at, new) = table.find_or_insert_with(key, seed, make, renew);
             assert!(new);
             assert_eq!(table.at_mut(at).value, key * 10);
+            assert_eq!(table.at_mut(at).slot, at);
+            column.put(at, key);
         }
         assert_eq!(table.len(), 3000);
         let room = table.slab.capacity();
@@ -251,9 +319,18 @@ mod tests {
         assert_eq!(table[&2998].value, 29_981);
         // The 1,500 vacated slots are renewed before new ones are made.
         for key in 10_000..11_500u32 {
-            table.find_or_insert_with(key, seed, make, renew);
+            let (_, at, _) = table.find_or_insert_with(key, seed, make, renew);
+            column.put(at, key);
         }
         assert_eq!(table.slab.len(), 3000);
+        assert_eq!(
+            column.rows.len(),
+            3000,
+            "the column grew with the slab only"
+        );
+        for (key, entry) in table.iter() {
+            assert_eq!(column[entry.slot], *key, "each key's row at its slot");
+        }
         assert_eq!(table.len(), 3000);
         assert_eq!(table.iter().count(), 3000);
         let mut seen = 0;

@@ -11,10 +11,18 @@
 //!
 //! Adding a per-key feature: one file implementing [`Part`], and here a field, its setter
 //! (which sets `more`, and `judges` for a part with a verdict of its own: the folds skip
-//! every optional part in one branch on maps that have none) and its place in each fold; its per-key state is a field of the key's entry.
+//! every optional part in one branch on maps that have none) and its place in each fold.
+//! Its per-key state is a field of the key's entry when small and common, else a column of
+//! the part's own at the entry's slot (`key_table.rs`).
+//!
+//! Two parts depend on others, and the registration joins them: a hint's settings change
+//! the key's settings through their owner ([`change_settings`](Parts::change_settings):
+//! on an adaptive map they are its ceilings), and the shared limits take back the permit
+//! of a key whose breaker an end opened.
 
 use std::hash::Hash;
 
+use super::adaptation::Adaptation;
 use super::asking::Asks;
 use super::breaking::MapBreaker;
 use super::budget::RetryBudget;
@@ -23,7 +31,11 @@ use super::key::KeyState;
 use super::key_rate::KeyRates;
 use super::part::{Ended, Part, Verdict};
 use super::pause::Pauses;
+use super::settings::InForce;
+use crate::events;
 use crate::limit::adaptive::config::Adaptive;
+use crate::limit::breaker::core::BreakerState;
+use crate::limit::rate::gcra::Gcra;
 use crate::map::control::KeyProgress;
 
 /// Every part of a map's scheduler: map-level values, `None` for a part the map has not.
@@ -32,7 +44,7 @@ pub(super) struct Parts<K> {
     pub(super) rate: KeyRates,
     pub(super) pause: Pauses,
     pub(super) hints: Hints,
-    pub(super) adaptive: Option<Adaptive>,
+    pub(super) adaptive: Option<Adaptation>,
     pub(super) breaker: Option<MapBreaker<K>>,
     pub(super) asks: Asks<K>,
     pub(super) budget: Option<RetryBudget>,
@@ -69,7 +81,7 @@ impl<K> Parts<K> {
 
     /// Registers adaptation (before the first item).
     pub(super) fn set_adaptive(&mut self, adaptive: Adaptive) {
-        self.adaptive = Some(adaptive);
+        self.adaptive = Some(Adaptation::new(adaptive));
         self.more = true;
     }
 
@@ -77,6 +89,47 @@ impl<K> Parts<K> {
     pub(super) fn set_budget(&mut self, budget: RetryBudget) {
         self.budget = Some(budget);
         self.more = true;
+    }
+
+    /// Forgets every key's state in the parts' columns (the scheduler forgot its keys).
+    pub(super) fn clear(&mut self) {
+        if let Some(adaptation) = &mut self.adaptive {
+            adaptation.clear();
+        }
+        if let Some(breaker) = &mut self.breaker {
+            breaker.clear();
+        }
+    }
+
+    /// The limit and rate `state`'s key was given (the user's, a hint's or a control's):
+    /// its settings, or on an adaptive map its ceilings.
+    pub(super) fn given<T>(&self, state: &KeyState<T>) -> (usize, Option<Gcra>) {
+        match &self.adaptive {
+            Some(adaptation) => adaptation.given(state),
+            None => (state.settings.limit, state.settings.rate),
+        }
+    }
+
+    /// Changes the settings of `state`'s key with `change`, which gets them and the key's
+    /// rate state to carry over. On an adaptive map the settings given are the key's
+    /// ceilings and the values in force follow them (a change of those is told like any
+    /// adaptation).
+    pub(super) fn change_settings<T>(
+        &mut self,
+        state: &mut KeyState<T>,
+        now: u64,
+        change: impl FnOnce(&mut InForce, &mut u64),
+    ) {
+        let Some(adaptation) = &mut self.adaptive else {
+            change(&mut state.settings, &mut state.tat);
+            return;
+        };
+        let before = (state.limit(), state.rate());
+        adaptation.change(state, now, change);
+        let after = (state.limit(), state.rate());
+        if after != before {
+            events::key_adapted(after.0, after.1.map(|rate| rate.per_second()));
+        }
     }
 
     /// Registers shared limits: every start needs a permit of them (before the first item).
@@ -91,6 +144,7 @@ impl<K: Hash + Eq + Clone> Parts<K> {
     /// A key's entry was made.
     pub(super) fn made<T>(&mut self, key: &K, state: &mut KeyState<T>, now: u64) {
         self.adaptive.made(key, state, now);
+        self.breaker.made(key, state, now);
     }
 
     /// When `key` may start its next item at `now`, and how: every part's verdict in one.
@@ -143,12 +197,39 @@ impl<K: Hash + Eq + Clone> Parts<K> {
     ) {
         if ended.hinted {
             // (The parts that read only hints hear only outcomes that carry one.)
-            self.pause.ended(key, state, ended, now);
-            self.hints.ended(key, state, ended, now);
+            self.hinted(key, state, ended, now);
         }
         self.adaptive.ended(key, state, ended, now);
         self.breaker.ended(key, state, ended, now);
         self.asks.ended(key, state, ended, now);
+        if self.asks.is_gated()
+            && self
+                .breaker
+                .as_ref()
+                .is_some_and(|breaker| breaker.state(state, now) == BreakerState::Open)
+        {
+            // Its breaker is open: a permit in hand would wait idle.
+            self.asks.give_back(key);
+        }
+    }
+
+    /// An attempt of `key` ended at `now` with an outcome that carries a hint: the parts
+    /// that read hints hear of it (its pause, and its settings, which change the key's
+    /// through their owner).
+    pub(super) fn hinted<T>(
+        &mut self,
+        key: &K,
+        state: &mut KeyState<T>,
+        ended: &Ended<'_>,
+        now: u64,
+    ) {
+        self.pause.ended(key, state, ended, now);
+        if let Some(change) = Hints::change(ended, self.given(state)) {
+            self.change_settings(state, now, |settings, tat| {
+                settings.set_own(change, tat, now);
+            });
+        }
+        self.hints.ended(key, state, ended, now);
     }
 
     /// Whether no part holds anything of the key a fresh one would not (a clean breaker is

@@ -111,6 +111,7 @@ impl<K, T> KeyScheduler<K, T> {
     /// Forgets every key, waiting item and running count (the running work was dropped).
     pub(crate) fn clear(&mut self) {
         self.keys.clear();
+        self.parts.clear();
         self.queues.clear();
         self.lines.turns.clear();
         self.parts.asks.clear();
@@ -283,7 +284,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 defaults.for_new_key(own.get(key), given)
             },
             KeyState::new,
-            |settings, state| state.renew(settings),
+            |settings, at, state| state.renew(settings, at),
         );
         let state = keys.at_mut(at);
         if new {
@@ -472,7 +473,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// key gives back any permit of its shared limits.
     fn refuse(&mut self, key: K, now: u64) -> Next<K, T> {
         let state = self.keys.get_mut(&key).expect("a refused key has state");
-        let breaker = self.parts.breaker.as_ref().expect("only a breaker refuses");
+        let breaker = self.parts.breaker.as_mut().expect("only a breaker refuses");
         let error = breaker.refuse(&key, state, now);
         self.parts.asks.give_back(&key);
         let (item, _) = state
@@ -507,8 +508,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// nothing until it runs fewer.
     pub(crate) fn set_default_limit(&mut self, limit: usize, now: u64) {
         self.defaults.limit = limit;
+        let parts = &mut self.parts;
         self.keys.for_each_mut(|state| {
-            state.change_settings(now, |settings, _| settings.follow_limit(limit));
+            parts.change_settings(state, now, |settings, _| settings.follow_limit(limit));
         });
         self.replace_all(now);
     }
@@ -524,8 +526,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// are woken earlier.
     pub(crate) fn change_default_rate(&mut self, rate: Gcra, now: u64) {
         self.defaults.rate = Some(rate);
+        let parts = &mut self.parts;
         self.keys.for_each_mut(|state| {
-            state.change_settings(now, |settings, tat| settings.follow_rate(rate, tat, now));
+            parts.change_settings(state, now, |settings, tat| {
+                settings.follow_rate(rate, tat, now);
+            });
         });
         self.replace_all(now);
     }
@@ -555,7 +560,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let own = self.own.entry(key.clone()).or_default();
         *own = own.overlaid(settings);
         if let Some(state) = self.keys.get_mut(&key) {
-            state.change_settings(now, |in_force, tat| in_force.set_own(settings, tat, now));
+            self.parts.change_settings(state, now, |in_force, tat| {
+                in_force.set_own(settings, tat, now);
+            });
             self.replace(&key, now);
         }
     }
@@ -566,7 +573,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         if let Some(state) = self.keys.get_mut(key) {
             let given = self.given.as_mut().map(|given| given.of(key));
             let defaults = &self.defaults;
-            state.change_settings(now, |settings, tat| {
+            self.parts.change_settings(state, now, |settings, tat| {
                 settings.follow_defaults(defaults, given, tat, now);
             });
             self.replace(key, now);
@@ -610,10 +617,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let mut loads = Vec::new();
         for (key, state) in self.keys.iter() {
             paused += usize::from(state.paused_until > now);
-            let is_open = state
+            let is_open = self
+                .parts
                 .breaker
                 .as_ref()
-                .is_some_and(|core| core.state(now) != BreakerState::Closed);
+                .is_some_and(|breaker| breaker.state(state, now) != BreakerState::Closed);
             open += usize::from(is_open);
             if n > 0 && (state.items() + state.running > 0 || is_open) {
                 loads.push((key, state));
@@ -747,7 +755,6 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// An attempt of `key` ended at `now` with an output whose hint is `hint`, heard by the
     /// parts that read hints (the pause's and the hints'), and the key placed again.
     pub(super) fn hinted(&mut self, key: &K, hint: crate::limit::hint::Hint, now: u64) {
-        use super::part::Part;
         let unpolled = super::latency::Unpolled::default();
         let outcome = crate::limit::outcome::Outcome::success().with_hint(hint);
         let ended = Ended {
@@ -761,8 +768,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let Some(state) = self.keys.get_mut(key) else {
             return;
         };
-        self.parts.pause.ended(key, state, &ended, now);
-        self.parts.hints.ended(key, state, &ended, now);
+        self.parts.hinted(key, state, &ended, now);
         Self::replace_in(state, key, now, &mut self.parts, &mut self.lines);
     }
 

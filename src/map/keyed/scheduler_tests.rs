@@ -676,10 +676,18 @@ fn a_hinted_limit_is_a_fixed_keys_own_and_an_adaptive_keys_ceiling() {
     let mut fixed = KeyScheduler::new(4);
     fixed.push("a", 0, 0);
     fixed.hinted(&"a", one, 0);
-    assert_eq!(fixed.keys[&"a"].given().0, 1, "the key's own limit");
+    assert_eq!(
+        fixed.parts.given(&fixed.keys[&"a"]).0,
+        1,
+        "the key's own limit"
+    );
     let mut adaptive = adaptive_key_at_five_a_second();
     adaptive.hinted(&"a", one, 0);
-    assert_eq!(adaptive.keys[&"a"].given().0, 1, "the key's ceiling");
+    assert_eq!(
+        adaptive.parts.given(&adaptive.keys[&"a"]).0,
+        1,
+        "the key's ceiling"
+    );
     assert_eq!(adaptive.keys[&"a"].limit(), 1);
 }
 
