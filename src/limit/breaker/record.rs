@@ -27,8 +27,9 @@ pub(crate) struct CountWindow {
     latest: u64,
     /// The slot the next outcome goes to.
     next: u8,
-    /// Outcomes held (at most the record's size).
-    len: u8,
+    /// Whether the ring went round: it holds `size` outcomes, else `next`. (A `bool`, whose
+    /// spare values hold [`Record`]'s variant: the record takes no word for it.)
+    wrapped: bool,
 }
 
 /// The outcomes of the last stretch of time, counted in [`TIME_BUCKETS`] buckets of
@@ -50,7 +51,7 @@ impl Record {
                 bad: [0; 2],
                 latest: 0,
                 next: 0,
-                len: 0,
+                wrapped: false,
             }),
             RecordSpec::Time(_) => Self::Time(None),
         }
@@ -85,7 +86,7 @@ impl Record {
     /// `(attempts, bad)` in the record at `now`.
     pub(crate) fn counts(&self, spec: RecordSpec, now: u64) -> (u32, u32) {
         match (self, spec) {
-            (Self::Count(record), RecordSpec::Count(_)) => record.counts(now),
+            (Self::Count(record), RecordSpec::Count(size)) => record.counts(size, now),
             (Self::Time(Some(record)), RecordSpec::Time(span)) => record.counts(width(span), now),
             _ => (0, 0),
         }
@@ -97,7 +98,7 @@ impl CountWindow {
         if self.is_quiet(now) {
             self.bad = [0; 2];
             self.next = 0;
-            self.len = 0;
+            self.wrapped = false;
         }
         let word = &mut self.bad[usize::from(self.next / 64)];
         let bit = 1u64 << (self.next % 64);
@@ -106,30 +107,39 @@ impl CountWindow {
         } else {
             *word &= !bit;
         }
-        // `size` is at most 128, so slots and lengths fit in a `u8`.
+        // `size` is at most 128, so slots fit in a `u8`.
         let size = size as u8;
         self.next = if self.next + 1 >= size {
+            self.wrapped = true;
             0
         } else {
             self.next + 1
         };
-        self.len = (self.len + 1).min(size);
         self.latest = self.latest.max(now);
     }
 
-    fn counts(&self, now: u64) -> (u32, u32) {
+    /// Outcomes held, of a record of `size`.
+    fn len(&self, size: u32) -> u32 {
+        if self.wrapped {
+            size
+        } else {
+            u32::from(self.next).min(size)
+        }
+    }
+
+    fn counts(&self, size: u32, now: u64) -> (u32, u32) {
         if self.is_quiet(now) {
             (0, 0)
         } else {
             (
-                u32::from(self.len),
+                self.len(size),
                 self.bad[0].count_ones() + self.bad[1].count_ones(),
             )
         }
     }
 
     fn is_quiet(&self, now: u64) -> bool {
-        self.len > 0 && now.saturating_sub(self.latest) >= QUIET_NANOS
+        (self.wrapped || self.next > 0) && now.saturating_sub(self.latest) >= QUIET_NANOS
     }
 }
 

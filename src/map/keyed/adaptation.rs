@@ -41,7 +41,7 @@ impl Adaptation {
     /// ceilings are always its own: [`change`](Self::change) sets them from its settings.)
     pub(super) fn given<T>(&self, state: &KeyState<T>) -> (usize, Option<Gcra>) {
         let (limit, rate) = self.keys[state.slot()].own_ceilings();
-        (limit.unwrap_or(state.settings.limit), rate)
+        (limit.unwrap_or(state.settings.limit()), rate)
     }
 
     /// Changes the key's ceilings with `change`, which gets them as settings (and a copy
@@ -57,10 +57,12 @@ impl Adaptation {
         let in_force = state.settings.rate;
         let mut ceilings = state.settings;
         let (limit, rate) = adapt.own_ceilings();
-        ceilings.limit = limit.unwrap_or(ceilings.limit);
+        if let Some(limit) = limit {
+            ceilings.set_limit(limit);
+        }
         ceilings.rate = rate;
         change(&mut ceilings, &mut state.tat.clone());
-        adapt.set_ceiling(Some(ceilings.limit), ceilings.rate);
+        adapt.set_ceiling(Some(ceilings.limit()), ceilings.rate);
         state.settings = ceilings;
         state.settings.rate = in_force;
         take_values(adapt, state, now);
@@ -71,7 +73,7 @@ impl Adaptation {
 /// rate state carried over from the rate before.
 fn take_values<T>(adapt: &KeyAdapt, state: &mut KeyState<T>, now: u64) {
     let old = state.settings.rate;
-    state.settings.limit = adapt.limit();
+    state.settings.set_limit(adapt.limit());
     state.settings.rate = adapt.rate();
     if let (Some(old), Some(new)) = (old, state.settings.rate) {
         state.tat = new.carry_over(&old, state.tat, now);
@@ -101,13 +103,13 @@ impl<K, T> Part<K, T> for Adaptation {
     fn started(&mut self, _key: &K, state: &mut KeyState<T>, now: u64, _first: bool) {
         // The rate is what holds the key back when, after this start, it has room and an
         // item whose time has come (and no pause), but its rate says "not yet".
-        let held_by_rate = state.running < state.limit()
+        let held_by_rate = state.running() < state.limit()
             && state.work_ready_at().is_some_and(|at| at <= now)
             && state.paused_until <= now
             && state
                 .rate()
                 .is_some_and(|rate| rate.allowed_at(state.tat) > now);
-        self.keys[state.slot()].started(now, state.running, held_by_rate);
+        self.keys[state.slot()].started(now, state.running(), held_by_rate);
         keep(state, now);
     }
 

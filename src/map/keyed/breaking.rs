@@ -130,7 +130,7 @@ impl<K, T> Part<K, T> for MapBreaker<K> {
             return;
         };
         // This attempt was the key's last work: it goes idle as it ends.
-        let last = state.running <= 1 && !state.has_items();
+        let last = state.running() <= 1 && !state.has_items();
         let transition =
             self.cores[state.slot()].report(&self.config, now, ticket, ended.outcome.is_success());
         self.tell(key, transition);

@@ -72,7 +72,8 @@ impl PlaceWord {
 
 #[derive(Debug)]
 pub(super) struct KeyState<T> {
-    pub(super) running: usize,
+    /// Its items running (counted from their start to their end).
+    running: u32,
     /// Items pulled and not started yet, oldest first (their nodes are the scheduler's).
     pub(super) fresh: Queue,
     /// Its items back from failed attempts and what it spent of its retry budget; boxed
@@ -147,6 +148,18 @@ impl<T> KeyState<T> {
         *kept_until = 0;
     }
 
+    /// How many of its items run.
+    #[inline(always)]
+    pub(super) fn running(&self) -> usize {
+        self.running as usize
+    }
+
+    /// One of its running items ended (or, refused, never started).
+    #[inline(always)]
+    pub(super) fn end_one(&mut self) {
+        self.running -= 1;
+    }
+
     /// The entry's slot in the scheduler's slab (where the parts' columns keep its rows).
     #[inline(always)]
     pub(super) fn slot(&self) -> u32 {
@@ -204,7 +217,7 @@ impl<T> KeyState<T> {
     /// on every map).
     #[inline(always)]
     pub(super) fn limit(&self) -> usize {
-        self.settings.limit
+        self.settings.limit()
     }
 
     /// The rate the key's starts are spaced by: its setting, or on an adaptive map the
@@ -247,7 +260,7 @@ impl<T> KeyState<T> {
     /// say the rest): `None` without an item or without room.
     #[inline(always)]
     pub(super) fn ready_at(&self) -> Option<u64> {
-        if self.running >= self.limit() {
+        if self.running() >= self.limit() {
             return None;
         }
         self.work_ready_at()
@@ -275,7 +288,7 @@ impl<T> KeyState<T> {
     /// Queues an item back from a failed attempt (no longer running), not to start before
     /// `not_before`; `order` is its place in the input.
     pub(super) fn push_retry(&mut self, item: T, order: u64, not_before: u64) {
-        self.running -= 1;
+        self.end_one();
         self.retries_mut().due.push(Reverse(Due {
             at: not_before,
             order,

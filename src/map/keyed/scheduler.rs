@@ -105,7 +105,7 @@ impl<K, T> KeyScheduler<K, T> {
     /// The default key limit: the most items of one key that may run at once, for every
     /// key without a limit of its own.
     pub(crate) fn default_limit(&self) -> usize {
-        self.defaults.limit
+        self.defaults.limit()
     }
 
     /// Forgets every key, waiting item and running count (the running work was dropped).
@@ -479,7 +479,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let (item, _) = state
             .take_item(now, &mut self.queues)
             .expect("a ready key has an item");
-        state.running -= 1;
+        state.end_one();
         self.waiting -= 1;
         let refused = key.clone();
         Self::put(state, key, now, &mut self.parts, &mut self.lines);
@@ -507,7 +507,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// its own: keys that now have room get their turn; a key above the new limit starts
     /// nothing until it runs fewer.
     pub(crate) fn set_default_limit(&mut self, limit: usize, now: u64) {
-        self.defaults.limit = limit;
+        self.defaults.set_limit(limit);
         let parts = &mut self.parts;
         self.keys.for_each_mut(|state| {
             parts.change_settings(state, now, |settings, _| settings.follow_limit(limit));
@@ -623,12 +623,12 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 .as_ref()
                 .is_some_and(|breaker| breaker.state(state, now) != BreakerState::Closed);
             open += usize::from(is_open);
-            if n > 0 && (state.items() + state.running > 0 || is_open) {
+            if n > 0 && (state.items() + state.running() > 0 || is_open) {
                 loads.push((key, state));
             }
         }
         let load =
-            |(_, state): &(&K, &KeyState<T>)| std::cmp::Reverse(state.items() + state.running);
+            |(_, state): &(&K, &KeyState<T>)| std::cmp::Reverse(state.items() + state.running());
         if loads.len() > n {
             loads.select_nth_unstable_by_key(n, load);
             loads.truncate(n);
@@ -640,7 +640,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 let mut progress = KeyProgress {
                     key: key.clone(),
                     waiting: state.items(),
-                    in_flight: state.running,
+                    in_flight: state.running(),
                     paused: false,
                     limit: state.limit(),
                     rate_interval: 0,
@@ -727,7 +727,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// Records that an item of `key` finished, freeing room for the key's next one.
     pub(crate) fn finish(&mut self, key: &K, now: u64) {
         let state = self.keys.get_mut(key).expect("a running key has state");
-        state.running -= 1;
+        state.end_one();
         let quiet = state.is_quiet();
         state.settle_retries(self.pulled, quiet);
         if quiet && self.parts.is_idle(state, now, self.pulled) {

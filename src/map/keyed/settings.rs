@@ -18,8 +18,9 @@ use crate::limit::rate::gcra::Gcra;
 /// The limit and rate a key is held to, and whether each is the key's own.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct InForce {
-    /// The most items of the key that may run at once.
-    pub(super) limit: usize,
+    /// The most items of the key that may run at once ([`limit`](Self::limit)): 4 bytes,
+    /// not 8, as every key's entry holds one.
+    limit: u32,
     /// The rate its starts are spaced by (`None`: no rate, nothing to check).
     pub(super) rate: Option<Gcra>,
     /// Whether `limit` is the key's own (a change of the default does not reach it).
@@ -32,7 +33,7 @@ impl InForce {
     /// The map's defaults, or the settings of a key that follows them.
     pub(super) const fn defaults(limit: usize, rate: Option<Gcra>) -> Self {
         Self {
-            limit,
+            limit: held_limit(limit),
             rate,
             own_limit: false,
             own_rate: false,
@@ -47,7 +48,7 @@ impl InForce {
         own: Option<&KeySettings>,
         given: Option<KeySettings>,
     ) -> Self {
-        let mut settings = Self::defaults(self.limit, self.rate);
+        let mut settings = Self::defaults(self.limit(), self.rate);
         for own in given.iter().chain(own) {
             settings.take_own(own.get_limit(), own.get_rate().map(Gcra::new));
         }
@@ -87,10 +88,23 @@ impl InForce {
         }
     }
 
+    /// The most items of the key that may run at once.
+    #[inline(always)]
+    pub(super) const fn limit(&self) -> usize {
+        self.limit as usize
+    }
+
+    /// Sets the limit (one above `u32::MAX` is held as `u32::MAX`: more items than a
+    /// window ever holds, so no limit either way).
+    #[inline]
+    pub(super) const fn set_limit(&mut self, limit: usize) {
+        self.limit = held_limit(limit);
+    }
+
     /// The default limit changed to `limit`: the key takes it unless it has its own.
     pub(super) fn follow_limit(&mut self, limit: usize) {
         if !self.own_limit {
-            self.limit = limit;
+            self.set_limit(limit);
         }
     }
 
@@ -104,7 +118,7 @@ impl InForce {
 
     /// Gives the key a limit of its own.
     fn set_own_limit(&mut self, limit: usize) {
-        self.limit = limit;
+        self.set_limit(limit);
         self.own_limit = true;
     }
 
@@ -125,6 +139,15 @@ impl InForce {
             *tat = rate.carry_over(&old, *tat, now);
         }
         self.rate = Some(rate);
+    }
+}
+
+/// `limit` as a key's entry holds it: at most `u32::MAX`.
+const fn held_limit(limit: usize) -> u32 {
+    if limit > u32::MAX as usize {
+        u32::MAX
+    } else {
+        limit as u32
     }
 }
 
