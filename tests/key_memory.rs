@@ -49,31 +49,30 @@ const ATTEMPT: Duration = Duration::from_millis(1);
 const HINT: Hint = Hint::new().limit(2).rate(Rate::per_second(50));
 
 /// The most a key of the adapting, hinted, breaking map may keep, in bytes. Measured at
-/// 423 B per key, on both legs (627 B when the issue was filed, 593 B before the scheduler
-/// became parts; the redesign is to bring it to 256 B, and this bound down with it). Where
-/// the 423 B go, by the types' sizes (`-Zprint-type-sizes`) and by maps with one feature
-/// left out:
-/// - 152 B: the key's entry (`KeyState`) in the scheduler's slab, which grows by an eighth
-///   at a time (its spare room is at most an eighth of the entries);
-/// - about 16 B: the key and its entry's index in the scheduler's table, with the table's
+/// 252 B per key, on both legs (627 B when the redesign was asked for, 423 B before its
+/// last step). Where the 252 B go, by the types' sizes and the tables' room at 300,000 keys:
+/// - 80 B: the key's entry (`KeyState`) in the scheduler's slab: its items (its queue is
+///   8 bytes: its fresh items are nodes of one slab shared by every key), its running count,
+///   its settings, its rate's state, its pause, how long it is kept, its retries (a word,
+///   boxed at its first retry);
+/// - 88 B: its adaptive state (`KeyAdapt`), in adaptation's column at the entry's slot;
+/// - 64 B: its breaker (`BreakerCore`, its record of the last outcomes held in place), in
+///   the breakers' column;
+/// - about 16 B: the key and its entry's slot in the scheduler's index, with the index's
 ///   spare room (524,288 slots for 300,000 keys);
-/// - 16 B: the buffer of the key's queue of fresh items, room for one, kept after its one
-///   item started;
-/// - 120 B: its boxed adaptive state;
-/// - 112 B: its boxed breaker (a count record of 128 bits, aligned to 16).
+/// - about 3 B: the spare room of the slab and the columns, which grow by a sixteenth at a
+///   time (303,590 slots here; at most a sixteenth more at other counts: 15 B).
 ///
-/// What came off since 593 B: the breaker's hold (a time per key, now read from the
-/// breaker's own state), a key's place in the lines in one word, a rate in two words
-/// (`Option<Gcra>`), the queue of items back from failed attempts boxed and made at a
-/// key's first retry, and the table's spare room, which now costs an index, not an entry.
-const MAX_BYTES_PER_KEY: isize = 450;
+/// No key costs an allocation of its own: adaptation and breakers keep their state in
+/// columns beside the slab, and a map without them pays nothing for them.
+const MAX_BYTES_PER_KEY: isize = 256;
 
 /// The most the map with `.per_key` alone may keep at its end, per key of the run, in
 /// bytes. It forgets idle keys (it holds none at the end), and what it keeps is its table's
 /// room for the keys of its window (16,384 items pulled ahead, each of its own key: 65,536
-/// slots of an index) and the vacated entries of its slab (about 16,384, with their queues'
-/// buffers, taken again by the next keys), the same at 300,000 and 600,000 items:
-/// measured at 11 B here, and not a cost per key.
+/// slots of an index), the vacated entries of its slab (about 16,384, taken again by the
+/// next keys) and the nodes of its items' queues, the same at 300,000 and 600,000 items:
+/// measured at 8 B here, and not a cost per key.
 const MAX_BYTES_PER_FORGOTTEN_KEY: isize = 64;
 
 /// An item's error: its attempt failed, or its key's breaker was open (which never

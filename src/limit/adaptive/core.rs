@@ -73,10 +73,12 @@ pub(crate) struct KeyAdapt {
     rate_k: f32,
     /// Rate-bound seconds since the last rate cut.
     rate_x: f32,
-    /// The rate ceiling, as given (`None`: none); its burst is the burst of every rate the
-    /// key takes. Kept whole, not as a number of starts per second, so the key's owner
-    /// can read back the ceiling it set ([`ceilings`](Self::ceilings)) and keep no copy.
-    rate_ceiling: Option<Gcra>,
+    /// The rate ceiling's interval in nanoseconds, as given (0: no rate ceiling). Kept
+    /// whole with its burst, not as a number of starts per second, so the key's owner can
+    /// read back the ceiling it set ([`own_ceilings`](Self::own_ceilings)) and keep no copy.
+    ceiling_interval: u64,
+    /// The rate ceiling's burst: the burst of every rate the key takes (1 without one).
+    burst: u32,
     /// Starts per second, a moving average over rounds.
     measured: f32,
     /// The limit ceiling.
@@ -92,14 +94,16 @@ pub(crate) struct KeyAdapt {
     last_cut: u64,
     /// Starts in the current round.
     starts: u32,
-    /// Starts of the current round that waited for the rate.
-    waited: u16,
+    /// Starts of the current round that waited for the rate (read only as none or some:
+    /// a byte, saturating).
+    waited: u8,
     /// Latency samples carried so far.
     latency_count: u16,
-    /// Attempts ended in the current round.
-    ends: u16,
-    /// Successes in the current round.
-    successes: u16,
+    /// Attempts ended in the current round (compared only with at most [`ROUND_ENDS`]: a
+    /// byte, saturating, as every key of an adaptive map keeps one).
+    ends: u8,
+    /// Successes in the current round (read only as none or some: a byte, saturating).
+    successes: u8,
     /// Clean limit-bound rounds since the last limit cut.
     limit_x: u16,
     /// Rounds the latency samples have been carried over.
@@ -130,16 +134,17 @@ impl KeyAdapt {
         let ceiling = clamp_ceiling(config.ceiling());
         let floor = (config.floor() as f32).min(ceiling as f32);
         let limit = INITIAL_LIMIT.clamp(floor, ceiling as f32);
-        let rate_ceiling = config.get_rate_ceiling().map(Gcra::new);
+        let (ceiling_interval, burst) = ceiling_parts(config.get_rate_ceiling().map(Gcra::new));
         Self {
             limit,
             limit_w: limit,
             limit_k: 0.0,
-            rate: initial_rate(per_second_of(rate_ceiling)),
+            rate: initial_rate(per_second_of(ceiling_interval)),
             rate_w: 0.0,
             rate_k: 0.0,
             rate_x: 0.0,
-            rate_ceiling,
+            ceiling_interval,
+            burst,
             measured: 0.0,
             ceiling: ceiling as u32,
             baseline: 0,
@@ -174,7 +179,7 @@ impl KeyAdapt {
     /// The current rate as a [`Rate`], for those who show it.
     pub(crate) fn current_rate(&self) -> Option<Rate> {
         let interval = self.interval();
-        (interval > 0).then(|| Rate::every(Duration::from_nanos(interval)).burst(self.burst()))
+        (interval > 0).then(|| Rate::every(Duration::from_nanos(interval)).burst(self.burst))
     }
 
     /// The ceilings the key's owner set ([`set_ceiling`](Self::set_ceiling)): its limit
@@ -182,23 +187,21 @@ impl KeyAdapt {
     pub(crate) fn own_ceilings(&self) -> (Option<usize>, Option<Gcra>) {
         (
             (self.flags & OWN_LIMIT != 0).then_some(self.ceiling as usize),
-            self.rate_ceiling.filter(|_| self.flags & OWN_RATE != 0),
+            self.rate_ceiling_gcra()
+                .filter(|_| self.flags & OWN_RATE != 0),
         )
     }
 
-    /// The burst of every rate the key takes: its rate ceiling's (1 without one).
-    fn burst(&self) -> u32 {
-        self.rate_ceiling.map_or(1, |gcra| {
-            // A fresh state allows the burst at once.
-            u32::try_from(gcra.starts_allowed(0, 0))
-                .unwrap_or(u32::MAX)
-                .max(1)
+    /// The rate ceiling as given (`None`: none).
+    fn rate_ceiling_gcra(&self) -> Option<Gcra> {
+        (self.ceiling_interval > 0).then(|| {
+            Gcra::new(Rate::every(Duration::from_nanos(self.ceiling_interval)).burst(self.burst))
         })
     }
 
     /// The rate ceiling in starts per second (infinite: none).
     fn rate_ceiling(&self) -> f32 {
-        per_second_of(self.rate_ceiling)
+        per_second_of(self.ceiling_interval)
     }
 
     /// A start: `running` = the key's items running, this one included; `rate_waited`: the
@@ -254,7 +257,7 @@ impl KeyAdapt {
         // (A key that ends fewer attempts than that, held by a low rate, closes its round
         // on time alone once it lasted as many round lengths.)
         if elapsed >= len
-            && (self.ends >= ends_needed
+            && (u16::from(self.ends) >= ends_needed
                 || (self.ends > 0 && elapsed >= u64::from(ROUND_ENDS) * len))
         {
             self.close_round(config, now, elapsed);
@@ -310,7 +313,7 @@ impl KeyAdapt {
         }
         if self.flags & OWN_RATE == 0 {
             let ceiling = config.get_rate_ceiling().map(Gcra::new);
-            if ceiling != self.rate_ceiling {
+            if ceiling_parts(ceiling) != (self.ceiling_interval, self.burst) {
                 self.set_rate_ceiling(ceiling);
             }
         }
@@ -331,7 +334,8 @@ impl KeyAdapt {
     }
 
     fn set_rate_ceiling(&mut self, given: Option<Gcra>) {
-        let ceiling = per_second_of(given);
+        let (interval, burst) = ceiling_parts(given);
+        let ceiling = per_second_of(interval);
         let before = self.rate_ceiling();
         if self.rate == 0.0 && self.flags & SLOW_RATE != 0 {
             // A key that has had no rate and no cut starts low under its first ceiling.
@@ -343,7 +347,7 @@ impl KeyAdapt {
             (self.rate_w, self.rate_k, self.rate_x) = (self.rate, 0.0, 0.0);
             self.flags &= !SLOW_RATE;
         }
-        self.rate_ceiling = given;
+        (self.ceiling_interval, self.burst) = (interval, burst);
     }
 
     /// The first overload of a round, of an attempt started after the last cut: cuts the
@@ -612,10 +616,22 @@ fn per_second(interval: Duration) -> f32 {
     (1.0 / interval.as_secs_f64()) as f32
 }
 
-/// A rate ceiling in starts per second (infinite: none).
-fn per_second_of(ceiling: Option<Gcra>) -> f32 {
-    ceiling.map_or(f32::INFINITY, |gcra| {
-        per_second(Duration::from_nanos(gcra.interval_nanos()))
+/// A rate ceiling of `interval` nanoseconds (0: none) in starts per second (infinite:
+/// none).
+fn per_second_of(interval: u64) -> f32 {
+    if interval > 0 {
+        per_second(Duration::from_nanos(interval))
+    } else {
+        f32::INFINITY
+    }
+}
+
+/// A rate ceiling's interval in nanoseconds (0: none) and burst (1 without a ceiling).
+fn ceiling_parts(ceiling: Option<Gcra>) -> (u64, u32) {
+    ceiling.map_or((0, 1), |gcra| {
+        // A fresh state allows the burst at once.
+        let burst = u32::try_from(gcra.starts_allowed(0, 0)).unwrap_or(u32::MAX);
+        (gcra.interval_nanos(), burst.max(1))
     })
 }
 

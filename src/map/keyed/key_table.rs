@@ -5,7 +5,7 @@
 //! doubles), and a crawl keeps one entry per host it saw within the last minute: with the
 //! entries in the table, every spare slot costs a whole entry. Here the table holds only
 //! each key and the index of its entry (a few words), and the entries live in a slab that
-//! grows by an eighth at a time ([`GROWTH`]). A key that leaves leaves its entry in the
+//! grows by a sixteenth at a time ([`GROWTH`]). A key that leaves leaves its entry in the
 //! slab, emptied ([`Recycle::vacate`]); the next new key takes that slot and renews the
 //! entry in place: keys that come and go cost no allocation and no move of a whole entry.
 //!
@@ -22,9 +22,11 @@ use std::collections::hash_map::Entry;
 use std::hash::Hash;
 use std::ops::{Index, IndexMut};
 
-/// The slab grows by this share of its slots (an eighth), and at least [`MIN_GROWTH`]:
-/// its spare room stays within an eighth of the entries it holds.
-const GROWTH: usize = 8;
+/// The slab (and every column beside it) grows by this share of its slots (a sixteenth),
+/// and at least [`MIN_GROWTH`]: its spare room stays within a sixteenth of the entries it
+/// holds. A crawl's kept hosts are most of its memory, and growing moves each entry about
+/// sixteen times over its life (a large slab's growth is mostly a remap of its pages).
+const GROWTH: usize = 16;
 
 /// The fewest slots the slab grows by.
 const MIN_GROWTH: usize = 64;
@@ -189,7 +191,7 @@ impl<K: Hash + Eq, V: Recycle> Index<&K> for KeyTable<K, V> {
     }
 }
 
-/// Pushes `value` on `rows`, growing it by an eighth when full (see [`GROWTH`]).
+/// Pushes `value` on `rows`, growing it by a sixteenth when full (see [`GROWTH`]).
 #[inline]
 fn push<V>(rows: &mut Vec<V>, value: V) {
     if rows.len() == rows.capacity() {
