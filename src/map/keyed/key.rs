@@ -299,7 +299,7 @@ impl<T> KeyState<T> {
     /// Takes the item to start at `now`, counted as running: a retry whose time has come,
     /// else the oldest fresh item (a first attempt: `true` beside it), else the earliest
     /// retry. `None` without an item. The fresh items' nodes are in `queues`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn take_item(&mut self, now: u64, queues: &mut Queues<T>) -> Option<(T, bool)> {
         let due =
             |heap: &BinaryHeap<Reverse<Due<T>>>| heap.peek().is_some_and(|Reverse(d)| d.at <= now);

@@ -64,57 +64,59 @@ impl<T> Queues<T> {
     /// # Panics
     ///
     /// With `u32::MAX` items waiting at once (a window no map reaches).
-    #[inline]
+    #[inline(always)]
     pub(super) fn push_back(&mut self, queue: &mut Queue, item: T) {
-        let at = match self.free {
-            NONE => {
-                let at = u32::try_from(self.nodes.len())
-                    .ok()
-                    .filter(|&at| at != NONE)
-                    .expect("tollgate: more than u32::MAX - 1 items waiting at once");
-                self.nodes.push(Node {
-                    item: Some(item),
-                    next: at,
-                });
-                at
-            }
-            free => {
-                let node = &mut self.nodes[free as usize];
-                self.free = node.next;
-                node.item = Some(item);
-                free
-            }
-        };
-        if queue.len > 0 {
-            // The new node goes between the last node and the first.
-            let last = queue.last as usize;
-            self.nodes[at as usize].next = self.nodes[last].next;
-            self.nodes[last].next = at;
+        let reused = self.free != NONE;
+        let at = if reused {
+            self.free
         } else {
-            // A ring of one.
-            self.nodes[at as usize].next = at;
+            u32::try_from(self.nodes.len())
+                .ok()
+                .filter(|&at| at != NONE)
+                .expect("tollgate: more than u32::MAX - 1 items waiting at once")
+        };
+        // The new node goes between the last node and the first (taking the last's link),
+        // or makes a ring of one.
+        let next = if queue.len > 0 {
+            std::mem::replace(&mut self.nodes[queue.last as usize].next, at)
+        } else {
+            at
+        };
+        let node = Node {
+            item: Some(item),
+            next,
+        };
+        if reused {
+            let slot = &mut self.nodes[at as usize];
+            self.free = slot.next;
+            *slot = node;
+        } else {
+            self.nodes.push(node);
         }
         queue.last = at;
         queue.len += 1;
     }
 
     /// Takes the item at the front of `queue`; `None` if it has none.
-    #[inline]
+    #[inline(always)]
     pub(super) fn pop_front(&mut self, queue: &mut Queue) -> Option<T> {
         if queue.len == 0 {
             return None;
         }
-        let first = self.nodes[queue.last as usize].next;
-        let node = &mut self.nodes[first as usize];
-        let item = node.item.take();
-        let after = std::mem::replace(&mut node.next, self.free);
+        let last = queue.last as usize;
+        let first = self.nodes[last].next;
+        let free = Node {
+            item: None,
+            next: self.free,
+        };
+        let node = std::mem::replace(&mut self.nodes[first as usize], free);
         self.free = first;
         queue.len -= 1;
         if queue.len > 0 {
-            self.nodes[queue.last as usize].next = after;
+            self.nodes[last].next = node.next;
         }
-        debug_assert!(item.is_some(), "a node of a ring holds an item");
-        item
+        debug_assert!(node.item.is_some(), "a node of a ring holds an item");
+        node.item
     }
 
     /// Takes every item of `queue`, front first, into `into`.
