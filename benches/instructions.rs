@@ -68,6 +68,9 @@
 //!   pointer per output).
 //! - `keyed_breaker`: `keyed` over `Result`s with `.classify(..)` (all successes) and
 //!   `.breaker(Breaker::new())`.
+//! - `keyed_rate_limiter`, `keyed_circuit_breaker`: one task calling a `KeyedRateLimiter`'s
+//!   `check_key` (a rate that never binds) / a `KeyedCircuitBreaker`'s `try_acquire` and
+//!   reporting a success, over 64 keys (`i % 64`).
 //!
 //! Executors: `run_sync` (tollgate's own), `smol` (`smol::block_on`), `futures`
 //! (`futures::executor::block_on`, no reactor at all); with `--features tokio`, also `tokio`
@@ -83,8 +86,8 @@ use std::time::Duration;
 use futures_lite::StreamExt as _;
 use futures_lite::future::yield_now;
 use tollgate::{
-    Adaptive, BoundedStreamExt as _, Breaker, Bulkhead, CircuitBreakerError, MapControl, Outcome,
-    Rate, RetryPolicy, Semaphore, map_async, race,
+    Adaptive, BoundedStreamExt as _, Breaker, Bulkhead, CircuitBreakerError, KeyedCircuitBreaker,
+    KeyedRateLimiter, MapControl, Outcome, Rate, RetryPolicy, Semaphore, map_async, race,
 };
 
 /// The child's workload (`name/executor`).
@@ -305,6 +308,29 @@ const WORKLOADS: &[(&str, Run)] = &[
             .classify(|_| Outcome::success())
             .breaker(Breaker::new());
         sum_ok(ex.block_on(map))
+    }),
+    ("keyed_rate_limiter", |ex, n| {
+        let per_key = KeyedRateLimiter::new(NEVER_BINDS);
+        ex.block_on(async {
+            let mut sum = 0;
+            for i in 0..n {
+                per_key.check_key(black_box(&key(&i))).unwrap();
+                sum += i;
+            }
+            sum
+        })
+    }),
+    ("keyed_circuit_breaker", |ex, n| {
+        let per_key = KeyedCircuitBreaker::new(Breaker::new());
+        ex.block_on(async {
+            let mut sum = 0;
+            for i in 0..n {
+                let permit = per_key.try_acquire(black_box(&key(&i))).unwrap();
+                permit.report(Outcome::success());
+                sum += i;
+            }
+            sum
+        })
     }),
 ];
 

@@ -14,3 +14,4 @@ pub(crate) mod key_settings;
 pub(crate) mod outcome;
 pub(crate) mod rate;
 pub(crate) mod semaphore;
+pub(crate) mod sharded;

@@ -3,9 +3,10 @@
 //!
 //! # The table
 //!
-//! Keys live in [`SHARDS`] shards picked by hash, each a `Mutex<HashMap<key, core>>` and
-//! the event its waiters listen to, so threads working on different hosts rarely meet on
-//! one lock and a probe's end wakes only the waiters of its shard.
+//! Keys live in a [`ShardedTable`] (shards picked by hash, each behind a read-write lock, a
+//! key hashed once per call and per permit) whose values are the keys' breakers, changed
+//! under the write lock; beside each shard's lock, the event its waiters listen to, so a
+//! probe's end wakes only the waiters of its shard.
 //!
 //! # Forgetting
 //!
@@ -13,20 +14,14 @@
 //! fresh one (see `core.rs`), so it can be dropped at any time without changing a decision:
 //! - when a permit's end leaves its key so (a probe closed the breaker, a dropped permit of
 //!   a key that never reported), the key goes at once;
-//! - a record that empties with time (a time record, a quiet count record) is found by a
-//!   sweep: when an insert finds the shard grown to twice its size after its last sweep (and
-//!   at least [`SWEEP_FLOOR`]), it drops every such key. The sweep costs what the inserts
-//!   since the last one cost, so O(1) amortised, and a shard holds at most about twice the
-//!   keys that were not forgettable at its last sweep.
+//! - a record that empties with time (a time record, a quiet count record) is found by the
+//!   table's sweeps as it grows (see `sharded.rs`).
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
 use std::fmt;
 use std::future::Future;
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::hash::Hash;
 use std::pin::Pin;
-use std::sync::{LazyLock, Mutex};
 use std::task::{Context, Poll};
 
 use event_listener::Event;
@@ -36,15 +31,8 @@ use super::core::{BreakerCore, BreakerState, Refusal, Ticket};
 use super::error::CircuitBreakerError;
 use super::wait::ProbeWait;
 use crate::limit::outcome::Outcome;
+use crate::limit::sharded::{SHARDS, Shard, ShardedTable, hash_of};
 use crate::runtime::Clock;
-use crate::sync::lock;
-
-/// How many shards a keyed breaker splits its keys over.
-const SHARDS: usize = 16;
-
-/// A shard sweeps no sooner than at this many keys: below it, forgettable keys cost less to
-/// keep than to sweep for.
-const SWEEP_FLOOR: usize = 64;
 
 /// One circuit breaker per key, created on first use: a breaker per host for a crawler.
 ///
@@ -88,72 +76,9 @@ const SWEEP_FLOOR: usize = 64;
 /// ```
 pub struct KeyedCircuitBreaker<K: Hash + Eq> {
     config: Breaker,
-    shards: [Shard<K>; SHARDS],
-}
-
-/// One shard, on its own cache lines so that threads on different shards do not share one.
-#[repr(align(128))]
-struct Shard<K> {
-    table: Mutex<Table<K>>,
-    /// Notified when a probe of one of the shard's keys ends.
-    probe_ended: Event,
-}
-
-struct Table<K> {
-    cores: HashMap<K, BreakerCore, KeyHasher>,
-    /// How many keys the last sweep left: the next sweeps when the table doubles.
-    swept_len: usize,
-}
-
-/// The keys' hasher: std's (SipHash, keyed at random once per process, so keys chosen by
-/// whoever feeds a crawler its links cannot pile up in one bucket), behind a `const`
-/// builder.
-static KEY_HASHER: LazyLock<RandomState> = LazyLock::new(RandomState::new);
-
-#[derive(Clone, Copy, Default)]
-struct KeyHasher;
-
-impl BuildHasher for KeyHasher {
-    type Hasher = DefaultHasher;
-    fn build_hasher(&self) -> DefaultHasher {
-        KEY_HASHER.build_hasher()
-    }
-}
-
-/// The shard of `key`: bits of its hash that the table uses neither for its buckets (the
-/// low bits) nor for its tags (the top seven).
-fn shard_of<Q: Hash + ?Sized>(key: &Q) -> usize {
-    (KEY_HASHER.hash_one(key) >> 40) as usize % SHARDS
-}
-
-impl<K> Shard<K> {
-    const fn new() -> Self {
-        Self {
-            table: Mutex::new(Table {
-                cores: HashMap::with_hasher(KeyHasher),
-                swept_len: 0,
-            }),
-            probe_ended: Event::new(),
-        }
-    }
-}
-
-impl<K: Hash + Eq> Table<K> {
-    /// Before an insert: drops the forgettable keys when the table has doubled since its
-    /// last sweep.
-    fn make_room(&mut self, config: &Breaker, now: u64) {
-        let len = self.cores.len();
-        if len >= SWEEP_FLOOR && len >= 2 * self.swept_len {
-            self.cores
-                .retain(|_, core| !core.is_forgettable(config, now));
-            let len = self.cores.len();
-            self.swept_len = len;
-            let keep = (2 * len).max(SWEEP_FLOOR);
-            if self.cores.capacity() > 2 * keep {
-                self.cores.shrink_to(keep);
-            }
-        }
-    }
+    /// Each key's breaker; beside each shard's lock, the event notified when a probe of
+    /// one of the shard's keys ends.
+    table: ShardedTable<K, BreakerCore, Event>,
 }
 
 impl<K: Hash + Eq> KeyedCircuitBreaker<K> {
@@ -171,7 +96,7 @@ impl<K: Hash + Eq> KeyedCircuitBreaker<K> {
     pub const fn new(breaker: Breaker) -> Self {
         Self {
             config: breaker,
-            shards: [const { Shard::new() }; SHARDS],
+            table: ShardedTable::new([const { Shard::new(Event::new()) }; SHARDS]),
         }
     }
 
@@ -191,9 +116,11 @@ impl<K: Hash + Eq> KeyedCircuitBreaker<K> {
         Q: Hash + Eq + ?Sized,
     {
         let now = Clock::Async.now();
-        lock(&self.shards[shard_of(key)].table)
-            .cores
-            .get(key)
+        let hash = hash_of(key);
+        self.table
+            .shard(hash)
+            .read()
+            .get(hash, key)
             .map_or(BreakerState::Closed, |core| core.state(now))
     }
 
@@ -213,10 +140,7 @@ impl<K: Hash + Eq> KeyedCircuitBreaker<K> {
     /// # Ok::<(), tollgate::CircuitBreakerError>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| lock(&shard.table).cores.len())
-            .sum()
+        self.table.len()
     }
 
     /// Whether the breaker holds state for no key (see [`len`](Self::len)).
@@ -260,8 +184,14 @@ impl<K: Hash + Eq + fmt::Debug> KeyedCircuitBreaker<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + fmt::Debug + ?Sized,
     {
-        match self.ask(key, 0) {
-            (Ok(ticket), _) => Ok(KeyedCircuitBreakerPermit::new(self, key.to_owned(), ticket)),
+        let hash = hash_of(key);
+        match self.ask(hash, key, 0) {
+            (Ok(ticket), _) => Ok(KeyedCircuitBreakerPermit::new(
+                self,
+                key.to_owned(),
+                hash,
+                ticket,
+            )),
             (Err(refusal), now) => Err(CircuitBreakerError::new(refusal, now, Some(&key))),
         }
     }
@@ -302,32 +232,32 @@ impl<K: Hash + Eq + fmt::Debug> KeyedCircuitBreaker<K> {
     {
         KeyedBreakerAcquire {
             breaker: self,
+            hash: hash_of(key),
             key: Some(key.to_owned()),
             wait: ProbeWait::new(),
         }
     }
 
-    /// Asks `key`'s core for a permit, making the key if it is not held; returns the answer
+    /// Asks the core of `key` (of hash `hash`) for a permit, making the key if it is not
+    /// held; returns the answer
     /// and the time it was asked at, read once the shard's lock is held (and taken as
     /// `not_before` at least), as [`CircuitBreaker`](super::CircuitBreaker)'s does, for the
     /// same reason: a time read before the wait for the lock would overstate a refusal's wait.
-    fn ask<Q>(&self, key: &Q, not_before: u64) -> (Result<Ticket, Refusal>, u64)
+    fn ask<Q>(&self, hash: u64, key: &Q, not_before: u64) -> (Result<Ticket, Refusal>, u64)
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + fmt::Debug + ?Sized,
     {
         let (granted, transition, now) = {
-            let mut table = lock(&self.shards[shard_of(key)].table);
+            let mut table = self.table.shard(hash).write();
             let now = Clock::Async.now().max(not_before);
-            let (granted, transition) = match table.cores.get_mut(key) {
+            let (granted, transition) = match table.get_mut(hash, key) {
                 Some(core) => core.try_acquire(&self.config, now),
-                None => {
-                    table.make_room(&self.config, now);
-                    let mut core = BreakerCore::new(&self.config);
-                    let asked = core.try_acquire(&self.config, now);
-                    table.cores.insert(key.to_owned(), core);
-                    asked
-                }
+                None => table
+                    .insert(hash, key, BreakerCore::new(&self.config), |core| {
+                        core.is_forgettable(&self.config, now)
+                    })
+                    .try_acquire(&self.config, now),
             };
             (granted, transition, now)
         };
@@ -337,13 +267,13 @@ impl<K: Hash + Eq + fmt::Debug> KeyedCircuitBreaker<K> {
         (granted, now)
     }
 
-    /// `key`'s permit ends: with a report, or dropped (`None`).
-    fn end(&self, key: &K, ticket: Ticket, success: Option<bool>) {
-        let shard = &self.shards[shard_of(key)];
+    /// The permit of `key` (of hash `hash`) ends: with a report, or dropped (`None`).
+    fn end(&self, hash: u64, key: &K, ticket: Ticket, success: Option<bool>) {
+        let shard = self.table.shard(hash);
         let transition = {
-            let mut table = lock(&shard.table);
+            let mut table = shard.write();
             let now = Clock::Async.now();
-            let Some(core) = table.cores.get_mut(key) else {
+            let Some(core) = table.get_mut(hash, key) else {
                 return; // a key with a permit out is never forgotten
             };
             let transition = match success {
@@ -355,7 +285,7 @@ impl<K: Hash + Eq + fmt::Debug> KeyedCircuitBreaker<K> {
             };
             let forget = core.is_forgettable(&self.config, now);
             if forget {
-                table.cores.remove(key);
+                table.remove(hash, key);
             }
             transition
         };
@@ -363,7 +293,7 @@ impl<K: Hash + Eq + fmt::Debug> KeyedCircuitBreaker<K> {
             transition.emit(Some(key));
         }
         if ticket.is_probe() {
-            shard.probe_ended.notify(usize::MAX);
+            shard.extra.notify(usize::MAX);
         }
     }
 }
@@ -405,6 +335,7 @@ pin_project_lite::pin_project! {
         K: Eq,
     {
         breaker: &'a KeyedCircuitBreaker<K>,
+        hash: u64,
         // Taken by the permit.
         key: Option<K>,
         #[pin]
@@ -422,15 +353,15 @@ impl<'a, K: Hash + Eq + Clone + fmt::Debug> Future for KeyedBreakerAcquire<'a, K
             .key
             .as_ref()
             .expect("`KeyedBreakerAcquire` polled after completion");
-        let shard = &breaker.shards[shard_of(key)];
+        let hash = *this.hash;
         let ticket = std::task::ready!(this.wait.poll(
             cx,
             "KeyedBreakerAcquire",
-            &shard.probe_ended,
-            |not_before| breaker.ask(key, not_before).0
+            &breaker.table.shard(hash).extra,
+            |not_before| breaker.ask(hash, key, not_before).0
         ));
         let key = this.key.take().expect("held until now");
-        Poll::Ready(KeyedCircuitBreakerPermit::new(breaker, key, ticket))
+        Poll::Ready(KeyedCircuitBreakerPermit::new(breaker, key, hash, ticket))
     }
 }
 
@@ -462,15 +393,17 @@ impl<K: Hash + Eq> fmt::Debug for KeyedBreakerAcquire<'_, K> {
 pub struct KeyedCircuitBreakerPermit<'a, K: Hash + Eq + fmt::Debug> {
     breaker: &'a KeyedCircuitBreaker<K>,
     key: K,
+    hash: u64,
     ticket: Ticket,
     reported: bool,
 }
 
 impl<'a, K: Hash + Eq + fmt::Debug> KeyedCircuitBreakerPermit<'a, K> {
-    fn new(breaker: &'a KeyedCircuitBreaker<K>, key: K, ticket: Ticket) -> Self {
+    fn new(breaker: &'a KeyedCircuitBreaker<K>, key: K, hash: u64, ticket: Ticket) -> Self {
         Self {
             breaker,
             key,
+            hash,
             ticket,
             reported: false,
         }
@@ -492,8 +425,12 @@ impl<'a, K: Hash + Eq + fmt::Debug> KeyedCircuitBreakerPermit<'a, K> {
     /// ```
     pub fn report(mut self, outcome: Outcome) {
         self.reported = true;
-        self.breaker
-            .end(&self.key, self.ticket, Some(outcome.is_success()));
+        self.breaker.end(
+            self.hash,
+            &self.key,
+            self.ticket,
+            Some(outcome.is_success()),
+        );
     }
 
     /// Whether this permit is a probe (granted while the key's breaker was half-open).
@@ -530,7 +467,7 @@ impl<'a, K: Hash + Eq + fmt::Debug> KeyedCircuitBreakerPermit<'a, K> {
 impl<K: Hash + Eq + fmt::Debug> Drop for KeyedCircuitBreakerPermit<'_, K> {
     fn drop(&mut self) {
         if !self.reported {
-            self.breaker.end(&self.key, self.ticket, None);
+            self.breaker.end(self.hash, &self.key, self.ticket, None);
         }
     }
 }

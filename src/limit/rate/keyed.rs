@@ -3,50 +3,38 @@
 //!
 //! # The table
 //!
-//! Keys live in [`SHARDS`] shards picked by hash, each an `RwLock<HashMap<key, TAT>>` with
-//! atomic TATs: a call for a key the shard holds takes the read lock and compare-and-swaps
-//! the key's TAT, so calls for different keys never wait for each other (not even for a
-//! thread descheduled in the middle of one); inserting and forgetting take the write lock.
-//! Each key is hashed once: the map stores the hash beside the key and hashes with it, and a
-//! look-up borrows the stored pair as a `dyn Lookup`, so no owned key is built to probe.
+//! Keys live in a [`ShardedTable`] (shards picked by hash, each behind a read-write lock, a
+//! key hashed once per call) whose values are atomic TATs: a call for a key the shard holds
+//! takes the read lock and compare-and-swaps the key's TAT, so calls for different keys
+//! never wait for each other (not even for a thread descheduled in the middle of one);
+//! inserting and forgetting take the write lock.
 //!
 //! # Forgetting
 //!
 //! A key whose TAT has passed decides exactly like a key never seen (see `gcra.rs`), so it
-//! can be dropped at any time without changing a decision. Each shard drops them itself:
-//! - when an insert finds the shard grown to twice its size after its last sweep (and at
-//!   least [`SWEEP_FLOOR`]), it drops every idle key: the sweep costs what the inserts since
-//!   the last one cost, so O(1) amortised, and a shard holds at most about twice the keys
-//!   that were busy at its last sweep;
-//! - when any call finds the shard's latest TAT passed (every key idle) and the shard holds
-//!   at least [`SWEEP_FLOOR`] keys, it forgets them all and gives the memory back. Each key
-//!   is forgotten once per insert, so this too is O(1) amortised; the floor keeps a small
-//!   shard of keys that go idle between calls from being rebuilt on every call. The latest
-//!   TAT is kept as a bound raised [`LATEST_SLACK`] past the TAT that passed it, so that
-//!   calls under the read lock rarely write it: a shard is forgotten up to that much later.
+//! can be dropped at any time without changing a decision: the table's sweeps drop such
+//! keys as it grows (see `sharded.rs`). Besides, when any call finds the shard's latest TAT
+//! passed (every key idle) and the shard holds at least [`SWEEP_FLOOR`] keys, it forgets
+//! them all and gives the memory back. Each key is forgotten once per insert, so this too
+//! is O(1) amortised; the floor keeps a small shard of keys that go idle between calls from
+//! being rebuilt on every call. The latest TAT (beside each shard's lock) is kept as a bound
+//! raised [`LATEST_SLACK`] past the TAT that passed it, so that calls under the read lock
+//! rarely write it: a shard is forgotten up to that much later.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
-use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::hash::Hash;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{LazyLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::task::{Context, Poll};
 
 use super::RateLimitError;
 use super::gcra::{Gcra, Rate};
 use super::wait::ReservedWait;
+use crate::limit::sharded::{SHARDS, SWEEP_FLOOR, Shard, ShardedTable, Table, hash_of};
 use crate::runtime::Clock;
-
-/// How many shards a keyed limiter splits its keys over (a power of two).
-const SHARDS: usize = 32;
-
-/// A shard sweeps no sooner than at this many keys: below it, idle keys cost less to keep
-/// than to rebuild.
-const SWEEP_FLOOR: usize = 64;
 
 /// How far past a TAT a shard's latest TAT is raised when that TAT passes it (1 ms), so
 /// that at most one call a millisecond per shard writes it.
@@ -96,311 +84,109 @@ const LATEST_SLACK: u64 = 1_000_000;
 pub struct KeyedRateLimiter<K: Hash + Eq> {
     rate: Rate,
     gcra: Gcra,
-    shards: [Shard<K>; SHARDS],
-}
-
-/// One shard, on its own cache lines so that threads on different shards do not share one.
-#[repr(align(128))]
-struct Shard<K> {
-    table: RwLock<Table<K>>,
-}
-
-struct Table<K> {
     /// Each key's TAT (nanoseconds since the process origin), changed under the read lock
-    /// by compare-and-swap.
-    tats: HashMap<Entry<K>, AtomicU64, StoredHash>,
-    /// How many keys the last sweep left: the next sweeps when the table doubles.
-    swept_len: usize,
-    /// At least every TAT of the table (raised under the read lock by whoever writes a
-    /// TAT past it, before that lock is released): once the clock passes it, every key is
-    /// idle.
-    latest: AtomicU64,
+    /// by compare-and-swap; beside each shard's lock, at least every TAT of the shard
+    /// (raised under the read lock by whoever writes a TAT past it, before that lock is
+    /// released): once the clock passes it, every key of the shard is idle.
+    table: ShardedTable<K, AtomicU64, AtomicU64>,
 }
 
-/// A key and its hash, computed once per call.
-struct Entry<K> {
-    hash: u64,
-    key: K,
-}
+/// One shard of a keyed limiter's table: the TATs, and the latest of them beside.
+type RateShard<K> = Shard<K, AtomicU64, AtomicU64>;
 
-/// What a look-up compares: the stored pair of a key (`Entry`) or the caller's borrowed one
-/// (`Probe`). The map's key type borrows as `dyn Lookup<Q>` so a `Probe` can find it.
-trait Lookup<Q: ?Sized> {
-    fn hash(&self) -> u64;
-    fn key(&self) -> &Q;
-}
-
-struct Probe<'a, Q: ?Sized> {
-    hash: u64,
-    key: &'a Q,
-}
-
-impl<K: Borrow<Q>, Q: ?Sized> Lookup<Q> for Entry<K> {
-    fn hash(&self) -> u64 {
-        self.hash
-    }
-    fn key(&self) -> &Q {
-        self.key.borrow()
-    }
-}
-
-impl<Q: ?Sized> Lookup<Q> for Probe<'_, Q> {
-    fn hash(&self) -> u64 {
-        self.hash
-    }
-    fn key(&self) -> &Q {
-        self.key
-    }
-}
-
-impl<'a, K: Borrow<Q> + 'a, Q: ?Sized + 'a> Borrow<dyn Lookup<Q> + 'a> for Entry<K> {
-    fn borrow(&self) -> &(dyn Lookup<Q> + 'a) {
-        self
-    }
-}
-
-// `Hash` and `Eq` of the stored pair and of `dyn Lookup` agree (the `Borrow` contract): the
-// hash is the stored one, equality is the key's.
-impl<K> Hash for Entry<K> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
-    }
-}
-
-impl<K: Eq> PartialEq for Entry<K> {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.key == other.key
-    }
-}
-
-impl<K: Eq> Eq for Entry<K> {}
-
-impl<Q: ?Sized> Hash for dyn Lookup<Q> + '_ {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(Lookup::hash(self));
-    }
-}
-
-impl<Q: Eq + ?Sized> PartialEq for dyn Lookup<Q> + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        Lookup::hash(self) == Lookup::hash(other) && self.key() == other.key()
-    }
-}
-
-impl<Q: Eq + ?Sized> Eq for dyn Lookup<Q> + '_ {}
-
-/// The keys' hasher: std's (SipHash, keyed at random once per process, so keys chosen by
-/// whoever feeds a crawler its links cannot pile up in one bucket).
-static KEY_HASHER: LazyLock<RandomState> = LazyLock::new(RandomState::new);
-
-/// The map's hasher: the stored hash, as is (it was computed with [`KEY_HASHER`]).
-#[derive(Clone, Copy, Default)]
-struct StoredHash;
-
-#[derive(Default)]
-struct StoredHasher(u64);
-
-impl BuildHasher for StoredHash {
-    type Hasher = StoredHasher;
-    fn build_hasher(&self) -> StoredHasher {
-        StoredHasher(0)
-    }
-}
-
-impl Hasher for StoredHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("the keyed rate limiter's map hashes only stored hashes");
-    }
-    fn write_u64(&mut self, hash: u64) {
-        self.0 = hash;
-    }
-}
-
+/// Moves the TAT of the key (`hash`, `key`) of `shard`, inserted as fresh (0) if absent,
+/// by `step`: `step(tat)` is `Ok((new_tat, out))` to store `new_tat` and return `out`, or
+/// an error to leave the TAT as it is and return that. Under the read lock with a
+/// compare-and-swap (`step` may run again if another call moved the TAT meanwhile); under
+/// the write lock when the key is new or the shard is due to be forgotten.
 #[inline]
-fn hash_of<Q: Hash + ?Sized>(key: &Q) -> u64 {
-    KEY_HASHER.hash_one(key)
-}
-
-/// The shard of `hash`: bits the map does not use (it takes the low bits for the bucket
-/// and the top seven as tags, so taking the top bits here would blunt its tags).
-#[inline]
-fn shard_of(hash: u64) -> usize {
-    (hash >> 40) as usize % SHARDS
-}
-
-impl<K> Shard<K> {
-    const fn new() -> Self {
-        Self {
-            table: RwLock::new(Table {
-                tats: HashMap::with_hasher(StoredHash),
-                swept_len: 0,
-                latest: AtomicU64::new(0),
-            }),
-        }
-    }
-}
-
-// A panic inside a critical section (user code: `Hash`, `Eq`, `ToOwned`) runs before
-// anything changes, so a poisoned table is still a consistent one.
-fn read<K>(table: &RwLock<Table<K>>) -> RwLockReadGuard<'_, Table<K>> {
-    table
-        .read()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn write<K>(table: &RwLock<Table<K>>) -> RwLockWriteGuard<'_, Table<K>> {
-    table
-        .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl<K: Hash + Eq> Shard<K> {
-    /// Moves the TAT of the key (`hash`, `key`), inserted as fresh (0) if absent, by `step`:
-    /// `step(tat)` is `Ok((new_tat, out))` to store `new_tat` and return `out`, or an error
-    /// to leave the TAT as it is and return that. Under the read lock with a
-    /// compare-and-swap (`step` may run again if another call moved the TAT meanwhile);
-    /// under the write lock when the key is new or the shard is due to be forgotten.
-    #[inline]
-    fn apply<Q, T, E>(
-        &self,
-        hash: u64,
-        key: &Q,
-        now: u64,
-        step: impl Fn(u64) -> Result<(u64, T), E>,
-    ) -> Result<T, E>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+fn apply<K, Q, T, E>(
+    shard: &RateShard<K>,
+    hash: u64,
+    key: &Q,
+    now: u64,
+    step: impl Fn(u64) -> Result<(u64, T), E>,
+) -> Result<T, E>
+where
+    K: Hash + Eq + Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+{
     {
-        {
-            let table = read(&self.table);
-            if !table.is_due_to_forget(now) {
-                if let Some(tat) = table.get(hash, key) {
-                    let mut current = tat.load(Ordering::Relaxed);
-                    loop {
-                        let (next, out) = step(current)?;
-                        match tat.compare_exchange_weak(
-                            current,
-                            next,
-                            Ordering::Relaxed,
-                            Ordering::Relaxed,
-                        ) {
-                            Ok(_) => {
-                                table.raise_latest(next);
-                                return Ok(out);
-                            }
-                            Err(actual) => current = actual,
+        let table = shard.read();
+        if !is_due_to_forget(&table, &shard.extra, now) {
+            if let Some(tat) = table.get(hash, key) {
+                let mut current = tat.load(Ordering::Relaxed);
+                loop {
+                    let (next, out) = step(current)?;
+                    match tat.compare_exchange_weak(
+                        current,
+                        next,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => {
+                            raise_latest(&shard.extra, next);
+                            return Ok(out);
                         }
+                        Err(actual) => current = actual,
                     }
                 }
             }
         }
-        self.apply_exclusive(hash, key, now, step)
     }
-
-    /// [`apply`](Self::apply) under the write lock: forgets the shard if due, inserts the
-    /// key if absent.
-    #[inline(never)]
-    fn apply_exclusive<Q, T, E>(
-        &self,
-        hash: u64,
-        key: &Q,
-        now: u64,
-        step: impl Fn(u64) -> Result<(u64, T), E>,
-    ) -> Result<T, E>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        let mut table = write(&self.table);
-        let table = &mut *table;
-        table.forget_if_all_idle(now);
-        if table.get(hash, key).is_none() {
-            table.make_room(now);
-        }
-        let tat = table
-            .tats
-            .entry(Entry {
-                hash,
-                key: key.to_owned(),
-            })
-            .or_insert_with(|| AtomicU64::new(0))
-            .get_mut();
-        let (next, out) = step(*tat)?;
-        *tat = next;
-        let latest = table.latest.get_mut();
-        if next > *latest {
-            *latest = next.saturating_add(LATEST_SLACK);
-        }
-        Ok(out)
-    }
+    apply_exclusive(shard, hash, key, now, step)
 }
 
-impl<K: Hash + Eq> Table<K> {
-    /// Whether every key is idle at `now` and there are enough to be worth forgetting.
-    #[inline]
-    fn is_due_to_forget(&self, now: u64) -> bool {
-        Gcra::is_idle(self.latest.load(Ordering::Relaxed), now) && self.tats.len() >= SWEEP_FLOOR
+/// [`apply`] under the write lock: forgets the shard if due, inserts the key if absent.
+#[inline(never)]
+fn apply_exclusive<K, Q, T, E>(
+    shard: &RateShard<K>,
+    hash: u64,
+    key: &Q,
+    now: u64,
+    step: impl Fn(u64) -> Result<(u64, T), E>,
+) -> Result<T, E>
+where
+    K: Hash + Eq + Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+{
+    let mut table = shard.write();
+    if is_due_to_forget(&table, &shard.extra, now) {
+        table.forget_all();
+        shard.extra.store(0, Ordering::Relaxed);
     }
-
-    /// Forgets every key when all are idle at `now` and there are enough to be worth it.
-    #[inline]
-    fn forget_if_all_idle(&mut self, now: u64) {
-        if self.is_due_to_forget(now) {
-            self.forget_all();
-        }
+    let tat = if table.get(hash, key).is_some() {
+        table.get_mut(hash, key).expect("just found")
+    } else {
+        table.insert(hash, key, AtomicU64::new(0), |tat| {
+            Gcra::is_idle(*tat.get_mut(), now)
+        })
+    };
+    let tat = tat.get_mut();
+    let (next, out) = step(*tat)?;
+    *tat = next;
+    // (Under the write lock: no call raises it meanwhile.)
+    if next > shard.extra.load(Ordering::Relaxed) {
+        shard
+            .extra
+            .store(next.saturating_add(LATEST_SLACK), Ordering::Relaxed);
     }
+    Ok(out)
+}
 
-    #[cold]
-    fn forget_all(&mut self) {
-        // A fresh map rather than `clear`: the point is to give the memory back.
-        self.tats = HashMap::with_hasher(StoredHash);
-        self.swept_len = 0;
-        *self.latest.get_mut() = 0;
-    }
+/// Whether every key of a shard (its values `table`, its latest TAT `latest`) is idle at
+/// `now`, and there are enough to be worth forgetting.
+#[inline]
+fn is_due_to_forget<K>(table: &Table<K, AtomicU64>, latest: &AtomicU64, now: u64) -> bool {
+    Gcra::is_idle(latest.load(Ordering::Relaxed), now) && table.len() >= SWEEP_FLOOR
+}
 
-    /// Raises the latest TAT past `tat` if `tat` passed it (under the read lock: a thread
-    /// that forgets the shard takes the write lock, so it sees this).
-    #[inline]
-    fn raise_latest(&self, tat: u64) {
-        if tat > self.latest.load(Ordering::Relaxed) {
-            self.latest
-                .fetch_max(tat.saturating_add(LATEST_SLACK), Ordering::Relaxed);
-        }
-    }
-
-    #[inline]
-    fn get<Q>(&self, hash: u64, key: &Q) -> Option<&AtomicU64>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.tats.get(&Probe { hash, key } as &dyn Lookup<Q>)
-    }
-
-    /// Before an insert: sweeps when the table has doubled since its last sweep.
-    #[inline]
-    fn make_room(&mut self, now: u64) {
-        let len = self.tats.len();
-        if len >= SWEEP_FLOOR && len >= 2 * self.swept_len {
-            self.sweep(now);
-        }
-    }
-
-    /// Drops the keys idle at `now`, and the memory they took once the table is mostly
-    /// empty.
-    fn sweep(&mut self, now: u64) {
-        self.tats
-            .retain(|_, tat| !Gcra::is_idle(*tat.get_mut(), now));
-        let len = self.tats.len();
-        self.swept_len = len;
-        let keep = (2 * len).max(SWEEP_FLOOR);
-        if self.tats.capacity() > 2 * keep {
-            self.tats.shrink_to(keep);
-        }
+/// Raises a shard's latest TAT past `tat` if `tat` passed it (under the read lock: a thread
+/// that forgets the shard takes the write lock, so it sees this).
+#[inline]
+fn raise_latest(latest: &AtomicU64, tat: u64) {
+    if tat > latest.load(Ordering::Relaxed) {
+        latest.fetch_max(tat.saturating_add(LATEST_SLACK), Ordering::Relaxed);
     }
 }
 
@@ -422,7 +208,7 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
         Self {
             rate,
             gcra: Gcra::new(rate),
-            shards: [const { Shard::new() }; SHARDS],
+            table: ShardedTable::new([const { Shard::new(AtomicU64::new(0)) }; SHARDS]),
         }
     }
 
@@ -456,10 +242,7 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
     /// # Ok::<(), tollgate::RateLimitError>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| read(&shard.table).tats.len())
-            .sum()
+        self.table.len()
     }
 
     /// Whether the limiter holds state for no key (see [`len`](Self::len)).
@@ -476,8 +259,8 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
     }
 
     #[inline]
-    fn shard(&self, hash: u64) -> &Shard<K> {
-        &self.shards[shard_of(hash)]
+    fn shard(&self, hash: u64) -> &RateShard<K> {
+        self.table.shard(hash)
     }
 
     /// Takes a start for `key` if its rate allows one now, without waiting.
@@ -508,7 +291,7 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
     {
         let now = Clock::Async.now();
         let hash = hash_of(key);
-        let decided = self.shard(hash).apply(hash, key, now, |tat| {
+        let decided = apply(self.shard(hash), hash, key, now, |tat| {
             self.gcra.decide(tat, now).map(|next| (next, ()))
         });
         decided.map_err(|allowed_at| RateLimitError::new(now, allowed_at))
@@ -590,7 +373,7 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
     where
         K: Clone,
     {
-        let reserved = self.shard(hash).apply(hash, key, now, |tat| {
+        let reserved = apply(self.shard(hash), hash, key, now, |tat| {
             let (next, start_at) = self.gcra.reserve(tat, now);
             Ok::<_, Infallible>((next, (next, start_at)))
         });
@@ -603,7 +386,7 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
     /// Gives back `key`'s start reserved with `reserved_tat` if nothing was reserved or
     /// taken for the key after it.
     fn give_back(&self, hash: u64, key: &K, reserved_tat: u64) {
-        let table = read(&self.shard(hash).table);
+        let table = self.shard(hash).read();
         if let Some(tat) = table.get(hash, key) {
             let _ = tat.compare_exchange(
                 reserved_tat,
@@ -708,14 +491,13 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::limit::sharded::shard_of;
+    use std::hash::Hasher;
 
     impl<K: Hash + Eq> KeyedRateLimiter<K> {
         /// Entries the shards have room for: the memory they hold.
         fn capacity(&self) -> usize {
-            self.shards
-                .iter()
-                .map(|shard| read(&shard.table).tats.capacity())
-                .sum()
+            self.table.capacity()
         }
     }
 
@@ -793,13 +575,5 @@ mod tests {
                 "a call for another key of the shard waited for the stalled one"
             );
         });
-    }
-
-    #[test]
-    fn the_shard_bits_are_not_the_maps_tag_bits() {
-        // The map tags entries with the hash's top 7 bits: the shard must not fix them.
-        for hash in [0u64, u64::MAX, 1 << 63, 0x7f << 57] {
-            assert_eq!(shard_of(hash), shard_of(hash ^ (0x7f << 57)));
-        }
     }
 }
