@@ -134,7 +134,7 @@ impl KeyAdapt {
         let ceiling = clamp_ceiling(config.ceiling());
         let floor = (config.floor() as f32).min(ceiling as f32);
         let limit = INITIAL_LIMIT.clamp(floor, ceiling as f32);
-        let (ceiling_interval, burst) = ceiling_parts(config.get_rate_ceiling().map(Gcra::new));
+        let (ceiling_interval, burst) = Gcra::parts(config.get_rate_ceiling().map(Gcra::new));
         Self {
             limit,
             limit_w: limit,
@@ -194,9 +194,7 @@ impl KeyAdapt {
 
     /// The rate ceiling as given (`None`: none).
     fn rate_ceiling_gcra(&self) -> Option<Gcra> {
-        (self.ceiling_interval > 0).then(|| {
-            Gcra::new(Rate::every(Duration::from_nanos(self.ceiling_interval)).burst(self.burst))
-        })
+        Gcra::from_parts(self.ceiling_interval, self.burst)
     }
 
     /// The rate ceiling in starts per second (infinite: none).
@@ -313,7 +311,7 @@ impl KeyAdapt {
         }
         if self.flags & OWN_RATE == 0 {
             let ceiling = config.get_rate_ceiling().map(Gcra::new);
-            if ceiling_parts(ceiling) != (self.ceiling_interval, self.burst) {
+            if Gcra::parts(ceiling) != (self.ceiling_interval, self.burst) {
                 self.set_rate_ceiling(ceiling);
             }
         }
@@ -334,7 +332,7 @@ impl KeyAdapt {
     }
 
     fn set_rate_ceiling(&mut self, given: Option<Gcra>) {
-        let (interval, burst) = ceiling_parts(given);
+        let (interval, burst) = Gcra::parts(given);
         let ceiling = per_second_of(interval);
         let before = self.rate_ceiling();
         if self.rate == 0.0 && self.flags & SLOW_RATE != 0 {
@@ -624,15 +622,6 @@ fn per_second_of(interval: u64) -> f32 {
     } else {
         f32::INFINITY
     }
-}
-
-/// A rate ceiling's interval in nanoseconds (0: none) and burst (1 without a ceiling).
-fn ceiling_parts(ceiling: Option<Gcra>) -> (u64, u32) {
-    ceiling.map_or((0, 1), |gcra| {
-        // A fresh state allows the burst at once.
-        let burst = u32::try_from(gcra.starts_allowed(0, 0)).unwrap_or(u32::MAX);
-        (gcra.interval_nanos(), burst.max(1))
-    })
 }
 
 fn micros(nanos: u64) -> u32 {

@@ -196,6 +196,38 @@ impl Gcra {
         now.saturating_add(u64::try_from(ahead).unwrap_or(u64::MAX))
     }
 
+    /// A rate from its interval in nanoseconds and its burst, as [`parts`](Self::parts)
+    /// gives them (`None` for an interval of 0: no rate). For who keeps a rate in 12 bytes
+    /// (a key's entry in a map, a key's adaptive state).
+    #[inline(always)]
+    pub(crate) const fn from_parts(interval: u64, burst: u32) -> Option<Self> {
+        match NonZeroU64::new(interval) {
+            Some(interval) => Some(Self {
+                interval,
+                tolerance: interval
+                    .get()
+                    .saturating_mul(burst.saturating_sub(1) as u64),
+            }),
+            None => None,
+        }
+    }
+
+    /// The interval in nanoseconds and the burst (the starts a fresh state allows at
+    /// once) of `rate` (`(0, 1)` for none): [`from_parts`](Self::from_parts) makes it again.
+    pub(crate) fn parts(rate: Option<Self>) -> (u64, u32) {
+        rate.map_or((0, 1), |gcra| (gcra.interval.get(), gcra.burst()))
+    }
+
+    /// How many starts a fresh state allows at once.
+    pub(crate) const fn burst(&self) -> u32 {
+        let burst = self.tolerance / self.interval.get() + 1;
+        if burst > u32::MAX as u64 {
+            u32::MAX
+        } else {
+            burst as u32
+        }
+    }
+
     /// Starts per second at the steady rate.
     pub(crate) fn per_second(&self) -> f64 {
         1e9 / self.interval.get() as f64
@@ -235,6 +267,22 @@ mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_rate_is_made_again_from_its_parts() {
+        for rate in [
+            Rate::per_second(3),
+            Rate::per_second(50).burst(7),
+            Rate::every(Duration::from_secs(3)).burst(u32::MAX),
+        ] {
+            let gcra = Some(Gcra::new(rate));
+            let (interval, burst) = Gcra::parts(gcra);
+            assert_eq!(burst, rate.get_burst());
+            assert_eq!(Gcra::from_parts(interval, burst), gcra);
+        }
+        assert_eq!(Gcra::parts(None), (0, 1));
+        assert_eq!(Gcra::from_parts(0, 1), None);
+    }
 
     #[test]
     fn starts_allowed_counts_the_burst_left() {

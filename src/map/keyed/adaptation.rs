@@ -54,17 +54,17 @@ impl Adaptation {
         change: impl FnOnce(&mut InForce, &mut u64),
     ) {
         let adapt = &mut self.keys[state.slot()];
-        let in_force = state.settings.rate;
+        let in_force = state.settings.rate();
         let mut ceilings = state.settings;
         let (limit, rate) = adapt.own_ceilings();
         if let Some(limit) = limit {
             ceilings.set_limit(limit);
         }
-        ceilings.rate = rate;
+        ceilings.set_rate(rate);
         change(&mut ceilings, &mut state.tat.clone());
-        adapt.set_ceiling(Some(ceilings.limit()), ceilings.rate);
+        adapt.set_ceiling(Some(ceilings.limit()), ceilings.rate());
         state.settings = ceilings;
-        state.settings.rate = in_force;
+        state.settings.set_rate(in_force);
         take_values(adapt, state, now);
     }
 }
@@ -72,10 +72,10 @@ impl Adaptation {
 /// The key's adaptive values moved (or may have): they become the settings in force, the
 /// rate state carried over from the rate before.
 fn take_values<T>(adapt: &KeyAdapt, state: &mut KeyState<T>, now: u64) {
-    let old = state.settings.rate;
+    let old = state.settings.rate();
     state.settings.set_limit(adapt.limit());
-    state.settings.rate = adapt.rate();
-    if let (Some(old), Some(new)) = (old, state.settings.rate) {
+    state.settings.set_rate(adapt.rate());
+    if let (Some(old), Some(new)) = (old, state.settings.rate()) {
         state.tat = new.carry_over(&old, state.tat, now);
     }
 }

@@ -224,7 +224,7 @@ impl<T> KeyState<T> {
     /// rate it adapted to (kept in the settings, like the limit).
     #[inline(always)]
     pub(super) fn rate(&self) -> Option<Gcra> {
-        self.settings.rate
+        self.settings.rate()
     }
 
     /// When the key's next item may start by its items alone: now for a fresh one, else

@@ -106,7 +106,7 @@ impl<K> Parts<K> {
     pub(super) fn given<T>(&self, state: &KeyState<T>) -> (usize, Option<Gcra>) {
         match &self.adaptive {
             Some(adaptation) => adaptation.given(state),
-            None => (state.settings.limit(), state.settings.rate),
+            None => (state.settings.limit(), state.settings.rate()),
         }
     }
 

@@ -203,7 +203,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
 
     /// Sets the default key rate (before any item is pushed).
     pub(crate) fn set_default_rate(&mut self, rate: Gcra) {
-        self.defaults.rate = Some(rate);
+        self.defaults.set_rate(Some(rate));
     }
 
     /// The same settings for another key type and default key limit (before any item is
@@ -218,7 +218,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             "tollgate: `.key_settings(..)` names the map's key: call it after `.per_key(..)`"
         );
         let mut scheduler = KeyScheduler::new(default_limit);
-        scheduler.defaults.rate = self.defaults.rate;
+        scheduler.defaults.set_rate(self.defaults.rate());
         if self.parts.asks.is_gated() {
             scheduler.set_gated();
         }
@@ -492,7 +492,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         while let Some((at, key)) = self.lines.sleepers.pop_due(now) {
             match self.keys.get(&key) {
                 Some(state) if state.place() == Place::Asleep(at) => {
-                    let rate = state.settings.rate;
+                    let rate = state.settings.rate();
                     let keys = self.keys.len();
                     if matches!(self.place(key, now), Place::Turn | Place::Ask) {
                         self.lines.sleepers.woke(at, rate.as_ref(), keys);
@@ -525,7 +525,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// own, carrying each key's state over; keys asleep for longer than the new rate asks
     /// are woken earlier.
     pub(crate) fn change_default_rate(&mut self, rate: Gcra, now: u64) {
-        self.defaults.rate = Some(rate);
+        self.defaults.set_rate(Some(rate));
         let parts = &mut self.parts;
         self.keys.for_each_mut(|state| {
             parts.change_settings(state, now, |settings, tat| {

@@ -15,29 +15,66 @@
 use crate::limit::key_settings::KeySettings;
 use crate::limit::rate::gcra::Gcra;
 
-/// The limit and rate a key is held to, and whether each is the key's own.
+/// The limit and rate a key is held to, and whether each is the key's own: 16 bytes, as
+/// every key's entry holds one (a crawl keeps one per host it saw within the last minute).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct InForce {
-    /// The most items of the key that may run at once ([`limit`](Self::limit)): 4 bytes,
-    /// not 8, as every key's entry holds one.
+    /// The interval of the rate its starts are spaced by, in nanoseconds (0: no rate,
+    /// nothing to check); with `burst`, the rate ([`rate`](Self::rate)).
+    interval: u64,
+    /// The rate's burst.
+    burst: u32,
+    /// The most items of the key that may run at once (the bits of [`LIMIT`], at most
+    /// [`MAX_LIMIT`]: [`limit`](Self::limit)), and whether the limit ([`OWN_LIMIT`]) and the
+    /// rate ([`OWN_RATE`]) are the key's own (a change of the default does not reach them).
     limit: u32,
-    /// The rate its starts are spaced by (`None`: no rate, nothing to check).
-    pub(super) rate: Option<Gcra>,
-    /// Whether `limit` is the key's own (a change of the default does not reach it).
-    own_limit: bool,
-    /// Whether `rate` is the key's own.
-    own_rate: bool,
 }
+
+/// The bits of [`InForce`]'s `limit` that hold the limit.
+const LIMIT: u32 = (1 << 30) - 1;
+
+/// The largest limit a key holds: a larger one (more items than a window holds, so no
+/// limit either way) is held as this.
+pub(super) const MAX_LIMIT: usize = LIMIT as usize;
+
+/// The limit is the key's own.
+const OWN_LIMIT: u32 = 1 << 31;
+
+/// The rate is the key's own.
+const OWN_RATE: u32 = 1 << 30;
 
 impl InForce {
     /// The map's defaults, or the settings of a key that follows them.
     pub(super) const fn defaults(limit: usize, rate: Option<Gcra>) -> Self {
+        let (interval, burst) = match rate {
+            Some(rate) => (rate.interval_nanos(), rate.burst()),
+            None => (0, 1),
+        };
         Self {
+            interval,
+            burst,
             limit: held_limit(limit),
-            rate,
-            own_limit: false,
-            own_rate: false,
         }
+    }
+
+    /// The rate its starts are spaced by (`None`: no rate, nothing to check).
+    #[inline(always)]
+    pub(super) const fn rate(&self) -> Option<Gcra> {
+        Gcra::from_parts(self.interval, self.burst)
+    }
+
+    /// Sets the rate (the key's state is the caller's to carry over).
+    #[inline]
+    pub(super) fn set_rate(&mut self, rate: Option<Gcra>) {
+        (self.interval, self.burst) = Gcra::parts(rate);
+    }
+
+    const fn is_own_limit(&self) -> bool {
+        self.limit & OWN_LIMIT != 0
+    }
+
+    const fn is_own_rate(&self) -> bool {
+        self.limit & OWN_RATE != 0
     }
 
     /// The settings a key first seen gets: the defaults (`self`), but for those `own`
@@ -48,7 +85,7 @@ impl InForce {
         own: Option<&KeySettings>,
         given: Option<KeySettings>,
     ) -> Self {
-        let mut settings = Self::defaults(self.limit(), self.rate);
+        let mut settings = Self::defaults(self.limit(), self.rate());
         for own in given.iter().chain(own) {
             settings.take_own(own.get_limit(), own.get_rate().map(Gcra::new));
         }
@@ -66,12 +103,9 @@ impl InForce {
         now: u64,
     ) {
         let mut next = defaults.for_new_key(None, given);
-        match next.rate {
-            Some(rate) => {
-                next.rate = self.rate;
-                next.change_rate(rate, tat, now);
-            }
-            None => next.rate = None,
+        if let Some(rate) = next.rate() {
+            next.set_rate(self.rate());
+            next.change_rate(rate, tat, now);
         }
         *self = next;
     }
@@ -83,27 +117,26 @@ impl InForce {
             self.set_own_limit(limit);
         }
         if let Some(rate) = rate {
-            self.rate = Some(rate);
-            self.own_rate = true;
+            self.set_rate(Some(rate));
+            self.limit |= OWN_RATE;
         }
     }
 
     /// The most items of the key that may run at once.
     #[inline(always)]
     pub(super) const fn limit(&self) -> usize {
-        self.limit as usize
+        (self.limit & LIMIT) as usize
     }
 
-    /// Sets the limit (one above `u32::MAX` is held as `u32::MAX`: more items than a
-    /// window ever holds, so no limit either way).
+    /// Sets the limit (one above [`MAX_LIMIT`] is held as `MAX_LIMIT`).
     #[inline]
     pub(super) const fn set_limit(&mut self, limit: usize) {
-        self.limit = held_limit(limit);
+        self.limit = (self.limit & !LIMIT) | held_limit(limit);
     }
 
     /// The default limit changed to `limit`: the key takes it unless it has its own.
     pub(super) fn follow_limit(&mut self, limit: usize) {
-        if !self.own_limit {
+        if !self.is_own_limit() {
             self.set_limit(limit);
         }
     }
@@ -111,7 +144,7 @@ impl InForce {
     /// The default rate changed to `rate`: the key takes it unless it has its own,
     /// carrying its rate state `tat` over at `now`.
     pub(super) fn follow_rate(&mut self, rate: Gcra, tat: &mut u64, now: u64) {
-        if !self.own_rate {
+        if !self.is_own_rate() {
             self.change_rate(rate, tat, now);
         }
     }
@@ -119,7 +152,7 @@ impl InForce {
     /// Gives the key a limit of its own.
     fn set_own_limit(&mut self, limit: usize) {
         self.set_limit(limit);
-        self.own_limit = true;
+        self.limit |= OWN_LIMIT;
     }
 
     /// Takes each value `own` sets as the key's own (what it leaves unset stays as it
@@ -130,22 +163,22 @@ impl InForce {
         }
         if let Some(rate) = own.get_rate() {
             self.change_rate(Gcra::new(rate), tat, now);
-            self.own_rate = true;
+            self.limit |= OWN_RATE;
         }
     }
 
     fn change_rate(&mut self, rate: Gcra, tat: &mut u64, now: u64) {
-        if let Some(old) = self.rate {
+        if let Some(old) = self.rate() {
             *tat = rate.carry_over(&old, *tat, now);
         }
-        self.rate = Some(rate);
+        self.set_rate(Some(rate));
     }
 }
 
-/// `limit` as a key's entry holds it: at most `u32::MAX`.
+/// `limit` as a key's entry holds it: at most [`MAX_LIMIT`].
 const fn held_limit(limit: usize) -> u32 {
-    if limit > u32::MAX as usize {
-        u32::MAX
+    if limit > MAX_LIMIT {
+        LIMIT
     } else {
         limit as u32
     }
