@@ -1,10 +1,22 @@
 //! What an HTTP response says about its key, on the `http` crate's types (the ones hyper,
 //! reqwest and axum share). Available with the `http` feature.
 //!
-//! - [`outcome`]: the response's [`Outcome`]: 2xx and 3xx a success, 429 and
-//!   503 an overload, anything else a failure; each with the headers' [`hint`].
+//! - [`outcome`]: the response's [`Outcome`]: 2xx and 3xx a success, 429 an overload, 503 an
+//!   outage when it says when to come back (`Retry-After`) and an overload when it does not,
+//!   anything else a failure; each with the headers' [`hint`] (see [What the status
+//!   says](#what-the-status-says)).
 //! - [`hint`]: the [`Hint`] the headers give: a pause, a rate, a limit.
 //! - [`retry_after`]: the `Retry-After` header alone.
+//!
+//! # What the status says
+//!
+//! | status | outcome | why |
+//! | --- | --- | --- |
+//! | 2xx, 3xx | success | served (a redirect too: the server answered at its pace) |
+//! | 429 | overload | RFC 6585: too many requests in a given time, the client's pace; a `Retry-After` adds a pause |
+//! | 503 with a valid `Retry-After` | outage | RFC 9110 (15.6.4): a 503 is a temporary overload *or scheduled maintenance*, and a server that knows when it will be back says so. An outage waits out the pause and cuts nothing; should attempts under way as it came succeed, the server was serving some while refusing others, and an adaptive key reads that as an overload (see [`Outcome::outage`]) |
+//! | 503 without `Retry-After` | overload | a server or proxy that sheds load (nginx's `limit_req` and `limit_conn` answer 503 by default) |
+//! | 500, 502, 504, any other | failure | an error, or a gateway's word that its upstream failed or timed out, which a dead backend gives as often as a busy one: it lowers nothing, and a breaker counts it |
 //!
 //! # What the headers say
 //!
@@ -120,9 +132,11 @@ pub fn hint(headers: &HeaderMap) -> Hint {
     }
 }
 
-/// The [`Outcome`] of a response: a success for 2xx and 3xx, an overload for
-/// 429 (Too Many Requests) and 503 (Service Unavailable), a failure for anything else; with
-/// the [`hint`] its headers give, whatever the status.
+/// The [`Outcome`] of a response: a success for 2xx and 3xx, an overload for 429 (Too Many
+/// Requests) and for a 503 (Service Unavailable) without a valid `Retry-After`, an outage for
+/// a 503 with one, a failure for anything else (see [What the status
+/// says](self#what-the-status-says)); with the [`hint`] its headers give, whatever the
+/// status.
 ///
 /// # Examples
 ///
@@ -136,16 +150,32 @@ pub fn hint(headers: &HeaderMap) -> Hint {
 /// assert!(outcome.is_overload());
 /// assert_eq!(outcome.hint().get_pause(), Some(Duration::from_secs(5)));
 ///
+/// // Down for maintenance, back in a minute: an outage, with its pause.
+/// headers.insert("retry-after", "60".parse().unwrap());
+/// let outcome = tollgate::http::outcome(StatusCode::SERVICE_UNAVAILABLE, &headers);
+/// assert!(outcome.is_outage());
+/// assert_eq!(outcome.hint().get_pause(), Some(Duration::from_secs(60)));
+/// // Shedding load, with no word on when: an overload.
+/// let shed = tollgate::http::outcome(StatusCode::SERVICE_UNAVAILABLE, &HeaderMap::new());
+/// assert!(shed.is_overload());
+///
 /// assert!(tollgate::http::outcome(StatusCode::NOT_FOUND, &HeaderMap::new()).is_failure());
 /// assert!(tollgate::http::outcome(StatusCode::MOVED_PERMANENTLY, &HeaderMap::new()).is_success());
 /// ```
 pub fn outcome(status: StatusCode, headers: &HeaderMap) -> Outcome {
+    let hint = hint(headers);
     let outcome = if status.is_success() || status.is_redirection() {
         Outcome::success()
-    } else if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+    } else if status == StatusCode::TOO_MANY_REQUESTS {
         Outcome::overload()
+    } else if status == StatusCode::SERVICE_UNAVAILABLE {
+        if retry_after(headers).is_some() {
+            Outcome::outage()
+        } else {
+            Outcome::overload()
+        }
     } else {
         Outcome::failure()
     };
-    outcome.with_hint(hint(headers))
+    outcome.with_hint(hint)
 }

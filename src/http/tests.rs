@@ -12,6 +12,7 @@ use super::rate_limit::reset;
 use super::structured::Parser;
 use super::{hint, outcome, retry_after};
 use crate::limit::hint::Hint;
+use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::Rate;
 
 /// A response's fields, in order: name and value.
@@ -578,6 +579,19 @@ fn huge_values_saturate() {
     assert!(super::hint(&map).get_limit().is_some());
 }
 
+/// The kind of `outcome`, as a word.
+fn kind_of(outcome: &Outcome) -> &'static str {
+    if outcome.is_success() {
+        "success"
+    } else if outcome.is_overload() {
+        "overload"
+    } else if outcome.is_outage() {
+        "outage"
+    } else {
+        "failure"
+    }
+}
+
 #[test]
 fn outcome_classifies_the_status() {
     let none = HeaderMap::new();
@@ -598,16 +612,36 @@ fn outcome_classifies_the_status() {
         (599, "failure"),
     ] {
         let outcome = outcome(StatusCode::from_u16(status).unwrap(), &none);
-        let got = if outcome.is_success() {
-            "success"
-        } else if outcome.is_overload() {
-            "overload"
-        } else {
-            "failure"
-        };
-        assert_eq!(got, kind, "{status}");
+        assert_eq!(kind_of(&outcome), kind, "{status}");
         assert!(outcome.hint().is_empty());
     }
+    // A `Retry-After` makes a 503 an outage (down for a while), and only a 503; an invalid
+    // one says nothing, and leaves it an overload.
+    let back_in_a_minute = headers(&[("retry-after", b"60")]);
+    for (status, kind) in [
+        (503, "outage"),
+        (429, "overload"),
+        (500, "failure"),
+        (200, "success"),
+    ] {
+        let outcome = outcome(StatusCode::from_u16(status).unwrap(), &back_in_a_minute);
+        assert_eq!(kind_of(&outcome), kind, "{status} with Retry-After");
+        assert_eq!(outcome.hint().get_pause(), Some(Duration::from_secs(60)));
+    }
+    let garbled = headers(&[("retry-after", b"soon")]);
+    assert_eq!(
+        kind_of(&outcome(StatusCode::SERVICE_UNAVAILABLE, &garbled)),
+        "overload"
+    );
+    let date_passed = headers(&[
+        ("date", b"Fri, 31 Dec 1999 23:59:59 GMT"),
+        ("retry-after", b"Fri, 31 Dec 1999 23:59:00 GMT"),
+    ]);
+    assert_eq!(
+        kind_of(&outcome(StatusCode::SERVICE_UNAVAILABLE, &date_passed)),
+        "outage",
+        "a valid Retry-After in the past: out, and back already (a zero pause)"
+    );
     // The hint rides on every kind.
     let map = headers(&[("ratelimit-policy", br#""p";q=5;w=1"#)]);
     for status in [

@@ -3,14 +3,21 @@
 use crate::limit::hint::Hint;
 
 /// What one attempt's output says about its key: it succeeded, the server was **overloaded**
-/// (a 429, a 503, an attempt timeout), or it failed for another reason (a 404, a stray 500);
-/// and, whichever it was, the server's [`Hint`] about the key, if it gave one.
+/// (a 429, a 503 without `Retry-After`, an attempt timeout), it is **out** for a while (a
+/// 503 with `Retry-After`: down for maintenance, restarting), or the attempt failed for
+/// another reason (a 404, a stray 500); and, whichever it was, the server's [`Hint`] about
+/// the key, if it gave one.
 ///
 /// An adaptive key moves its limit and rate from the outcomes of its attempts (see
 /// [`Adaptive`](crate::Adaptive)): an overload may lower them, a success is credit for
 /// raising them (and its latency is a sample), a plain failure changes nothing: it never
 /// lowers a value, never counts as credit, and its latency is not a sample (an error that
-/// came back at once says nothing about how busy the server is).
+/// came back at once says nothing about how busy the server is). An outage lowers nothing
+/// either (a server that is down says nothing about the pace it can take once it is back):
+/// the key waits out the pause its hint asks for. But when an attempt that was under way as
+/// an outage came back succeeds, the server was refusing some requests while serving
+/// others: the outage was an overload after all, and lowers the key's values as one.
+/// Circuit breakers count overloads, outages and failures alike as bad.
 ///
 /// The hint is read from every outcome, success or failure alike (servers send rate-limit
 /// headers on their 200s too): attach it with [`with_hint`](Self::with_hint). With the
@@ -55,6 +62,7 @@ pub struct Outcome {
 enum Kind {
     Success,
     Overload,
+    Outage,
     Failure,
 }
 
@@ -74,8 +82,9 @@ impl Outcome {
         }
     }
 
-    /// The server had too much: a 429, a 503, an attempt that timed out. It may lower the
-    /// key's limit or rate (at most once per round, see [`Adaptive`](crate::Adaptive)).
+    /// The server had too much: a 429, a 503 without `Retry-After`, an attempt that timed
+    /// out. It may lower the key's limit or rate (at most once per round, see
+    /// [`Adaptive`](crate::Adaptive)).
     ///
     /// # Examples
     ///
@@ -85,6 +94,29 @@ impl Outcome {
     pub const fn overload() -> Self {
         Self {
             kind: Kind::Overload,
+            hint: Hint::new(),
+        }
+    }
+
+    /// The server is out for a while (a 503 with `Retry-After`, a maintenance page): the
+    /// key waits out the pause its hint asks for (attach it with
+    /// [`with_hint`](Self::with_hint)) and its breaker counts the attempt bad, but its limit
+    /// and rate are not lowered, unless an attempt that was under way as this one came back
+    /// succeeds (the server served some and refused others: an overload).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Hint, Outcome};
+    ///
+    /// let down = Outcome::outage().with_hint(Hint::new().pause(Duration::from_secs(30)));
+    /// assert!(down.is_outage());
+    /// assert!(!down.is_overload());
+    /// ```
+    pub const fn outage() -> Self {
+        Self {
+            kind: Kind::Outage,
             hint: Hint::new(),
         }
     }
@@ -125,6 +157,17 @@ impl Outcome {
     /// ```
     pub const fn is_overload(&self) -> bool {
         matches!(self.kind, Kind::Overload)
+    }
+
+    /// Whether this is [`outage`](Self::outage).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(!tollgate::Outcome::overload().is_outage());
+    /// ```
+    pub const fn is_outage(&self) -> bool {
+        matches!(self.kind, Kind::Outage)
     }
 
     /// Whether this is [`failure`](Self::failure).

@@ -36,6 +36,8 @@ pub enum Answer {
     Success,
     /// Too much: a 503, a refusal of the meter, a timeout.
     Overload,
+    /// Out for a while: a 503 with `Retry-After`.
+    Outage,
     /// A plain failure (a 404): it says nothing about the host's load.
     Failure,
 }
@@ -110,6 +112,11 @@ pub struct Host {
     pub knee: Option<f64>,
     /// Past the knee, a 503 with probability ramping from 0 at the knee to 1 at twice it.
     pub ramp: bool,
+    /// Those 503s carry a `Retry-After` (read as outages, not overloads).
+    pub ramp_says_retry_after: bool,
+    /// The host is down: every attempt that arrives is answered at once with a 503 and a
+    /// `Retry-After` (an outage); attempts it already holds are served.
+    pub down: bool,
     /// A strict GCRA meter: an arrival earlier than one interval after the previous one
     /// admitted gets a 429 at once.
     pub rate: Option<f64>,
@@ -131,6 +138,8 @@ impl Host {
             noise: 0.0,
             knee: None,
             ramp: false,
+            ramp_says_retry_after: false,
+            down: false,
             rate: None,
             jitter: 0,
             timeout: None,
@@ -171,6 +180,8 @@ pub struct Second {
     pub successes: u32,
     /// Attempts ended with an overload.
     pub overloads: u32,
+    /// Attempts ended with an outage.
+    pub outages: u32,
 }
 
 /// One adaptive key with endless work (up to `cap` running: something else holding it
@@ -315,6 +326,9 @@ impl<K: AdaptiveKey> Sim<K> {
             let sent = self.requests[id].sent;
             return answer(self, Answer::Overload, (sent + timeout).saturating_sub(now));
         }
+        if host.down {
+            return answer(self, Answer::Outage, MS / 10);
+        }
         let draw = self.rng.unit();
         if draw < host.fast_overload {
             return answer(self, Answer::Overload, MS / 10);
@@ -335,7 +349,12 @@ impl<K: AdaptiveKey> Sim<K> {
         if let Some(knee) = host.knee {
             if host.ramp && n > knee && self.rng.unit() < ((n - knee) / knee).min(1.0) {
                 self.in_flight -= 1;
-                return answer(self, Answer::Overload, MS);
+                let refused = if host.ramp_says_retry_after {
+                    Answer::Outage
+                } else {
+                    Answer::Overload
+                };
+                return answer(self, refused, MS);
             }
             factor = (n / knee).max(1.0);
         }
@@ -354,6 +373,7 @@ impl<K: AdaptiveKey> Sim<K> {
         match request.answer {
             Answer::Success => second.successes += 1,
             Answer::Overload => second.overloads += 1,
+            Answer::Outage => second.outages += 1,
             Answer::Failure => {}
         }
         let latency = self.now - request.sent;

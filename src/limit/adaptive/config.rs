@@ -26,7 +26,12 @@ use crate::limit::rate::gcra::Rate;
 /// start waited for its rate) and from the end of each attempt: its [`Outcome`](crate::Outcome)
 /// and its latency (how long it ran). Only successes give latency samples, and only those of
 /// 1 ms or more (an answer from a cache or an error page says nothing about a queue). A plain
-/// failure changes nothing.
+/// failure changes nothing. An **outage** (the server is out for a while: a 503 with
+/// `Retry-After`) changes nothing either, unless an attempt that was under way as it came back
+/// succeeds: a server that serves some requests while refusing others is overloaded, and that
+/// success counts as an overload (below). A server that is down refuses everything, and the
+/// key keeps what it learned for when it is back (waiting out the pause the outage's hint asks
+/// for).
 ///
 /// **Rounds.** A key judges in rounds: a round lasts at least its baseline latency (below)
 /// and 100 ms, and until 4 attempts ended in it (or as many as its limit, if lower; or one,

@@ -20,9 +20,9 @@ use super::config::Adaptive;
 use super::tuning::{
     BURST_CAP, CUT, INITIAL_LIMIT, INITIAL_RATE, LATENCY_CALM, LATENCY_CARRY_ROUNDS, LATENCY_HIGH,
     LATENCY_MIN_SAMPLE, LATENCY_SAMPLES, LIMIT_RECOVERY_ROUNDS, LIMIT_RECOVERY_STARTS, MAX_RISE,
-    MEASURED_WEIGHT, RATE_BOUND_PACE, RATE_FLOOR, RATE_RECOVERY_MAX_SECS, RATE_RECOVERY_MIN_SECS,
-    RATE_RECOVERY_STARTS, RECOVERY_EXPONENT, REMEASURE_ROUNDS, ROUND_ENDS, ROUND_MIN, SEC,
-    SLOW_OVERLOAD, SLOW_START_RISE, STALE_ROUND,
+    MEASURED_WEIGHT, MS, RATE_BOUND_PACE, RATE_FLOOR, RATE_RECOVERY_MAX_SECS,
+    RATE_RECOVERY_MIN_SECS, RATE_RECOVERY_STARTS, RECOVERY_EXPONENT, REMEASURE_ROUNDS, ROUND_ENDS,
+    ROUND_MIN, SEC, SLOW_OVERLOAD, SLOW_START_RISE, STALE_ROUND,
 };
 use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::{Gcra, Rate};
@@ -45,13 +45,30 @@ const OWN_LIMIT: u8 = 1 << 6;
 /// The rate ceiling is the key's own.
 const OWN_RATE: u8 = 1 << 7;
 
-// `bound`
+// `round`
 /// A start of the current round found the key using its whole limit.
 const LIMIT_BOUND: u8 = 1;
 /// A start of the current round waited for the key's rate.
 const RATE_BOUND: u8 = 1 << 1;
 /// How far the current round's bits shift to become the previous round's.
 const PREVIOUS: u8 = 2;
+/// What bound the key in the current round and the last (the bits above, shifted).
+const BOUND: u8 = (LIMIT_BOUND | RATE_BOUND) | (LIMIT_BOUND | RATE_BOUND) << PREVIOUS;
+/// A start of the current round came later than the key had work and room, because its
+/// rate said so (what makes the rate bind, at pace: [`KeyAdapt::bound`]).
+const WAITED: u8 = 1 << 4;
+/// An attempt of the current round succeeded.
+const SUCCEEDED: u8 = 1 << 5;
+/// An attempt started after a recent outage answer came ([`KeyAdapt::is_outage_recent`]),
+/// and succeeded: should another outage answer come, the server is refusing some requests
+/// while serving others (an overload), not out. Forgotten at a round's start once the
+/// outage is no longer recent.
+const SERVED_AFTER_OUTAGE: u8 = 1 << 6;
+
+/// How many round lengths an outage answer stays recent: long enough for an attempt started
+/// after it to come back (an attempt takes about a round length, the baseline latency), short
+/// enough that a server back from an outage is not judged by it when it fails again later.
+const OUTAGE_RECENT: u64 = 4;
 
 /// The largest ceiling a key can have (a semaphore's largest limit).
 const MAX_CEILING: usize = (u32::MAX >> 1) as usize;
@@ -92,18 +109,16 @@ pub(crate) struct KeyAdapt {
     /// When a value was last lowered (0: never). Signals of attempts started before it
     /// speak of the values before it, and are ignored.
     last_cut: u64,
+    /// When the latest outage answer came (0: none): with [`SERVED_AFTER_OUTAGE`], what
+    /// tells an outage from refusals the key's own load brings on.
+    outage_at: u64,
     /// Starts in the current round.
     starts: u32,
-    /// Starts of the current round that waited for the rate (read only as none or some:
-    /// a byte, saturating).
-    waited: u8,
     /// Latency samples carried so far.
     latency_count: u16,
     /// Attempts ended in the current round (compared only with at most [`ROUND_ENDS`]: a
     /// byte, saturating, as every key of an adaptive map keeps one).
     ends: u8,
-    /// Successes in the current round (read only as none or some: a byte, saturating).
-    successes: u8,
     /// Clean limit-bound rounds since the last limit cut.
     limit_x: u16,
     /// Rounds the latency samples have been carried over.
@@ -111,7 +126,9 @@ pub(crate) struct KeyAdapt {
     /// Rounds closed in a row with the limit at its floor.
     floor_rounds: u8,
     flags: u8,
-    bound: u8,
+    /// The current round's marks: what bound the key in it and the last ([`BOUND`]),
+    /// whether a start [`WAITED`] for the rate, whether an attempt [`SUCCEEDED`].
+    round: u8,
 }
 
 /// What the latency samples say at a round's close.
@@ -151,16 +168,15 @@ impl KeyAdapt {
             latency_sum: 0,
             round_start: now,
             last_cut: 0,
+            outage_at: 0,
             starts: 0,
-            waited: 0,
             latency_count: 0,
             ends: 0,
-            successes: 0,
             limit_x: 0,
             latency_rounds: 0,
             floor_rounds: 0,
             flags: SLOW_LIMIT | SLOW_RATE | CLEAN_LIMIT | CLEAN_RATE,
-            bound: 0,
+            round: 0,
         }
     }
 
@@ -208,10 +224,10 @@ impl KeyAdapt {
     pub(crate) fn started(&mut self, _now: u64, running: usize, rate_waited: bool) {
         self.starts = self.starts.saturating_add(1);
         if running >= self.limit() {
-            self.bound |= LIMIT_BOUND;
+            self.round |= LIMIT_BOUND;
         }
         if rate_waited && self.rate > 0.0 {
-            self.waited = self.waited.saturating_add(1);
+            self.round |= WAITED;
         }
     }
 
@@ -233,7 +249,7 @@ impl KeyAdapt {
         self.ends = self.ends.saturating_add(1);
         let after_cut = started_at >= self.last_cut;
         if outcome.is_success() {
-            self.successes = self.successes.saturating_add(1);
+            self.round |= SUCCEEDED;
             match latency {
                 Some(latency) if latency >= LATENCY_MIN_SAMPLE && after_cut => {
                     self.latency_sum = self.latency_sum.saturating_add(micros(latency));
@@ -241,13 +257,20 @@ impl KeyAdapt {
                 }
                 _ => {}
             }
-        } else if outcome.is_overload() {
-            self.flags |= OVERLOADED;
-            if self.flags & CUT_DONE == 0 && after_cut {
-                let slow = u64::from(self.baseline) * 1_000;
-                let slow = ((slow as f32 * LATENCY_HIGH) as u64).max(SLOW_OVERLOAD);
-                self.cut(config, now, latency.is_some_and(|latency| latency >= slow));
+            if self.is_outage_recent(now) && started_at >= self.outage_at {
+                // Started after a recent outage answer came, and served.
+                self.round |= SERVED_AFTER_OUTAGE;
             }
+        } else if outcome.is_overload() {
+            self.overloaded(config, now, after_cut, latency);
+        } else if outcome.is_outage() {
+            if self.round & SERVED_AFTER_OUTAGE != 0 {
+                // Refused, served, refused again: the server refuses some requests and
+                // serves others, which is an overload (a server that is out refuses all;
+                // one back from an outage refuses none).
+                self.overloaded(config, now, after_cut, latency);
+            }
+            self.outage_at = self.outage_at.max(now);
         }
         let elapsed = now.saturating_sub(self.round_start);
         let ends_needed = ROUND_ENDS.min(u16::try_from(self.limit()).unwrap_or(u16::MAX));
@@ -261,6 +284,17 @@ impl KeyAdapt {
             self.close_round(config, now, elapsed);
         }
         before != (self.limit(), self.interval())
+    }
+
+    /// An overload (of an attempt started after the last cut when `after_cut`, that took
+    /// `latency`): the round raises nothing, and its first such overload cuts.
+    fn overloaded(&mut self, config: &Adaptive, now: u64, after_cut: bool, latency: Option<u64>) {
+        self.flags |= OVERLOADED;
+        if self.flags & CUT_DONE == 0 && after_cut {
+            let slow = u64::from(self.baseline) * 1_000;
+            let slow = ((slow as f32 * LATENCY_HIGH) as u64).max(SLOW_OVERLOAD);
+            self.cut(config, now, latency.is_some_and(|latency| latency >= slow));
+        }
     }
 
     /// The user set a ceiling for this key (`None`: the configuration's, from the next
@@ -443,7 +477,7 @@ impl KeyAdapt {
         } else {
             round_rate
         };
-        if self.flags & OVERLOADED == 0 && self.successes > 0 {
+        if self.flags & OVERLOADED == 0 && self.round & SUCCEEDED != 0 {
             self.flags |= CLEAN_LIMIT | CLEAN_RATE;
             match self.latency_verdict() {
                 Latency::High(mean) => {
@@ -543,11 +577,17 @@ impl KeyAdapt {
     /// it in full use; the rate if a start waited for it and the round's starts came at
     /// [`RATE_BOUND_PACE`] of it or more, over [`ROUND_MIN`] at least) and in the previous
     /// one (the same bits, shifted by [`PREVIOUS`]).
+    /// Whether an outage answer came within the last [`OUTAGE_RECENT`] round lengths: an
+    /// attempt started after it has had the time to come back.
+    fn is_outage_recent(&self, now: u64) -> bool {
+        self.outage_at > 0 && now.saturating_sub(self.outage_at) <= OUTAGE_RECENT * self.round_len()
+    }
+
     fn bound(&self, now: u64) -> u8 {
-        let mut bound = self.bound;
+        let mut bound = self.round & BOUND;
         let elapsed = now.saturating_sub(self.round_start).max(ROUND_MIN) as f32 / SEC as f32;
         let pace = (self.starts as f32 + 1.0) / elapsed;
-        if self.waited > 0 && pace >= RATE_BOUND_PACE * self.rate {
+        if self.round & WAITED != 0 && pace >= RATE_BOUND_PACE * self.rate {
             bound |= RATE_BOUND;
         }
         bound
@@ -560,11 +600,17 @@ impl KeyAdapt {
     /// Begins a round at `now`; `bound` is what bound the key in the one that ends (as
     /// [`bound`](Self::bound) read it before any value moved).
     fn new_round(&mut self, now: u64, bound: u8) {
-        self.round_start = now;
         let bound = bound & (LIMIT_BOUND | RATE_BOUND);
-        (self.starts, self.waited, self.ends, self.successes) = (0, 0, 0, 0);
+        // What was served after a recent outage answer is remembered while it is recent.
+        let served = if self.is_outage_recent(now) {
+            self.round & SERVED_AFTER_OUTAGE
+        } else {
+            0
+        };
+        self.round = bound << PREVIOUS | served;
+        self.round_start = now;
+        (self.starts, self.ends) = (0, 0);
         self.flags &= !(OVERLOADED | CUT_DONE);
-        self.bound = bound << PREVIOUS;
     }
 }
 

@@ -54,6 +54,7 @@ impl AdaptiveKey for Key {
         let outcome = match answer {
             Answer::Success => Outcome::success(),
             Answer::Overload => Outcome::overload(),
+            Answer::Outage => Outcome::outage(),
             Answer::Failure => Outcome::failure(),
         };
         self.adapt
@@ -465,6 +466,98 @@ fn keys_converge_on_what_their_host_allows() {
         assert!(reached <= 20, "{reached} s");
         assert!(settled >= share, "{settled}");
         assert!(overload <= 0.03, "{overload}");
+    }
+}
+
+/// The key's limit and rate per second over `seconds`, lowest first.
+fn lowest(seconds: &[Second]) -> (usize, f64) {
+    let limit = seconds.iter().map(|s| s.limit).min().unwrap_or(0);
+    let rate = seconds.iter().map(|s| s.rate).fold(f64::INFINITY, f64::min);
+    (limit, rate)
+}
+
+#[test]
+fn an_outage_cuts_nothing_and_the_key_comes_back_where_it_was() {
+    // A host at its pace for a minute, then down for 15 s (every new attempt a 503 with
+    // `Retry-After`, at once; the attempts it holds are served, some of them after its
+    // first 503s came back), then back. No pause here (the map's pause part waits out
+    // `Retry-After`): the key keeps asking through the outage, the hardest case.
+    for (seed, base_ms, knee) in [(21, 100, 16.0), (22, 50, 8.0), (23, 300, 32.0)] {
+        let host = Host {
+            knee: Some(knee),
+            noise: 0.2,
+            ramp: true,
+            ..Host::new(base_ms)
+        };
+        let config = Adaptive::new(1, 64).rate_ceiling(Rate::per_second(400));
+        let mut sim = Sim::new(Key::new(config), host, seed);
+        sim.run_until(60 * S);
+        let before = lowest(sim.span(59, 60));
+        sim.host = Host { down: true, ..host };
+        sim.run_until(75 * S);
+        sim.host = host;
+        sim.run_until(90 * S);
+        sim.print(&format!("down from 60 s to 75 s, seed {seed}"), 5);
+        let outages: u32 = sim.span(60, 75).iter().map(|s| s.outages).sum();
+        let (limit, rate) = lowest(sim.span(60, 76));
+        println!(
+            "seed {seed}: before {before:?}; lowest over the outage and the second after: limit \
+             {limit}, rate {rate:.1}/s; {outages} outage answers"
+        );
+        assert!(outages > 100, "the host was down: {outages} outages");
+        assert!(
+            limit >= before.0 && rate >= before.1,
+            "seed {seed}: the outage cut the key: limit {limit} (was {}), rate {rate:.1} (was \
+             {:.1})",
+            before.0,
+            before.1
+        );
+    }
+}
+
+#[test]
+fn refusals_only_above_a_knee_lower_the_limit_even_with_retry_after() {
+    // The same host twice: past its knee it refuses with plain 503s (overloads), or with
+    // 503s that carry a `Retry-After` (read as outages). An outage a key's own concurrency
+    // brings on is an overload all the same: attempts under way beside the refused ones
+    // are served. The limit must settle near the knee either way.
+    for (seed, knee, base_ms) in [(31, 10.0, 100), (32, 4.0, 50), (33, 24.0, 200)] {
+        let host = Host {
+            knee: Some(knee),
+            ramp: true,
+            noise: 0.2,
+            ..Host::new(base_ms)
+        };
+        let mut plain = Sim::new(Key::new(Adaptive::new(1, 1000)), host, seed);
+        plain.run_until(300 * S);
+        let mut told = Sim::new(
+            Key::new(Adaptive::new(1, 1000)),
+            Host {
+                ramp_says_retry_after: true,
+                ..host
+            },
+            seed,
+        );
+        told.run_until(300 * S);
+        told.print(&format!("knee {knee}, refusals with Retry-After"), 30);
+        let last = told.span(150, 300);
+        let mean = mean_limit(last);
+        let refused: u32 = last.iter().map(|s| s.outages + s.overloads).sum();
+        let starts: u32 = last.iter().map(|s| s.starts).sum();
+        let share = f64::from(refused) / f64::from(starts.max(1));
+        let plain_mean = mean_limit(plain.span(150, 300));
+        let plain_share = overload_share(plain.span(150, 300));
+        println!(
+            "knee {knee}: mean limit {mean:.1} with Retry-After, {plain_mean:.1} without; \
+             {:.2}% refused, {:.2}% without",
+            100.0 * share,
+            100.0 * plain_share
+        );
+        assert!(
+            mean <= 1.5 * knee + 1.0,
+            "knee {knee}: the limit did not come down to the knee: {mean:.1}"
+        );
+        assert!(share <= 0.06, "knee {knee}: {:.2}% refused", 100.0 * share);
     }
 }
 
