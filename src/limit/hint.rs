@@ -45,6 +45,21 @@ pub struct Hint {
 }
 
 impl Hint {
+    /// The longest pause a map waits out for one hint: 10 minutes. A server that asks for
+    /// more (a `Retry-After` of hours, a daily quota's reset) is not waited for: on a map
+    /// with a breaker per key (`.breaker`, `.breaker_waiting`) the key's breaker opens (its
+    /// items fail at once, or wait for its probes), elsewhere the key pauses this long and
+    /// asks again. A key is never held for hours by one answer, let alone the years a
+    /// malformed date could ask for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(tollgate::Hint::MAX_PAUSE, Duration::from_secs(600));
+    /// ```
+    pub const MAX_PAUSE: Duration = Duration::from_secs(600);
+
     /// A hint that says nothing: no pause, no limit, no rate.
     ///
     /// # Examples
@@ -62,9 +77,8 @@ impl Hint {
 
     /// Pause the key for `pause`, counted from when the response was read (`Retry-After`,
     /// or a rate-limit counter at 0 with its reset time); a zero pause says "no need to
-    /// wait". Taken as given, however long: `Duration::MAX` holds the key's items for as
-    /// long as the map runs (a [drain](crate::MapControl::drain) ends the map with them not
-    /// started).
+    /// wait". A map waits out at most [`MAX_PAUSE`](Self::MAX_PAUSE) of it: see there for a
+    /// longer one.
     ///
     /// # Examples
     ///

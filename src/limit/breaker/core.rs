@@ -259,6 +259,16 @@ impl BreakerCore {
         }
     }
 
+    /// Opens the breaker at `now`, whatever its record says (for its open period, doubled as
+    /// its failed probes say); `None` if it is open already.
+    pub(crate) fn open_now(&mut self, config: &Breaker, now: u64) -> Option<Transition> {
+        if self.state(now) == BreakerState::Open {
+            return None;
+        }
+        let (attempts, bad) = self.counts(config, now);
+        Some(self.open(config, now, attempts, bad))
+    }
+
     /// The permit of `ticket` was dropped without a report: a probe's place is free again.
     pub(crate) fn release(&mut self, ticket: Ticket) {
         self.out = self.out.saturating_sub(1);

@@ -52,6 +52,20 @@ impl<K> MapBreaker<K> {
         self.cores.clear();
     }
 
+    /// Opens the breaker of `key` (entry `state`) at `now`, whatever its record says (its
+    /// server asked to be left alone for longer than a map waits: [`Hint::MAX_PAUSE`]); one
+    /// already open stays as it is.
+    ///
+    /// [`Hint::MAX_PAUSE`]: crate::Hint::MAX_PAUSE
+    pub(super) fn open_now<T>(&mut self, key: &K, state: &mut KeyState<T>, now: u64) {
+        let transition = self.cores[state.slot()].open_now(&self.config, now);
+        self.tell(key, transition);
+        if self.fails {
+            // Items back from failed attempts end now, not after their pauses.
+            state.due_now(now);
+        }
+    }
+
     /// The state of `state`'s key's breaker at `now`.
     pub(super) fn state<T>(&self, state: &KeyState<T>, now: u64) -> BreakerState {
         self.cores[state.slot()].state(now)

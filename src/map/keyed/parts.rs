@@ -35,6 +35,7 @@ use super::settings::InForce;
 use crate::events;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::breaker::core::BreakerState;
+use crate::limit::hint::Hint;
 use crate::limit::rate::gcra::Gcra;
 use crate::map::control::KeyProgress;
 
@@ -223,7 +224,16 @@ impl<K: Hash + Eq + Clone> Parts<K> {
         ended: &Ended<'_>,
         now: u64,
     ) {
-        self.pause.ended(key, state, ended, now);
+        let too_long = ended
+            .outcome
+            .hint_ref()
+            .get_pause()
+            .is_some_and(|pause| pause > Hint::MAX_PAUSE);
+        match &mut self.breaker {
+            // A server that asks for more than a map waits: the key's breaker opens.
+            Some(breaker) if too_long => breaker.open_now(key, state, now),
+            _ => self.pause.ended(key, state, ended, now),
+        }
         if let Some(change) = Hints::change(ended, self.given(state)) {
             self.change_settings(state, now, |settings, tat| {
                 settings.set_own(change, tat, now);

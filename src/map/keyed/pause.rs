@@ -2,11 +2,13 @@
 //! hint's pause, read from an attempt's output) or the retry policy did
 //! ([`RetryPolicy::pause_key`](crate::RetryPolicy::pause_key), through
 //! [`KeyScheduler::pause`](super::scheduler::KeyScheduler::pause)). One pause per key: the
-//! later end wins, and each pause is reported as the same `key paused` event.
+//! later end wins, and each pause is reported as the same `key paused` event. A hint's
+//! pause is waited out for at most [`Hint::MAX_PAUSE`].
 
 use super::key::KeyState;
 use super::part::{Ended, Part, Verdict};
 use crate::events;
+use crate::limit::hint::Hint;
 use crate::map::control::KeyProgress;
 
 /// Holds each key until the end of its pause.
@@ -33,6 +35,9 @@ impl<K, T> Part<K, T> for Pauses {
         let Some(pause) = ended.outcome.hint_ref().get_pause() else {
             return;
         };
+        // (A longer pause opens the key's breaker instead, on a map with breakers:
+        // `Parts::hinted`.)
+        let pause = pause.min(Hint::MAX_PAUSE);
         events::key_paused(ended.attempt, pause, "hint");
         let nanos = u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX);
         Self::pause(state, now.saturating_add(nanos));
