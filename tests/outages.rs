@@ -11,6 +11,7 @@
 
 mod common;
 
+use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -88,6 +89,28 @@ fn classify(output: &Result<(), Error>) -> Outcome {
     }
 }
 
+/// The second proofs' host: item 0 is refused with `Retry-After` of a day, the others are
+/// served; each start is recorded (time since `start`).
+fn refused_for_a_day(
+    n: u32,
+    start: Instant,
+    starts: &Mutex<Vec<Duration>>,
+) -> impl Future<Output = Result<(), Error>> {
+    starts.lock().unwrap().push(now() - start);
+    async move { if n == 0 { Err(Error::Down) } else { Ok(()) } }
+}
+
+/// The outcome of an answer of that host: its refusal asks for a day.
+fn a_day(output: &Result<(), Error>) -> Outcome {
+    match output {
+        Err(Error::Down) => {
+            Outcome::outage().with_hint(Hint::new().pause(Duration::from_secs(86_400)))
+        }
+        Err(Error::Open) => Outcome::failure(),
+        Ok(()) => Outcome::success(),
+    }
+}
+
 virtual_time! {
     async fn an_outage_pauses_its_key_and_cuts_nothing() {
         // One key, plenty of items: it climbs to its ceiling of 8 at once (every attempt
@@ -143,22 +166,10 @@ virtual_time! {
         // The host asks for a day; the map waits `Hint::MAX_PAUSE` and asks again.
         let start = now();
         let starts = Mutex::new(Vec::new());
-        let outputs = map_async(0..3u32, 4, |n| {
-            starts.lock().unwrap().push(now() - start);
-            async move {
-                if n == 0 {
-                    Err(Error::Down)
-                } else {
-                    Ok(())
-                }
-            }
-        })
-        .per_key(|_| 0u8, 1)
-        .classify(|output: &Result<(), Error>| match output {
-            Err(_) => Outcome::outage().with_hint(Hint::new().pause(Duration::from_secs(86_400))),
-            Ok(()) => Outcome::success(),
-        })
-        .await;
+        let outputs = map_async(0..3u32, 4, |n| refused_for_a_day(n, start, &starts))
+            .per_key(|_| 0u8, 1)
+            .classify(a_day)
+            .await;
         let starts = starts.into_inner().unwrap();
         println!("starts at {starts:?}");
         assert_eq!(outputs.len(), 3);
@@ -174,26 +185,11 @@ virtual_time! {
         // key's breaker opens, and its other items fail at once rather than wait.
         let start = now();
         let starts = Mutex::new(Vec::new());
-        let outputs = map_async(0..3u32, 4, |n| {
-            starts.lock().unwrap().push(now() - start);
-            async move {
-                if n == 0 {
-                    Err(Error::Down)
-                } else {
-                    Ok(())
-                }
-            }
-        })
-        .per_key(|_| 0u8, 1)
-        .classify(|output: &Result<(), Error>| match output {
-            Err(Error::Down) => {
-                Outcome::outage().with_hint(Hint::new().pause(Duration::from_secs(86_400)))
-            }
-            Err(Error::Open) => Outcome::failure(),
-            Ok(()) => Outcome::success(),
-        })
-        .breaker(Breaker::new())
-        .await;
+        let outputs = map_async(0..3u32, 4, |n| refused_for_a_day(n, start, &starts))
+            .per_key(|_| 0u8, 1)
+            .classify(a_day)
+            .breaker(Breaker::new())
+            .await;
         let took = now() - start;
         let starts = starts.into_inner().unwrap();
         println!("outputs {outputs:?}, starts at {starts:?}, ended after {took:?}");
