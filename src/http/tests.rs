@@ -581,14 +581,15 @@ fn huge_values_saturate() {
 
 /// The kind of `outcome`, as a word.
 fn kind_of(outcome: &Outcome) -> &'static str {
-    if outcome.is_success() {
-        "success"
-    } else if outcome.is_overload() {
-        "overload"
-    } else if outcome.is_outage() {
-        "outage"
-    } else {
-        "failure"
+    match (
+        outcome.is_success(),
+        outcome.is_overload(),
+        outcome.is_outage(),
+    ) {
+        (true, ..) => "success",
+        (_, true, _) => "overload",
+        (.., true) => "outage",
+        _ => "failure",
     }
 }
 
@@ -615,33 +616,26 @@ fn outcome_classifies_the_status() {
         assert_eq!(kind_of(&outcome), kind, "{status}");
         assert!(outcome.hint().is_empty());
     }
-    // A `Retry-After` makes a 503 an outage (down for a while), and only a 503; an invalid
-    // one says nothing, and leaves it an overload.
-    let back_in_a_minute = headers(&[("retry-after", b"60")]);
-    for (status, kind) in [
-        (503, "outage"),
-        (429, "overload"),
-        (500, "failure"),
-        (200, "success"),
-    ] {
-        let outcome = outcome(StatusCode::from_u16(status).unwrap(), &back_in_a_minute);
-        assert_eq!(kind_of(&outcome), kind, "{status} with Retry-After");
-        assert_eq!(outcome.hint().get_pause(), Some(Duration::from_secs(60)));
-    }
+    // A valid `Retry-After` makes a 503 an outage, and only a 503 (one already past too: out,
+    // and back already); an invalid one leaves it an overload.
+    let minute = headers(&[("retry-after", b"60")]);
     let garbled = headers(&[("retry-after", b"soon")]);
-    assert_eq!(
-        kind_of(&outcome(StatusCode::SERVICE_UNAVAILABLE, &garbled)),
-        "overload"
-    );
-    let date_passed = headers(&[
+    let past = headers(&[
         ("date", b"Fri, 31 Dec 1999 23:59:59 GMT"),
         ("retry-after", b"Fri, 31 Dec 1999 23:59:00 GMT"),
     ]);
-    assert_eq!(
-        kind_of(&outcome(StatusCode::SERVICE_UNAVAILABLE, &date_passed)),
-        "outage",
-        "a valid Retry-After in the past: out, and back already (a zero pause)"
-    );
+    for (map, status, kind) in [
+        (&minute, 503, "outage"),
+        (&minute, 429, "overload"),
+        (&minute, 500, "failure"),
+        (&past, 503, "outage"),
+        (&garbled, 503, "overload"),
+    ] {
+        let outcome = outcome(StatusCode::from_u16(status).unwrap(), map);
+        assert_eq!(kind_of(&outcome), kind, "{status} {map:?}");
+    }
+    let down = outcome(StatusCode::SERVICE_UNAVAILABLE, &minute);
+    assert_eq!(down.hint().get_pause(), Some(Duration::from_secs(60)));
     // The hint rides on every kind.
     let map = headers(&[("ratelimit-policy", br#""p";q=5;w=1"#)]);
     for status in [

@@ -10,8 +10,19 @@
 //!
 //! [`Nginx::set_rate`] changes a host's rate while nginx runs: the configuration is written
 //! again and nginx reloads it (`nginx -s reload`); the call returns once every host answers
-//! from the new configuration. nginx keeps a zone's state across a reload, so the new rate
+//! from the new configuration and the old workers are gone (until then they may still
+//! answer a new connection from the old one). nginx keeps a zone's state across a reload, so the new rate
 //! applies from the last request let through.
+//!
+//! # Hosts with more than a rate
+//!
+//! [`Nginx::start_plans`] takes a [`HostPlan`] per host, for the hidden limits a real site
+//! keeps: a `limit_req` rate with a burst (`burst=N nodelay`: up to N more at once, then
+//! `429`), a `limit_conn` cap (beyond it, nginx's default bare `503`), an upstream with
+//! latency to pass requests to (a loopback server of the test's own, so a connection cap has
+//! something to hold), a `RateLimit-Policy` header on every answer, and being down (every
+//! request answered `503` with `Retry-After`). [`Nginx::set_plan`] changes a host's plan while
+//! nginx runs, as `set_rate` does: a host goes down and comes back.
 //!
 //! What nginx let through and what it refused is read from its access log
 //! ([`Nginx::statuses`]): one line per request, with the instant nginx handled it.
@@ -67,11 +78,142 @@ pub struct Logged {
     pub path: String,
 }
 
+/// How one host of an [`Nginx`] answers: its meters, what stands behind it, what it says.
+/// A plan with nothing set serves a small static page to everyone.
+///
+/// # Example
+///
+/// ```ignore
+/// use tollgate_testkit::nginx::HostPlan;
+///
+/// // 10 a second with 5 at once beyond it, 4 connections at most, behind a slow upstream,
+/// // telling its policy.
+/// let plan = HostPlan::new("shop")
+///     .rate(10)
+///     .burst(5)
+///     .conn(4)
+///     .upstream(upstream_addr)
+///     .policy(r#""default";q=10;w=1"#);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostPlan {
+    name: String,
+    rate: Option<u32>,
+    burst: u32,
+    conn: Option<u32>,
+    upstream: Option<SocketAddr>,
+    policy: Option<String>,
+    down: Option<u32>,
+}
+
+impl HostPlan {
+    /// A host named `name` with no meter, serving the static page.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            rate: None,
+            burst: 0,
+            conn: None,
+            upstream: None,
+            policy: None,
+            down: None,
+        }
+    }
+
+    /// Meters the host with `limit_req` at `per_second` (a request sooner than its share is
+    /// answered `429` at once, with no `Retry-After`).
+    ///
+    /// # Panics
+    ///
+    /// If `per_second` is 0 (it would refuse everything).
+    #[must_use]
+    #[track_caller]
+    pub fn rate(mut self, per_second: u32) -> Self {
+        assert!(
+            per_second > 0,
+            "host {:?}: a rate of 0 would refuse everything",
+            self.name
+        );
+        self.rate = Some(per_second);
+        self
+    }
+
+    /// Lets up to `burst` requests through at once beyond the rate (`burst=N nodelay`).
+    #[must_use]
+    pub fn burst(mut self, burst: u32) -> Self {
+        self.burst = burst;
+        self
+    }
+
+    /// Caps the requests the host holds at once at `connections` (`limit_conn`: beyond it a
+    /// bare `503`, nginx's default).
+    ///
+    /// # Panics
+    ///
+    /// If `connections` is 0.
+    #[must_use]
+    #[track_caller]
+    pub fn conn(mut self, connections: u32) -> Self {
+        assert!(
+            connections > 0,
+            "host {:?}: a cap of 0 would refuse everything",
+            self.name
+        );
+        self.conn = Some(connections);
+        self
+    }
+
+    /// Passes every request to `upstream` (`proxy_pass`) instead of serving the page: a
+    /// loopback server with the latency the host should have.
+    #[must_use]
+    pub fn upstream(mut self, upstream: SocketAddr) -> Self {
+        self.upstream = Some(upstream);
+        self
+    }
+
+    /// Sends `RateLimit-Policy: <policy>` with every answer (`policy` as the field's value,
+    /// for example `"default";q=10;w=1`).
+    ///
+    /// # Panics
+    ///
+    /// If `policy` holds a `'` or a newline (nginx's configuration quotes it).
+    #[must_use]
+    #[track_caller]
+    pub fn policy(mut self, policy: &str) -> Self {
+        assert!(
+            !policy.contains(['\'', '\n', '\\']),
+            "host {:?}: a policy nginx cannot quote: {policy:?}",
+            self.name
+        );
+        self.policy = Some(policy.to_owned());
+        self
+    }
+
+    /// Takes the host down: every request is answered `503` with `Retry-After:
+    /// <retry_after_secs>`, before any meter counts it.
+    #[must_use]
+    pub fn down(mut self, retry_after_secs: u32) -> Self {
+        self.down = Some(retry_after_secs);
+        self
+    }
+
+    /// Brings the host back up: its meters and upstream answer again.
+    #[must_use]
+    pub fn up(mut self) -> Self {
+        self.down = None;
+        self
+    }
+
+    /// The host's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
 #[derive(Debug)]
 struct Host {
-    name: String,
     port: u16,
-    rate: u32,
+    plan: HostPlan,
 }
 
 /// A running nginx of the test's own; see the module docs. Stops when dropped.
@@ -100,16 +242,27 @@ impl Nginx {
     /// come up.
     #[track_caller]
     pub fn start(hosts: &[(&str, u32)]) -> Self {
+        let plans: Vec<HostPlan> = hosts
+            .iter()
+            .map(|(name, rate)| HostPlan::new(name).rate(*rate))
+            .collect();
+        Self::start_plans(&plans)
+    }
+
+    /// Starts nginx with one server per plan and waits until every host answers.
+    ///
+    /// # Panics
+    ///
+    /// If `nginx` is not installed, a host is named twice, or nginx does not come up.
+    #[track_caller]
+    pub fn start_plans(plans: &[HostPlan]) -> Self {
         let binary = binary()
             .expect("nginx is not installed: `apt-get install nginx-light` (.ci/run installs it)");
-        for (i, (name, rate)) in hosts.iter().enumerate() {
+        for (i, plan) in plans.iter().enumerate() {
             assert!(
-                *rate > 0,
-                "host {name:?}: a rate of 0 would refuse everything"
-            );
-            assert!(
-                hosts[..i].iter().all(|(other, _)| other != name),
-                "host {name:?} named twice"
+                plans[..i].iter().all(|other| other.name != plan.name),
+                "host {:?} named twice",
+                plan.name
             );
         }
         // A port is free when we pick it and may be taken before nginx binds it: try a few.
@@ -120,13 +273,12 @@ impl Nginx {
                 std::process::id(),
                 NEXT_DIR.fetch_add(1, Ordering::Relaxed)
             ));
-            let hosts = hosts
+            let hosts = plans
                 .iter()
-                .zip(free_ports(hosts.len()))
-                .map(|((name, rate), port)| Host {
-                    name: (*name).to_owned(),
+                .zip(free_ports(plans.len()))
+                .map(|(plan, port)| Host {
                     port,
-                    rate: *rate,
+                    plan: plan.clone(),
                 })
                 .collect();
             match Self::launch(binary.clone(), dir, hosts) {
@@ -183,14 +335,38 @@ impl Nginx {
         format!("http://{}{path}", self.addr(host))
     }
 
-    /// The rate `host` is metered at now, in requests per second.
+    /// The rate `host` is metered at now, in requests per second (0: no rate meter).
     ///
     /// # Panics
     ///
     /// If there is no such host.
     #[track_caller]
     pub fn rate(&self, host: &str) -> u32 {
-        self.with_host(host, |host| host.rate)
+        self.with_host(host, |host| host.plan.rate.unwrap_or(0))
+    }
+
+    /// `host`'s plan now.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such host.
+    #[track_caller]
+    pub fn plan(&self, host: &str) -> HostPlan {
+        self.with_host(host, |host| host.plan.clone())
+    }
+
+    /// Gives `plan`'s host that plan from now on: writes the configuration again, reloads
+    /// nginx, and returns once every host answers from the new configuration (as
+    /// [`set_rate`](Self::set_rate)).
+    ///
+    /// # Panics
+    ///
+    /// If there is no host of that name, or nginx does not reload.
+    #[track_caller]
+    pub fn set_plan(&self, plan: HostPlan) {
+        let name = plan.name.clone();
+        self.with_host(&name, |host| host.plan = plan);
+        self.reload();
     }
 
     /// Meters `host` at `per_second` from now on: writes the configuration again, reloads
@@ -202,7 +378,15 @@ impl Nginx {
     #[track_caller]
     pub fn set_rate(&self, host: &str, per_second: u32) {
         assert!(per_second > 0, "a rate of 0 would refuse everything");
-        self.with_host(host, |host| host.rate = per_second);
+        self.with_host(host, |host| host.plan.rate = Some(per_second));
+        self.reload();
+    }
+
+    /// Writes the configuration again and reloads nginx; returns once every host answers
+    /// from it.
+    #[track_caller]
+    fn reload(&self) {
+        let old_workers = self.workers();
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let config = config(&self.dir, &self.hosts.lock().unwrap(), generation);
         std::fs::write(self.dir.join("nginx.conf"), config).expect("write nginx.conf");
@@ -220,6 +404,40 @@ impl Nginx {
         );
         self.await_generation(generation)
             .unwrap_or_else(|error| panic!("nginx did not reload: {error}"));
+        // The old workers stop accepting only once they see the master's signal: until they
+        // are gone, a new connection may still be answered from the old configuration.
+        let until = Instant::now() + DEADLINE;
+        while self.workers().iter().any(|pid| old_workers.contains(pid)) {
+            assert!(
+                Instant::now() < until,
+                "nginx's old workers did not stop: {}",
+                self.error_log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The process ids of nginx's workers (the master's children), read from `/proc`.
+    fn workers(&self) -> Vec<u32> {
+        let master = self.child.id();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|entry| {
+                let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                // `pid (comm) state ppid ...`: the name may hold spaces, the `)` ends it.
+                let ppid: u32 = stat
+                    .rsplit_once(')')?
+                    .1
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse()
+                    .ok()?;
+                (ppid == master).then_some(pid)
+            })
+            .collect()
     }
 
     /// Every request nginx logged for `host` so far, in the order it handled them.
@@ -263,7 +481,7 @@ impl Nginx {
         let mut hosts = self.hosts.lock().unwrap();
         let host = hosts
             .iter_mut()
-            .find(|host| host.name == name)
+            .find(|host| host.plan.name == name)
             .unwrap_or_else(|| panic!("no host named {name:?}"));
         f(host)
     }
@@ -360,10 +578,11 @@ fn free_ports(count: usize) -> Vec<u16> {
         .collect()
 }
 
-/// The configuration: one server per host, each with its own `limit_req` zone, no burst.
+/// The configuration: one server per host, each with its own zones.
 ///
-/// The page is served by `try_files` (the precontent phase), after `limit_req` (preaccess):
-/// a `return` would answer in the rewrite phase, before the rate limit is ever asked.
+/// The page is served by `try_files` (the precontent phase) or passed upstream (the content
+/// phase), after `limit_req` and `limit_conn` (preaccess): a `return` would answer in the
+/// rewrite phase, before the limits are ever asked, which is what a host that is down does.
 fn config(dir: &Path, hosts: &[Host], generation: u64) -> String {
     let dir = dir.to_string_lossy();
     // As root, nginx's workers would switch to a user that may not read the directory.
@@ -380,14 +599,43 @@ fn config(dir: &Path, hosts: &[Host], generation: u64) -> String {
          limit_req_status 429;\nlimit_req_log_level info;\nkeepalive_timeout 0;\n"
     );
     for (i, host) in hosts.iter().enumerate() {
-        let Host { port, rate, .. } = host;
+        let Host { port, plan } = host;
+        let mut location = String::new();
+        if let Some(retry_after) = plan.down {
+            let _ = write!(
+                location,
+                " add_header Retry-After {retry_after} always; return 503;"
+            );
+        }
+        if let Some(rate) = plan.rate {
+            let _ = writeln!(
+                config,
+                "limit_req_zone $server_port zone=host{i}:1m rate={rate}r/s;"
+            );
+            let burst = match plan.burst {
+                0 => String::new(),
+                burst => format!(" burst={burst} nodelay"),
+            };
+            let _ = write!(location, " limit_req zone=host{i}{burst};");
+        }
+        if let Some(connections) = plan.conn {
+            let _ = writeln!(config, "limit_conn_zone $server_port zone=conn{i}:1m;");
+            let _ = write!(location, " limit_conn conn{i} {connections};");
+        }
+        if let Some(policy) = &plan.policy {
+            let _ = write!(location, " add_header RateLimit-Policy '{policy}' always;");
+        }
+        match plan.upstream {
+            Some(upstream) => {
+                let _ = write!(location, " proxy_pass http://{upstream};");
+            }
+            None => location.push_str(" default_type text/plain; try_files /page =404;"),
+        }
         let _ = write!(
             config,
-            "limit_req_zone $server_port zone=host{i}:1m rate={rate}r/s;\n\
-             server {{\n  listen 127.0.0.1:{port};\n  root {dir}/www;\n\
+            "server {{\n  listen 127.0.0.1:{port};\n  root {dir}/www;\n\
              \x20 location = /__generation {{ return 200 'generation {generation}'; }}\n\
-             \x20 location / {{ limit_req zone=host{i}; default_type text/plain; \
-             try_files /page =404; }}\n}}\n"
+             \x20 location / {{{location} }}\n}}\n"
         );
     }
     config.push_str("}\n");
