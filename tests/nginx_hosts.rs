@@ -127,7 +127,7 @@ fn a_host_tells_its_policy_goes_down_with_retry_after_and_comes_back() {
     let plan = HostPlan::new("site")
         .rate(1_000)
         .policy(r#""default";q=10;w=1"#);
-    let nginx = Nginx::start_plans(&[plan.clone()]);
+    let nginx = Nginx::start_plans(std::slice::from_ref(&plan));
     let addr = nginx.addr("site");
     assert_eq!(
         get(addr, "ratelimit-policy"),
