@@ -27,10 +27,13 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use reqwest::StatusCode;
-use reqwest::header::HeaderMap;
-use tollgate::{BoundedStreamExt, Breaker, CircuitBreakerError, MapControl, Outcome, Rate};
+use tollgate::{BoundedStreamExt, Breaker, MapControl, Rate};
 use tollgate_testkit::http_server::{TestServer, achieved_rate};
+
+#[path = "common/fetch.rs"]
+mod fetch;
+
+use fetch::{Answer, Failure, classify, fetch};
 
 const TOLD: &str = "told";
 const ONE: &str = "one-at-a-time";
@@ -41,64 +44,6 @@ const ITEMS: [(&str, usize); 4] = [(TOLD, 16), (ONE, 80), (PLAIN, 200), (DOWN, 1
 const EVERY: Duration = Duration::from_millis(4);
 const DOWN_FROM: Duration = Duration::from_millis(300);
 const DOWN_UNTIL: Duration = Duration::from_millis(1200);
-
-/// An answer: from which host (its authority), its status and headers.
-#[derive(Debug)]
-struct Reply {
-    authority: String,
-    status: StatusCode,
-    headers: HeaderMap,
-}
-
-/// Why an item failed.
-#[derive(Debug)]
-enum Failure {
-    /// An answer other than 2xx.
-    Status(Reply),
-    /// No answer (connection, protocol).
-    Request(#[allow(dead_code)] reqwest::Error),
-    /// The host's breaker was open.
-    Open(CircuitBreakerError),
-}
-
-impl From<CircuitBreakerError> for Failure {
-    fn from(open: CircuitBreakerError) -> Self {
-        Failure::Open(open)
-    }
-}
-
-type Answer = Result<Reply, Failure>;
-
-async fn fetch(client: &reqwest::Client, url: String) -> Answer {
-    let response = client.get(&url).send().await.map_err(Failure::Request)?;
-    let reply = Reply {
-        authority: authority(&url),
-        status: response.status(),
-        headers: response.headers().clone(),
-    };
-    response.bytes().await.map_err(Failure::Request)?;
-    if reply.status.is_success() {
-        Ok(reply)
-    } else {
-        Err(Failure::Status(reply))
-    }
-}
-
-/// What the server said, success or not.
-fn classify(answer: &Answer) -> Outcome {
-    match answer {
-        Ok(reply) | Err(Failure::Status(reply)) => {
-            tollgate::http::outcome(reply.status, &reply.headers)
-        }
-        Err(_) => Outcome::failure(),
-    }
-}
-
-/// The URL's authority: one port per host.
-fn authority(url: &String) -> String {
-    #![allow(clippy::ptr_arg)] // the key function takes the item by reference
-    url.split('/').nth(2).unwrap_or_default().to_owned()
-}
 
 /// The limit and the rate the map had in force for a host the last time it was looked at.
 #[derive(Default, Clone, Copy)]
@@ -146,8 +91,11 @@ async fn main() -> ExitCode {
             url
         });
     let crawl = input
-        .map_unordered(16, |url| fetch(&client, url))
-        .per_key(authority, 4)
+        .map_unordered(16, |url: String| {
+            let client = &client;
+            async move { fetch(client, &url).await }
+        })
+        .per_key(|url: &String| fetch::authority(url), 4)
         .classify(classify)
         .breaker(
             Breaker::new()

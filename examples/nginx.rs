@@ -35,12 +35,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
-use reqwest::header::HeaderMap;
-use tollgate::{
-    Adaptive, Breaker, CircuitBreakerError, KeySettings, Outcome, Rate, RetryPolicy, map_async,
-};
+use tollgate::{Adaptive, Breaker, KeySettings, Rate, RetryPolicy, map_async};
 use tollgate_testkit::http_server::TestServer;
 use tollgate_testkit::nginx::{HostPlan, Nginx};
+
+#[path = "common/fetch.rs"]
+mod fetch;
+
+use fetch::{Failure, classify, fetch};
 
 /// When the `down` host goes down and comes back, from the crawl's start.
 const DOWN: (Duration, Duration) = (Duration::from_secs(5), Duration::from_secs(20));
@@ -172,56 +174,6 @@ const SITES: &[Site] = &[
     },
 ];
 
-/// An answer's status and headers.
-#[derive(Debug)]
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-}
-
-/// Why a URL failed.
-#[derive(Debug)]
-enum Failure {
-    /// An answer other than 2xx.
-    Status(Reply),
-    /// No answer.
-    Request(#[allow(dead_code)] reqwest::Error),
-    /// The host's breaker refused it.
-    Open(#[allow(dead_code)] CircuitBreakerError),
-}
-
-impl From<CircuitBreakerError> for Failure {
-    fn from(open: CircuitBreakerError) -> Self {
-        Failure::Open(open)
-    }
-}
-
-type Answer = Result<Reply, Failure>;
-
-async fn fetch(client: &reqwest::Client, url: (usize, String)) -> Answer {
-    let response = client.get(&url.1).send().await.map_err(Failure::Request)?;
-    let reply = Reply {
-        status: response.status(),
-        headers: response.headers().clone(),
-    };
-    response.bytes().await.map_err(Failure::Request)?;
-    if reply.status.is_success() {
-        Ok(reply)
-    } else {
-        Err(Failure::Status(reply))
-    }
-}
-
-/// What the server said, success or not (`tollgate::http::outcome`).
-fn classify(answer: &Answer) -> Outcome {
-    match answer {
-        Ok(reply) | Err(Failure::Status(reply)) => {
-            tollgate::http::outcome(reply.status, &reply.headers)
-        }
-        Err(_) => Outcome::failure(),
-    }
-}
-
 /// The retry policy both crawlers share: 429s and 503s are tried again, up to 8 attempts,
 /// after the server's `Retry-After` when it sends one.
 fn retries() -> RetryPolicy<(usize, String), Failure> {
@@ -297,7 +249,11 @@ fn crawl(told: bool, upstreams: &Upstreams, runtime: &tokio::runtime::Runtime) -
             }
         });
         let outputs = runtime.block_on(async {
-            let map = map_async(urls, 64, |url| fetch(&client, url)).per_key(|url| url.0, 64);
+            let client = &client;
+            let map = map_async(urls, 64, |url: (usize, String)| async move {
+                fetch(client, &url.1).await
+            })
+            .per_key(|url| url.0, 64);
             if told {
                 map.key_settings(|site| {
                     let settings = KeySettings::new().limit(SITES[*site].limit);

@@ -127,7 +127,8 @@ pub(crate) struct KeyAdapt {
     floor_rounds: u8,
     flags: u8,
     /// The current round's marks: what bound the key in it and the last ([`BOUND`]),
-    /// whether a start [`WAITED`] for the rate, whether an attempt [`SUCCEEDED`].
+    /// whether a start [`WAITED`] for the rate, whether an attempt [`SUCCEEDED`], and
+    /// whether one was [served after a recent outage](SERVED_AFTER_OUTAGE).
     round: u8,
 }
 
