@@ -25,8 +25,12 @@
 //! its last answer went out, its `429`s and its `503`s.
 //!
 //! ```text
-//! cargo run --release --example nginx --features http
+//! cargo run --release --example nginx --features http [-- --refused-retry-after N]
 //! ```
+//!
+//! With `--refused-retry-after N` the metered hosts' `429`s say `Retry-After: N` (nginx's say
+//! nothing by default), and a third crawler is the README's recipe with a `429`'s pause left
+//! to its own URL rather than its host: the two ways of reading a `429`'s `Retry-After`.
 //!
 //! nginx must be installed (`apt-get install nginx-light`; `.ci/run` installs it).
 
@@ -35,14 +39,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
-use tollgate::{Adaptive, Breaker, KeySettings, Rate, RetryPolicy, map_async};
+use tollgate::{Adaptive, Breaker, Hint, KeySettings, Outcome, Rate, RetryPolicy, map_async};
 use tollgate_testkit::http_server::TestServer;
 use tollgate_testkit::nginx::{HostPlan, Nginx};
 
 #[path = "common/fetch.rs"]
 mod fetch;
 
-use fetch::{Failure, classify, fetch};
+use fetch::{Answer, Failure, classify, fetch};
 
 /// When the `down` host goes down and comes back, from the crawl's start.
 const DOWN: (Duration, Duration) = (Duration::from_secs(5), Duration::from_secs(20));
@@ -202,11 +206,46 @@ struct Figures {
     hosts: Vec<(&'static str, f64, usize, usize)>,
 }
 
-/// Crawls every site once against a fresh nginx, `told` or not, on `runtime` (reqwest's).
-fn crawl(told: bool, upstreams: &Upstreams, runtime: &tokio::runtime::Runtime) -> Figures {
+/// A crawler of the comparison.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Crawler {
+    /// The README's recipe: every `Retry-After` pauses its host (`http::outcome`'s hint).
+    Recipe,
+    /// The same, but a 429's `Retry-After` delays only its own URL (the retry policy's
+    /// pause), not the host: the adaptive cut slows the host instead.
+    RecipeNoHostPauseOn429,
+    /// Told every host's limit and rate.
+    Told,
+}
+
+/// As `classify`, but a 429's pause left out (its URL still waits it: `retries`).
+fn classify_no_host_pause_on_429(answer: &Answer) -> Outcome {
+    let outcome = classify(answer);
+    match answer {
+        Err(Failure::Status(reply)) if reply.status == StatusCode::TOO_MANY_REQUESTS => {
+            Outcome::overload().with_hint(Hint::new().settings(outcome.hint().get_settings()))
+        }
+        _ => outcome,
+    }
+}
+
+/// Crawls every site once against a fresh nginx as `crawler` does, on `runtime` (reqwest's);
+/// with `refused_retry_after`, the metered hosts' 429s say `Retry-After: <that>`.
+fn crawl(
+    crawler: Crawler,
+    refused_retry_after: Option<u32>,
+    upstreams: &Upstreams,
+    runtime: &tokio::runtime::Runtime,
+) -> Figures {
     let plans: Vec<HostPlan> = SITES
         .iter()
-        .map(|site| (site.plan)(HostPlan::new(site.name), upstreams))
+        .map(|site| {
+            let plan = (site.plan)(HostPlan::new(site.name), upstreams);
+            match refused_retry_after {
+                Some(secs) if site.rate.is_some() => plan.refused_retry_after(secs),
+                _ => plan,
+            }
+        })
         .collect();
     let nginx = Nginx::start_plans(&plans);
     // The URLs interleaved: each host's spread evenly over the input; the key is the site.
@@ -254,7 +293,7 @@ fn crawl(told: bool, upstreams: &Upstreams, runtime: &tokio::runtime::Runtime) -
                 fetch(client, &url.1).await
             })
             .per_key(|url| url.0, 64);
-            if told {
+            if crawler == Crawler::Told {
                 map.key_settings(|site| {
                     let settings = KeySettings::new().limit(SITES[*site].limit);
                     match SITES[*site].rate {
@@ -265,10 +304,15 @@ fn crawl(told: bool, upstreams: &Upstreams, runtime: &tokio::runtime::Runtime) -
                 .retry(retries())
                 .await
             } else {
+                let read: fn(&Answer) -> Outcome = if crawler == Crawler::Recipe {
+                    classify
+                } else {
+                    classify_no_host_pause_on_429
+                };
                 map.retry(retries())
                     .adaptive(
                         Adaptive::new(1, 64).rate_ceiling(Rate::per_second(200)),
-                        classify,
+                        read,
                     )
                     .breaker_waiting(Breaker::new())
                     .await
@@ -322,13 +366,34 @@ fn main() -> ExitCode {
         DOWN.0,
         DOWN.1
     );
+    // `--refused-retry-after N`: the metered hosts' 429s say `Retry-After: N`, and a third
+    // crawler leaves a 429's pause to its own URL.
+    let args: Vec<String> = std::env::args().collect();
+    let refused_retry_after = match args.iter().position(|arg| arg == "--refused-retry-after") {
+        Some(at) => match args.get(at + 1).and_then(|secs| secs.parse().ok()) {
+            Some(secs) => Some(secs),
+            None => {
+                eprintln!("--refused-retry-after takes a number of seconds");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    let mut crawlers = vec![
+        ("tollgate, the README's recipe", Crawler::Recipe),
+        ("told every limit", Crawler::Told),
+    ];
+    if let Some(secs) = refused_retry_after {
+        println!("the metered hosts' 429s say `Retry-After: {secs}`");
+        crawlers.push((
+            "tollgate, a 429 pausing its URL only",
+            Crawler::RecipeNoHostPauseOn429,
+        ));
+    }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime for reqwest");
     let mut rows = Vec::new();
-    for (name, told) in [
-        ("tollgate, the README's recipe", false),
-        ("told every limit", true),
-    ] {
-        let figures = crawl(told, &upstreams, &runtime);
+    for (name, crawler) in crawlers {
+        let figures = crawl(crawler, refused_retry_after, &upstreams, &runtime);
         println!(
             "{name}: {:.1} s, {} requests, {} 429s ({:.2}%), {} 503s ({:.2}%), {} failed for good",
             figures.took.as_secs_f64(),

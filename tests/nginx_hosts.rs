@@ -149,3 +149,26 @@ fn a_host_tells_its_policy_goes_down_with_retry_after_and_comes_back() {
         .collect();
     assert_eq!(logged, [200, 503, 503, 200]);
 }
+
+#[test]
+fn a_meters_refusal_can_say_when_to_come_back() {
+    let nginx = Nginx::start_plans(&[HostPlan::new("says-when").rate(1).refused_retry_after(1)]);
+    let addr = nginx.addr("says-when");
+    let began = Instant::now();
+    let answers: Vec<(u16, Option<String>)> = (0..5).map(|_| get(addr, "retry-after")).collect();
+    let took = began.elapsed();
+    println!("{answers:?} in {took:?}");
+    for (status, retry_after) in &answers {
+        match status {
+            200 => assert_eq!(*retry_after, None, "a 200 says nothing of coming back"),
+            429 => assert_eq!(retry_after.as_deref(), Some("1")),
+            other => panic!("status {other}"),
+        }
+    }
+    if took < Duration::from_secs(1) {
+        assert!(
+            answers.iter().any(|(status, _)| *status == 429),
+            "5 requests within a second of a meter of 1 a second: {answers:?}"
+        );
+    }
+}

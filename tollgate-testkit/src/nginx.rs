@@ -104,6 +104,7 @@ pub struct HostPlan {
     upstream: Option<SocketAddr>,
     policy: Option<String>,
     down: Option<u32>,
+    refused_retry_after: Option<u32>,
 }
 
 impl HostPlan {
@@ -117,6 +118,7 @@ impl HostPlan {
             upstream: None,
             policy: None,
             down: None,
+            refused_retry_after: None,
         }
     }
 
@@ -186,6 +188,14 @@ impl HostPlan {
             self.name
         );
         self.policy = Some(policy.to_owned());
+        self
+    }
+
+    /// Sends `Retry-After: <secs>` with each `429` of the host's rate meter (nginx sends
+    /// none by default).
+    #[must_use]
+    pub fn refused_retry_after(mut self, secs: u32) -> Self {
+        self.refused_retry_after = Some(secs);
         self
     }
 
@@ -607,6 +617,16 @@ fn config(dir: &Path, hosts: &[Host], generation: u64) -> String {
                 " add_header Retry-After {retry_after} always; return 503;"
             );
         }
+        let mut refused = String::new();
+        if let Some(retry_after) = plan.refused_retry_after {
+            // The meter's 429 goes to a named location that adds the header: an `add_header`
+            // in the main location would put it on every 200 as well.
+            let _ = write!(location, " error_page 429 @refused;");
+            let _ = writeln!(
+                refused,
+                "\x20 location @refused {{ add_header Retry-After {retry_after} always; return 429; }}"
+            );
+        }
         if let Some(rate) = plan.rate {
             let _ = writeln!(
                 config,
@@ -635,7 +655,7 @@ fn config(dir: &Path, hosts: &[Host], generation: u64) -> String {
             config,
             "server {{\n  listen 127.0.0.1:{port};\n  root {dir}/www;\n\
              \x20 location = /__generation {{ return 200 'generation {generation}'; }}\n\
-             \x20 location / {{{location} }}\n}}\n"
+             \x20 location / {{{location} }}\n{refused}}}\n"
         );
     }
     config.push_str("}\n");
