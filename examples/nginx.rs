@@ -29,8 +29,9 @@
 //! ```
 //!
 //! With `--refused-retry-after N` the metered hosts' `429`s say `Retry-After: N` (nginx's say
-//! nothing by default), and a third crawler is the README's recipe with a `429`'s pause left
-//! to its own URL rather than its host: the two ways of reading a `429`'s `Retry-After`.
+//! nothing by default), and a third crawler is the README's recipe with each `429` pausing its
+//! host for that long: the two ways of reading a `429`'s `Retry-After`
+//! (`tollgate::http::outcome` leaves a wait under a minute to the request).
 //!
 //! nginx must be installed (`apt-get install nginx-light`; `.ci/run` installs it).
 
@@ -39,7 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest::StatusCode;
-use tollgate::{Adaptive, Breaker, Hint, KeySettings, Outcome, Rate, RetryPolicy, map_async};
+use tollgate::{Adaptive, Breaker, KeySettings, Outcome, Rate, RetryPolicy, map_async};
 use tollgate_testkit::http_server::TestServer;
 use tollgate_testkit::nginx::{HostPlan, Nginx};
 
@@ -209,21 +210,24 @@ struct Figures {
 /// A crawler of the comparison.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Crawler {
-    /// The README's recipe: every `Retry-After` pauses its host (`http::outcome`'s hint).
+    /// The README's recipe: `http::outcome`'s reading (a 429's `Retry-After` under a minute
+    /// delays its own URL, through the retry policy, not its host).
     Recipe,
-    /// The same, but a 429's `Retry-After` delays only its own URL (the retry policy's
-    /// pause), not the host: the adaptive cut slows the host instead.
-    RecipeNoHostPauseOn429,
+    /// The same, but every 429's `Retry-After` pauses its host too.
+    HostPauseOn429,
     /// Told every host's limit and rate.
     Told,
 }
 
-/// As `classify`, but a 429's pause left out (its URL still waits it: `retries`).
-fn classify_no_host_pause_on_429(answer: &Answer) -> Outcome {
+/// As `classify`, but a 429's `Retry-After` pauses its host whatever its length.
+fn classify_host_pause_on_429(answer: &Answer) -> Outcome {
     let outcome = classify(answer);
     match answer {
         Err(Failure::Status(reply)) if reply.status == StatusCode::TOO_MANY_REQUESTS => {
-            Outcome::overload().with_hint(Hint::new().settings(outcome.hint().get_settings()))
+            match tollgate::http::retry_after(&reply.headers) {
+                Some(wait) => outcome.with_hint(outcome.hint().pause(wait)),
+                None => outcome,
+            }
         }
         _ => outcome,
     }
@@ -307,7 +311,7 @@ fn crawl(
                 let read: fn(&Answer) -> Outcome = if crawler == Crawler::Recipe {
                     classify
                 } else {
-                    classify_no_host_pause_on_429
+                    classify_host_pause_on_429
                 };
                 map.retry(retries())
                     .adaptive(
@@ -367,7 +371,7 @@ fn main() -> ExitCode {
         DOWN.1
     );
     // `--refused-retry-after N`: the metered hosts' 429s say `Retry-After: N`, and a third
-    // crawler leaves a 429's pause to its own URL.
+    // crawler pauses a host on each.
     let args: Vec<String> = std::env::args().collect();
     let refused_retry_after = match args.iter().position(|arg| arg == "--refused-retry-after") {
         Some(at) => match args.get(at + 1).and_then(|secs| secs.parse().ok()) {
@@ -385,10 +389,7 @@ fn main() -> ExitCode {
     ];
     if let Some(secs) = refused_retry_after {
         println!("the metered hosts' 429s say `Retry-After: {secs}`");
-        crawlers.push((
-            "tollgate, a 429 pausing its URL only",
-            Crawler::RecipeNoHostPauseOn429,
-        ));
+        crawlers.push(("tollgate, a 429 pausing its host", Crawler::HostPauseOn429));
     }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime for reqwest");
     let mut rows = Vec::new();
