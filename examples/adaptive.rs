@@ -6,6 +6,7 @@
 //! cargo run --release --features tokio --example adaptive -- [--seeds N] [--scale S]
 //!                                                            [--threads T] [--only TEXT]
 //!                                                            [--tuning] [--dead-share F]
+//!                                                            [--profile P]
 //! ```
 //!
 //! Each strategy crawls every URL once per seed, on a current-thread tokio runtime started
@@ -46,7 +47,9 @@
 //! `--threads T` runs T runs at once (2 by default), `--only TEXT` the strategies whose name
 //! contains TEXT, `--tuning` the seeds tuning uses (1, 2, 3) instead of the table's, `--dead-share F` makes that
 //! share of the hosts dead instead of 5% (the same hosts otherwise: `0` shows what the dead
-//! hosts cost the others).
+//! hosts cost the others), `--profile P` the hosts of another profile: `slow-hosts` (base
+//! latency 0.1-1 s, knees 1-8, rates 1-20/s) or `few-urls` (a tenth of the URLs: 20,000 over
+//! 1,000 hosts), `default` otherwise.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -59,7 +62,7 @@ use std::time::{Duration, Instant};
 use futures_lite::{Stream, StreamExt};
 use tollgate::{Adaptive, KeySettings, MapControl, Outcome, Rate, RetryPolicy, amap_iter};
 use tollgate_testkit::simulated_internet::{
-    CURVE_BUCKET_SECS, CURVE_BUCKETS, Config, HALVE_AT, RESTORE_AT, Report, Response,
+    CURVE_BUCKET_SECS, CURVE_BUCKETS, Config, HALVE_AT, Profile, RESTORE_AT, Report, Response,
     SimulatedInternet, Summary, Url,
 };
 
@@ -319,6 +322,7 @@ struct Args {
     only: Option<String>,
     tuning: bool,
     dead_share: Option<f64>,
+    profile: Profile,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -329,6 +333,7 @@ fn parse_args() -> Result<Args, String> {
         only: None,
         tuning: false,
         dead_share: None,
+        profile: Profile::Default,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -341,6 +346,12 @@ fn parse_args() -> Result<Args, String> {
             }
             "--only" => args.only = Some(value()?),
             "--tuning" => args.tuning = true,
+            "--profile" => {
+                let name = value()?;
+                args.profile = Profile::named(&name).ok_or(format!(
+                    "--profile: {name:?} is none of default, slow-hosts, few-urls"
+                ))?;
+            }
             "--dead-share" => {
                 args.dead_share = Some(value()?.parse().map_err(|e| format!("--dead-share: {e}"))?)
             }
@@ -380,10 +391,10 @@ fn main() -> ExitCode {
     } else {
         (&SEEDS[..args.seeds], "not used while tuning")
     };
-    let config = Config::scaled(0, args.scale);
+    let config = Config::scaled(0, args.scale).with_profile(args.profile);
     println!(
-        "simulated internet: {} hosts, {} URLs, global limit {}, {} hosts halved at 60 s and restored at 180 s; seeds {seeds:x?} ({which})",
-        config.hosts, config.urls, config.global_limit, config.halved
+        "simulated internet ({:?} profile): {} hosts, {} URLs, global limit {}, {} hosts halved at 60 s and restored at 180 s; seeds {seeds:x?} ({which})",
+        args.profile, config.hosts, config.urls, config.global_limit, config.halved
     );
 
     // Every (strategy, seed) run, on `threads` threads; results land in their own place,
@@ -401,7 +412,7 @@ fn main() -> ExitCode {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&(s, seed)) = jobs.get(i) else { break };
                     let started = Instant::now();
-                    let mut config = Config::scaled(seed, args.scale);
+                    let mut config = Config::scaled(seed, args.scale).with_profile(args.profile);
                     config.dead_share = args.dead_share.unwrap_or(config.dead_share);
                     let report = run(&strategies[s], config);
                     eprintln!(

@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures_lite::StreamExt;
 use tollgate::{KeySettings, MapControl, Rate, RetryPolicy, amap_iter};
 use tollgate_testkit::simulated_internet::{
-    ATTEMPT_TIMEOUT, Config, Report, Response, SimulatedInternet, Url,
+    ATTEMPT_TIMEOUT, Config, Profile, Report, Response, SimulatedInternet, Url,
 };
 
 /// The reduced scale. The tests use seeds 1-3; the example's table has seeds of its own.
@@ -31,6 +31,7 @@ fn config(seed: u64) -> Config {
         halved: 5,
         dead_share: 0.05,
         record_arrivals: true,
+        profile: Profile::Default,
     }
 }
 

@@ -130,6 +130,41 @@ pub struct Config {
     /// Keep every admitted arrival's time per host ([`SimulatedInternet::admitted`]), for
     /// tests of the meter.
     pub record_arrivals: bool,
+    /// What the hosts are like ([`Profile`]).
+    pub profile: Profile,
+}
+
+/// What the hosts of a simulated internet are like.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Profile {
+    /// Base latency 20-500 ms, knees 1-32, rates 2-200/s (log-uniform).
+    #[default]
+    Default,
+    /// Slow hosts: base latency 0.1-1 s, knees 1-8, rates 1-20/s.
+    SlowHosts,
+    /// The default hosts with a tenth of the URLs (20,000 over 1,000 hosts at full scale):
+    /// each host's start is a larger share of its requests.
+    FewUrls,
+}
+
+impl Profile {
+    /// The profile named `name` (`default`, `slow-hosts`, `few-urls`).
+    pub fn named(name: &str) -> Option<Self> {
+        match name {
+            "default" => Some(Self::Default),
+            "slow-hosts" => Some(Self::SlowHosts),
+            "few-urls" => Some(Self::FewUrls),
+            _ => None,
+        }
+    }
+
+    /// Base latency (seconds), largest knee, and rate (per second) ranges of a host.
+    fn ranges(self) -> ((f64, f64), u64, (f64, f64)) {
+        match self {
+            Self::Default | Self::FewUrls => ((0.020, 0.500), 32, (2.0, 200.0)),
+            Self::SlowHosts => ((0.100, 1.000), 8, (1.0, 20.0)),
+        }
+    }
 }
 
 impl Config {
@@ -155,7 +190,19 @@ impl Config {
             halved: of(100.0),
             dead_share: 0.05,
             record_arrivals: false,
+            profile: Profile::Default,
         }
+    }
+
+    /// This configuration with the hosts of `profile` (and, for [`Profile::FewUrls`], a
+    /// tenth of the URLs, at least 1).
+    #[must_use]
+    pub fn with_profile(mut self, profile: Profile) -> Self {
+        if profile == Profile::FewUrls && self.profile != Profile::FewUrls {
+            self.urls = (self.urls / 10).max(1);
+        }
+        self.profile = profile;
+        self
     }
 }
 
@@ -295,11 +342,12 @@ impl SimulatedInternet {
         let n = config.hosts;
         let mut capacity = Vec::with_capacity(n);
         let mut hosts = Vec::with_capacity(n);
+        let (latency, knees, rates) = config.profile.ranges();
         for id in 0..n {
             let mut rng = stream(seed, id as u64);
-            let base = rng.log_uniform(0.020, 0.500);
-            let knee = 1 + rng.below(32) as u32;
-            let rate = rng.log_uniform(2.0, 200.0);
+            let base = rng.log_uniform(latency.0, latency.1);
+            let knee = 1 + rng.below(knees) as u32;
+            let rate = rng.log_uniform(rates.0, rates.1);
             capacity.push(Capacity {
                 base: Duration::from_secs_f64(base),
                 knee,
