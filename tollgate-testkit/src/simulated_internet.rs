@@ -83,6 +83,11 @@
 //! probability `0.5 × exp(−d / 2 ms)`: within 1% of 429s, a 200/s host gives 1 / (5 ms + 7.8 ms)
 //! = 78/s. The per-host figure divides by the ideal over the whole time a host had work,
 //! from time 0, so the hosts waiting for slots at the start weigh on it for every strategy.
+//! That rate, capped by the knee, is a host's [feasible](Capacity::feasible) rate: the
+//! per-host restore figure ([`Report::host_restore`]) times each halved host from the restore
+//! to 90% of it (or of its fair share of the global limit, when that is lower), and a host or
+//! a seed that never gets there counts in every figure (as the slowest; in a mean over seeds,
+//! as the whole time it had, marked "≥").
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
@@ -96,7 +101,9 @@ use crate::rng::Rng;
 
 mod report;
 
-pub use report::{CURVE_BUCKET_SECS, CURVE_BUCKETS, Capacity, Report, Second, Summary};
+pub use report::{
+    CURVE_BUCKET_SECS, CURVE_BUCKETS, Capacity, FEASIBLE_SLACK, Report, Second, Summary,
+};
 use report::{HostRecord, Run};
 
 /// When the chosen hosts halve their knee and rate, since the start.

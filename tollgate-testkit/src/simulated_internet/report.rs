@@ -12,6 +12,11 @@ const RESTORE_AT: f64 = RESTORE_AT_SECS as f64;
 /// How long a settled state must hold, in whole seconds.
 const HOLD: u64 = 5;
 
+/// How far beyond a host's interval a client spaces its starts to be refused at most 1% of
+/// the time: with the meter's Exp(mean 2 ms) jitter, a start sent `d` after the interval is
+/// refused with probability `0.5 × exp(−d / 2 ms)`, which is 1% at `d = 2 ms × ln 50`.
+pub const FEASIBLE_SLACK: Duration = Duration::from_nanos(7_824_046);
+
 /// What a host can take, hidden from the crawler: for tests and reports.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Capacity {
@@ -43,6 +48,20 @@ impl Capacity {
         }
         let (knee, rate) = self.values(halved);
         rate.min(f64::from(knee) / (1.2 * self.base.as_secs_f64()))
+    }
+
+    /// The feasible rate: the most a client can hold with at most 1% of its requests
+    /// refused, `min(1 / (1 / rate + FEASIBLE_SLACK), knee / (1.2 × base))` with the values
+    /// halved or not; 0 for a dead host. Behind the meter's jitter, starts spaced by exactly
+    /// the rate's interval are refused half the time; spaced [`FEASIBLE_SLACK`] beyond it,
+    /// 1% of the time. The knee caps it as it caps the ideal.
+    pub fn feasible(&self, halved: bool) -> f64 {
+        if self.dead {
+            return 0.0;
+        }
+        let (knee, rate) = self.values(halved);
+        let spaced = 1.0 / (1.0 / rate + FEASIBLE_SLACK.as_secs_f64());
+        spaced.min(f64::from(knee) / (1.2 * self.base.as_secs_f64()))
     }
 
     /// Slots a host at its ideal rate holds (Little's law: ideal × mean latency `1.2 × base`).
@@ -176,6 +195,17 @@ pub struct Report {
     /// The halved hosts pooled: seconds after 180 s until their 200s stay at 90% or more of
     /// their restored ideal for 5 whole seconds in a row; `None`: never (or no work left).
     pub restored_goodput_settled: Option<f64>,
+    /// Per host, the seconds after 180 s until a halved host's 200s over 5 whole seconds in
+    /// a row reach 90% of what it can take: its [feasible](Capacity::feasible) rate
+    /// restored, or its fair share of the global limit when that is lower (slots are the
+    /// scheduler's matter, not the host's pace); `None` for a host whose work ended first.
+    /// Over the halved hosts with work until 185 s at least, in their order in the run.
+    pub host_restore: Vec<Option<f64>>,
+    /// The median of [`host_restore`](Self::host_restore), a host that never got there
+    /// counted as the slowest (`None`: the median is such a host, or there are none).
+    pub host_restore_median: Option<f64>,
+    /// Its 90th percentile, the same way.
+    pub host_restore_p90: Option<f64>,
     /// The most attempts in flight at once at any dead host.
     pub dead_peak: u32,
     /// The run's virtual time, in seconds.
@@ -226,6 +256,7 @@ pub(super) fn compute(run: &Run<'_>) -> Report {
     let good = |p: &Pooled| p.ideal > 0.0 && f64::from(p.ok) >= 0.9 * p.ideal;
     let fair_good = |p: &Pooled| p.fair > 0.0 && f64::from(p.ok) >= 0.9 * p.fair;
     let (halve, restore) = (HALVE_AT_SECS, RESTORE_AT_SECS);
+    let host_restore = host_restore(run, &ideals.fair_halved_per_second);
     Report {
         goodput: successes as f64 / ideals.ideal,
         capped_goodput: successes as f64 / ideals.capped,
@@ -243,6 +274,9 @@ pub(super) fn compute(run: &Run<'_>) -> Report {
         halved_overload_settled: settle(halve, restore, &calm),
         halved_goodput_settled: settle(halve, restore, &good),
         restored_goodput_settled: settle(restore, last_second, &good),
+        host_restore_median: percentile(&host_restore, 0.5),
+        host_restore_p90: percentile(&host_restore, 0.9),
+        host_restore,
         dead_peak: run
             .hosts
             .iter()
@@ -255,6 +289,48 @@ pub(super) fn compute(run: &Run<'_>) -> Report {
         successes,
         urls: run.hosts.iter().map(|h| u64::from(h.urls)).sum(),
     }
+}
+
+/// Each halved host's restore time: see [`Report::host_restore`].
+fn host_restore(run: &Run<'_>, fair: &[Vec<f64>]) -> Vec<Option<f64>> {
+    if !run.halving {
+        return Vec::new();
+    }
+    let from = RESTORE_AT_SECS;
+    run.hosts
+        .iter()
+        .zip(fair)
+        .filter(|(h, _)| h.halved && h.counts() && h.end() >= (from + HOLD) as f64)
+        .map(|(host, fair)| {
+            let feasible = host.capacity.feasible(false);
+            // What the host can take in second `t`, while it has work.
+            let due = |t: u64| {
+                let span = overlap(t as f64, t as f64 + 1.0, 0.0, host.end());
+                (feasible * span).min(fair.get(t as usize).copied().unwrap_or(0.0))
+            };
+            (from..)
+                .take_while(|&s| (s + HOLD) as f64 <= host.end())
+                .find(|&s| {
+                    let window = s..s + HOLD;
+                    let ok: u32 = window.clone().map(|t| host.second(t).ok).sum();
+                    f64::from(ok) >= 0.9 * window.map(due).sum::<f64>()
+                })
+                .map(|s| (s - from) as f64)
+        })
+        .collect()
+}
+
+/// The `q` quantile of `times`, `None` (never) counted as the longest.
+fn percentile(times: &[Option<f64>], q: f64) -> Option<f64> {
+    if times.is_empty() {
+        return None;
+    }
+    let mut sorted = times.to_vec();
+    sorted.sort_by(|a, b| match (a, b) {
+        (Some(a), Some(b)) => a.total_cmp(b),
+        (a, b) => b.is_some().cmp(&a.is_some()),
+    });
+    sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
 /// The 10th percentile of `shares` (NaN when there are none).
@@ -283,8 +359,9 @@ struct Ideals {
     fair: f64,
     /// ∫ of each host's fair share dt (by index in `Run::hosts`).
     fair_per_host: Vec<f64>,
-    /// ∫ of the halved hosts' fair shares over each second.
-    fair_halved_per_second: Vec<f64>,
+    /// ∫ of each halved host's fair share over each second (by index in `Run::hosts`;
+    /// empty for the other hosts).
+    fair_halved_per_second: Vec<Vec<f64>>,
 }
 
 /// The ideals over `[0, end)`: see the module docs.
@@ -301,7 +378,18 @@ fn integrate_ideals(run: &Run<'_>, end: f64, last_second: u64) -> Ideals {
     by_latency.sort_by_key(|h| h.capacity.base);
     let (mut ideal, mut capped, mut fair) = (0.0, 0.0, 0.0);
     let mut fair_per_host = vec![0.0; run.hosts.len()];
-    let mut fair_halved_per_second = vec![0.0; last_second as usize + 1];
+    let seconds = last_second as usize + 1;
+    let mut fair_halved_per_second: Vec<Vec<f64>> = run
+        .hosts
+        .iter()
+        .map(|h| {
+            if run.halving && h.halved {
+                vec![0.0; seconds]
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
     let mut needs: Vec<(f64, usize)> = Vec::new();
     for pair in instants.windows(2) {
         let (from, to) = (pair[0], pair[1]);
@@ -325,15 +413,13 @@ fn integrate_ideals(run: &Run<'_>, end: f64, last_second: u64) -> Ideals {
             let rate = given / (1.2 * host.capacity.base.as_secs_f64());
             fair += rate * (to - from);
             fair_per_host[i] += rate * (to - from);
-            if run.halving && host.halved {
-                let first = from.floor() as usize;
-                for (s, cell) in fair_halved_per_second.iter_mut().enumerate().skip(first) {
-                    let span = overlap(from, to, s as f64, s as f64 + 1.0);
-                    if span <= 0.0 {
-                        break;
-                    }
-                    *cell += rate * span;
+            let first = from.floor() as usize;
+            for (s, cell) in fair_halved_per_second[i].iter_mut().enumerate().skip(first) {
+                let span = overlap(from, to, s as f64, s as f64 + 1.0);
+                if span <= 0.0 {
+                    break;
                 }
+                *cell += rate * span;
             }
         }
         let mut slots = run.global_limit as f64;
@@ -375,7 +461,7 @@ struct Pooled {
     fair: f64,
 }
 
-fn halved_series(run: &Run<'_>, last_second: u64, fair: &[f64]) -> Vec<Pooled> {
+fn halved_series(run: &Run<'_>, last_second: u64, fair: &[Vec<f64>]) -> Vec<Pooled> {
     let mut series = vec![Pooled::default(); last_second as usize + 1];
     for host in run.hosts.iter().filter(|h| h.halved && h.counts()) {
         for (s, pooled) in series.iter_mut().enumerate() {
@@ -386,10 +472,22 @@ fn halved_series(run: &Run<'_>, last_second: u64, fair: &[f64]) -> Vec<Pooled> {
             pooled.ideal += host.ideal_over(run, s as f64, s as f64 + 1.0);
         }
     }
-    for (pooled, fair) in series.iter_mut().zip(fair) {
-        pooled.fair = *fair;
+    for host_fair in fair {
+        for (pooled, fair) in series.iter_mut().zip(host_fair) {
+            pooled.fair += fair;
+        }
     }
     series
+}
+
+/// The time a halved figure has to settle in: from the halving to the restore.
+fn halved_window(_: &Report) -> f64 {
+    RESTORE_AT - HALVE_AT
+}
+
+/// The time a restored figure has to settle in: from the restore to the run's end.
+fn restored_window(report: &Report) -> f64 {
+    (report.virtual_time - RESTORE_AT).max(0.0)
 }
 
 fn settled(seconds: Option<f64>) -> String {
@@ -398,10 +496,10 @@ fn settled(seconds: Option<f64>) -> String {
 
 impl Report {
     /// The header of the rows [`Report`]'s `Display` prints.
-    pub const HEADER: &'static str = "goodput  capped   fair     p10 host  p10 fair  overload  halved<1%  halved≥90%  restored≥90%  halved≥90% fair  restored≥90% fair  dead peak  virtual s  requests";
+    pub const HEADER: &'static str = "goodput  capped   fair     p10 host  p10 fair  overload  halved<1%  halved≥90%  restored≥90%  halved≥90% fair  restored≥90% fair  host restore p50/p90  dead peak  virtual s  requests";
 
     /// A column header for [`Summary`] rows (each cell "mean (worst)").
-    pub const SUMMARY_HEADER: &'static str = "goodput/ideal   goodput/capped  goodput/fair    p10 host/ideal  p10 host/fair   overload %     halved: <1% s   halved: ≥90% s  restored: ≥90% s  halved: ≥90% fair s  restored: ≥90% fair s  dead peak  virtual s        requests";
+    pub const SUMMARY_HEADER: &'static str = "goodput/ideal   goodput/capped  goodput/fair    p10 host/ideal  p10 host/fair   overload %     halved: <1% s   halved: ≥90% s  restored: ≥90% s  halved: ≥90% fair s  restored: ≥90% fair s  host restore p50 s   host restore p90 s   dead peak  virtual s        requests";
 }
 
 impl fmt::Display for Report {
@@ -409,7 +507,7 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{:>6.1}%  {:>6.1}%  {:>6.1}%  {:>7.1}%  {:>7.1}%  {:>7.2}%  {:>9}  {:>10}  {:>12}  {:>15}  {:>17}  {:>9}  {:>9.0}  {:>8}",
+            "{:>6.1}%  {:>6.1}%  {:>6.1}%  {:>7.1}%  {:>7.1}%  {:>7.2}%  {:>9}  {:>10}  {:>12}  {:>15}  {:>17}  {:>20}  {:>9}  {:>9.0}  {:>8}",
             self.goodput * 100.0,
             self.capped_goodput * 100.0,
             self.fair_goodput * 100.0,
@@ -421,6 +519,11 @@ impl fmt::Display for Report {
             settled(self.restored_goodput_settled),
             settled(self.halved_fair_settled),
             settled(self.restored_fair_settled),
+            format!(
+                "{}/{}",
+                settled(self.host_restore_median),
+                settled(self.host_restore_p90)
+            ),
             self.dead_peak,
             self.virtual_time,
             self.requests,
@@ -471,21 +574,26 @@ impl Summary {
             .fold(f64::NEG_INFINITY, f64::max)
     }
 
-    /// A settling time: the mean over the runs that settled, and the worst ("never ×n"
-    /// when n runs never did).
-    fn settle_cell(&self, figure: impl Fn(&Report) -> Option<f64>) -> String {
-        let times: Vec<f64> = self.reports.iter().filter_map(&figure).collect();
-        let never = self.reports.len() - times.len();
-        if times.is_empty() {
-            return "never".to_owned();
+    /// A settling time: the mean over the runs and the worst run. A run that never settled
+    /// counts in the mean as the whole time it was given (`window`), which makes the mean a
+    /// lower bound ("≥"), and is the worst ("never×n" when n runs never did).
+    fn settle_cell(
+        &self,
+        figure: impl Fn(&Report) -> Option<f64>,
+        window: impl Fn(&Report) -> f64,
+    ) -> String {
+        let never = self.reports.iter().filter(|r| figure(r).is_none()).count();
+        let mean = self
+            .reports
+            .iter()
+            .map(|r| figure(r).unwrap_or_else(|| window(r)))
+            .sum::<f64>()
+            / self.reports.len() as f64;
+        if never > 0 {
+            return format!("≥{mean:.1} (never×{never})");
         }
-        let mean = times.iter().sum::<f64>() / times.len() as f64;
-        let worst = if never > 0 {
-            format!("never×{never}")
-        } else {
-            format!("{:.0}", times.iter().copied().fold(0.0, f64::max))
-        };
-        format!("{mean:.1} ({worst})")
+        let worst = self.max(|r| figure(r).unwrap_or(0.0));
+        format!("{mean:.1} ({worst:.0})")
     }
 }
 
@@ -512,12 +620,14 @@ impl fmt::Display for Summary {
         );
         write!(
             f,
-            "{goodput:<15} {capped:<15} {fair:<15} {p10:<15} {p10_fair:<15} {overload:<14} {:<15} {:<15} {:<17} {:<20} {:<22} {:<10} {:<16} {:.0} ({:.0})",
-            self.settle_cell(|r| r.halved_overload_settled),
-            self.settle_cell(|r| r.halved_goodput_settled),
-            self.settle_cell(|r| r.restored_goodput_settled),
-            self.settle_cell(|r| r.halved_fair_settled),
-            self.settle_cell(|r| r.restored_fair_settled),
+            "{goodput:<15} {capped:<15} {fair:<15} {p10:<15} {p10_fair:<15} {overload:<14} {:<15} {:<15} {:<17} {:<20} {:<22} {:<20} {:<20} {:<10} {:<16} {:.0} ({:.0})",
+            self.settle_cell(|r| r.halved_overload_settled, halved_window),
+            self.settle_cell(|r| r.halved_goodput_settled, halved_window),
+            self.settle_cell(|r| r.restored_goodput_settled, restored_window),
+            self.settle_cell(|r| r.halved_fair_settled, halved_window),
+            self.settle_cell(|r| r.restored_fair_settled, restored_window),
+            self.settle_cell(|r| r.host_restore_median, restored_window),
+            self.settle_cell(|r| r.host_restore_p90, restored_window),
             format!(
                 "{:.1} ({:.0})",
                 self.mean(|r| f64::from(r.dead_peak)),
