@@ -502,10 +502,33 @@ fn main() -> ExitCode {
         } else {
             "never".to_owned()
         };
+        // Every seed's restored hosts pooled; a host that never got back counts as slowest.
+        let mut restore: Vec<Option<f64>> = adaptive
+            .reports()
+            .iter()
+            .flat_map(|r| r.host_restore.iter().copied())
+            .collect();
+        restore.sort_by(|a, b| match (a, b) {
+            (Some(a), Some(b)) => a.total_cmp(b),
+            (a, b) => b.is_some().cmp(&a.is_some()),
+        });
+        let quantile = |q: f64| {
+            let at = ((restore.len() as f64 * q).ceil() as usize).clamp(1, restore.len().max(1));
+            match restore.get(at - 1) {
+                Some(Some(seconds)) => format!("{seconds:.0} s"),
+                Some(None) => "never".to_owned(),
+                None => "-".to_owned(),
+            }
+        };
+        let never = restore.iter().filter(|r| r.is_none()).count();
         println!(
-            "adaptive: goodput {:.1}% of the ideal, overload responses {:.2}% of requests, halved hosts settled in {settled} s",
+            "adaptive: goodput {:.1}% of the ideal, overload responses {:.2}% of requests (worst seed {:.2}%), halved hosts settled in {settled} s, restored hosts back at 90% of their pace in {} (p90 {}; {never} of {} never)",
             adaptive.mean(|r| r.goodput) * 100.0,
             adaptive.mean(|r| r.overload) * 100.0,
+            adaptive.max(|r| r.overload) * 100.0,
+            quantile(0.5),
+            quantile(0.9),
+            restore.len(),
         );
     }
     ExitCode::SUCCESS

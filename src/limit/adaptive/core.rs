@@ -19,16 +19,17 @@ use std::time::Duration;
 use super::config::Adaptive;
 use super::tuning::{
     BURST_CAP, CUT, INITIAL_LIMIT, INITIAL_RATE, LATENCY_CALM, LATENCY_CARRY_ROUNDS, LATENCY_HIGH,
-    LATENCY_MIN_SAMPLE, LATENCY_SAMPLES, LIMIT_RECOVERY_ROUNDS, LIMIT_RECOVERY_STARTS, MAX_RISE,
-    MEASURED_WEIGHT, RATE_BOUND_PACE, RATE_FLOOR, RATE_RECOVERY_MAX_SECS, RATE_RECOVERY_MIN_SECS,
-    RATE_RECOVERY_STARTS, RECOVERY_EXPONENT, REMEASURE_ROUNDS, ROUND_ENDS, ROUND_MIN, SEC,
-    SLOW_OVERLOAD, SLOW_START_RISE, STALE_ROUND,
+    LATENCY_MIN_SAMPLE, LATENCY_SAMPLES, LIMIT_RECOVERY_ROUNDS, LIMIT_RECOVERY_STARTS,
+    LIMIT_SLOW_START_RISE, MAX_RISE, MEASURED_WEIGHT, PROBE_AFTER, PROBE_RISE, RATE_BOUND_PACE,
+    RATE_FLOOR, RATE_RECOVERY_MAX_SECS, RATE_RECOVERY_MIN_SECS, RATE_RECOVERY_STARTS,
+    RATE_SLOW_START_RISE, RECOVERY_EXPONENT, REMEASURE_ROUNDS, ROUND_ENDS, ROUND_MIN, SEC,
+    SLOW_OVERLOAD, STALE_ROUND,
 };
 use crate::limit::outcome::Outcome;
 use crate::limit::rate::gcra::{Gcra, Rate};
 
 // `flags`
-/// The limit has not been cut yet: it grows by [`SLOW_START_RISE`].
+/// The limit has not been cut yet: it grows by [`LIMIT_SLOW_START_RISE`].
 const SLOW_LIMIT: u8 = 1;
 /// The rate has not been cut yet.
 const SLOW_RATE: u8 = 1 << 1;
@@ -420,7 +421,13 @@ impl KeyAdapt {
 
     /// Lowers the limit to `to` (not below `floor`), its plateau at the value before.
     fn lower_limit(&mut self, to: f32, floor: f32) {
-        let old = self.limit;
+        let mut old = self.limit;
+        let mut to = to;
+        if self.flags & SLOW_LIMIT != 0 && old > INITIAL_LIMIT && old < self.ceiling as f32 {
+            // The end of slow start, as for the rate (`cut_rate`).
+            old = (old / LIMIT_SLOW_START_RISE).max(floor);
+            to = to.min(old * CUT);
+        }
         self.limit_w = if self.flags & (CLEAN_LIMIT | SLOW_LIMIT) != 0 {
             old
         } else {
@@ -445,7 +452,16 @@ impl KeyAdapt {
             (false, _) => measured,
         };
         let floor = RATE_FLOOR.min(self.rate_ceiling());
-        let current = current.max(floor);
+        let mut current = current.max(floor);
+        if bound
+            && self.flags & SLOW_RATE != 0
+            && current > initial_rate(self.rate_ceiling())
+            && current < self.rate_ceiling()
+        {
+            // The end of slow start: the rate rose into this overload from a value one rise
+            // lower that was clean; the cut and the plateau start from the clean one.
+            current = (current / RATE_SLOW_START_RISE).max(floor);
+        }
         self.rate_w = if self.flags & (CLEAN_RATE | SLOW_RATE) != 0 {
             current
         } else {
@@ -496,7 +512,7 @@ impl KeyAdapt {
                         self.raise_limit();
                     }
                     if bound & RATE_BOUND != 0 && self.rate > 0.0 {
-                        self.raise_rate(elapsed);
+                        self.raise_rate(now, elapsed);
                     }
                 }
             }
@@ -541,7 +557,7 @@ impl KeyAdapt {
     fn raise_limit(&mut self) {
         self.limit_x = self.limit_x.saturating_add(1);
         let target = if self.flags & SLOW_LIMIT != 0 {
-            self.limit * SLOW_START_RISE
+            self.limit * LIMIT_SLOW_START_RISE
         } else {
             recovery(
                 self.limit_w,
@@ -556,17 +572,24 @@ impl KeyAdapt {
             .max(self.limit);
     }
 
-    fn raise_rate(&mut self, elapsed: u64) {
+    fn raise_rate(&mut self, now: u64, elapsed: u64) {
         self.rate_x += elapsed as f32 / SEC as f32;
         let target = if self.flags & SLOW_RATE != 0 {
-            self.rate * SLOW_START_RISE
+            self.rate * RATE_SLOW_START_RISE
         } else {
-            recovery(
+            let curve = recovery(
                 self.rate_w,
                 self.rate_k,
                 self.rate_x,
                 rate_recovery_secs(self.rate_w),
-            )
+            );
+            if now.saturating_sub(self.last_cut) >= PROBE_AFTER {
+                // A long stretch without a cut: the server may take more than the plateau
+                // says (it was restored, or the cut was a fluke); probe upward.
+                curve.max(self.rate * PROBE_RISE)
+            } else {
+                curve
+            }
         };
         self.rate = target
             .min(self.rate * MAX_RISE)

@@ -15,8 +15,9 @@ pub(super) const INITIAL_LIMIT: f32 = 1.0;
 
 /// A new key's rate, in starts per second (or its rate ceiling, when that is lower): low
 /// enough for most servers, whatever the ceiling (the ceiling's sixteenth was measured
-/// worse with high ceilings).
-pub(super) const INITIAL_RATE: f32 = 5.0;
+/// worse with high ceilings; 5/s was above many slow hosts, and each refused its first
+/// requests).
+pub(super) const INITIAL_RATE: f32 = 2.0;
 
 /// The lowest rate an overload can cut a key to, in starts per second (or its ceiling, when
 /// that is lower): one start every ten seconds keeps probing a server that refuses all.
@@ -36,9 +37,15 @@ pub(super) const STALE_ROUND: u64 = 60 * SEC;
 /// An overload multiplies the value it cuts by this.
 pub(super) const CUT: f32 = 0.7;
 
-/// Before its first cut, a value that was what bound its key during a clean round grows by
-/// this factor (slow start).
-pub(super) const SLOW_START_RISE: f32 = 1.5;
+/// Before its first cut, a limit that bound its key during a clean round grows by this
+/// factor (slow start). Its first cut starts from the value one rise before (the last clean
+/// one).
+pub(super) const LIMIT_SLOW_START_RISE: f32 = 1.5;
+
+/// The same for the rate, by a smaller factor: a key's rate in slow start crosses its
+/// host's pace by up to this factor, and a host that meters starts strictly refuses every
+/// start above its pace (1.5 took two cuts and a few refusals per host).
+pub(super) const RATE_SLOW_START_RISE: f32 = 1.2;
 
 /// No round raises a value by more than this factor.
 pub(super) const MAX_RISE: f32 = 1.5;
@@ -69,7 +76,16 @@ pub(super) const RATE_RECOVERY_STARTS: f32 = 400.0;
 pub(super) const RATE_RECOVERY_MIN_SECS: f32 = 2.0;
 
 /// ... and no more than this many.
-pub(super) const RATE_RECOVERY_MAX_SECS: f32 = 60.0;
+pub(super) const RATE_RECOVERY_MAX_SECS: f32 = 240.0;
+
+/// A rate that has gone this long without a cut probes upward, whatever the recovery
+/// curve says: by [`PROBE_RISE`] per clean round in which it bound the key. A server that
+/// came back from a slower spell is found within about this long; one that did not refuses
+/// a request or so per probe (30 s: restored hosts back in about 30 s, 0.2% more overload).
+pub(super) const PROBE_AFTER: u64 = 60 * SEC;
+
+/// See [`PROBE_AFTER`].
+pub(super) const PROBE_RISE: f32 = 1.1;
 
 /// A latency verdict needs this many samples (successes of attempts started since the last
 /// cut); fewer are carried into the next round.
