@@ -63,7 +63,7 @@ use futures_lite::{Stream, StreamExt};
 use tollgate::{Adaptive, KeySettings, MapControl, Outcome, Rate, RetryPolicy, amap_iter};
 use tollgate_testkit::simulated_internet::{
     CURVE_BUCKET_SECS, CURVE_BUCKETS, Config, HALVE_AT, Profile, RESTORE_AT, Report, Response,
-    SimulatedInternet, Summary, Url,
+    Restore, SimulatedInternet, Summary, Url, restore_quantile,
 };
 
 /// The seeds tuning uses (`--tuning`; the tests use them too).
@@ -502,27 +502,18 @@ fn main() -> ExitCode {
         } else {
             "never".to_owned()
         };
-        // Every seed's restored hosts pooled; a host that never got back counts as slowest.
-        let mut restore: Vec<Option<f64>> = adaptive
+        // Every seed's restored hosts pooled (a host whose work ended first is censored).
+        let restore: Vec<Restore> = adaptive
             .reports()
             .iter()
             .flat_map(|r| r.host_restore.iter().copied())
             .collect();
-        restore.sort_by(|a, b| match (a, b) {
-            (Some(a), Some(b)) => a.total_cmp(b),
-            (a, b) => b.is_some().cmp(&a.is_some()),
-        });
         let quantile = |q: f64| {
-            let at = ((restore.len() as f64 * q).ceil() as usize).clamp(1, restore.len().max(1));
-            match restore.get(at - 1) {
-                Some(Some(seconds)) => format!("{seconds:.0} s"),
-                Some(None) => "never".to_owned(),
-                None => "-".to_owned(),
-            }
+            restore_quantile(&restore, q).map_or("never".to_owned(), |s| format!("{s:.0} s"))
         };
-        let never = restore.iter().filter(|r| r.is_none()).count();
+        let ended = restore.iter().filter(|r| !r.reached).count();
         println!(
-            "adaptive: goodput {:.1}% of the ideal, overload responses {:.2}% of requests (worst seed {:.2}%), halved hosts settled in {settled} s, restored hosts back at 90% of their pace in {} (p90 {}; {never} of {} never)",
+            "adaptive: goodput {:.1}% of the ideal, overload responses {:.2}% of requests (worst seed {:.2}%), halved hosts settled in {settled} s, restored hosts back at 90% of their pace in {} (p90 {}; {} hosts, {ended} not back when their work ended)",
             adaptive.mean(|r| r.goodput) * 100.0,
             adaptive.mean(|r| r.overload) * 100.0,
             adaptive.max(|r| r.overload) * 100.0,

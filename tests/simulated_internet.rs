@@ -18,7 +18,8 @@ use std::time::Duration;
 use futures_lite::StreamExt;
 use tollgate::{KeySettings, MapControl, Rate, RetryPolicy, amap_iter};
 use tollgate_testkit::simulated_internet::{
-    ATTEMPT_TIMEOUT, Config, Profile, Report, Response, SimulatedInternet, Url,
+    ATTEMPT_TIMEOUT, Config, Profile, Report, Response, Restore, SimulatedInternet, Url,
+    restore_quantile,
 };
 
 /// The reduced scale. The tests use seeds 1-3; the example's table has seeds of its own.
@@ -280,4 +281,27 @@ fn unavailable_comes_only_past_the_knee() {
         }
     }
     assert!(past > 0, "hosts past their knee answered 503");
+}
+
+#[test]
+fn the_restore_figure_counts_a_host_whose_work_ended_as_not_back_by_then() {
+    let reached = |seconds| Restore {
+        seconds,
+        reached: true,
+    };
+    let ended = |seconds| Restore {
+        seconds,
+        reached: false,
+    };
+    // Four hosts: back at 10, 20 and 30 s; one ran out of work at 15 s, not back.
+    let hosts = [reached(10.0), ended(15.0), reached(20.0), reached(30.0)];
+    // 3 of 4 still out after 10 s; the one that ended leaves 2 waiting; one of them back at
+    // 20 s: 3/4 x 1/2 = 37.5% still out.
+    assert_eq!(restore_quantile(&hosts, 0.25), Some(10.0));
+    assert_eq!(restore_quantile(&hosts, 0.5), Some(20.0));
+    assert_eq!(restore_quantile(&hosts, 0.9), Some(30.0));
+    // A host that never got back while it had work keeps the median out of reach.
+    let hosts = [reached(10.0), ended(400.0), ended(400.0)];
+    assert_eq!(restore_quantile(&hosts, 0.5), None);
+    assert_eq!(restore_quantile(&[], 0.5), None);
 }

@@ -85,9 +85,10 @@
 //! from time 0, so the hosts waiting for slots at the start weigh on it for every strategy.
 //! That rate, capped by the knee, is a host's [feasible](Capacity::feasible) rate: the
 //! per-host restore figure ([`Report::host_restore`]) times each halved host from the restore
-//! to 90% of it (or of its fair share of the global limit, when that is lower), and a host or
-//! a seed that never gets there counts in every figure (as the slowest; in a mean over seeds,
-//! as the whole time it had, marked "≥").
+//! to 90% of it (or of its fair share of the global limit, when that is lower); a host whose
+//! work ends first counts as not back by then ([`restore_quantile`]), and a seed that never
+//! settles counts in every figure (in a mean over seeds, as the whole time it had, marked
+//! "≥").
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
@@ -102,7 +103,8 @@ use crate::rng::Rng;
 mod report;
 
 pub use report::{
-    CURVE_BUCKET_SECS, CURVE_BUCKETS, Capacity, FEASIBLE_SLACK, Report, Second, Summary,
+    CURVE_BUCKET_SECS, CURVE_BUCKETS, Capacity, FEASIBLE_SLACK, Report, Restore, Second, Summary,
+    restore_quantile,
 };
 use report::{HostRecord, Run};
 

@@ -609,8 +609,8 @@ fn a_cleared_rate_follows_the_default_again() {
 }
 
 /// An adaptive map (limit 2 to 4, rate ceiling 1000/s) whose key "a" has 3 items: it starts
-/// at 5/s, so its first item starts and the next waits 200 ms.
-fn adaptive_key_at_five_a_second() -> KeyScheduler<&'static str, i32> {
+/// at 2/s, so its first item starts and the next waits 500 ms.
+fn adaptive_key_at_two_a_second() -> KeyScheduler<&'static str, i32> {
     let mut scheduler = KeyScheduler::new(4);
     let adaptive =
         crate::limit::adaptive::config::Adaptive::new(2, 4).rate_ceiling(Rate::per_second(1_000));
@@ -622,19 +622,19 @@ fn adaptive_key_at_five_a_second() -> KeyScheduler<&'static str, i32> {
     assert_eq!(drain(&mut scheduler), [("a", 0)]);
     assert_eq!(
         scheduler.next(0),
-        Next::NotBefore(200 * MS),
-        "a start every 200 ms"
+        Next::NotBefore(500 * MS),
+        "a start every 500 ms"
     );
     scheduler
 }
 
 #[test]
 fn an_adaptive_keys_state_carries_over_on_its_adapted_rate_when_a_ceiling_changes() {
-    let mut scheduler = adaptive_key_at_five_a_second();
-    // The ceiling drops to 100/s, still above the adapted 5/s: the pace stays (the
-    // state is not stretched by the ratio of the ceilings, which would make it 2 s).
+    let mut scheduler = adaptive_key_at_two_a_second();
+    // The ceiling drops to 100/s, still above the adapted 2/s: the pace stays (the
+    // state is not stretched by the ratio of the ceilings, which would make it 5 s).
     scheduler.change_default_rate(Gcra::new(Rate::per_second(100)), 0);
-    assert_eq!(drain_at(&mut scheduler, 200 * MS), [("a", 1)]);
+    assert_eq!(drain_at(&mut scheduler, 500 * MS), [("a", 1)]);
 }
 
 #[test]
@@ -681,7 +681,7 @@ fn a_hinted_limit_is_a_fixed_keys_own_and_an_adaptive_keys_ceiling() {
         1,
         "the key's own limit"
     );
-    let mut adaptive = adaptive_key_at_five_a_second();
+    let mut adaptive = adaptive_key_at_two_a_second();
     adaptive.hinted(&"a", one, 0);
     assert_eq!(
         adaptive.parts.given(&adaptive.keys[&"a"]).0,
@@ -693,16 +693,16 @@ fn a_hinted_limit_is_a_fixed_keys_own_and_an_adaptive_keys_ceiling() {
 
 #[test]
 fn a_hinted_rate_on_an_adaptive_map_is_a_ceiling_that_takes_the_rate_down_at_once() {
-    let mut scheduler = adaptive_key_at_five_a_second();
-    // The server says 2 a second: the ceiling, below the adapted 5.
-    scheduler.hinted(&"a", Hint::new().rate(Rate::per_second(2)), 0);
-    // (The key may wake at 200 ms as planned: it sleeps on then.)
-    let Next::NotBefore(at) = scheduler.next(200 * MS) else {
+    let mut scheduler = adaptive_key_at_two_a_second();
+    // The server says 1 a second: the ceiling, below the adapted 2.
+    scheduler.hinted(&"a", Hint::new().rate(Rate::per_second(1)), 0);
+    // (The key may wake at 500 ms as planned: it sleeps on then.)
+    let Next::NotBefore(at) = scheduler.next(500 * MS) else {
         panic!("the next start waits for the rate");
     };
-    assert!(at >= 400 * MS, "next start at {} ms: 2 a second", at / MS);
+    assert!(at >= 1_000 * MS, "next start at {} ms: 1 a second", at / MS);
     let progress = scheduler.busiest(0, 1).2;
-    assert_eq!(progress[0].rate(), Some(Rate::per_second(2)));
+    assert_eq!(progress[0].rate(), Some(Rate::per_second(1)));
 }
 
 #[test]

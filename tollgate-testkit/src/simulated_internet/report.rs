@@ -195,14 +195,11 @@ pub struct Report {
     /// The halved hosts pooled: seconds after 180 s until their 200s stay at 90% or more of
     /// their restored ideal for 5 whole seconds in a row; `None`: never (or no work left).
     pub restored_goodput_settled: Option<f64>,
-    /// Per host, the seconds after 180 s until a halved host's 200s over 5 whole seconds in
-    /// a row reach 90% of what it can take: its [feasible](Capacity::feasible) rate
-    /// restored, or its fair share of the global limit when that is lower (slots are the
-    /// scheduler's matter, not the host's pace); `None` for a host whose work ended first.
-    /// Over the halved hosts with work until 185 s at least, in their order in the run.
-    pub host_restore: Vec<Option<f64>>,
-    /// The median of [`host_restore`](Self::host_restore), a host that never got there
-    /// counted as the slowest (`None`: the median is such a host, or there are none).
+    /// Per halved host with work until 185 s at least (in their order in the run), how it
+    /// came back after 180 s: see [`Restore`].
+    pub host_restore: Vec<Restore>,
+    /// The median restore time over [`host_restore`](Self::host_restore), estimated as
+    /// [`restore_quantile`] does; `None`: more than half never got back.
     pub host_restore_median: Option<f64>,
     /// Its 90th percentile, the same way.
     pub host_restore_p90: Option<f64>,
@@ -274,8 +271,8 @@ pub(super) fn compute(run: &Run<'_>) -> Report {
         halved_overload_settled: settle(halve, restore, &calm),
         halved_goodput_settled: settle(halve, restore, &good),
         restored_goodput_settled: settle(restore, last_second, &good),
-        host_restore_median: percentile(&host_restore, 0.5),
-        host_restore_p90: percentile(&host_restore, 0.9),
+        host_restore_median: restore_quantile(&host_restore, 0.5),
+        host_restore_p90: restore_quantile(&host_restore, 0.9),
         host_restore,
         dead_peak: run
             .hosts
@@ -291,8 +288,47 @@ pub(super) fn compute(run: &Run<'_>) -> Report {
     }
 }
 
-/// Each halved host's restore time: see [`Report::host_restore`].
-fn host_restore(run: &Run<'_>, fair: &[Vec<f64>]) -> Vec<Option<f64>> {
+/// How one halved host came back after the restore at 180 s.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Restore {
+    /// Seconds from the restore: until its 200s over 5 whole seconds in a row reached 90% of
+    /// what it can take (its [feasible](Capacity::feasible) rate restored, or its fair share
+    /// of the global limit when that is lower: slots are the scheduler's matter, not the
+    /// host's pace), when [`reached`](Self::reached); else until its work ended (or the
+    /// run's end), the last 5-second window it had.
+    pub seconds: f64,
+    /// Whether it got there before its work ended.
+    pub reached: bool,
+}
+
+/// The `q` quantile of restore times, hosts whose work ended before they got back counted
+/// as censored at that time (the Kaplan-Meier estimate: a host that ran out of work says only
+/// that it had not got back by then, and drops out of those still waiting). `None`: the
+/// share `q` never got back within the times seen.
+pub fn restore_quantile(restores: &[Restore], q: f64) -> Option<f64> {
+    let mut sorted = restores.to_vec();
+    // At equal times, a host that got back goes before one that dropped out.
+    sorted.sort_by(|a, b| {
+        a.seconds
+            .total_cmp(&b.seconds)
+            .then(b.reached.cmp(&a.reached))
+    });
+    let mut waiting = sorted.len() as f64;
+    let mut still_out = 1.0;
+    for restore in sorted {
+        if restore.reached {
+            still_out *= 1.0 - 1.0 / waiting;
+            if still_out <= 1.0 - q + 1e-12 {
+                return Some(restore.seconds);
+            }
+        }
+        waiting -= 1.0;
+    }
+    None
+}
+
+/// Each halved host's restore: see [`Report::host_restore`].
+fn host_restore(run: &Run<'_>, fair: &[Vec<f64>]) -> Vec<Restore> {
     if !run.halving {
         return Vec::new();
     }
@@ -308,29 +344,21 @@ fn host_restore(run: &Run<'_>, fair: &[Vec<f64>]) -> Vec<Option<f64>> {
                 let span = overlap(t as f64, t as f64 + 1.0, 0.0, host.end());
                 (feasible * span).min(fair.get(t as usize).copied().unwrap_or(0.0))
             };
-            (from..)
+            let mut last = from;
+            let reached = (from..)
                 .take_while(|&s| (s + HOLD) as f64 <= host.end())
+                .inspect(|&s| last = s)
                 .find(|&s| {
                     let window = s..s + HOLD;
                     let ok: u32 = window.clone().map(|t| host.second(t).ok).sum();
                     f64::from(ok) >= 0.9 * window.map(due).sum::<f64>()
-                })
-                .map(|s| (s - from) as f64)
+                });
+            Restore {
+                seconds: (reached.unwrap_or(last) - from) as f64,
+                reached: reached.is_some(),
+            }
         })
         .collect()
-}
-
-/// The `q` quantile of `times`, `None` (never) counted as the longest.
-fn percentile(times: &[Option<f64>], q: f64) -> Option<f64> {
-    if times.is_empty() {
-        return None;
-    }
-    let mut sorted = times.to_vec();
-    sorted.sort_by(|a, b| match (a, b) {
-        (Some(a), Some(b)) => a.total_cmp(b),
-        (a, b) => b.is_some().cmp(&a.is_some()),
-    });
-    sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
 /// The 10th percentile of `shares` (NaN when there are none).
