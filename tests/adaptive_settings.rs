@@ -41,10 +41,10 @@ const A: usize = 0;
 const B: usize = 1;
 const C: usize = 2;
 
-/// How long a key may take to rise or fall to a value on virtual time: each takes under
-/// 1 s (0.78-0.96 s measured), and the readings' clock is exact there (it was 10 s in real
-/// time).
-const RISE: Duration = Duration::from_secs(2);
+/// How long a key may take to rise or fall to a value on virtual time (the readings' clock
+/// is exact there). A limit rises by half per round, a rate by 15% from 1.8/s (a start
+/// that no server of 2 starts a second or more refuses): 20/s took 6.4 s.
+const RISE: Duration = Duration::from_secs(30);
 
 fn ms(ms: u64) -> Duration {
     Duration::from_millis(ms)
@@ -612,7 +612,7 @@ enum Value {
     Rate,
 }
 
-/// One key between 2 and 16: read before anything ended (the floor, and 5/s with a rate
+/// One key between 2 and 16: read before anything ended (the floor, and 1.8/s with a rate
 /// ceiling, none without), while successes raise the value, then while every attempt is an
 /// overload (the value falls, and only falls). Every reading is checked against what the
 /// server saw.
@@ -638,13 +638,14 @@ async fn progress(value: Value) {
     let drive = async {
         let mut watch = Watch::new(&control, &server);
         let first = watch.read().await[A];
-        let five = match value {
+        let start = match value {
             Value::Limit => None,
-            Value::Rate => Some(ms(200)),
+            // 1.8 a second, as `f32` rounds it.
+            Value::Rate => Some(Duration::from_nanos(555_555_570)),
         };
         assert_eq!(
             (first.limit, first.interval),
-            (2, five),
+            (2, start),
             "a new key: {first:?}"
         );
         drop(gate);
@@ -759,7 +760,7 @@ async fn ceilings_cap_at_any_speed() {
         let busiest = control.busiest_keys(3);
         let b = busiest.iter().find(|progress| *progress.key() == B);
         let rate = b.and_then(|progress| progress.rate());
-        // The value in force, under its ceiling (an adaptive key starts at 5/s).
+        // The value in force, under its ceiling (an adaptive key starts at 1.8/s).
         let interval = rate.map(|rate| rate.interval());
         assert!(
             interval.is_some_and(|interval| interval >= ms(20)),
@@ -805,7 +806,7 @@ virtual_time! {
         progress(Value::Limit).await;
     }
 
-    async fn progress_shows_the_rate_in_force_from_five_per_second_up_and_down() {
+    async fn progress_shows_the_rate_in_force_from_its_start_up_and_down() {
         progress(Value::Rate).await;
     }
 }

@@ -294,13 +294,14 @@ virtual_time! {
         for (window, most, allowed) in windows {
             assert!(most <= allowed, "{most} arrivals in {window:?}, {allowed} allowed");
         }
-        // Exact on virtual time: 1.48% refused in all and 1.96% after the halving, 1.205x
-        // the ideal on tokio's clock (it wakes at whole milliseconds) and 1.226x on
-        // run_virtual. The bounds were 6% and 1.5x in real time (the issue asks 3%); a map
-        // that did not adapt would see two requests in three refused at its ceiling.
+        // Exact on virtual time: 1.23% refused in all and 1.96% after the halving, 1.608x the
+        // ideal (1.23x before keys started safe: at 1.8/s, rising by 15% a round, a key
+        // takes about 10 s to reach 40/s, a sixth of this short crawl; the simulated
+        // internet's few-URLs profile asks it). The bounds were 6% and 1.5x in real time;
+        // a map that did not adapt would see two requests in three refused at its ceiling.
         assert!(share <= 0.03, "refused {:.2}% of requests", share * 100.0);
         assert!(share_after <= 0.03, "refused {:.2}% after the halving", share_after * 100.0);
-        assert!(ratio <= 1.25, "{time:?} against an ideal of {:?}", ideal(PAGES));
+        assert!(ratio <= 1.7, "{time:?} against an ideal of {:?}", ideal(PAGES));
     }
 }
 
@@ -662,16 +663,18 @@ virtual_time! {
         let crawl = crawl_halved(&Limited::model()).await;
         crawl.print("a model of limit_req");
         crawl.assert_invariants();
-        // Exact on virtual time (tokio's clock, run_virtual): refused 2.0%, 3.8% at the
-        // server's rate and 13.8%, 7.4% halved; 1.40x, 1.44x and 1.34x, 1.33x the ideal;
-        // rates read 7.5/s, 7.4/s near the end. Against nginx the bounds were 25%, 3.5x,
-        // 2.5x and 12/s. A map that did not adapt (at its ceiling, 5x the rate) would see
-        // four requests in five refused; one that never cut, 46% and 66%.
+        // Exact on virtual time: refused 2.0% at the server's rate and 7.4% halved; 3.42x
+        // and 1.36x the ideal; rates read 7.5/s near the end. The first stretch, 2.5 s at
+        // its ideal, is mostly the keys' safe start (1.8/s rising by 15% a round: 1.40x
+        // before, when keys started at 5/s rising by half, which the simulated internet's
+        // few-URLs profile measured at 3% refused). Against nginx the bounds were 25%,
+        // 3.5x, 2.5x and 12/s. A map that did not adapt (at its ceiling, 5x the rate) would
+        // see four requests in five refused; one that never cut, 46% and 66%.
         for (stretch, what) in [(&crawl.full, "at the server's rate"), (&crawl.halved, "halved")] {
             assert!(stretch.share() <= 0.15, "{what}: {:.1}% refused", 100.0 * stretch.share());
         }
         assert!(
-            crawl.full_time <= 1.5 * crawl.ideal_full,
+            crawl.full_time <= 3.6 * crawl.ideal_full,
             "{:.2} s for an ideal of {:.2} s",
             crawl.full_time,
             crawl.ideal_full

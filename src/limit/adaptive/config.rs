@@ -46,7 +46,8 @@ use crate::limit::rate::gcra::Rate;
 /// - an overload that took 1 s or more (and half again the baseline): an attempt timeout,
 ///   a queue that overflowed. It cuts the limit (nothing at the floor), never the rate;
 /// - else, if the rate bound the key (in this round or the last): the rate;
-/// - else, if the limit bound and is above its floor: the limit, and the rate is capped at 4
+/// - else, if the limit bound and the limit in use (its whole part) is above its floor: the
+///   limit, and the rate is capped at 4
 ///   times the measured start rate (an unspaced burst may be what the server refused; a key
 ///   without a rate gets one so);
 /// - else (the key used neither in full): the rate, from the lower of itself and the
@@ -60,21 +61,35 @@ use crate::limit::rate::gcra::Rate;
 /// floor, the next mean becomes the baseline, even a higher one (a server that became slower
 /// for good must not pin the limit down).
 ///
+/// The first cut of slow start (below) starts from the value one rise before, the last one
+/// a round found clean; a rate refused at the pace it started with, before any rise, is
+/// halved (the server's pace is anywhere below it).
+///
 /// **What raises a value.** A round with no overload, a success at least, and latency that
-/// allows it raises each value that bound the key in it. Until its first cut a value grows by
-/// half each such round (slow start). After a cut it follows a cubic curve back to its value
-/// before the cut: quickly at first, flat near that value (where the last overload came), then
-/// faster and faster past it. The limit is back in about 50 starts (8 such rounds at least),
-/// the rate in about 400 starts (2 to 60 seconds of such rounds: a server metering starts
-/// strictly refuses now and then even below its rate, when requests reach it bunched by the
-/// network, so the rate spends long near the value that was refused and about 1 start in
-/// 150 or fewer is refused). No round raises a value by
-/// more than half, and never above its ceiling. A value that does not bind never rises: a key
-/// held back by something else (a map's global limit) keeps its limit.
+/// allows it raises each value that bound the key in it. Until its first cut the limit grows
+/// by half each such round and the rate by 15% (slow start: a rate crosses its server's
+/// pace by at most that much, and a server with few requests to serve is rarely pushed to
+/// its pace at all). After a cut a value follows a cubic curve back to its value before the
+/// cut: quickly at first, flat near that value (where the last overload came), then faster
+/// and faster past it. The limit is back in about 50 starts (8 such rounds at least), the rate
+/// in about 400 starts (2 to 480 seconds of such rounds: a server metering starts strictly
+/// refuses now and then even below its rate, when requests reach it bunched by the network,
+/// so the rate spends long near the value that was refused). No round raises a value by more
+/// than half, and never above its ceiling. A value that does not bind never rises: a key held
+/// back by something else (a map's global limit) keeps its limit.
+///
+/// Two rules find a server that takes more than it did. A rate that has gone 60 seconds and
+/// about 400 starts without a cut **explores**: it rises by a tenth each round it binds, until
+/// the next cut (exploring a server that is as it was costs about one refused start).
+/// And a rate far below the pace it held lately (under 55% of it: a server that became slower
+/// for a while, or refused a burst) **returns** once it has gone 30 seconds without a cut: it
+/// rises the same way until the next cut. The pace held is 90% of where recent overloads
+/// came, fading by half every 10 minutes towards the latest.
 ///
 /// **Starts, floors, ceilings.** A new key starts at its floor (a server that never answers
-/// holds no more than that) and a rate of 5 starts per second (or the rate ceiling, if
-/// lower); without [`rate_ceiling`](Self::rate_ceiling), with no rate. A key forgotten and seen again
+/// holds no more than that) and a rate of 1.8 starts per second (or the rate ceiling, if
+/// lower: a start few servers refuse, which costs a fast server the first seconds of its
+/// crawl); without [`rate_ceiling`](Self::rate_ceiling), with no rate. A key forgotten and seen again
 /// starts afresh. The limit stays within the floor and the ceiling, the rate within one start
 /// per 10 seconds (or the rate ceiling, if lower) and the rate ceiling. A ceiling set for one
 /// key below its value takes the value down at once; a higher one lets it creep up from
@@ -128,7 +143,7 @@ impl Adaptive {
         }
     }
 
-    /// The highest rate a key may adapt to. A key then starts at 5 starts per second (or
+    /// The highest rate a key may adapt to. A key then starts at 1.8 starts per second (or
     /// `rate`, if lower) and moves below it; the burst of `rate` is the burst of every rate
     /// the key takes.
     ///

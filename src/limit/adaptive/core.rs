@@ -18,11 +18,12 @@ use std::time::Duration;
 
 use super::config::Adaptive;
 use super::tuning::{
-    BURST_CAP, CUT, INITIAL_LIMIT, INITIAL_RATE, LATENCY_CALM, LATENCY_CARRY_ROUNDS, LATENCY_HIGH,
+    BURST_CAP, CLIMB, CUT, EXPLORE_AFTER, EXPLORE_STARTS, HELD_PACE_HALF_LIFE, HELD_PACE_SHARE,
+    INITIAL_CUT, INITIAL_LIMIT, INITIAL_RATE, LATENCY_CALM, LATENCY_CARRY_ROUNDS, LATENCY_HIGH,
     LATENCY_MIN_SAMPLE, LATENCY_SAMPLES, LIMIT_RECOVERY_ROUNDS, LIMIT_RECOVERY_STARTS,
-    LIMIT_SLOW_START_RISE, MAX_RISE, MEASURED_WEIGHT, PROBE_AFTER, PROBE_RISE, RATE_BOUND_PACE,
-    RATE_FLOOR, RATE_RECOVERY_MAX_SECS, RATE_RECOVERY_MIN_SECS, RATE_RECOVERY_STARTS,
-    RATE_SLOW_START_RISE, RECOVERY_EXPONENT, REMEASURE_ROUNDS, ROUND_ENDS, ROUND_MIN, SEC,
+    LIMIT_SLOW_START_RISE, MAX_RISE, MEASURED_WEIGHT, RATE_BOUND_PACE, RATE_FLOOR,
+    RATE_RECOVERY_MAX_SECS, RATE_RECOVERY_MIN_SECS, RATE_RECOVERY_STARTS, RATE_SLOW_START_RISE,
+    RECOVERY_EXPONENT, REMEASURE_ROUNDS, RETURN_AFTER, RETURN_BELOW, ROUND_ENDS, ROUND_MIN, SEC,
     SLOW_OVERLOAD, STALE_ROUND,
 };
 use crate::limit::outcome::Outcome;
@@ -65,6 +66,9 @@ const SUCCEEDED: u8 = 1 << 5;
 /// while serving others (an overload), not out. Forgotten at a round's start once the
 /// outage is no longer recent.
 const SERVED_AFTER_OUTAGE: u8 = 1 << 6;
+/// The rate is climbing back to the pace it held lately (see [`KeyAdapt::raise_rate`]);
+/// kept from round to round until the next cut.
+const RETURNING: u8 = 1 << 7;
 
 /// How many round lengths an outage answer stays recent: long enough for an attempt started
 /// after it to come back (an attempt takes about a round length, the baseline latency), short
@@ -115,6 +119,9 @@ pub(crate) struct KeyAdapt {
     outage_at: u64,
     /// Starts in the current round.
     starts: u32,
+    /// The pace the rate held lately (see [`held_pace`](Self::held_pace)), as
+    /// [`encode_pace`] keeps it in two bytes (0: none yet).
+    held_pace: u16,
     /// Latency samples carried so far.
     latency_count: u16,
     /// Attempts ended in the current round (compared only with at most [`ROUND_ENDS`]: a
@@ -172,6 +179,7 @@ impl KeyAdapt {
             last_cut: 0,
             outage_at: 0,
             starts: 0,
+            held_pace: 0,
             latency_count: 0,
             ends: 0,
             limit_x: 0,
@@ -399,7 +407,9 @@ impl KeyAdapt {
                 let old = self.limit;
                 self.lower_limit(old * CUT, floor);
             }
-        } else if !rate_bound && bound & LIMIT_BOUND != 0 && self.limit > floor {
+        } else if !rate_bound && bound & LIMIT_BOUND != 0 && self.limit() as f32 > floor {
+            // (The limit in use, not its fraction: a cut that leaves the limit in use where
+            // it was would change nothing, and the next overload would find the same pace.)
             let old = self.limit;
             self.lower_limit(old * CUT, floor);
             // A key whose starts were not spaced (no rate, or one far above its use)
@@ -414,6 +424,7 @@ impl KeyAdapt {
             self.cut_rate(now, rate_bound);
         }
         self.last_cut = now;
+        self.round &= !RETURNING;
         self.reset_latency();
         self.new_round(now, current);
         self.flags |= CUT_DONE | OVERLOADED;
@@ -453,11 +464,11 @@ impl KeyAdapt {
         };
         let floor = RATE_FLOOR.min(self.rate_ceiling());
         let mut current = current.max(floor);
-        if bound
+        let exiting = bound
             && self.flags & SLOW_RATE != 0
             && current > initial_rate(self.rate_ceiling())
-            && current < self.rate_ceiling()
-        {
+            && current < self.rate_ceiling();
+        if exiting {
             // The end of slow start: the rate rose into this overload from a value one rise
             // lower that was clean; the cut and the plateau start from the clean one.
             current = (current / RATE_SLOW_START_RISE).max(floor);
@@ -467,10 +478,34 @@ impl KeyAdapt {
         } else {
             self.rate_w.max(current)
         };
-        self.rate = (current * CUT).max(floor).min(self.rate_ceiling());
+        // Refused at the pace it started with, before any rise: the server's pace is
+        // anywhere below, and a cut by `CUT` alone would often be refused again.
+        let initial =
+            !exiting && self.flags & SLOW_RATE != 0 && current <= initial_rate(self.rate_ceiling());
+        let cut = if initial { INITIAL_CUT } else { CUT };
+        self.rate = (current * cut).max(floor).min(self.rate_ceiling());
         self.rate_k = plateau_distance(self.rate, self.rate_w) * rate_recovery_secs(self.rate_w);
         self.rate_x = 0.0;
         self.flags &= !(SLOW_RATE | CLEAN_RATE);
+        if !initial {
+            self.hold_pace(now);
+        }
+    }
+
+    /// Folds the plateau of a cut into the pace the rate held lately: a share of the
+    /// plateau (where the overload came, so a little below it held), or more while the
+    /// pace held before fades towards it, by half every [`HELD_PACE_HALF_LIFE`].
+    fn hold_pace(&mut self, now: u64) {
+        let plateau = self.rate_w * HELD_PACE_SHARE;
+        let since = now.saturating_sub(self.last_cut) as f32 / SEC as f32;
+        let fade = 0.5f32.powf(since / HELD_PACE_HALF_LIFE);
+        let held = plateau + (self.held_pace() - plateau).max(0.0) * fade;
+        self.held_pace = encode_pace(held);
+    }
+
+    /// The pace the rate held lately, in starts per second (0: none yet).
+    fn held_pace(&self) -> f32 {
+        decode_pace(self.held_pace)
     }
 
     /// Starts per second lately: the moving average over rounds, or this round's so far.
@@ -583,10 +618,19 @@ impl KeyAdapt {
                 self.rate_x,
                 rate_recovery_secs(self.rate_w),
             );
-            if now.saturating_sub(self.last_cut) >= PROBE_AFTER {
-                // A long stretch without a cut: the server may take more than the plateau
-                // says (it was restored, or the cut was a fluke); probe upward.
-                curve.max(self.rate * PROBE_RISE)
+            let since = now.saturating_sub(self.last_cut);
+            if since >= RETURN_AFTER && self.rate < RETURN_BELOW * self.held_pace() {
+                // Far below the pace it held lately, and no cut for a while: the server
+                // may have come back from a slower spell. Climb until the next cut.
+                self.round |= RETURNING;
+            }
+            // A long stretch without a cut, in time and in starts (exploring finds nothing
+            // new at the cost of a refusal, a share of the starts in between): the server
+            // may take more than the plateau says; explore upward.
+            let exploring = since >= EXPLORE_AFTER
+                && since as f32 / SEC as f32 * self.measured >= EXPLORE_STARTS;
+            if exploring || self.round & RETURNING != 0 {
+                curve.max(self.rate * CLIMB)
             } else {
                 curve
             }
@@ -631,7 +675,7 @@ impl KeyAdapt {
         } else {
             0
         };
-        self.round = bound << PREVIOUS | served;
+        self.round = bound << PREVIOUS | served | self.round & RETURNING;
         self.round_start = now;
         (self.starts, self.ends) = (0, 0);
         self.flags &= !(OVERLOADED | CUT_DONE);
@@ -692,6 +736,30 @@ fn per_second_of(interval: u64) -> f32 {
     } else {
         f32::INFINITY
     }
+}
+
+/// Steps per octave of an encoded pace.
+const PACE_STEPS: f32 = 2048.0;
+/// The octaves below one start per second an encoded pace reaches (2^-16 per second).
+const PACE_OCTAVES_BELOW: f32 = 16.0;
+
+/// A pace in starts per second in two bytes, on a log scale: 1/2048 of an octave per step
+/// (0.03%) from 2^-16 to 2^16 per second (clamped), 0 for none.
+fn encode_pace(per_second: f32) -> u16 {
+    if per_second <= 0.0 || per_second.is_nan() {
+        return 0;
+    }
+    let steps = (per_second.log2() + PACE_OCTAVES_BELOW) * PACE_STEPS;
+    // (`as` saturates: above the range is the highest step.)
+    (steps.round() as u16).max(1)
+}
+
+/// The pace [`encode_pace`] kept.
+fn decode_pace(encoded: u16) -> f32 {
+    if encoded == 0 {
+        return 0.0;
+    }
+    (f32::from(encoded) / PACE_STEPS - PACE_OCTAVES_BELOW).exp2()
 }
 
 fn micros(nanos: u64) -> u32 {

@@ -106,7 +106,8 @@ fn a_new_key_starts_low_in_a_few_words() {
     let key = KeyAdapt::new(&capped, 0);
     assert_eq!(key.limit(), 1, "at its floor");
     assert_eq!(KeyAdapt::new(&Adaptive::new(3, 64), 0).limit(), 3);
-    assert_eq!(key.current_rate(), Some(Rate::per_second(2)));
+    let initial = Rate::every(Duration::from_nanos((1e9 / f64::from(INITIAL_RATE)) as u64));
+    assert_eq!(key.current_rate(), Some(initial));
     let crawl = Adaptive::new(1, 64).rate_ceiling(Rate::per_minute(30));
     assert_eq!(
         KeyAdapt::new(&crawl, 0).current_rate(),
@@ -607,4 +608,55 @@ fn a_host_that_halves_then_restores_is_followed() {
         back - 120
     );
     assert!(calm - 60 <= 10 && follows - 60 <= 20 && back - 120 <= 60);
+}
+
+#[test]
+fn a_meter_back_from_a_slower_spell_is_found_again_within_a_minute() {
+    // A strict meter (behind 2 ms of jitter) at 20/s, at 10/s from 60 s to 180 s, then 20/s
+    // again: the rate the halving cut climbs back (a return: far below the pace it held, and
+    // no cut for 30 s) instead of creeping up along its recovery curve for minutes. One
+    // that stays slow pays a refusal per return at most.
+    for seed in [31, 32, 33] {
+        let full = sim_host(50, 32.0, Some(20.0), 2.0);
+        let halved = Host {
+            rate: Some(10.0),
+            ..full
+        };
+        let config = Adaptive::new(1, 32).rate_ceiling(Rate::per_second(400));
+        let mut sim = Sim::new(Key::new(config), full, seed);
+        sim.run_until(60 * S);
+        sim.host = halved;
+        sim.run_until(180 * S);
+        sim.host = full;
+        sim.run_until(300 * S);
+        sim.print(&format!("seed {seed}: 20/s, 10/s from 60 s to 180 s"), 10);
+        // Feasible: spaced 7.8 ms beyond the interval, 1% refused behind the jitter.
+        let feasible = 1.0 / (1.0 / 20.0 + 0.0078);
+        let back = (180..295)
+            .find(|&t| goodput(sim.span(t, t + 5)) >= 0.9 * feasible)
+            .map(|t| t - 180);
+        let halved_overload = overload_share(sim.span(90, 180));
+        println!(
+            "seed {seed}: back at 90% of {feasible:.1}/s {back:?} s after the restore; \
+             {:.2}% refused while halved (after the first 30 s)",
+            100.0 * halved_overload
+        );
+        assert!(back.is_some_and(|s| s <= 60), "seed {seed}: {back:?}");
+        assert!(halved_overload <= 0.02, "seed {seed}: {halved_overload}");
+    }
+}
+
+#[test]
+fn a_held_pace_keeps_to_a_three_hundredth_of_a_percent_in_two_bytes() {
+    for pace in [1e-4_f32, 0.1, 1.0, 1.8, 20.0, 399.0, 6.5e4] {
+        let back = decode_pace(encode_pace(pace));
+        assert!((back / pace - 1.0).abs() < 2e-4, "{pace}: {back}");
+    }
+    assert_eq!(encode_pace(0.0), 0);
+    assert_eq!(decode_pace(0), 0.0);
+    assert_eq!(encode_pace(1e9), u16::MAX, "above the range: its top");
+    assert!(
+        encode_pace(1e-9) >= 1,
+        "below the range: its bottom, never none"
+    );
 }

@@ -17,7 +17,7 @@ pub(super) const INITIAL_LIMIT: f32 = 1.0;
 /// enough for most servers, whatever the ceiling (the ceiling's sixteenth was measured
 /// worse with high ceilings; 5/s was above many slow hosts, and each refused its first
 /// requests).
-pub(super) const INITIAL_RATE: f32 = 2.0;
+pub(super) const INITIAL_RATE: f32 = 1.8;
 
 /// The lowest rate an overload can cut a key to, in starts per second (or its ceiling, when
 /// that is lower): one start every ten seconds keeps probing a server that refuses all.
@@ -45,7 +45,7 @@ pub(super) const LIMIT_SLOW_START_RISE: f32 = 1.5;
 /// The same for the rate, by a smaller factor: a key's rate in slow start crosses its
 /// host's pace by up to this factor, and a host that meters starts strictly refuses every
 /// start above its pace (1.5 took two cuts and a few refusals per host).
-pub(super) const RATE_SLOW_START_RISE: f32 = 1.2;
+pub(super) const RATE_SLOW_START_RISE: f32 = 1.15;
 
 /// No round raises a value by more than this factor.
 pub(super) const MAX_RISE: f32 = 1.5;
@@ -76,16 +76,45 @@ pub(super) const RATE_RECOVERY_STARTS: f32 = 400.0;
 pub(super) const RATE_RECOVERY_MIN_SECS: f32 = 2.0;
 
 /// ... and no more than this many.
-pub(super) const RATE_RECOVERY_MAX_SECS: f32 = 240.0;
+pub(super) const RATE_RECOVERY_MAX_SECS: f32 = 480.0;
 
-/// A rate that has gone this long without a cut probes upward, whatever the recovery
-/// curve says: by [`PROBE_RISE`] per clean round in which it bound the key. A server that
-/// came back from a slower spell is found within about this long; one that did not refuses
-/// a request or so per probe (30 s: restored hosts back in about 30 s, 0.2% more overload).
-pub(super) const PROBE_AFTER: u64 = 60 * SEC;
+/// A rate that has gone this long without a cut, and [`EXPLORE_STARTS`] starts, explores
+/// upward, whatever the recovery curve says: by [`CLIMB`] per clean round in which it bound
+/// the key.
+pub(super) const EXPLORE_AFTER: u64 = 60 * SEC;
 
-/// See [`PROBE_AFTER`].
-pub(super) const PROBE_RISE: f32 = 1.1;
+/// ... and this many starts (estimated from the measured start rate): exploring a server
+/// that is as it was costs about one refusal, so it comes at most once per this many starts
+/// (about 0.25% of them). Without it, hosts of 1-2 starts a second paid 1% for exploring
+/// every minute.
+pub(super) const EXPLORE_STARTS: f32 = 400.0;
+
+/// Exploring ([`EXPLORE_AFTER`]) and returning ([`RETURN_AFTER`]) raise the rate by this
+/// factor per clean round in which it bound the key.
+pub(super) const CLIMB: f32 = 1.1;
+
+/// The first cut of a rate refused at the pace it started with, before any rise: the
+/// server's pace is anywhere below, and a cut by [`CUT`] alone was often refused again.
+pub(super) const INITIAL_CUT: f32 = 0.5;
+
+/// The pace a rate held lately: this share of each cut's plateau (where the overload came:
+/// a little below it held) ...
+pub(super) const HELD_PACE_SHARE: f32 = 0.9;
+
+/// ... or more while the pace held before fades towards it, by half every this many
+/// seconds (a server slower for good stops drawing the rate back up within minutes).
+pub(super) const HELD_PACE_HALF_LIFE: f32 = 600.0;
+
+/// A rate below this share of the pace it held lately (a deep cut: a server that became
+/// slower, or refused in a burst), once it has gone [`RETURN_AFTER`] without a cut, climbs
+/// back by [`CLIMB`] per clean round until its next cut, whatever the recovery curve
+/// says: a server back from a slower spell is found within about that long, and one still
+/// slow costs a refusal per return. Regular cuts (by [`CUT`], from just above the pace
+/// held) stay above it.
+pub(super) const RETURN_BELOW: f32 = 0.55;
+
+/// See [`RETURN_BELOW`].
+pub(super) const RETURN_AFTER: u64 = 30 * SEC;
 
 /// A latency verdict needs this many samples (successes of attempts started since the last
 /// cut); fewer are carried into the next round.

@@ -608,9 +608,20 @@ fn a_cleared_rate_follows_the_default_again() {
     assert_eq!(drain_at(&mut scheduler, 0), [("b", 1), ("b", 2)]);
 }
 
+/// How long a new adaptive key (of a rate ceiling above its start) waits between its starts:
+/// its start of 1.8 a second.
+fn start_gap() -> u64 {
+    let adaptive =
+        crate::limit::adaptive::config::Adaptive::new(2, 4).rate_ceiling(Rate::per_second(1_000));
+    crate::limit::adaptive::core::KeyAdapt::new(&adaptive, 0)
+        .rate()
+        .expect("a rate under a ceiling")
+        .interval_nanos()
+}
+
 /// An adaptive map (limit 2 to 4, rate ceiling 1000/s) whose key "a" has 3 items: it starts
-/// at 2/s, so its first item starts and the next waits 500 ms.
-fn adaptive_key_at_two_a_second() -> KeyScheduler<&'static str, i32> {
+/// at 1.8/s, so its first item starts and the next waits [`start_gap`] (556 ms).
+fn adaptive_key_at_its_start() -> KeyScheduler<&'static str, i32> {
     let mut scheduler = KeyScheduler::new(4);
     let adaptive =
         crate::limit::adaptive::config::Adaptive::new(2, 4).rate_ceiling(Rate::per_second(1_000));
@@ -622,19 +633,19 @@ fn adaptive_key_at_two_a_second() -> KeyScheduler<&'static str, i32> {
     assert_eq!(drain(&mut scheduler), [("a", 0)]);
     assert_eq!(
         scheduler.next(0),
-        Next::NotBefore(500 * MS),
-        "a start every 500 ms"
+        Next::NotBefore(start_gap()),
+        "a start every 556 ms"
     );
     scheduler
 }
 
 #[test]
 fn an_adaptive_keys_state_carries_over_on_its_adapted_rate_when_a_ceiling_changes() {
-    let mut scheduler = adaptive_key_at_two_a_second();
-    // The ceiling drops to 100/s, still above the adapted 2/s: the pace stays (the
-    // state is not stretched by the ratio of the ceilings, which would make it 5 s).
+    let mut scheduler = adaptive_key_at_its_start();
+    // The ceiling drops to 100/s, still above the adapted 1.8/s: the pace stays (the
+    // state is not stretched by the ratio of the ceilings, which would make it 5.6 s).
     scheduler.change_default_rate(Gcra::new(Rate::per_second(100)), 0);
-    assert_eq!(drain_at(&mut scheduler, 500 * MS), [("a", 1)]);
+    assert_eq!(drain_at(&mut scheduler, start_gap()), [("a", 1)]);
 }
 
 #[test]
@@ -681,7 +692,7 @@ fn a_hinted_limit_is_a_fixed_keys_own_and_an_adaptive_keys_ceiling() {
         1,
         "the key's own limit"
     );
-    let mut adaptive = adaptive_key_at_two_a_second();
+    let mut adaptive = adaptive_key_at_its_start();
     adaptive.hinted(&"a", one, 0);
     assert_eq!(
         adaptive.parts.given(&adaptive.keys[&"a"]).0,
@@ -693,11 +704,11 @@ fn a_hinted_limit_is_a_fixed_keys_own_and_an_adaptive_keys_ceiling() {
 
 #[test]
 fn a_hinted_rate_on_an_adaptive_map_is_a_ceiling_that_takes_the_rate_down_at_once() {
-    let mut scheduler = adaptive_key_at_two_a_second();
-    // The server says 1 a second: the ceiling, below the adapted 2.
+    let mut scheduler = adaptive_key_at_its_start();
+    // The server says 1 a second: the ceiling, below the adapted 1.8.
     scheduler.hinted(&"a", Hint::new().rate(Rate::per_second(1)), 0);
-    // (The key may wake at 500 ms as planned: it sleeps on then.)
-    let Next::NotBefore(at) = scheduler.next(500 * MS) else {
+    // (The key may wake at 556 ms as planned: it sleeps on then.)
+    let Next::NotBefore(at) = scheduler.next(start_gap()) else {
         panic!("the next start waits for the rate");
     };
     assert!(at >= 1_000 * MS, "next start at {} ms: 1 a second", at / MS);
