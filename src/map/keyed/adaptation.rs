@@ -105,7 +105,7 @@ impl<K, T> Part<K, T> for Adaptation {
         // item whose time has come (and no pause), but its rate says "not yet".
         let held_by_rate = state.running() < state.limit()
             && state.work_ready_at().is_some_and(|at| at <= now)
-            && state.paused_until <= now
+            && !state.is_paused(now)
             && state
                 .rate()
                 .is_some_and(|rate| rate.allowed_at(state.tat) > now);

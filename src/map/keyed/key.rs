@@ -200,6 +200,20 @@ impl<T> KeyState<T> {
         }
     }
 
+    /// A quiet key has work again, the map having pulled `pulled` items: what it spent of
+    /// its retry budget counts from here, as a forgotten key's would.
+    pub(super) fn reopen_retries(&mut self, pulled: u64) {
+        if let Some(retries) = &mut self.retries {
+            retries.spent.come_back(pulled);
+        }
+    }
+
+    /// Whether the key's pause holds it at `now`.
+    #[inline(always)]
+    pub(super) fn is_paused(&self, now: u64) -> bool {
+        self.paused_until > now
+    }
+
     /// Where the key is in the scheduler's lines.
     #[inline(always)]
     pub(super) fn place(&self) -> Place {

@@ -202,7 +202,6 @@ impl<K: Hash + Eq + Clone> Parts<K> {
         }
         self.adaptive.ended(key, state, ended, now);
         self.breaker.ended(key, state, ended, now);
-        self.asks.ended(key, state, ended, now);
         if self.asks.is_gated()
             && self
                 .breaker

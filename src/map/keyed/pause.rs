@@ -45,10 +45,10 @@ impl<K, T> Part<K, T> for Pauses {
 
     #[inline]
     fn is_idle(&mut self, state: &mut KeyState<T>, now: u64, _pulled: u64) -> bool {
-        state.paused_until <= now
+        !state.is_paused(now)
     }
 
     fn show(&self, state: &KeyState<T>, now: u64, progress: &mut KeyProgress<K>) {
-        progress.paused = state.paused_until > now;
+        progress.paused = state.is_paused(now);
     }
 }

@@ -369,9 +369,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let (key, state, parts, lines, queues) = self.state(key, now);
         if state.is_quiet() {
             // Back after its budget lapsed, not yet swept: as fresh as a forgotten key.
-            if let Some(retries) = &mut state.retries {
-                retries.spent.come_back(pulled);
-            }
+            state.reopen_retries(pulled);
         }
         state.push_fresh(queues, item);
         Self::replace_in(state, &key, now, parts, lines);
@@ -616,7 +614,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         let (mut paused, mut open) = (0, 0);
         let mut loads = Vec::new();
         for (key, state) in self.keys.iter() {
-            paused += usize::from(state.paused_until > now);
+            paused += usize::from(state.is_paused(now));
             let is_open = self
                 .parts
                 .breaker
