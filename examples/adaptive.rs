@@ -6,7 +6,7 @@
 //! cargo run --release --features tokio --example adaptive -- [--seeds N] [--scale S]
 //!                                                            [--threads T] [--only TEXT]
 //!                                                            [--tuning] [--dead-share F]
-//!                                                            [--profile P]
+//!                                                            [--profile P] [--max-window M]
 //! ```
 //!
 //! Each strategy crawls every URL once per seed, on a current-thread tokio runtime started
@@ -24,7 +24,8 @@
 //!   is the host's own rate, `MapControl::set_key_settings(host, KeySettings::new().rate(Rate::every(delay)))`, so starts
 //!   are spaced by exactly the delay (Scrapy spreads each wait over U[0.5, 1.5] × delay);
 //! - **adaptive**: `.adaptive(Adaptive::new(1, 32).rate_ceiling(Rate::per_second(400)), ..)`,
-//!   one line of settings for every host; 429s, 503s and timeouts are overloads; a 429 delays
+//!   one line of settings for every host (and, being adaptive, slots shared by slot time:
+//!   `SlotPolicy::SlotTime`); 429s, 503s and timeouts are overloads; a 429 delays
 //!   its own item by its `Retry-After` but does not pause the host (the map cuts the host's
 //!   rate instead);
 //! - **oracle**, for calibration only (a crawler is never told a host's capacity): each host
@@ -32,8 +33,16 @@
 //!   starts (where the meter's jitter refuses about 1%), halved and restored with the host.
 //!   It shows how much of the ideal and of the capped ideal is within reach at all.
 //!
-//! Every strategy shares the global limit (512 × scale), the default window, and one retry
-//! policy: 5 attempts, 429s and 503s retried (a 429 after its `Retry-After`, pausing its host
+//! Beside each strategy, two figures of the seed itself (the same for every strategy but
+//! for which hosts were halved): the **fluid bound**, the most goodput any crawler could
+//! reach with the global limit's slots and each host at its feasible rate (an upper bound),
+//! and an **ordered schedule**'s, one crawl in that model that knows every host's size from
+//! the start (`tollgate_testkit::simulated_internet`'s `fluid` figures).
+//!
+//! Every strategy reads the URLs as a lazy stream that does not say how many come (its
+//! `size_hint` is `(0, None)`, as a crawler's frontier is), and shares the global limit
+//! (512 × scale), the default window (`--max-window M` caps its growth at M × the global
+//! limit, for the curve of goodput against it), and one retry policy: 5 attempts, 429s and 503s retried (a 429 after its `Retry-After`, pausing its host
 //! that long; a 503 after a backoff from 100 ms, doubling, without jitter so runs repeat),
 //! timeouts not retried (a dead host is given up at its first timeout per URL).
 //!
@@ -57,10 +66,12 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures_lite::{Stream, StreamExt};
-use tollgate::{Adaptive, KeySettings, MapControl, Outcome, Rate, RetryPolicy, amap_iter};
+use tollgate::futures::MapUnordered;
+use tollgate::{Adaptive, BoundedStreamExt, KeySettings, MapControl, Outcome, Rate, RetryPolicy};
 use tollgate_testkit::simulated_internet::{
     CURVE_BUCKET_SECS, CURVE_BUCKETS, Config, HALVE_AT, Profile, RESTORE_AT, Report, Response,
     Restore, SimulatedInternet, Summary, Url, restore_quantile,
@@ -77,6 +88,43 @@ const SEEDS: [u64; 5] = [
     0x7a61_0004,
     0x7a61_0005,
 ];
+
+/// The max window of every strategy's map, in multiples of the global limit (0: the
+/// default); `--max-window` sets it.
+static MAX_WINDOW: AtomicUsize = AtomicUsize::new(0);
+
+/// The URLs as a crawler's frontier: a lazy stream that does not say how many come.
+struct Frontier<'a>(std::slice::Iter<'a, Url>);
+
+impl Stream for Frontier<'_> {
+    type Item = Url;
+
+    fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Url>> {
+        Poll::Ready(self.0.next().copied())
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, None)
+    }
+}
+
+/// The bounded map every strategy starts from: `net`'s URLs as a [`Frontier`], `f` on each,
+/// at most the global limit at once, outputs as they come.
+fn crawl_map<'a, F, Fut>(net: &'a SimulatedInternet, f: F) -> MapUnordered<Frontier<'a>, F, Fut>
+where
+    F: FnMut(Url) -> Fut,
+    Fut: Future,
+{
+    Frontier(net.urls().iter()).map_unordered(net.config().global_limit, f)
+}
+
+/// `--max-window`'s cap on the window's growth, if given.
+fn max_window(net: &SimulatedInternet) -> Option<usize> {
+    match MAX_WINDOW.load(Ordering::Relaxed) {
+        0 => None,
+        m => Some(m * net.config().global_limit),
+    }
+}
 
 /// A crawl of one simulated internet, to its end.
 type Crawl = Box<
@@ -171,9 +219,10 @@ fn host(url: &Url) -> u32 {
 
 /// A cell of the static grid.
 async fn static_cell(net: &SimulatedInternet, limit: usize, rate: Option<u32>) {
-    let global = net.config().global_limit;
-    let mut map =
-        amap_iter(net.urls().to_vec(), global, |url| attempt(net, url)).per_key(host, limit);
+    let mut map = crawl_map(net, |url| attempt(net, url)).per_key(host, limit);
+    if let Some(max) = max_window(net) {
+        map = map.max_window(max);
+    }
     if let Some(rate) = rate {
         map = map.per_key_rate(Rate::per_second(rate));
     }
@@ -183,14 +232,14 @@ async fn static_cell(net: &SimulatedInternet, limit: usize, rate: Option<u32>) {
 /// The adaptive map: one line of settings for every host (1 to 32 at a time, at most
 /// 400 starts a second), each host finding its own limit and rate from its answers.
 async fn adaptive(net: &SimulatedInternet) {
-    let global = net.config().global_limit;
-    let map = amap_iter(net.urls().to_vec(), global, |url| attempt(net, url))
-        .per_key(host, 32)
-        .retry(retry_policy().pause_key(|_| None))
-        .adaptive(
-            Adaptive::new(1, 32).rate_ceiling(Rate::per_second(400)),
-            classify,
-        );
+    let mut map = crawl_map(net, |url| attempt(net, url)).per_key(host, 32);
+    if let Some(max) = max_window(net) {
+        map = map.max_window(max);
+    }
+    let map = map.retry(retry_policy().pause_key(|_| None)).adaptive(
+        Adaptive::new(1, 32).rate_ceiling(Rate::per_second(400)),
+        classify,
+    );
     consume(net, map).await;
 }
 
@@ -216,7 +265,6 @@ const PER_HOST: usize = 8;
 
 /// AutoThrottle: a delay per host, as the host's own rate.
 async fn autothrottle(net: &SimulatedInternet) {
-    let global = net.config().global_limit;
     let control = MapControl::new();
     let delays = RefCell::new(vec![START_DELAY; net.config().hosts]);
     let adjust = |url: Url, latency: f64, response: Response| {
@@ -235,7 +283,7 @@ async fn autothrottle(net: &SimulatedInternet) {
             .set_key_settings(url.host, KeySettings::new().rate(Rate::every(every)))
             .expect("the control is attached to the map");
     };
-    let map = amap_iter(net.urls().to_vec(), global, |url| {
+    let mut map = crawl_map(net, |url| {
         let adjust = &adjust;
         async move {
             let sent = tokio::time::Instant::now();
@@ -250,10 +298,11 @@ async fn autothrottle(net: &SimulatedInternet) {
         }
     })
     .per_key(host, PER_HOST)
-    .per_key_rate(Rate::every(Duration::from_secs_f64(START_DELAY)))
-    .control(&control)
-    .retry(retry_policy());
-    consume(net, map).await;
+    .per_key_rate(Rate::every(Duration::from_secs_f64(START_DELAY)));
+    if let Some(max) = max_window(net) {
+        map = map.max_window(max);
+    }
+    consume(net, map.control(&control).retry(retry_policy())).await;
 }
 
 /// How much later than its rate's interval the oracle sends to a host: with the meter's
@@ -265,12 +314,12 @@ const ORACLE_SLACK: Duration = Duration::from_millis(8);
 /// `ORACLE_SLACK` apart, halved and restored with the host. Not a strategy (a crawler is never told a host's
 /// capacity): it shows how much of the ideal is within reach.
 async fn oracle(net: &SimulatedInternet) {
-    let global = net.config().global_limit;
     let control = MapControl::new();
-    let map = amap_iter(net.urls().to_vec(), global, |url| attempt(net, url))
-        .per_key(host, 1)
-        .control(&control)
-        .retry(retry_policy());
+    let mut map = crawl_map(net, |url| attempt(net, url)).per_key(host, 1);
+    if let Some(max) = max_window(net) {
+        map = map.max_window(max);
+    }
+    let map = map.control(&control).retry(retry_policy());
     let set = |host: u32, halved: bool| {
         let capacity = net.capacity(host);
         let (knee, rate) = capacity.values(halved);
@@ -323,6 +372,7 @@ struct Args {
     tuning: bool,
     dead_share: Option<f64>,
     profile: Profile,
+    max_window: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -334,6 +384,7 @@ fn parse_args() -> Result<Args, String> {
         tuning: false,
         dead_share: None,
         profile: Profile::Default,
+        max_window: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -351,6 +402,12 @@ fn parse_args() -> Result<Args, String> {
                 args.profile = Profile::named(&name).ok_or(format!(
                     "--profile: {name:?} is none of default, slow-hosts, few-urls"
                 ))?;
+            }
+            "--max-window" => {
+                args.max_window = value()?.parse().map_err(|e| format!("--max-window: {e}"))?;
+                if args.max_window == 0 {
+                    return Err("--max-window must be at least 1".to_owned());
+                }
             }
             "--dead-share" => {
                 args.dead_share = Some(value()?.parse().map_err(|e| format!("--dead-share: {e}"))?)
@@ -375,6 +432,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    MAX_WINDOW.store(args.max_window, Ordering::Relaxed);
     let strategies: Vec<Strategy> = strategies()
         .into_iter()
         .filter(|s| {
@@ -393,8 +451,16 @@ fn main() -> ExitCode {
     };
     let config = Config::scaled(0, args.scale).with_profile(args.profile);
     println!(
-        "simulated internet ({:?} profile): {} hosts, {} URLs, global limit {}, {} hosts halved at 60 s and restored at 180 s; seeds {seeds:x?} ({which})",
-        args.profile, config.hosts, config.urls, config.global_limit, config.halved
+        "simulated internet ({:?} profile): {} hosts, {} URLs, global limit {}, {} hosts halved at 60 s and restored at 180 s, max window {}; seeds {seeds:x?} ({which})",
+        args.profile,
+        config.hosts,
+        config.urls,
+        config.global_limit,
+        config.halved,
+        match args.max_window {
+            0 => "the default (1024 × the global limit)".to_owned(),
+            m => format!("{m} × the global limit"),
+        },
     );
 
     // Every (strategy, seed) run, on `threads` threads; results land in their own place,

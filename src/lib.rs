@@ -41,7 +41,7 @@ pub use crate::limit::rate::{KeyedRateLimiter, Rate, RateLimitError, RateLimiter
 pub use crate::limit::semaphore::{Semaphore, SemaphoreError, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{
     Answer, BoundedStreamExt, ControlError, KeyProgress, LaterReason, MapControl, Progress,
-    SharedLimits, amap_iter, gather_limit, map_async, try_map_async,
+    SharedLimits, SlotPolicy, amap_iter, gather_limit, map_async, try_map_async,
 };
 pub use crate::race::{IntoContestants, RaceError, race};
 pub use crate::rendezvous::rendezvous_slot;

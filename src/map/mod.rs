@@ -45,7 +45,7 @@ pub use self::delivery::{
 };
 pub use self::keyed::{
     Answer, Classified, FailWhenOpen, Fixed, LaterReason, NoRetry, NoSharedLimits, PerKey,
-    SharedLimits, Unkeyed, WaitWhenOpen, WithSharedLimits,
+    SharedLimits, SlotPolicy, Unkeyed, WaitWhenOpen, WithSharedLimits,
 };
 pub use self::results::{Indexed, OutputForm, Plain};
 pub use self::window::Window;

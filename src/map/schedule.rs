@@ -17,7 +17,7 @@ use super::control::MapControl;
 use super::delivery::Delivery;
 use super::keyed::{
     Classified, FailWhenOpen, Fixed, MapBreaker, NoSharedLimits, PerKey, RetryItem, SharedLimits,
-    WaitWhenOpen, WithSharedLimits,
+    SlotPolicy, WaitWhenOpen, WithSharedLimits,
 };
 use super::scheduling::{Keying, Scheduling};
 use crate::limit::adaptive::config::Adaptive;
@@ -444,6 +444,31 @@ where
     /// ```
     pub fn max_window(mut self, max_window: usize) -> Self {
         self.admission_mut().set_max_window(max_window);
+        self
+    }
+
+    /// Sets how the keys that may start share the map's global slots: taking
+    /// [turns](SlotPolicy::Turns), one start each in turn, or sharing the slots'
+    /// [time](SlotPolicy::SlotTime), each start charged the time the key's attempts
+    /// hold a slot. An adaptive map shares slot time, every other keyed map takes
+    /// turns, unless this says otherwise (before or after `.adaptive(..)`). A map
+    /// that does not adapt does not time its attempts: slot time charges each of its
+    /// starts alike there, which is turns.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::SlotPolicy;
+    /// # futures_lite::future::block_on(async {
+    /// let out = tollgate::map_async(0..8u32, 4, |n| async move { n })
+    ///     .per_key(|n| n % 4, 2)
+    ///     .slot_policy(SlotPolicy::SlotTime)
+    ///     .await;
+    /// assert_eq!(out, [0, 1, 2, 3, 4, 5, 6, 7]);
+    /// # });
+    /// ```
+    pub fn slot_policy(mut self, policy: SlotPolicy) -> Self {
+        self.admission_mut().set_slot_policy(policy);
         self
     }
 }

@@ -100,6 +100,7 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::rng::Rng;
 
+mod fluid;
 mod report;
 
 pub use report::{
@@ -625,12 +626,15 @@ impl SimulatedInternet {
                 seconds: &hs.seconds,
             })
             .collect();
-        report::compute(&Run {
+        let run = Run {
             hosts,
             end: now,
             global_limit: self.config.global_limit,
             halving: state.phase >= Phase::Halved,
-        })
+        };
+        let mut report = report::compute(&run);
+        (report.fluid_bound, report.ordered_goodput) = fluid::fluid(&run);
+        report
     }
 }
 

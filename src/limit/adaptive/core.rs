@@ -307,6 +307,20 @@ impl KeyAdapt {
         }
     }
 
+    /// How long the key's successful attempts take, in nanoseconds: the mean of the samples
+    /// carried so far, or the baseline latency when that is longer (or there are none);
+    /// `None` before the first sample.
+    #[inline]
+    pub(crate) fn latency(&self) -> Option<u64> {
+        let current = if self.latency_count > 0 {
+            self.latency_sum / u32::from(self.latency_count)
+        } else {
+            0
+        };
+        let micros = current.max(self.baseline);
+        (micros > 0).then_some(u64::from(micros) * 1_000)
+    }
+
     /// The user set a ceiling for this key (`None`: the configuration's, from the next
     /// [`finished`](Self::finished) on). A lower ceiling takes the values down at once; a
     /// higher one lets them creep up (from the recovery curve's plateau).

@@ -32,6 +32,12 @@ impl Adaptation {
         }
     }
 
+    /// How long an attempt of `state`'s key takes, as its adaptation measured it.
+    #[inline]
+    pub(super) fn latency<T>(&self, state: &KeyState<T>) -> Option<u64> {
+        self.keys[state.slot()].latency()
+    }
+
     /// Forgets every key's state (the scheduler forgot its keys).
     pub(super) fn clear(&mut self) {
         self.keys.clear();
@@ -83,14 +89,14 @@ fn take_values<T>(adapt: &KeyAdapt, state: &mut KeyState<T>, now: u64) {
 /// Keeps the key at least [`KEPT_IDLE`] after `now`.
 #[inline(always)]
 fn keep<T>(state: &mut KeyState<T>, now: u64) {
-    state.kept_until = state.kept_until.max(now.saturating_add(KEPT_IDLE));
+    state.keep_until(now.saturating_add(KEPT_IDLE));
 }
 
 /// Adaptation as a part: each key of an adaptive map gets its adaptive state when it is
 /// made (it starts low, whatever it had reached before the map forgot it), hears of each
 /// start and each attempt's outcome and latency, and moves its limit and rate (the values
 /// in force) under its settings as ceilings. A key is kept until it has been idle 60 s
-/// (its entry's `kept_until`).
+/// (its entry's [`keep_until`](KeyState::keep_until)).
 impl<K, T> Part<K, T> for Adaptation {
     fn made(&mut self, _key: &K, state: &mut KeyState<T>, now: u64) {
         self.keys
@@ -133,6 +139,6 @@ impl<K, T> Part<K, T> for Adaptation {
 
     #[inline]
     fn is_idle(&mut self, state: &mut KeyState<T>, now: u64, _pulled: u64) -> bool {
-        now > state.kept_until
+        !state.is_kept(now)
     }
 }

@@ -46,12 +46,12 @@ impl Hints {
 impl<K, T> Part<K, T> for Hints {
     fn ended(&mut self, _key: &K, state: &mut KeyState<T>, ended: &Ended<'_>, now: u64) {
         if ended.hinted && !ended.outcome.hint_ref().get_settings().is_empty() {
-            state.kept_until = state.kept_until.max(now.saturating_add(HINT_KEPT));
+            state.keep_until(now.saturating_add(HINT_KEPT));
         }
     }
 
     #[inline]
     fn is_idle(&mut self, state: &mut KeyState<T>, now: u64, _pulled: u64) -> bool {
-        state.kept_until <= now
+        !state.is_kept(now)
     }
 }

@@ -21,6 +21,10 @@ use super::queues::{Queue, Queues};
 use super::settings::InForce;
 use crate::limit::rate::gcra::Gcra;
 
+/// The unit of how long a key is kept: 2^24 ns, about 17 ms (a key is kept for tens of
+/// seconds; 32 bits of it reach two years past the clock's origin).
+const KEPT_SHIFT: u32 = 24;
+
 /// Where a key is in the scheduler's lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Place {
@@ -88,9 +92,13 @@ pub(super) struct KeyState<T> {
     pub(super) paused_until: u64,
     /// Where it is in the lines ([`place`](Self::place)).
     place: PlaceWord,
-    /// Kept, even idle, until this time: 60 s after a server's hint set its limit or rate
-    /// (`hints.rs`), or after its last attempt on an adaptive map (`adaptation.rs`).
-    pub(super) kept_until: u64,
+    /// Kept, even idle, until this time ([`keep_until`](Self::keep_until)), in units of
+    /// [`KEPT_SHIFT`]: 60 s after a server's hint set its limit or rate (`hints.rs`), or
+    /// after its last attempt on an adaptive map (`adaptation.rs`).
+    kept: u32,
+    /// Its account in the slot-time line (`turns.rs`): the low bits of the slot time
+    /// charged to it so far.
+    pub(super) account: u32,
     /// The entry's slot in the scheduler's slab: where the parts that keep a column
     /// (adaptation, breakers: `key_table.rs`) keep the key's row.
     slot: u32,
@@ -115,7 +123,8 @@ impl<T> KeyState<T> {
             tat: 0,
             paused_until: 0,
             place: PlaceWord::new(Place::Out),
-            kept_until: 0,
+            kept: 0,
+            account: 0,
             slot,
         }
     }
@@ -135,7 +144,8 @@ impl<T> KeyState<T> {
             tat,
             paused_until,
             place,
-            kept_until,
+            kept,
+            account,
             slot,
         } = self;
         debug_assert!(fresh.is_empty() && retries.is_none(), "a vacated entry");
@@ -145,7 +155,21 @@ impl<T> KeyState<T> {
         *tat = 0;
         *paused_until = 0;
         *place = PlaceWord::new(Place::Out);
-        *kept_until = 0;
+        *kept = 0;
+        *account = 0;
+    }
+
+    /// Keeps the key, even idle, until `at` at least (to the next [`KEPT_SHIFT`] unit).
+    #[inline]
+    pub(super) fn keep_until(&mut self, at: u64) {
+        let units = at.saturating_add((1 << KEPT_SHIFT) - 1) >> KEPT_SHIFT;
+        self.kept = self.kept.max(u32::try_from(units).unwrap_or(u32::MAX));
+    }
+
+    /// Whether the key is still kept at `now` ([`keep_until`](Self::keep_until)).
+    #[inline]
+    pub(super) fn is_kept(&self, now: u64) -> bool {
+        (now >> KEPT_SHIFT) < u64::from(self.kept)
     }
 
     /// How many of its items run.

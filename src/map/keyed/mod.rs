@@ -40,6 +40,7 @@ mod scheduler;
 mod settings;
 mod shared;
 mod timer;
+mod turns;
 mod window;
 
 use std::fmt;
@@ -65,6 +66,7 @@ use self::settings::GivenSettings;
 pub use self::shared::{Answer, LaterReason, NoSharedLimits, SharedLimits, WithSharedLimits};
 use self::shared::{Gate, GateOutput};
 use self::timer::MapTimer;
+pub use self::turns::SlotPolicy;
 use self::window::Growth;
 use super::control::{CAN_KEY_SETTINGS, CAN_PER_KEY, CAN_RATE, KeyChanges, KeyProgress};
 use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
@@ -258,6 +260,10 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
 
     pub(crate) fn set_max_window(&mut self, max_window: usize) {
         self.growth.set_max_window(max_window);
+    }
+
+    pub(crate) fn set_slot_policy(&mut self, policy: SlotPolicy) {
+        self.scheduler.set_slot_policy(policy);
     }
 
     /// Publishes the busiest keys on `board` for a control.

@@ -59,6 +59,15 @@ pub(super) struct Parts<K> {
 }
 
 impl<K> Parts<K> {
+    /// How long an attempt of `state`'s key holds a slot, in nanoseconds, as its
+    /// adaptation measured it (`None`: not known, or the map does not adapt).
+    #[inline]
+    pub(super) fn latency<T>(&self, state: &KeyState<T>) -> Option<u64> {
+        self.adaptive
+            .as_ref()
+            .and_then(|adaptive| adaptive.latency(state))
+    }
+
     pub(super) fn new() -> Self {
         Self {
             rate: KeyRates,

@@ -9,8 +9,9 @@
 //! map's rate); keys of a map with shared limits ask them for a permit first; each key's
 //! limit and rate follow the map's defaults or are its own (`settings.rs`).
 //!
-//! This file owns the lines and which key goes next. Keys that may start now take turns
-//! (round robin), so no key starves while others have work. A key is forgotten once it has
+//! This file owns the lines and which key goes next. Keys that may start now wait in one
+//! line, in the order of the map's slot policy (`turns.rs`: turns, or shares of the slots'
+//! time), so no key starves while others have work. A key is forgotten once it has
 //! nothing running or waiting and no part holds anything of it a fresh key's would not: the
 //! map never outgrows the work in hand and the keys seen recently.
 //!
@@ -18,7 +19,7 @@
 //! number of items in every key's queues; a key in a line may have been forgotten since
 //! (whoever pops it checks).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::Hash;
 
 use super::breaking::MapBreaker;
@@ -32,6 +33,7 @@ use super::pause::Pauses;
 use super::queues::Queues;
 use super::settings::{GivenSettings, InForce};
 use super::shared::LaterReason;
+use super::turns::{SlotPolicy, Turns};
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::breaker::core::{BreakerState, Ticket};
 use crate::limit::breaker::error::CircuitBreakerError;
@@ -57,8 +59,8 @@ pub(crate) enum Next<K, T> {
 /// The lines a key waits in (besides the askers of a map with shared limits).
 #[derive(Debug)]
 struct Lines<K> {
-    /// Keys that may start now, in the order they get a turn.
-    turns: VecDeque<K>,
+    /// Keys that may start now, in the order of the map's slot policy.
+    turns: Turns<K>,
     /// Keys waiting only for time.
     sleepers: Sleepers<K>,
 }
@@ -88,6 +90,8 @@ pub(crate) struct KeyScheduler<K, T> {
     waiting: usize,
     /// Items pushed so far: the clock a spent retry budget lapses on.
     pulled: u64,
+    /// Whether the user chose the slot policy (else adaptation brings slot time).
+    policy_chosen: bool,
 }
 
 impl<K, T> KeyScheduler<K, T> {
@@ -144,12 +148,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             given: None,
             swept_at: 0,
             lines: Lines {
-                turns: VecDeque::new(),
+                turns: Turns::new(),
                 sleepers: Sleepers::new(),
             },
             queues: Queues::new(),
             waiting: 0,
             pulled: 0,
+            policy_chosen: false,
         }
     }
 
@@ -223,6 +228,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             scheduler.set_gated();
         }
         scheduler.rate = self.rate;
+        scheduler.lines.turns.set_policy(self.lines.turns.policy());
+        scheduler.policy_chosen = self.policy_chosen;
         if let Some(budget) = self.parts.budget {
             scheduler.parts.set_budget(budget);
         }
@@ -288,6 +295,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         );
         let state = keys.at_mut(at);
         if new {
+            state.account = lines.turns.fresh();
             parts.made(&key, state, now);
         }
         (key, state, parts, lines, queues)
@@ -316,7 +324,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         match state.place() {
             Place::Out => {}
             Place::Ask => parts.asks.push_asker(key),
-            Place::Turn => lines.turns.push_back(key),
+            Place::Turn => lines.turns.push(key, state.account),
             Place::Asleep(at) => lines.sleepers.push(at, key),
         }
     }
@@ -424,7 +432,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 }
             }
         }
-        while let Some(key) = self.lines.turns.pop_front() {
+        while let Some(key) = self.lines.turns.pop() {
             // A key forgotten since it got its turn (a drain took its items, then its
             // last item finished): nothing to start.
             let Some(state) = self.keys.get_mut(&key) else {
@@ -451,6 +459,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 .take_item(now, &mut self.queues)
                 .expect("a ready key has an item");
             self.parts.started(&key, state, now, first);
+            let latency = self.parts.latency(state);
+            state.account = self.lines.turns.charge(state.account, latency);
             if let Some(rate) = &mut self.rate {
                 rate.start(now);
             }
@@ -538,6 +548,16 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     pub(crate) fn set_adaptive(&mut self, adaptive: Adaptive) {
         debug_assert!(self.keys.is_empty(), "adaptive before the first item");
         self.parts.set_adaptive(adaptive);
+        if !self.policy_chosen {
+            self.lines.turns.set_policy(SlotPolicy::SlotTime);
+        }
+    }
+
+    /// Shares the global slots among keys by `policy` (before the first item is pushed).
+    pub(crate) fn set_slot_policy(&mut self, policy: SlotPolicy) {
+        debug_assert!(self.keys.is_empty(), "a slot policy before the first item");
+        self.lines.turns.set_policy(policy);
+        self.policy_chosen = true;
     }
 
     /// Every key made from now on asks `given` for its settings (before the first item

@@ -114,7 +114,7 @@ impl HostRecord<'_> {
     }
 
     /// Live and with URLs: the hosts the ideal counts.
-    fn counts(&self) -> bool {
+    pub(super) fn counts(&self) -> bool {
         !self.capacity.dead && self.urls > 0
     }
 
@@ -124,10 +124,14 @@ impl HostRecord<'_> {
 
     /// ∫ of its ideal over `[from, to)`, while it has work.
     fn ideal_over(&self, run: &Run<'_>, from: f64, to: f64) -> f64 {
+        self.ideal_between(run, from, to.min(self.end()))
+    }
+
+    /// ∫ of its ideal over `[from, to)`, had it work all that time.
+    pub(super) fn ideal_between(&self, run: &Run<'_>, from: f64, to: f64) -> f64 {
         if !self.counts() {
             return 0.0;
         }
-        let to = to.min(self.end());
         let full = self.capacity.ideal(false);
         let mut total = full * overlap(from, to, 0.0, f64::INFINITY);
         if run.halving && self.halved {
@@ -166,6 +170,12 @@ pub struct Report {
     /// 200s ÷ ∫ fair-share ideal dt (the global limit's slots shared evenly among the hosts
     /// with work, none given more than it needs).
     pub fair_goodput: f64,
+    /// The fluid bound: the most goodput any crawler could reach with the global limit's
+    /// slots and each host at its feasible rate (an upper bound; see the module docs).
+    pub fluid_bound: f64,
+    /// The goodput of an ordered schedule in the same fluid model: hosts by the weighted
+    /// shortest slot time first, every host's size known from the start (a reference).
+    pub ordered_goodput: f64,
     /// [`host_p10`](Self::host_p10) against each host's fair share.
     pub host_p10_fair: f64,
     /// As [`halved_goodput_settled`](Self::halved_goodput_settled), against the halved
@@ -255,6 +265,9 @@ pub(super) fn compute(run: &Run<'_>) -> Report {
     let (halve, restore) = (HALVE_AT_SECS, RESTORE_AT_SECS);
     let host_restore = host_restore(run, &ideals.fair_halved_per_second);
     Report {
+        // The caller's, from `fluid.rs` (which stands on this file's `Run`).
+        fluid_bound: 0.0,
+        ordered_goodput: 0.0,
         goodput: successes as f64 / ideals.ideal,
         capped_goodput: successes as f64 / ideals.capped,
         fair_goodput: successes as f64 / ideals.fair,
@@ -524,10 +537,10 @@ fn settled(seconds: Option<f64>) -> String {
 
 impl Report {
     /// The header of the rows [`Report`]'s `Display` prints.
-    pub const HEADER: &'static str = "goodput  capped   fair     p10 host  p10 fair  overload  halved<1%  halved≥90%  restored≥90%  halved≥90% fair  restored≥90% fair  host restore p50/p90  dead peak  virtual s  requests";
+    pub const HEADER: &'static str = "goodput  bound    ordered  capped   fair     p10 host  p10 fair  overload  halved<1%  halved≥90%  restored≥90%  halved≥90% fair  restored≥90% fair  host restore p50/p90  dead peak  virtual s  requests";
 
     /// A column header for [`Summary`] rows (each cell "mean (worst)").
-    pub const SUMMARY_HEADER: &'static str = "goodput/ideal   goodput/capped  goodput/fair    p10 host/ideal  p10 host/fair   overload %     halved: <1% s   halved: ≥90% s  restored: ≥90% s  halved: ≥90% fair s  restored: ≥90% fair s  host restore p50 s   host restore p90 s   dead peak  virtual s        requests";
+    pub const SUMMARY_HEADER: &'static str = "goodput/ideal   fluid bound     ordered sched.  goodput/capped  goodput/fair    p10 host/ideal  p10 host/fair   overload %     halved: <1% s   halved: ≥90% s  restored: ≥90% s  halved: ≥90% fair s  restored: ≥90% fair s  host restore p50 s   host restore p90 s   dead peak  virtual s        requests";
 }
 
 impl fmt::Display for Report {
@@ -535,8 +548,10 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{:>6.1}%  {:>6.1}%  {:>6.1}%  {:>7.1}%  {:>7.1}%  {:>7.2}%  {:>9}  {:>10}  {:>12}  {:>15}  {:>17}  {:>20}  {:>9}  {:>9.0}  {:>8}",
+            "{:>6.1}%  {:>6.1}%  {:>6.1}%  {:>6.1}%  {:>6.1}%  {:>7.1}%  {:>7.1}%  {:>7.2}%  {:>9}  {:>10}  {:>12}  {:>15}  {:>17}  {:>20}  {:>9}  {:>9.0}  {:>8}",
             self.goodput * 100.0,
+            self.fluid_bound * 100.0,
+            self.ordered_goodput * 100.0,
             self.capped_goodput * 100.0,
             self.fair_goodput * 100.0,
             self.host_p10 * 100.0,
@@ -636,6 +651,11 @@ impl fmt::Display for Summary {
             self.min(|r| r.capped_goodput),
         );
         let fair = pct(self.mean(|r| r.fair_goodput), self.min(|r| r.fair_goodput));
+        let bound = pct(self.mean(|r| r.fluid_bound), self.min(|r| r.fluid_bound));
+        let ordered = pct(
+            self.mean(|r| r.ordered_goodput),
+            self.min(|r| r.ordered_goodput),
+        );
         let p10 = pct(self.mean(|r| r.host_p10), self.min(|r| r.host_p10));
         let p10_fair = pct(
             self.mean(|r| r.host_p10_fair),
@@ -648,7 +668,7 @@ impl fmt::Display for Summary {
         );
         write!(
             f,
-            "{goodput:<15} {capped:<15} {fair:<15} {p10:<15} {p10_fair:<15} {overload:<14} {:<15} {:<15} {:<17} {:<20} {:<22} {:<20} {:<20} {:<10} {:<16} {:.0} ({:.0})",
+            "{goodput:<15} {bound:<15} {ordered:<15} {capped:<15} {fair:<15} {p10:<15} {p10_fair:<15} {overload:<14} {:<15} {:<15} {:<17} {:<20} {:<22} {:<20} {:<20} {:<10} {:<16} {:.0} ({:.0})",
             self.settle_cell(|r| r.halved_overload_settled, halved_window),
             self.settle_cell(|r| r.halved_goodput_settled, halved_window),
             self.settle_cell(|r| r.restored_goodput_settled, restored_window),
