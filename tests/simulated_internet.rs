@@ -305,3 +305,28 @@ fn the_restore_figure_counts_a_host_whose_work_ended_as_not_back_by_then() {
     assert_eq!(restore_quantile(&hosts, 0.5), None);
     assert_eq!(restore_quantile(&[], 0.5), None);
 }
+
+#[test]
+fn no_crawl_passes_the_fluid_bound_and_the_ordered_schedule_stays_under_it() {
+    for seed in 1..=3 {
+        for client in [Client::new(4, Some(20)), Client::new(32, None)] {
+            let report = crawl(config(seed), client).report;
+            assert!(
+                report.goodput <= report.fluid_bound,
+                "seed {seed}: goodput {} over the bound {}",
+                report.goodput,
+                report.fluid_bound
+            );
+            assert!(
+                report.ordered_goodput <= report.fluid_bound,
+                "seed {seed}: the ordered schedule {} over the bound {}",
+                report.ordered_goodput,
+                report.fluid_bound
+            );
+            assert!(
+                report.fluid_bound <= 1.0 && report.ordered_goodput > 0.0,
+                "seed {seed}: {report:?}"
+            );
+        }
+    }
+}

@@ -130,6 +130,24 @@ impl Rate {
     pub const fn get_burst(&self) -> u32 {
         self.burst
     }
+
+    /// Starts per second at the steady rate (what [`per_second`](Self::per_second) was
+    /// given, or the rate any other constructor spells out): `1 / interval`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Rate;
+    ///
+    /// assert_eq!(Rate::per_second(20).get_per_second(), 20.0);
+    /// assert_eq!(Rate::per_minute(30).get_per_second(), 0.5);
+    /// assert_eq!(Rate::every(Duration::from_millis(250)).get_per_second(), 4.0);
+    /// ```
+    #[must_use]
+    pub fn get_per_second(&self) -> f64 {
+        1e9 / self.interval as f64
+    }
 }
 
 /// A [`Rate`] as the two numbers GCRA decides with. The state it decides on (the TAT) is

@@ -159,11 +159,12 @@ impl<T> KeyState<T> {
         *account = 0;
     }
 
-    /// Keeps the key, even idle, until `at` at least (to the next [`KEPT_SHIFT`] unit).
+    /// Keeps the key, even idle, until `at` at least (to the end of its [`KEPT_SHIFT`]
+    /// unit).
     #[inline]
     pub(super) fn keep_until(&mut self, at: u64) {
-        let units = at.saturating_add((1 << KEPT_SHIFT) - 1) >> KEPT_SHIFT;
-        self.kept = self.kept.max(u32::try_from(units).unwrap_or(u32::MAX));
+        let units = ((at >> KEPT_SHIFT) + 1).min(u64::from(u32::MAX)) as u32;
+        self.kept = self.kept.max(units);
     }
 
     /// Whether the key is still kept at `now` ([`keep_until`](Self::keep_until)).

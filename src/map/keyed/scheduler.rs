@@ -295,7 +295,9 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         );
         let state = keys.at_mut(at);
         if new {
-            state.account = lines.turns.fresh();
+            if lines.turns.is_charged() {
+                state.account = lines.turns.fresh();
+            }
             parts.made(&key, state, now);
         }
         (key, state, parts, lines, queues)
@@ -459,8 +461,10 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 .take_item(now, &mut self.queues)
                 .expect("a ready key has an item");
             self.parts.started(&key, state, now, first);
-            let latency = self.parts.latency(state);
-            state.account = self.lines.turns.charge(state.account, latency);
+            if self.lines.turns.is_charged() {
+                let latency = self.parts.latency(state);
+                state.account = self.lines.turns.charge(state.account, latency);
+            }
             if let Some(rate) = &mut self.rate {
                 rate.start(now);
             }

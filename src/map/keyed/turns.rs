@@ -9,24 +9,25 @@
 //!   ordered by each key's *account*, a point on a virtual clock; a start charges the key's
 //!   account its expected slot time (the latency its attempts take, as the key's adaptation
 //!   measured it); the key with the lowest account goes next, ties in the order they came.
-//!   The line's clock is the account of the last key that started, and a key joining the
-//!   line further behind it than one start's cost is brought up to that, so an idle key
-//!   banks one start at most: a fast key back from its attempt goes before the slow keys
-//!   at the clock, not behind every one of them.
+//!   The line's clock is the account of the last key that started. A key joining the line
+//!   keeps what it is behind the clock up to [`BANK`] (1 s): a key its own limit or rate
+//!   held below its share (a host that answers in 10 ms, one at a time, among hosts that
+//!   answer in a second) goes before the keys at the clock until it has used what it
+//!   could not, and a key away for long banks no more than that.
 //!
-//! Guarantees of slot time, with `L` the global limit, `n` the keys that may start and `d`
-//! an attempt's latency as charged (clamped to [`MIN_CHARGE`]..=[`MAX_CHARGE`]):
+//! Guarantees of slot time, with `L` the global limit, `n` the keys that may start, `d` an
+//! attempt's latency as charged (clamped to [`MIN_CHARGE`]..=[`MAX_CHARGE`]) and `B` the
+//! bank (1 s):
 //!
 //! - **no key waits long**: a key joining the line is at most one charge of its own (`d_k`)
-//!   ahead of the clock, and every other key, at most one charge of its own behind it,
-//!   starts before it only while its account is lower, which two more starts take past
-//!   it; while it waits every free slot goes to another key, so the slots' time spent
-//!   before its start is at most what those starts hold plus what was running when it
-//!   joined: its wait is at most `d_max + (n − 1) × (d_k + 2 × d_max) / L`.
-//! - **no key takes more than its share**: over any stretch in which two keys both may start,
-//!   the slot time charged to each differs by at most two charges of each (one it may
-//!   bank, one in hand): a key whose attempts take 25 times as long starts a 25th as often,
-//!   and holds no more slots.
+//!   ahead of the clock, and every other key, at most `B` behind it, starts before it only
+//!   while its account is lower: its starts before it hold at most `d_k + B` of slot time
+//!   and one attempt more. While the key waits every free slot goes to another key, so
+//!   its wait is at most `d_max + (n − 1) × (d_k + B + d_max) / L`.
+//! - **no key takes more than its share**: over any stretch in which two keys both may start
+//!   throughout, the slot time charged to each differs by at most one attempt of each plus
+//!   `B`: a key whose attempts take 25 times as long starts a 25th as often, and holds no
+//!   more slots.
 //!
 //! A key's account is kept in 32 bits of its entry (units of about a microsecond, wrapping): an
 //! account is never more than one charge ahead of the line's clock, so its full value is
@@ -69,10 +70,11 @@ pub enum SlotPolicy {
     /// its attempts charges every start alike), and the key charged least goes next. A host
     /// that answers in 20 ms starts 25 times as often as one that answers in 500 ms, and
     /// both hold the same share of the slots. No key that may start waits longer than
-    /// `d_max + (n − 1) × (d_k + 2 × d_max) / L` (`L` the global limit, `n` the keys that
+    /// `d_max + (n − 1) × (d_k + 1 s + d_max) / L` (`L` the global limit, `n` the keys that
     /// may start, `d_k` its attempts' latency and `d_max` the longest), and over any
-    /// stretch in which two keys may start, the slot time their starts hold differs by at
-    /// most two attempts of each.
+    /// stretch in which two keys may start throughout, the slot time their starts hold
+    /// differs by at most one attempt of each plus one second (what a key held below its
+    /// share by its own limit or rate may catch up on).
     SlotTime,
 }
 
@@ -84,23 +86,25 @@ const MIN_CHARGE: u64 = 1_000_000;
 /// The most a start is charged, in nanoseconds: a latency above it (a server that hangs
 /// until the attempt's timeout) charges this.
 const MAX_CHARGE: u64 = 10_000_000_000;
-/// The most slot time a key keeps to catch up on, in nanoseconds: one second. A key held
-/// below its share by its own limit or rate (a host that answers in 10 ms, one at a time,
-/// among hosts that answer in a second) goes before keys at the clock until it has used
-/// what it could not; a key away for longer keeps no more than this.
+/// The most slot time a key keeps to catch up on (the bank), in nanoseconds: one second.
 const BANK: u64 = 1_000_000_000;
 
-/// A key in the slot-time line: its account (full value), its arrival, itself.
+/// How many low bits of a [`Turn`]'s order count arrivals (ties of one account go in the
+/// order they came; arrivals wrap after a million, which only reorders keys whose
+/// accounts are equal to the microsecond).
+const ARRIVAL_BITS: u32 = 20;
+
+/// A key in the slot-time line: its order (its account in units, then its arrival, in
+/// one word: one comparison a step of the heap), itself.
 #[derive(Debug)]
 struct Turn<K> {
-    account: u64,
-    arrival: u64,
+    order: u64,
     key: K,
 }
 
 impl<K> PartialEq for Turn<K> {
     fn eq(&self, other: &Self) -> bool {
-        self.arrival == other.arrival
+        self.order == other.order
     }
 }
 
@@ -113,9 +117,10 @@ impl<K> PartialOrd for Turn<K> {
 }
 
 impl<K> Ord for Turn<K> {
-    /// The greatest is the lowest account, then the earliest arrival (the heap pops it).
+    /// The greatest is the lowest order (the heap pops it).
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        (other.account, other.arrival).cmp(&(self.account, self.arrival))
+        other.order.cmp(&self.order)
     }
 }
 
@@ -124,28 +129,51 @@ impl<K> Ord for Turn<K> {
 pub(super) struct Turns<K> {
     /// The line under [`SlotPolicy::Turns`].
     fifo: VecDeque<K>,
-    /// The line under [`SlotPolicy::SlotTime`].
-    fair: BinaryHeap<Turn<K>>,
-    policy: SlotPolicy,
-    /// The line's clock (slot time): the account of the last key that started.
+    /// The line under [`SlotPolicy::SlotTime`] (boxed: a map that takes turns pays one
+    /// word for it, and one test of it a step).
+    fair: Option<Box<FairLine<K>>>,
+}
+
+/// The line of slot time.
+#[derive(Debug)]
+struct FairLine<K> {
+    /// The keys that joined in order (each at or after the one before: most do, a key that
+    /// just started joins behind the others), first in, first out; the others in a heap.
+    /// The next key is the lower of their heads: a step costs O(1) while keys come back
+    /// in order.
+    in_order: VecDeque<Turn<K>>,
+    heap: BinaryHeap<Turn<K>>,
+    /// The line's clock (slot time, in units of 2^10 ns): the account of the last key
+    /// that started.
     clock: u64,
     /// Arrivals so far, to break ties in order.
     arrivals: u64,
+    /// The account of the key popped last, in full (units).
+    popped: u64,
+    /// The account the last charge gave, in its entry's low bits and in full.
+    charged: (u32, u64),
 }
 
 impl<K> Turns<K> {
     pub(super) fn new() -> Self {
         Self {
             fifo: VecDeque::new(),
-            fair: BinaryHeap::new(),
-            policy: SlotPolicy::Turns,
-            clock: 0,
-            arrivals: 0,
+            fair: None,
         }
     }
 
     pub(super) fn policy(&self) -> SlotPolicy {
-        self.policy
+        if self.fair.is_some() {
+            SlotPolicy::SlotTime
+        } else {
+            SlotPolicy::Turns
+        }
+    }
+
+    /// Whether starts are charged (slot time).
+    #[inline(always)]
+    pub(super) fn is_charged(&self) -> bool {
+        self.fair.is_some()
     }
 
     /// Shares the slots by `policy` (before any key is in the line).
@@ -154,83 +182,141 @@ impl<K> Turns<K> {
             self.is_empty(),
             "a slot policy is set before the first item"
         );
-        self.policy = policy;
+        self.fair = match policy {
+            SlotPolicy::Turns => None,
+            SlotPolicy::SlotTime => Some(Box::new(FairLine {
+                in_order: VecDeque::new(),
+                heap: BinaryHeap::new(),
+                clock: 0,
+                arrivals: 0,
+                popped: 0,
+                charged: (0, 0),
+            })),
+        };
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.fifo.is_empty() && self.fair.is_empty()
+        self.fifo.is_empty()
+            && self
+                .fair
+                .as_ref()
+                .is_none_or(|line| line.in_order.is_empty() && line.heap.is_empty())
     }
 
     pub(super) fn clear(&mut self) {
         self.fifo.clear();
-        self.fair.clear();
+        if let Some(line) = &mut self.fair {
+            line.in_order.clear();
+            line.heap.clear();
+        }
     }
 
     /// `key`, whose entry keeps `account`, joins the line.
     #[inline]
     pub(super) fn push(&mut self, key: K, account: u32) {
-        match self.policy {
-            SlotPolicy::Turns => self.fifo.push_back(key),
-            SlotPolicy::SlotTime => {
-                let account = self.full(account);
-                self.arrivals += 1;
-                self.fair.push(Turn {
-                    account,
-                    arrival: self.arrivals,
-                    key,
-                });
-            }
+        match &mut self.fair {
+            None => self.fifo.push_back(key),
+            Some(line) => line.push(key, account),
         }
     }
 
     /// The next key in line (checked by the scheduler: it may have moved since).
     #[inline]
     pub(super) fn pop(&mut self) -> Option<K> {
-        match self.policy {
-            SlotPolicy::Turns => self.fifo.pop_front(),
-            SlotPolicy::SlotTime => {
-                let turn = self.fair.pop()?;
-                self.clock = self.clock.max(turn.account);
-                Some(turn.key)
-            }
+        match &mut self.fair {
+            None => self.fifo.pop_front(),
+            Some(line) => line.pop(),
         }
+    }
+
+    /// The account of a key made now: at the clock.
+    #[inline]
+    pub(super) fn fresh(&self) -> u32 {
+        self.fair.as_ref().map_or(0, |line| line.clock as u32)
     }
 
     /// A key whose entry keeps `account` started an attempt expected to hold a slot for
     /// `latency` ns (`None`: not known): its account after the charge, to keep in its
     /// entry. Turns charge nothing.
     #[inline]
-    pub(super) fn charge(&self, account: u32, latency: Option<u64>) -> u32 {
-        if self.policy == SlotPolicy::Turns {
-            return account;
+    pub(super) fn charge(&mut self, account: u32, latency: Option<u64>) -> u32 {
+        match &mut self.fair {
+            None => account,
+            Some(line) => line.charge(account, latency),
         }
-        let charged = self.full(account) + latency.unwrap_or(0).clamp(MIN_CHARGE, MAX_CHARGE);
-        (charged >> UNIT_SHIFT) as u32
+    }
+}
+
+impl<K> FairLine<K> {
+    fn push(&mut self, key: K, account: u32) {
+        self.arrivals += 1;
+        let arrival = self.arrivals & ((1 << ARRIVAL_BITS) - 1);
+        // The account the last charge gave, known in full: the key that just started.
+        let full = match self.charged {
+            (low, full) if low == account => {
+                full.max(self.clock.saturating_sub(BANK >> UNIT_SHIFT))
+            }
+            _ => self.full(account),
+        };
+        let turn = Turn {
+            order: (full << ARRIVAL_BITS) | arrival,
+            key,
+        };
+        if self
+            .in_order
+            .back()
+            .is_none_or(|last| last.order <= turn.order)
+        {
+            self.in_order.push_back(turn);
+        } else {
+            self.heap.push(turn);
+        }
     }
 
-    /// The account of a key made now: at the clock.
-    #[inline]
-    pub(super) fn fresh(&self) -> u32 {
-        (self.clock >> UNIT_SHIFT) as u32
+    fn pop(&mut self) -> Option<K> {
+        let from_heap = match (self.in_order.front(), self.heap.peek()) {
+            (Some(first), Some(top)) => top.order < first.order,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        let turn = if from_heap {
+            self.heap.pop()?
+        } else {
+            self.in_order.pop_front()?
+        };
+        self.popped = turn.order >> ARRIVAL_BITS;
+        self.clock = self.clock.max(self.popped);
+        Some(turn.key)
     }
 
-    /// The full value of an account whose low bits are `account`: its distance from the
-    /// clock, but no further behind it than [`BANK`] (a key that could not use its share,
-    /// held by its own limit or rate or out of work, keeps at most that much to catch up
-    /// on). The low bits wrap every 2^32 units (about 73 minutes of the clock): an account
+    fn charge(&mut self, account: u32, latency: Option<u64>) -> u32 {
+        let cost = latency.unwrap_or(0).clamp(MIN_CHARGE, MAX_CHARGE) >> UNIT_SHIFT;
+        // The key just popped: its account in full is the one it was popped at.
+        let from = if account == self.popped as u32 {
+            self.popped
+        } else {
+            self.full(account)
+        };
+        let charged = from + cost;
+        self.charged = (charged as u32, charged);
+        charged as u32
+    }
+
+    /// The full value (in units) of an account whose low bits are `account`: its distance
+    /// from the clock, but no further behind it than [`BANK`] (a key that could not use its
+    /// share, held by its own limit or rate or out of work, keeps at most that much to
+    /// catch up on). The low bits wrap every 2^32 units (about 73 minutes of the clock): an account
     /// away from the line for longer may read up to one charge ahead, never more.
     fn full(&self, account: u32) -> u64 {
-        let clock = self.clock >> UNIT_SHIFT;
-        let floor = clock.saturating_sub(BANK >> UNIT_SHIFT);
+        let floor = self.clock.saturating_sub(BANK >> UNIT_SHIFT);
         // The low bits' distance from the clock's, signed: an account is never more than
         // one charge ahead of the clock.
-        let distance = i64::from(account.wrapping_sub(clock as u32) as i32);
-        let units = if distance > (MAX_CHARGE >> UNIT_SHIFT) as i64 {
+        let distance = i64::from(account.wrapping_sub(self.clock as u32) as i32);
+        if distance > (MAX_CHARGE >> UNIT_SHIFT) as i64 {
             floor
         } else {
-            clock.saturating_add_signed(distance).max(floor)
-        };
-        units << UNIT_SHIFT
+            self.clock.saturating_add_signed(distance).max(floor)
+        }
     }
 }
 
@@ -244,10 +330,22 @@ mod tests {
         turns
     }
 
+    impl<K> Turns<K> {
+        fn line(&mut self) -> &mut FairLine<K> {
+            self.fair.as_mut().expect("slot time")
+        }
+    }
+
+    /// `ns` in the accounts' units.
+    fn units(ns: u64) -> u64 {
+        ns >> UNIT_SHIFT
+    }
+
     #[test]
     fn turns_go_in_the_order_they_came_whatever_they_cost() {
         let mut turns = Turns::new();
-        turns.push("slow", turns.charge(0, Some(MAX_CHARGE)));
+        let slow = turns.charge(0, Some(MAX_CHARGE));
+        turns.push("slow", slow);
         turns.push("fast", 0);
         assert_eq!(turns.pop(), Some("slow"));
         assert_eq!(turns.pop(), Some("fast"));
@@ -259,7 +357,7 @@ mod tests {
         // Two keys, one whose attempts take 10 ms, one 100 ms, each always ready again: in
         // 110 starts the fast one gets 100 and the slow one 10 (equal slot time).
         let mut turns = fair();
-        let (mut fast, mut slow) = (0u32, 0u32);
+        let (mut fast, mut slow) = (turns.fresh(), turns.fresh());
         turns.push("fast", fast);
         turns.push("slow", slow);
         let mut starts = (0, 0);
@@ -283,7 +381,8 @@ mod tests {
     #[test]
     fn a_key_held_below_its_share_keeps_at_most_a_second_to_catch_up_on() {
         let mut turns = fair();
-        let fast = turns.charge(turns.fresh(), Some(10_000_000));
+        let fresh = turns.fresh();
+        let fast = turns.charge(fresh, Some(10_000_000));
         // The line's clock moves on to 5 s of slot time.
         let mut mover = turns.fresh();
         for _ in 0..6 {
@@ -291,21 +390,23 @@ mod tests {
             turns.push("mover", mover);
             assert_eq!(turns.pop(), Some("mover"));
         }
-        assert!(turns.clock >= 5 * BANK);
-        let unit = 1 << UNIT_SHIFT;
-        assert!((turns.clock - turns.full(fast)).abs_diff(BANK) < unit);
+        assert!(turns.line().clock >= units(5 * BANK));
+        assert_eq!(turns.line().clock - turns.line().full(fast), units(BANK));
         // Within its bank, a key keeps what it is behind.
-        let near = turns.clock - BANK / 2;
-        let near = (near >> UNIT_SHIFT) as u32;
-        assert!((turns.clock - turns.full(near)).abs_diff(BANK / 2) < unit);
+        let near = (turns.line().clock - units(BANK) / 2) as u32;
+        assert_eq!(
+            turns.line().clock - turns.line().full(near),
+            units(BANK) / 2
+        );
     }
 
     #[test]
     fn a_fast_key_back_from_its_attempt_goes_before_the_slow_keys_at_the_clock() {
         let mut turns = fair();
         let (slow, fast) = (Some(1_000_000_000), Some(10_000_000));
-        let mut fast_account = turns.charge(turns.fresh(), fast);
-        let at = turns.charge(turns.fresh(), slow);
+        let fresh = turns.fresh();
+        let mut fast_account = turns.charge(fresh, fast);
+        let at = turns.charge(fresh, slow);
         for key in ["a", "b", "c"] {
             turns.push(key, at);
         }
@@ -332,11 +433,17 @@ mod tests {
     #[test]
     fn accounts_wrap_without_losing_their_order() {
         let mut turns = fair();
-        turns.clock = (u64::from(u32::MAX) - 5) << UNIT_SHIFT;
-        let account = turns.charge(turns.fresh(), Some(MIN_CHARGE));
+        turns.line().clock = u64::from(u32::MAX) - 5;
+        let fresh = turns.fresh();
+        let account = turns.charge(fresh, Some(MIN_CHARGE));
         assert!(account < 1_000, "wrapped: {account}");
-        let full = turns.full(account);
-        assert!(full > turns.clock, "ahead of the clock after the wrap");
-        assert!(full - turns.clock <= MIN_CHARGE, "by one charge");
+        assert_eq!(
+            turns.line().full(account),
+            turns.line().clock + units(MIN_CHARGE)
+        );
+        turns.push("wrapped", account);
+        turns.push("before", turns.fresh());
+        assert_eq!(turns.pop(), Some("before"));
+        assert_eq!(turns.pop(), Some("wrapped"));
     }
 }

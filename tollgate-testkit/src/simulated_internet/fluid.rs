@@ -16,11 +16,12 @@
 //!   every host's work known from the start. A crawler that reads its input lazily does
 //!   not know a host's size, so this is a reference, not a bound.
 //!
-//! Both hold the halved hosts at their full capacity (the relaxation keeps the bound an
-//! upper bound; the schedule is that much kinder than the run) and leave the dead hosts
-//! out (their attempts hold slots until they time out, at the end of either).
+//! The bound's hosts alone run halved while they are; its machine and the ordered schedule
+//! hold them at their full capacity (a relaxation: the bound stays an upper bound, and the
+//! schedule is that much kinder than the run). Both leave the dead hosts out (their
+//! attempts hold slots until they time out, at the end of either).
 
-use super::report::Run;
+use super::report::{HALVE_AT_SECS, RESTORE_AT_SECS, Run};
 
 /// The fluid bound and the ordered schedule's goodput, as shares of the run's ideal.
 pub(super) fn fluid(run: &Run<'_>) -> (f64, f64) {
@@ -32,6 +33,8 @@ pub(super) fn fluid(run: &Run<'_>) -> (f64, f64) {
         hold: f64,
         /// The lowest ideal rate it has over the run (its weight).
         weight: f64,
+        /// Its feasible rate while halved, if it was.
+        halved: Option<f64>,
     }
     let mut hosts: Vec<Host> = run
         .hosts
@@ -46,6 +49,7 @@ pub(super) fn fluid(run: &Run<'_>) -> (f64, f64) {
                 feasible: h.capacity.feasible(false),
                 hold: 1.2 * h.capacity.base.as_secs_f64(),
                 weight: h.capacity.ideal(halved).min(h.capacity.ideal(false)),
+                halved: halved.then(|| h.capacity.feasible(true)),
             }
         })
         .collect();
