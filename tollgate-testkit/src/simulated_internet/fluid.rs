@@ -62,11 +62,24 @@ pub(super) fn fluid(run: &Run<'_>) -> (f64, f64) {
     let limit = run.global_limit as f64;
     let ideal_until = |h: &Host, end: f64| run.hosts[h.index].ideal_between(run, 0.0, end);
 
-    // The bound: each host alone at its feasible rate, and the one machine of speed `limit`.
-    let alone: f64 = hosts
-        .iter()
-        .map(|h| ideal_until(h, h.urls / h.feasible))
-        .sum();
+    // The bound: each host alone at its feasible rate (halved while it is), and the one
+    // machine of speed `limit`.
+    let alone_end = |h: &Host| {
+        let Some(halved) = h.halved else {
+            return h.urls / h.feasible;
+        };
+        let (from, to) = (HALVE_AT_SECS as f64, RESTORE_AT_SECS as f64);
+        let before = h.feasible * from;
+        let during = halved * (to - from);
+        if h.urls <= before {
+            h.urls / h.feasible
+        } else if h.urls <= before + during {
+            from + (h.urls - before) / halved
+        } else {
+            to + (h.urls - before - during) / h.feasible
+        }
+    };
+    let alone: f64 = hosts.iter().map(|h| ideal_until(h, alone_end(h))).sum();
     let mut done = 0.0;
     let mut machine = 0.0;
     for h in &hosts {
