@@ -27,8 +27,10 @@
 //! busy hosts, so sorted input runs about as fast as interleaved input.
 //!
 //! While the bulk run goes, a progress bar (rate, time left, requests in flight and
-//! waiting, retries, failures, paused hosts, all read from the map's `MapControl`) is
-//! drawn when stdout is a terminal; otherwise a plain line is printed every second.
+//! waiting, retries, failures, paused hosts, and the three hosts with most left with what
+//! holds each: its rate, its limit, a pause, a global slot; all read from the map's
+//! `MapControl`) is drawn when stdout is a terminal; otherwise a plain line is printed every
+//! second.
 //! Ctrl-C drains the run: no new request starts, the ones in flight finish, and the
 //! example reports what was done and what never started (a second Ctrl-C aborts).
 //!

@@ -40,7 +40,7 @@ pub use crate::limit::outcome::Outcome;
 pub use crate::limit::rate::{KeyedRateLimiter, Rate, RateLimitError, RateLimiter};
 pub use crate::limit::semaphore::{Semaphore, SemaphoreError, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{
-    Answer, BoundedStreamExt, ControlError, KeyProgress, LaterReason, MapControl, Progress,
+    Answer, BoundedStreamExt, ControlError, HeldBy, KeyProgress, LaterReason, MapControl, Progress,
     SharedLimits, SlotPolicy, amap_iter, gather_limit, map_async, try_map_async,
 };
 pub use crate::race::{IntoContestants, RaceError, race};

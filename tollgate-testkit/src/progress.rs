@@ -1,13 +1,49 @@
 //! A progress display for a map steered by a [`MapControl`], shared by the crawl examples:
 //! an `indicatif` bar with the rate and the time left when stdout is a terminal, a plain
 //! line every second when it is not (a CI log, a pipe). Every figure comes from
-//! `control.progress()`.
+//! `control.progress()`, and the hosts with most left from `control.busiest_keys(..)`, each
+//! with what holds it (`KeyProgress::held_by`).
 
+use std::fmt::Display;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tollgate::{MapControl, Progress, sleep};
+use tollgate::{HeldBy, KeyProgress, MapControl, Progress, sleep};
+
+/// How many of the hosts with most left the display names.
+const SLOWEST: usize = 3;
+
+/// What holds a host, in a word or two.
+fn hold(held_by: HeldBy) -> &'static str {
+    match held_by {
+        HeldBy::Nothing => "all started",
+        HeldBy::Limit => "its limit",
+        HeldBy::Pause => "paused",
+        HeldBy::Breaker => "breaker open",
+        HeldBy::SharedLimits => "shared limits",
+        HeldBy::Rate => "its rate",
+        HeldBy::Retry => "retry pause",
+        HeldBy::MapRate => "the map's rate",
+        HeldBy::GlobalLimit => "a global slot",
+        _ => "other",
+    }
+}
+
+/// The hosts with most left, each with what holds it: `h3 12 left (its rate), ...`.
+fn slowest<K: Display>(keys: &[KeyProgress<K>]) -> String {
+    keys.iter()
+        .map(|key| {
+            format!(
+                "{} {} left ({})",
+                key.key(),
+                key.waiting() + key.in_flight(),
+                hold(key.held_by())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// The figures beside the bar: what the map is doing now.
 fn describe(progress: &Progress) -> String {
@@ -28,7 +64,7 @@ fn describe(progress: &Progress) -> String {
 
 /// Shows the progress of the map `control` is attached to, `total` items, until the map
 /// ends. Run it beside the map (`zip`): it reads the figures while the map waits.
-pub async fn show<K>(control: &MapControl<K>, total: u64, label: &str) {
+pub async fn show<K: Display + Clone>(control: &MapControl<K>, total: u64, label: &str) {
     let start = Instant::now();
     if std::io::stdout().is_terminal() {
         let bar =
@@ -44,7 +80,12 @@ pub async fn show<K>(control: &MapControl<K>, total: u64, label: &str) {
             bar.set_position(progress.finished());
             let rate = progress.finished() as f64 / start.elapsed().as_secs_f64().max(1e-3);
             let eta = bar.eta().as_secs();
-            bar.set_message(format!("{rate:.0}/s, ETA {eta}s | {}", describe(&progress)));
+            let keys = control.busiest_keys(SLOWEST);
+            bar.set_message(format!(
+                "{rate:.0}/s, ETA {eta}s | {} | slowest: {}",
+                describe(&progress),
+                slowest(&keys)
+            ));
             if progress.is_ended() {
                 break;
             }
@@ -65,12 +106,13 @@ pub async fn show<K>(control: &MapControl<K>, total: u64, label: &str) {
             if elapsed >= next {
                 next += Duration::from_secs(1);
                 println!(
-                    "{label}: {}/{total} finished ({:.0}%) after {:.0?}, {:.0}/s; {}",
+                    "{label}: {}/{total} finished ({:.0}%) after {:.0?}, {:.0}/s; {}; slowest: {}",
                     progress.finished(),
                     100.0 * progress.finished() as f64 / total.max(1) as f64,
                     elapsed,
                     progress.finished() as f64 / elapsed.as_secs_f64(),
-                    describe(&progress)
+                    describe(&progress),
+                    slowest(&control.busiest_keys(SLOWEST))
                 );
             }
         }

@@ -259,6 +259,55 @@ pub struct KeyProgress<K> {
     /// The rate's interval in nanoseconds (0: no rate).
     pub(crate) rate_interval: u64,
     pub(crate) breaker: Option<BreakerState>,
+    pub(crate) held_by: HeldBy,
+}
+
+/// What keeps a key's waiting items from starting at the moment a control read it
+/// ([`KeyProgress::held_by`]): why a key is slow. The first that applies, in the order of
+/// a start: the key's own room, its pause, its breaker, the shared limits, its rate, the
+/// pause of a retry, the map's rate, a global slot.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{HeldBy, KeyProgress};
+///
+/// fn why(key: &KeyProgress<String>) -> &'static str {
+///     match key.held_by() {
+///         HeldBy::Nothing => "nothing waits",
+///         HeldBy::GlobalLimit => "waits for a global slot",
+///         HeldBy::Limit => "its limit is full",
+///         HeldBy::Rate => "waits for its rate",
+///         HeldBy::Pause => "paused",
+///         _ => "other",
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HeldBy {
+    /// Nothing of the key waits: every item pulled has started.
+    Nothing,
+    /// As many of its items run as its limit allows (on an adaptive map, the limit it
+    /// adapted to).
+    Limit,
+    /// Its pause: a server's word (a hint, a `Retry-After` the retry policy's
+    /// `pause_key` turned into a pause of the key).
+    Pause,
+    /// Its circuit breaker is open, or its probes are out.
+    Breaker,
+    /// The map's shared limits (a fleet's store): asking, or told to ask later.
+    SharedLimits,
+    /// Its rate: its next start is not due yet (on an adaptive map, the rate it adapted
+    /// to).
+    Rate,
+    /// Its waiting items are back from failed attempts and wait out their pause.
+    Retry,
+    /// The map's rate (`.rate(..)`).
+    MapRate,
+    /// Nothing of its own: it may start, and waits for a free global slot (the map's
+    /// global limit, shared among keys by its [slot policy](crate::SlotPolicy)).
+    GlobalLimit,
 }
 
 impl<K> KeyProgress<K> {
@@ -305,5 +354,11 @@ impl<K> KeyProgress<K> {
     #[must_use]
     pub fn breaker(&self) -> Option<BreakerState> {
         self.breaker
+    }
+
+    /// What keeps its waiting items from starting when the map published it.
+    #[must_use]
+    pub fn held_by(&self) -> HeldBy {
+        self.held_by
     }
 }

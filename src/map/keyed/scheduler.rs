@@ -39,7 +39,7 @@ use crate::limit::breaker::core::{BreakerState, Ticket};
 use crate::limit::breaker::error::CircuitBreakerError;
 use crate::limit::key_settings::KeySettings;
 use crate::limit::rate::gcra::Gcra;
-use crate::map::control::{KeyChange, KeyProgress};
+use crate::map::control::{HeldBy, KeyChange, KeyProgress};
 
 /// What [`KeyScheduler::next`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -667,12 +667,47 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                     limit: state.limit(),
                     rate_interval: 0,
                     breaker: None,
+                    held_by: self.held_by(key, state, now),
                 };
                 self.parts.show(state, now, &mut progress);
                 progress
             })
             .collect();
         (paused, open, busiest)
+    }
+
+    /// What keeps `key`'s waiting items (of entry `state`) from starting at `now`: the
+    /// first that applies, in the order of a start.
+    fn held_by(&self, key: &K, state: &KeyState<T>, now: u64) -> HeldBy {
+        let held = |verdict: Verdict| match verdict {
+            Verdict::Held | Verdict::Refuse(_) => true,
+            Verdict::At(at) | Verdict::Ask(at) => at > now,
+        };
+        let gated = self.parts.asks.is_gated();
+        if !state.has_items() {
+            HeldBy::Nothing
+        } else if state.running() >= state.limit() {
+            HeldBy::Limit
+        } else if state.is_paused(now) {
+            HeldBy::Pause
+        } else if held(self.parts.breaker.verdict(key, state, now)) {
+            HeldBy::Breaker
+        } else if gated && matches!(state.place(), Place::Ask | Place::Out) {
+            HeldBy::SharedLimits
+        } else if state
+            .rate()
+            .is_some_and(|rate| rate.allowed_at(state.tat) > now)
+        {
+            HeldBy::Rate
+        } else if state.work_ready_at().is_some_and(|at| at > now) {
+            HeldBy::Retry
+        } else if gated && matches!(state.place(), Place::Asleep(_)) {
+            HeldBy::SharedLimits
+        } else if self.rate_blocks(now) {
+            HeldBy::MapRate
+        } else {
+            HeldBy::GlobalLimit
+        }
     }
 
     /// The next key that may ask its shared limits for a permit at `now`, marked as
