@@ -3,15 +3,17 @@
 //! its latency and the verdicts cannot depend on the machine's load.
 //!
 //! The two guarantees of slot time, with `L` the global limit, `n` the keys that may start,
-//! `d` attempt latencies and `B` the slot time a key may keep to catch up on (1 s):
+//! `d` attempt latencies, `c` a start's charge (its latency times the key's attempts in
+//! flight: for a key one at a time, its latency) and `B` the slot time a key may keep to
+//! catch up on (1 s):
 //!
-//! - no key that may start waits longer than `d_max + (n − 1) × (d_k + B + d_max) / L`: one
+//! - no key that may start waits longer than `d_max + (n − 1) × (c_k + B + c_max) / L`: one
 //!   slow key among a thousand fast ones, and one fast key among a thousand slow ones (which
 //!   ends its work in the first half of the crawl, where turns would keep it to the end);
 //! - over a stretch in which every key may start, no key's attempts hold more slot time than
 //!   its share `L × T / n` plus `d_k + d_max + B`: a hot key whose attempts take ten times as
-//!   long as the others' holds its share, where plain turns give it more than half the
-//!   slots (shown too).
+//!   long as the others' holds no more than its share, where plain turns give it more than
+//!   half the slots (shown too).
 
 mod common;
 
@@ -100,7 +102,8 @@ fn longest_waits(attempts: &[Attempt], begin: Instant) -> HashMap<u32, Duration>
 /// The slot time a key may keep to catch up on.
 const BANK: Duration = Duration::from_secs(1);
 
-/// The wait bound of slot time: `d_max + (n − 1) × (d_k + B + d_max) / L`.
+/// The wait bound of slot time for keys one at a time (a start's charge is its latency):
+/// `d_max + (n − 1) × (d_k + B + d_max) / L`.
 fn wait_bound(keys: usize, limit: usize, own: Duration, longest: Duration) -> Duration {
     longest + (own + BANK + longest) * (keys as u32 - 1) / limit as u32
 }

@@ -463,7 +463,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             self.parts.started(&key, state, now, first);
             if self.lines.turns.is_charged() {
                 let latency = self.parts.latency(state);
-                state.account = self.lines.turns.charge(state.account, latency);
+                let in_flight = state.running();
+                state.account = self.lines.turns.charge(state.account, latency, in_flight);
             }
             if let Some(rate) = &mut self.rate {
                 rate.start(now);

@@ -8,26 +8,30 @@
 //! - **slot time**: start-time fair queueing on the time each start holds a slot. The line is
 //!   ordered by each key's *account*, a point on a virtual clock; a start charges the key's
 //!   account its expected slot time (the latency its attempts take, as the key's adaptation
-//!   measured it); the key with the lowest account goes next, ties in the order they came.
+//!   measured it) times its attempts in flight, this one included (at most [`MAX_DEPTH`]);
+//!   the key with the lowest account goes next, ties in the order they came. The depth makes
+//!   a key's second attempt at once cost twice its first, its third three times: while
+//!   others wait, a key goes deeper only where it yields as much as a shallow one (a host
+//!   probing its concurrency does it when slots are to spare, not at others' expense).
 //!   The line's clock is the account of the last key that started. A key joining the line
 //!   keeps what it is behind the clock up to [`BANK`] (1 s): a key its own limit or rate
 //!   held below its share (a host that answers in 10 ms, one at a time, among hosts that
 //!   answer in a second) goes before the keys at the clock until it has used what it
 //!   could not, and a key away for long banks no more than that.
 //!
-//! Guarantees of slot time, with `L` the global limit, `n` the keys that may start, `d` an
-//! attempt's latency as charged (clamped to [`MIN_CHARGE`]..=[`MAX_CHARGE`]) and `B` the
-//! bank (1 s):
+//! Guarantees of slot time, with `L` the global limit, `n` the keys that may start, `c` a
+//! start's charge (an attempt's latency, clamped to [`MIN_CHARGE`]..=[`MAX_CHARGE`], times
+//! the attempts in flight: for a key one at a time, its latency) and `B` the bank (1 s):
 //!
-//! - **no key waits long**: a key joining the line is at most one charge of its own (`d_k`)
+//! - **no key waits long**: a key joining the line is at most one charge of its own (`c_k`)
 //!   ahead of the clock, and every other key, at most `B` behind it, starts before it only
-//!   while its account is lower: its starts before it hold at most `d_k + B` of slot time
-//!   and one attempt more. While the key waits every free slot goes to another key, so
-//!   its wait is at most `d_max + (n − 1) × (d_k + B + d_max) / L`.
+//!   while its account is lower: its starts before it are charged at most `c_k + B` and one
+//!   start more, and hold no more than they are charged. While the key waits every free
+//!   slot goes to another key, so its wait is at most `d_max + (n − 1) × (c_k + B + c_max) / L`.
 //! - **no key takes more than its share**: over any stretch in which two keys both may start
-//!   throughout, the slot time charged to each differs by at most one attempt of each plus
-//!   `B`: a key whose attempts take 25 times as long starts a 25th as often, and holds no
-//!   more slots.
+//!   throughout, the slot time charged to each differs by at most one charge of each plus
+//!   `B`, and a key holds no more than it is charged: a key whose attempts take 25 times as
+//!   long starts a 25th as often, and holds no more slots.
 //!
 //! A key's account is kept in 32 bits of its entry (units of about a microsecond, wrapping): an
 //! account is never more than one charge ahead of the line's clock, so its full value is
@@ -67,14 +71,16 @@ pub enum SlotPolicy {
     Turns,
     /// Keys share the slots' time: each start is charged the time the key's attempts hold a
     /// slot (their latency, as the key's adaptation measured it; a map that does not time
-    /// its attempts charges every start alike), and the key charged least goes next. A host
-    /// that answers in 20 ms starts 25 times as often as one that answers in 500 ms, and
-    /// both hold the same share of the slots. No key that may start waits longer than
-    /// `d_max + (n − 1) × (d_k + 1 s + d_max) / L` (`L` the global limit, `n` the keys that
-    /// may start, `d_k` its attempts' latency and `d_max` the longest), and over any
-    /// stretch in which two keys may start throughout, the slot time their starts hold
-    /// differs by at most one attempt of each plus one second (what a key held below its
-    /// share by its own limit or rate may catch up on).
+    /// its attempts charges every start alike) times its attempts in flight, and the key
+    /// charged least goes next. A host that answers in 20 ms starts 25 times as often as
+    /// one that answers in 500 ms, and both hold the same share of the slots; a host goes
+    /// deeper than one attempt at a time where that yields as much as others' first. No
+    /// key that may start waits longer than `d_max + (n − 1) × (c_k + 1 s + c_max) / L`
+    /// (`L` the global limit, `n` the keys that may start, `d_max` the longest latency, `c`
+    /// a start's charge: its latency times its attempts in flight), and over any stretch in
+    /// which two keys may start throughout, the slot time charged to each differs by at
+    /// most one charge of each plus one second (what a key held below its share by its own
+    /// limit or rate may catch up on); a key holds no more than it is charged.
     SlotTime,
 }
 
@@ -86,6 +92,9 @@ const MIN_CHARGE: u64 = 1_000_000;
 /// The most a start is charged, in nanoseconds: a latency above it (a server that hangs
 /// until the attempt's timeout) charges this.
 const MAX_CHARGE: u64 = 10_000_000_000;
+/// The deepest a charge counts a key's attempts in flight: a key with more pays as for this
+/// many (an account stays within 32 bits of the clock: `MAX_CHARGE × MAX_DEPTH` units).
+const MAX_DEPTH: usize = 64;
 /// The most slot time a key keeps to catch up on (the bank), in nanoseconds: one second.
 const BANK: u64 = 1_000_000_000;
 
@@ -236,13 +245,14 @@ impl<K> Turns<K> {
     }
 
     /// A key whose entry keeps `account` started an attempt expected to hold a slot for
-    /// `latency` ns (`None`: not known): its account after the charge, to keep in its
+    /// `latency` ns (`None`: not known), and has `in_flight` attempts running with it: its
+    /// account after the charge (the latency times the attempts in flight), to keep in its
     /// entry. Turns charge nothing.
     #[inline]
-    pub(super) fn charge(&mut self, account: u32, latency: Option<u64>) -> u32 {
+    pub(super) fn charge(&mut self, account: u32, latency: Option<u64>, in_flight: usize) -> u32 {
         match &mut self.fair {
             None => account,
-            Some(line) => line.charge(account, latency),
+            Some(line) => line.charge(account, latency, in_flight),
         }
     }
 }
@@ -289,8 +299,9 @@ impl<K> FairLine<K> {
         Some(turn.key)
     }
 
-    fn charge(&mut self, account: u32, latency: Option<u64>) -> u32 {
-        let cost = latency.unwrap_or(0).clamp(MIN_CHARGE, MAX_CHARGE) >> UNIT_SHIFT;
+    fn charge(&mut self, account: u32, latency: Option<u64>, in_flight: usize) -> u32 {
+        let per_attempt = latency.unwrap_or(0).clamp(MIN_CHARGE, MAX_CHARGE) >> UNIT_SHIFT;
+        let cost = per_attempt * (in_flight.clamp(1, MAX_DEPTH) as u64);
         // The key just popped: its account in full is the one it was popped at.
         let from = if account == self.popped as u32 {
             self.popped
@@ -312,7 +323,7 @@ impl<K> FairLine<K> {
         // The low bits' distance from the clock's, signed: an account is never more than
         // one charge ahead of the clock.
         let distance = i64::from(account.wrapping_sub(self.clock as u32) as i32);
-        if distance > (MAX_CHARGE >> UNIT_SHIFT) as i64 {
+        if distance > ((MAX_CHARGE >> UNIT_SHIFT) * MAX_DEPTH as u64) as i64 {
             floor
         } else {
             self.clock.saturating_add_signed(distance).max(floor)
@@ -344,7 +355,7 @@ mod tests {
     #[test]
     fn turns_go_in_the_order_they_came_whatever_they_cost() {
         let mut turns = Turns::new();
-        let slow = turns.charge(0, Some(MAX_CHARGE));
+        let slow = turns.charge(0, Some(MAX_CHARGE), 1);
         turns.push("slow", slow);
         turns.push("fast", 0);
         assert_eq!(turns.pop(), Some("slow"));
@@ -365,12 +376,12 @@ mod tests {
             match turns.pop().unwrap() {
                 "fast" => {
                     starts.0 += 1;
-                    fast = turns.charge(fast, Some(10_000_000));
+                    fast = turns.charge(fast, Some(10_000_000), 1);
                     turns.push("fast", fast);
                 }
                 _ => {
                     starts.1 += 1;
-                    slow = turns.charge(slow, Some(100_000_000));
+                    slow = turns.charge(slow, Some(100_000_000), 1);
                     turns.push("slow", slow);
                 }
             }
@@ -382,11 +393,11 @@ mod tests {
     fn a_key_held_below_its_share_keeps_at_most_a_second_to_catch_up_on() {
         let mut turns = fair();
         let fresh = turns.fresh();
-        let fast = turns.charge(fresh, Some(10_000_000));
+        let fast = turns.charge(fresh, Some(10_000_000), 1);
         // The line's clock moves on to 5 s of slot time.
         let mut mover = turns.fresh();
         for _ in 0..6 {
-            mover = turns.charge(mover, Some(MAX_CHARGE / 10));
+            mover = turns.charge(mover, Some(MAX_CHARGE / 10), 1);
             turns.push("mover", mover);
             assert_eq!(turns.pop(), Some("mover"));
         }
@@ -405,8 +416,8 @@ mod tests {
         let mut turns = fair();
         let (slow, fast) = (Some(1_000_000_000), Some(10_000_000));
         let fresh = turns.fresh();
-        let mut fast_account = turns.charge(fresh, fast);
-        let at = turns.charge(fresh, slow);
+        let mut fast_account = turns.charge(fresh, fast, 1);
+        let at = turns.charge(fresh, slow, 1);
         for key in ["a", "b", "c"] {
             turns.push(key, at);
         }
@@ -418,7 +429,7 @@ mod tests {
             match turns.pop() {
                 Some("fast") => {
                     fast_starts += 1;
-                    fast_account = turns.charge(fast_account, fast);
+                    fast_account = turns.charge(fast_account, fast, 1);
                 }
                 Some(other) => {
                     assert_eq!(other, "b");
@@ -435,7 +446,7 @@ mod tests {
         let mut turns = fair();
         turns.line().clock = u64::from(u32::MAX) - 5;
         let fresh = turns.fresh();
-        let account = turns.charge(fresh, Some(MIN_CHARGE));
+        let account = turns.charge(fresh, Some(MIN_CHARGE), 1);
         assert!(account < 1_000, "wrapped: {account}");
         assert_eq!(
             turns.line().full(account),
