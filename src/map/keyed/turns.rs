@@ -316,12 +316,12 @@ impl<K> FairLine<K> {
     /// The full value (in units) of an account whose low bits are `account`: its distance
     /// from the clock, but no further behind it than [`BANK`] (a key that could not use its
     /// share, held by its own limit or rate or out of work, keeps at most that much to
-    /// catch up on). The low bits wrap every 2^32 units (about 73 minutes of the clock): an account
-    /// away from the line for longer may read up to one charge ahead, never more.
+    /// catch up on). The low bits wrap every 2^32 units (about 73 minutes of the clock): an
+    /// account away from the line for longer may read up to one charge ahead, never more.
     fn full(&self, account: u32) -> u64 {
         let floor = self.clock.saturating_sub(BANK >> UNIT_SHIFT);
         // The low bits' distance from the clock's, signed: an account is never more than
-        // one charge ahead of the clock.
+        // one charge (at most `MAX_CHARGE × MAX_DEPTH`) ahead of the clock.
         let distance = i64::from(account.wrapping_sub(self.clock as u32) as i32);
         if distance > ((MAX_CHARGE >> UNIT_SHIFT) * MAX_DEPTH as u64) as i64 {
             floor
