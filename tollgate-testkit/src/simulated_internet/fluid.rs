@@ -23,19 +23,41 @@
 
 use super::report::{HALVE_AT_SECS, RESTORE_AT_SECS, Run};
 
+/// One live host with URLs, as the fluid model sees it.
+struct Host {
+    /// Its index in `Run::hosts`.
+    index: usize,
+    urls: f64,
+    feasible: f64,
+    /// Slot time one request holds, in seconds.
+    hold: f64,
+    /// The lowest ideal rate it has over the run (its weight).
+    weight: f64,
+    /// Its feasible rate while halved, if it was.
+    halved: Option<f64>,
+}
+
+impl Host {
+    /// When it ends alone at its feasible rate (halved while it is), in seconds.
+    fn alone_end(&self) -> f64 {
+        let Some(halved) = self.halved else {
+            return self.urls / self.feasible;
+        };
+        let (from, to) = (HALVE_AT_SECS as f64, RESTORE_AT_SECS as f64);
+        let before = self.feasible * from;
+        let during = halved * (to - from);
+        if self.urls <= before {
+            self.urls / self.feasible
+        } else if self.urls <= before + during {
+            from + (self.urls - before) / halved
+        } else {
+            to + (self.urls - before - during) / self.feasible
+        }
+    }
+}
+
 /// The fluid bound and the ordered schedule's goodput, as shares of the run's ideal.
 pub(super) fn fluid(run: &Run<'_>) -> (f64, f64) {
-    struct Host {
-        index: usize,
-        urls: f64,
-        feasible: f64,
-        /// Slot time one request holds, in seconds.
-        hold: f64,
-        /// The lowest ideal rate it has over the run (its weight).
-        weight: f64,
-        /// Its feasible rate while halved, if it was.
-        halved: Option<f64>,
-    }
     let mut hosts: Vec<Host> = run
         .hosts
         .iter()
@@ -62,24 +84,8 @@ pub(super) fn fluid(run: &Run<'_>) -> (f64, f64) {
     let limit = run.global_limit as f64;
     let ideal_until = |h: &Host, end: f64| run.hosts[h.index].ideal_between(run, 0.0, end);
 
-    // The bound: each host alone at its feasible rate (halved while it is), and the one
-    // machine of speed `limit`.
-    let alone_end = |h: &Host| {
-        let Some(halved) = h.halved else {
-            return h.urls / h.feasible;
-        };
-        let (from, to) = (HALVE_AT_SECS as f64, RESTORE_AT_SECS as f64);
-        let before = h.feasible * from;
-        let during = halved * (to - from);
-        if h.urls <= before {
-            h.urls / h.feasible
-        } else if h.urls <= before + during {
-            from + (h.urls - before) / halved
-        } else {
-            to + (h.urls - before - during) / h.feasible
-        }
-    };
-    let alone: f64 = hosts.iter().map(|h| ideal_until(h, alone_end(h))).sum();
+    // The bound: each host alone, and the one machine of speed `limit`.
+    let alone: f64 = hosts.iter().map(|h| ideal_until(h, h.alone_end())).sum();
     let mut done = 0.0;
     let mut machine = 0.0;
     for h in &hosts {
@@ -87,9 +93,18 @@ pub(super) fn fluid(run: &Run<'_>) -> (f64, f64) {
         machine += h.weight * (done / limit);
     }
     let bound = served / alone.max(machine);
+    let ordered: f64 = hosts
+        .iter()
+        .zip(ordered_ends(&hosts, limit))
+        .map(|(h, end)| ideal_until(h, end))
+        .sum();
+    (bound, served / ordered)
+}
 
-    // The ordered schedule: between two ends, each host in order takes the slots its
-    // feasible rate needs while slots are left.
+/// When each host (in `hosts`' order) ends in the ordered schedule under `limit` slots:
+/// between two ends, each host in order takes the slots its feasible rate needs while slots
+/// are left.
+fn ordered_ends(hosts: &[Host], limit: f64) -> Vec<f64> {
     let mut left: Vec<f64> = hosts.iter().map(|h| h.urls).collect();
     let mut ends = vec![0.0; hosts.len()];
     let mut open: Vec<usize> = (0..hosts.len()).collect();
@@ -121,10 +136,5 @@ pub(super) fn fluid(run: &Run<'_>) -> (f64, f64) {
         }
         open.retain(|&i| ends[i] == 0.0);
     }
-    let ordered: f64 = hosts
-        .iter()
-        .zip(&ends)
-        .map(|(h, &end)| ideal_until(h, end))
-        .sum();
-    (bound, served / ordered)
+    ends
 }
