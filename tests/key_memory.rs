@@ -49,19 +49,23 @@ const ATTEMPT: Duration = Duration::from_millis(1);
 const HINT: Hint = Hint::new().limit(2).rate(Rate::per_second(50));
 
 /// The most a key of the adapting, hinted, breaking map may keep, in bytes. Measured at
-/// 252 B per key, on both legs (627 B when the redesign was asked for, 423 B before its
-/// last step). Where the 252 B go, by the types' sizes and the tables' room at 300,000 keys:
+/// 253 B per key (627 B when the redesign was asked for, 423 B before its last step, 252 B
+/// before the slot-time line). Where the 253 B go, by the types' sizes and the tables' room
+/// at 300,000 keys:
 /// - 72 B: the key's entry (`KeyState`) in the scheduler's slab: its items (its queue is
 ///   8 bytes: its fresh items are nodes of one slab shared by every key), its running count,
 ///   its settings (16 bytes: a limit and a rate, and whether each is its own), its rate's
-///   state, its pause, how long it is kept, its retries (a word, boxed at its first retry);
+///   state, its pause, how long it is kept and its account in the slot-time line (4 bytes
+///   each), its retries (a word, boxed at its first retry);
 /// - 96 B: its adaptive state (`KeyAdapt`), in adaptation's column at the entry's slot;
 /// - 64 B: its breaker (`BreakerCore`, its record of the last outcomes held in place), in
 ///   the breakers' column;
 /// - about 16 B: the key and its entry's slot in the scheduler's index, with the index's
 ///   spare room (524,288 slots for 300,000 keys);
 /// - about 3 B: the spare room of the slab and the columns, which grow by a sixteenth at a
-///   time (303,590 slots here; at most a sixteenth more at other counts: 15 B).
+///   time (303,590 slots here; at most a sixteenth more at other counts: 15 B);
+/// - about 1 B: the slot-time line's room (16 bytes a key that may start, as many as wait
+///   in it at once).
 ///
 /// No key costs an allocation of its own: adaptation and breakers keep their state in
 /// columns beside the slab, and a map without them pays nothing for them.
