@@ -295,9 +295,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         );
         let state = keys.at_mut(at);
         if new {
-            if lines.turns.is_charged() {
-                state.account = lines.turns.fresh();
-            }
+            state.account = lines.turns.fresh();
             parts.made(&key, state, now);
         }
         (key, state, parts, lines, queues)
@@ -695,10 +693,7 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             HeldBy::Breaker
         } else if gated && matches!(state.place(), Place::Ask | Place::Out) {
             HeldBy::SharedLimits
-        } else if state
-            .rate()
-            .is_some_and(|rate| rate.allowed_at(state.tat) > now)
-        {
+        } else if held(self.parts.rate.verdict(key, state, now)) {
             HeldBy::Rate
         } else if state.work_ready_at().is_some_and(|at| at > now) {
             HeldBy::Retry

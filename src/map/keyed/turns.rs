@@ -34,8 +34,9 @@
 //!   long starts a 25th as often, and holds no more slots.
 //!
 //! A key's account is kept in 32 bits of its entry (units of about a microsecond, wrapping): an
-//! account is never more than one charge ahead of the line's clock, so its full value is
-//! its distance ahead of the clock's low bits.
+//! account is never more than one charge ahead of the line's clock nor more than the bank
+//! behind it when it counts, so its full value is its signed distance from the clock's low
+//! bits.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -238,7 +239,7 @@ impl<K> Turns<K> {
         }
     }
 
-    /// The account of a key made now: at the clock.
+    /// The account of a key made now: at the clock (0 under turns, which read none).
     #[inline]
     pub(super) fn fresh(&self) -> u32 {
         self.fair.as_ref().map_or(0, |line| line.clock as u32)
