@@ -341,6 +341,42 @@ impl KeyAdapt {
         }
     }
 
+    /// The key's owner moved its current values at `now` (`None`: that value stays as it
+    /// is): the limit to `limit`, the rate to `rate`'s starts per second (its burst stays
+    /// the ceiling's), each held between its floor and its ceiling. Adaptation goes on from
+    /// them as from a fresh episode, not back to where it was: each value set is its
+    /// curve's plateau (clean rounds keep it, then creep above it; the next overload cuts
+    /// from it), out of slow start, and a new round begins, as after a cut (attempts
+    /// started before `now` spoke of the old values: they cut nothing).
+    pub(crate) fn set_current(
+        &mut self,
+        config: &Adaptive,
+        now: u64,
+        limit: Option<usize>,
+        rate: Option<Gcra>,
+    ) {
+        self.follow_config(config);
+        if let Some(limit) = limit {
+            let value =
+                (clamp_ceiling(limit) as f32).clamp(self.floor(config), self.ceiling as f32);
+            self.limit = value;
+            (self.limit_w, self.limit_k, self.limit_x) = (value, 0.0, 0);
+            self.flags = (self.flags & !SLOW_LIMIT) | CLEAN_LIMIT;
+        }
+        if let Some(rate) = rate {
+            let ceiling = self.rate_ceiling();
+            let (interval, _) = Gcra::parts(Some(rate));
+            let value = per_second_of(interval).clamp(RATE_FLOOR.min(ceiling), ceiling);
+            self.rate = value;
+            (self.rate_w, self.rate_k, self.rate_x) = (value, 0.0, 0.0);
+            self.flags = (self.flags & !SLOW_RATE) | CLEAN_RATE;
+        }
+        self.last_cut = now;
+        self.round &= !RETURNING;
+        self.reset_latency();
+        self.new_round(now, 0);
+    }
+
     /// The rate as a GCRA interval in nanoseconds (0: no rate).
     #[inline]
     fn interval(&self) -> u64 {

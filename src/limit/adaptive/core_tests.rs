@@ -403,6 +403,46 @@ fn a_lower_ceiling_takes_the_values_down_at_once_a_higher_one_lets_them_creep() 
 }
 
 #[test]
+fn values_set_by_their_owner_are_where_adaptation_goes_on_from() {
+    let config = Adaptive::new(2, 16).rate_ceiling(Rate::per_second(100));
+    let mut key = KeyAdapt::new(&config, 0);
+    // Held between floor and ceiling.
+    key.set_current(&config, S, Some(64), Some(Gcra::new(Rate::per_second(500))));
+    assert_eq!((key.limit(), key.rate), (16, 100.0));
+    key.set_current(&config, S, Some(1), None);
+    assert_eq!((key.limit(), key.rate), (2, 100.0), "the rate stays");
+    // Up from slow start's low values: one start per rate interval, each waited for,
+    // answered in 20 ms (the rate binds).
+    let mut key = KeyAdapt::new(&config, 0);
+    let mut now = S;
+    key.set_current(&config, now, Some(6), Some(Gcra::new(Rate::per_second(40))));
+    assert_eq!((key.limit(), key.rate), (6, 40.0));
+    let mut run = |key: &mut KeyAdapt, outcome: Outcome| {
+        let interval = key.rate().map_or(0, |g| g.decide(0, 0).unwrap());
+        now += interval;
+        key.started(now, 1, true);
+        key.finished_after(&config, now + 20 * MS, outcome, 20 * MS);
+    };
+    // Clean rounds keep it: no snap back, no slow start's doubling; it creeps.
+    let mut seen = vec![key.rate];
+    for _ in 0..10 {
+        for _ in 0..10 {
+            run(&mut key, Outcome::success());
+        }
+        seen.push(key.rate);
+    }
+    println!("rate set to 40, every 10 starts: {seen:.1?}");
+    assert!(seen.windows(2).all(|w| w[1] >= w[0]), "{seen:?}");
+    let before = key.rate;
+    assert!((40.0..=44.0).contains(&before), "kept near 40: {seen:?}");
+    assert_eq!(key.limit(), 6, "the limit did not bind: it stays");
+    // An overload cuts from it.
+    run(&mut key, Outcome::overload());
+    assert_eq!(key.rate, before * CUT);
+    assert_eq!(key.limit(), 6);
+}
+
+#[test]
 fn an_overload_while_the_rate_binds_cuts_the_rate_which_creeps_back() {
     let config = Adaptive::new(1, 64).rate_ceiling(Rate::per_second(100));
     let mut key = KeyAdapt::new(&config, 0);

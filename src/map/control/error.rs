@@ -14,6 +14,8 @@ pub(super) enum Kind {
     NoScheduler,
     /// A setting of one key through a control attached before `.per_key`.
     AttachedBeforeKeys,
+    /// A key's values in force on a map whose keys do not adapt.
+    NotAdaptive,
 }
 
 /// A [`MapControl`](crate::MapControl) setting the map cannot take: the control is
@@ -69,6 +71,11 @@ impl fmt::Display for ControlError {
             Kind::NoScheduler => write!(
                 f,
                 "the map cannot change its {}: it was built without `.per_key`, `.rate` or `.retry`",
+                self.setting
+            ),
+            Kind::NotAdaptive => write!(
+                f,
+                "the map cannot change a key's {}: its keys do not adapt (it was built without `.adaptive`); `set_key_settings` sets a key's limit and rate",
                 self.setting
             ),
             Kind::AttachedBeforeKeys => write!(

@@ -47,7 +47,7 @@ pub use self::error::ControlError;
 pub(crate) use self::progress::Figures;
 pub use self::progress::{HeldBy, KeyProgress, Progress};
 pub(crate) use self::shared::{
-    CAN_KEY_SETTINGS, CAN_PER_KEY, CAN_RATE, KeyChange, KeyChanges, Settings, Shared,
+    CAN_ADAPT, CAN_KEY_SETTINGS, CAN_PER_KEY, CAN_RATE, KeyChange, KeyChanges, Settings, Shared,
 };
 
 /// A handle to watch and steer a running bounded map: its [progress](Self::progress), a
@@ -175,7 +175,10 @@ impl<K> MapControl<K> {
     /// it sees the new generation, finds the change queued).
     fn change_key(&self, setting: &'static str, change: KeyChange<K>) -> Result<(), ControlError> {
         let mut changes = lock(&self.key_changes);
-        let needs = CAN_RATE | CAN_PER_KEY | CAN_KEY_SETTINGS;
+        let mut needs = CAN_RATE | CAN_PER_KEY | CAN_KEY_SETTINGS;
+        if matches!(change, KeyChange::InForce(..)) {
+            needs |= CAN_ADAPT;
+        }
         self.shared.change(needs, setting, |_| {})?;
         changes.push(change);
         Ok(())
@@ -506,6 +509,57 @@ impl<K> MapControl<K> {
         self.change_key("key settings", KeyChange::Set(key, settings))
     }
 
+    /// Moves one key's limit and rate in force on an
+    /// [adaptive](crate::futures::BoundedMap::adaptive) map: the values the key adapted to,
+    /// not its ceilings (which [`set_key_settings`](Self::set_key_settings) sets). Each
+    /// value `settings` sets is held between the key's floor and its ceilings (the rate's
+    /// burst stays the ceiling's); what it leaves unset stays as it is. The key adapts on
+    /// from there, not back to where it was: the value set is where its recovery levels
+    /// off (clean rounds keep it, then let it creep up), the next overload cuts from it,
+    /// and signals of attempts started before the change lower nothing. The map applies it
+    /// at its next round of work, like the other settings; [`busiest_keys`](Self::busiest_keys)
+    /// shows the key's values.
+    ///
+    /// It moves a key the map holds now (one with items waiting or running, or kept after
+    /// its last attempt): a key the map never saw or has forgotten starts low when it
+    /// comes, as every new key does, and this is not kept for it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Adaptive, KeySettings, MapControl, Outcome, Rate, map_async};
+    /// # futures_lite::future::block_on(async {
+    /// let control = MapControl::new();
+    /// let steer = control.clone();
+    /// let pages = map_async(0..20u32, 8, |n| {
+    ///     if n == 4 {
+    ///         // Known to take 8 at once and 40 a second: no slow start for host 0.
+    ///         let fast = KeySettings::new().limit(8).rate(Rate::per_second(40));
+    ///         steer.set_key_in_force(0, fast).unwrap();
+    ///     }
+    ///     async move { Ok::<u32, u16>(n) }
+    /// })
+    /// .per_key(|n| n % 2, 16)
+    /// .adaptive(Adaptive::new(1, 16).rate_ceiling(Rate::per_second(10_000)), |_| {
+    ///     Outcome::success()
+    /// })
+    /// .control(&control)
+    /// .await;
+    /// assert_eq!(pages.len(), 20);
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ControlError`] if the map's keys do not adapt (it was built without
+    /// [`adaptive`](crate::futures::BoundedMap::adaptive): a key's values in force are its
+    /// settings, which [`set_key_settings`](Self::set_key_settings) sets), if the map has
+    /// no key function, if the control was attached before `.per_key`, or if the control
+    /// is attached to no map.
+    pub fn set_key_in_force(&self, key: K, settings: KeySettings) -> Result<(), ControlError> {
+        self.change_key("values in force", KeyChange::InForce(key, settings))
+    }
+
     /// Clears what [`set_key_settings`](Self::set_key_settings) gave one key: it follows
     /// the map's function of the key and the default key limit and default key rate again (its rate state carries over), and the map
     /// forgets the setting. Clearing a key without a setting of its own does nothing.
@@ -540,6 +594,15 @@ impl<K: Clone> MapControl<K> {
     /// last published them. On a map with [breakers](crate::futures::MapAsync::breaker),
     /// keys whose breaker is open or half-open count too (after the busy ones), even with
     /// nothing waiting: their items fail at once.
+    ///
+    /// Idle keys stay in view: the map keeps a key, its [counts](KeyProgress::attempts)
+    /// and all, 60 s after its last attempt ended (on the map's clock), and lists such keys
+    /// last, after the busy ones and those with an open breaker, the one whose last attempt
+    /// ended latest first (to about 17 ms), nothing waiting or in flight. A key seen again
+    /// within the 60 s goes on with its counts; after them the map forgets it, and a key
+    /// seen again counts from 0. The map keeps them for its control only: a map without
+    /// one forgets a key once nothing of it waits or runs (an
+    /// [adaptive](crate::futures::BoundedMap::adaptive) map keeps its keys 60 s anyway).
     ///
     /// Walking the keys costs the map time in proportion to its active keys, so it
     /// publishes them only when asked: each call asks (and wakes the map), and the map

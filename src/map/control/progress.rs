@@ -260,6 +260,12 @@ pub struct KeyProgress<K> {
     pub(crate) rate_interval: u64,
     pub(crate) breaker: Option<BreakerState>,
     pub(crate) held_by: HeldBy,
+    /// Its attempts that ended, and of those the ones read as each kind of outcome.
+    pub(crate) attempts: u32,
+    pub(crate) successes: u32,
+    pub(crate) overloads: u32,
+    pub(crate) outages: u32,
+    pub(crate) failures: u32,
 }
 
 /// What keeps a key's waiting items from starting at the moment a control read it
@@ -360,5 +366,172 @@ impl<K> KeyProgress<K> {
     #[must_use]
     pub fn held_by(&self) -> HeldBy {
         self.held_by
+    }
+
+    /// Its attempts that ended (first attempts and retries), counted since the map last
+    /// made the key's entry: a key forgotten (idle for 60 s) and seen again counts from 0.
+    /// Counted on every keyed map with a control, whether or not it reads outcomes. An
+    /// attempt whose ask to the [shared limits](crate::SharedLimits) failed counts (it
+    /// ended at once with the error); an item an open
+    /// [breaker](crate::futures::BoundedMap::breaker) failed at once does not (nothing of
+    /// it started). Saturates at `u32::MAX >> 1`.
+    ///
+    /// On a map that reads outcomes ([`classify`](crate::futures::BoundedMap::classify),
+    /// [`adaptive`](crate::futures::BoundedMap::adaptive),
+    /// [`breaker`](crate::futures::BoundedMap::breaker)), it is the sum of
+    /// [`successes`](Self::successes), [`overloads`](Self::overloads),
+    /// [`outages`](Self::outages) and [`failures`](Self::failures) (until one saturates);
+    /// on any other map those are 0 and this alone counts: a map that reads no outcome
+    /// does not know how its attempts went.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::future::{pending, poll_once};
+    /// use futures_lite::{StreamExt, stream};
+    /// use tollgate::{BoundedStreamExt, MapControl};
+    /// # futures_lite::future::block_on(async {
+    /// let control = MapControl::new();
+    /// // Three items of host 0, then one of host 1 that never ends (so the map runs on).
+    /// let mut pages = Box::pin(
+    ///     stream::iter([0u32, 0, 0, 1])
+    ///         .map_unordered(4, |host| async move {
+    ///             if host == 1 {
+    ///                 pending::<()>().await;
+    ///             }
+    ///             host
+    ///         })
+    ///         .per_key(|host| *host, 1)
+    ///         .control(&control),
+    /// );
+    /// for _ in 0..3 {
+    ///     assert_eq!(pages.next().await, Some(0));
+    /// }
+    /// let _ = control.busiest_keys(2); // ask: the map publishes when its next poll returns
+    /// assert!(poll_once(pages.next()).await.is_none());
+    /// let keys = control.busiest_keys(2);
+    /// // Host 1 is busy; host 0 is idle, kept in view after its last attempt.
+    /// assert_eq!((*keys[0].key(), keys[0].in_flight(), keys[0].attempts()), (1, 1, 0));
+    /// assert_eq!((*keys[1].key(), keys[1].in_flight(), keys[1].attempts()), (0, 0, 3));
+    /// assert_eq!(keys[1].successes(), 0, "this map reads no outcome");
+    /// # });
+    /// ```
+    #[must_use]
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Of its [attempts](Self::attempts) that ended, those its map read as a success
+    /// ([`Outcome::success`](crate::Outcome::success)); 0 on a map that reads no outcome.
+    /// Saturates at `u32::MAX`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::future::{pending, poll_once};
+    /// use futures_lite::{StreamExt, stream};
+    /// use tollgate::{BoundedStreamExt, MapControl, Outcome};
+    /// # futures_lite::future::block_on(async {
+    /// let control = MapControl::new();
+    /// let mut pages = Box::pin(
+    ///     stream::iter([200u16, 429, 503, 404, 200, 0])
+    ///         .map_unordered(8, |status| async move {
+    ///             if status == 0 {
+    ///                 pending::<()>().await; // keeps the map running
+    ///             }
+    ///             status
+    ///         })
+    ///         .per_key(|status| *status == 0, 8)
+    ///         .classify(|status: &u16| match *status {
+    ///             200 => Outcome::success(),
+    ///             429 => Outcome::overload(),
+    ///             503 => Outcome::outage(),
+    ///             _ => Outcome::failure(),
+    ///         })
+    ///         .control(&control),
+    /// );
+    /// for _ in 0..5 {
+    ///     assert!(pages.next().await.is_some());
+    /// }
+    /// let _ = control.busiest_keys(2);
+    /// assert!(poll_once(pages.next()).await.is_none());
+    /// let keys = control.busiest_keys(2);
+    /// let answered = keys.iter().find(|key| !*key.key()).unwrap();
+    /// assert_eq!(answered.attempts(), 5);
+    /// assert_eq!(answered.successes(), 2);
+    /// assert_eq!(
+    ///     (answered.overloads(), answered.outages(), answered.failures()),
+    ///     (1, 1, 1)
+    /// );
+    /// # });
+    /// ```
+    #[must_use]
+    pub fn successes(&self) -> u32 {
+        self.successes
+    }
+
+    /// Of its [attempts](Self::attempts) that ended, those its map read as an overload
+    /// ([`Outcome::overload`](crate::Outcome::overload): a 429, a 503 without
+    /// `Retry-After`, a timeout); 0 on a map that reads no outcome. Saturates at
+    /// `u32::MAX`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::KeyProgress;
+    ///
+    /// /// The share of a host's answers that said it has too much.
+    /// fn overloaded(key: &KeyProgress<String>) -> f64 {
+    ///     f64::from(key.overloads()) / f64::from(key.attempts().max(1))
+    /// }
+    /// ```
+    #[must_use]
+    pub fn overloads(&self) -> u32 {
+        self.overloads
+    }
+
+    /// Of its [attempts](Self::attempts) that ended, those its map read as an outage
+    /// ([`Outcome::outage`](crate::Outcome::outage): a 503 with `Retry-After`); 0 on a map
+    /// that reads no outcome. Saturates at `u32::MAX`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::KeyProgress;
+    ///
+    /// /// Whether a host said it is out more often than it answered.
+    /// fn mostly_out(key: &KeyProgress<String>) -> bool {
+    ///     key.outages() > key.successes()
+    /// }
+    /// ```
+    #[must_use]
+    pub fn outages(&self) -> u32 {
+        self.outages
+    }
+
+    /// Of its [attempts](Self::attempts) that ended, those its map read as a plain failure
+    /// ([`Outcome::failure`](crate::Outcome::failure): a 404, a stray 500); 0 on a map that
+    /// reads no outcome. Saturates at `u32::MAX`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::KeyProgress;
+    ///
+    /// /// A progress line's words for one host.
+    /// fn line(key: &KeyProgress<String>) -> String {
+    ///     format!(
+    ///         "{}: {} ok, {} overloaded, {} out, {} failed",
+    ///         key.key(),
+    ///         key.successes(),
+    ///         key.overloads(),
+    ///         key.outages(),
+    ///         key.failures()
+    ///     )
+    /// }
+    /// ```
+    #[must_use]
+    pub fn failures(&self) -> u32 {
+        self.failures
     }
 }

@@ -24,6 +24,8 @@ pub(crate) const CAN_PER_KEY: u8 = 2;
 pub(crate) const CAN_KEY_SETTINGS: u8 = 4;
 /// A map is attached and has not ended.
 const ATTACHED: u8 = 8;
+/// The map's keys adapt: a key's values in force may be moved while it runs.
+pub(crate) const CAN_ADAPT: u8 = 16;
 
 /// Settings asked for and not yet applied by the map.
 #[derive(Debug, Default, Clone, Copy)]
@@ -41,6 +43,8 @@ pub(crate) enum KeyChange<K> {
     Set(K, KeySettings),
     /// The key follows the defaults again.
     Clear(K),
+    /// An adaptive key's values in force move to the values these settings set.
+    InForce(K, KeySettings),
 }
 
 /// The settings of single keys asked for, in the order asked, not yet applied.
@@ -354,6 +358,8 @@ impl Shared {
             Kind::NoKeys
         } else if needs & CAN_KEY_SETTINGS != 0 && changeable & CAN_KEY_SETTINGS == 0 {
             Kind::AttachedBeforeKeys
+        } else if needs & CAN_ADAPT != 0 && changeable & CAN_ADAPT == 0 {
+            Kind::NotAdaptive
         } else if changeable & needs != needs {
             Kind::NoScheduler
         } else {

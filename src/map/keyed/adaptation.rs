@@ -10,6 +10,7 @@ use super::settings::InForce;
 use crate::events;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
+use crate::limit::key_settings::KeySettings;
 use crate::limit::rate::gcra::Gcra;
 
 /// How long a key that adapts is kept after its last attempt, once it has nothing to do:
@@ -72,6 +73,24 @@ impl Adaptation {
         state.settings = ceilings;
         state.settings.set_rate(in_force);
         take_values(adapt, state, now);
+    }
+}
+
+impl Adaptation {
+    /// Moves the values in force of `state`'s key to what `settings` sets, within its floor
+    /// and ceilings: its adaptation goes on from them (`KeyAdapt::set_current`).
+    pub(super) fn set_in_force<T>(
+        &mut self,
+        state: &mut KeyState<T>,
+        settings: KeySettings,
+        now: u64,
+    ) {
+        let adapt = &mut self.keys[state.slot()];
+        let rate = settings.get_rate().map(Gcra::new);
+        adapt.set_current(&self.config, now, settings.get_limit(), rate);
+        take_values(adapt, state, now);
+        let (limit, rate) = (state.limit(), state.rate());
+        events::key_adapted(limit, rate.map(|rate| rate.per_second()));
     }
 }
 

@@ -94,7 +94,8 @@ pub(super) struct KeyState<T> {
     place: PlaceWord,
     /// Kept, even idle, until this time ([`keep_until`](Self::keep_until)), in units of
     /// [`KEPT_SHIFT`]: 60 s after a server's hint set its limit or rate (`hints.rs`), or
-    /// after its last attempt on an adaptive map (`adaptation.rs`).
+    /// after its last attempt on an adaptive map (`adaptation.rs`) or on a keyed map with a
+    /// control (`tally.rs`).
     kept: u32,
     /// Its account in the slot-time line (`turns.rs`): the low bits of the slot time
     /// charged to it so far.
@@ -171,6 +172,14 @@ impl<T> KeyState<T> {
     #[inline]
     pub(super) fn is_kept(&self, now: u64) -> bool {
         (now >> KEPT_SHIFT) < u64::from(self.kept)
+    }
+
+    /// Until when the key is kept ([`keep_until`](Self::keep_until)), in units of
+    /// [`KEPT_SHIFT`] (0: not kept): a quiet key's last attempt ended 60 s before, as every
+    /// part that keeps a key keeps it 60 s from an attempt's start or end.
+    #[inline]
+    pub(super) fn kept_until(&self) -> u32 {
+        self.kept
     }
 
     /// How many of its items run.

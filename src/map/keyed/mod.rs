@@ -39,6 +39,7 @@ mod retry_budget;
 mod scheduler;
 mod settings;
 mod shared;
+mod tally;
 mod timer;
 mod turns;
 mod window;
@@ -68,7 +69,7 @@ use self::shared::{Gate, GateOutput};
 use self::timer::MapTimer;
 pub use self::turns::SlotPolicy;
 use self::window::Growth;
-use super::control::{CAN_KEY_SETTINGS, CAN_PER_KEY, CAN_RATE, KeyChanges, KeyProgress};
+use super::control::{CAN_ADAPT, CAN_KEY_SETTINGS, CAN_PER_KEY, CAN_RATE, KeyChanges, KeyProgress};
 use super::engine::{Admission, AfterYield, DebugFields, DefaultWindow, Engine};
 use super::pool::Started;
 use super::queued::{Admit, Queued, fill_queued};
@@ -266,9 +267,15 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
         self.scheduler.set_slot_policy(policy);
     }
 
-    /// Publishes the busiest keys on `board` for a control.
+    /// Publishes the busiest keys on `board` for a control. A keyed map counts each key's
+    /// attempts for it from now on, and keeps a key in view 60 s after its last attempt
+    /// ended, on the map's clock (before the map starts).
     pub(crate) fn set_board(&mut self, board: KeyBoard<K>) {
         self.board = Some(board);
+        if self.keyed {
+            self.scheduler.set_tally();
+            self.timed = true;
+        }
     }
 
     /// Takes the settings of single keys a control queues in `changes`.
@@ -542,8 +549,13 @@ impl<T, K, KF, P, G, C> DefaultWindow for PerKey<T, K, KF, P, G, C> {
         } else {
             0
         };
+        let adapts = if self.scheduler.is_adaptive() {
+            CAN_ADAPT
+        } else {
+            0
+        };
         if self.keyed {
-            CAN_RATE | CAN_PER_KEY | keys
+            CAN_RATE | CAN_PER_KEY | keys | adapts
         } else {
             CAN_RATE
         }

@@ -6,8 +6,8 @@
 //! (the breaker's ticket, the rate's state, adaptation hearing of the start, the shared
 //! limits' permit, the retry budget's share). An attempt's end reaches the parts that read
 //! outcomes in the order they depend on each other: hints and pauses (what the server
-//! said), adaptation, the breaker, then the shared limits (which give back the permits of a
-//! key its breaker now holds).
+//! said), adaptation, the breaker, the counts a control shows, then the shared limits (which
+//! give back the permits of a key its breaker now holds).
 //!
 //! Adding a per-key feature: one file implementing [`Part`], and here a field, its setter
 //! (which sets `more`, and `judges` for a part with a verdict of its own: the folds skip
@@ -32,6 +32,7 @@ use super::key_rate::KeyRates;
 use super::part::{Ended, Part, Verdict};
 use super::pause::Pauses;
 use super::settings::InForce;
+use super::tally::Tally;
 use crate::events;
 use crate::limit::adaptive::config::Adaptive;
 use crate::limit::breaker::core::BreakerState;
@@ -49,9 +50,12 @@ pub(super) struct Parts<K> {
     pub(super) breaker: Option<MapBreaker<K>>,
     pub(super) asks: Asks<K>,
     pub(super) budget: Option<RetryBudget>,
+    /// The counts a control shows, and the keys it keeps in view (a keyed map with a
+    /// control only).
+    pub(super) tally: Option<Tally>,
     /// Whether the map has any part beyond the key's rate, pause and hints (adaptation,
-    /// a breaker, shared limits, a retry budget): a map with none of them asks one
-    /// question for all four on each start and end.
+    /// a breaker, shared limits, a retry budget, the counts): a map with none of them
+    /// asks one question for all of them on each start and end.
     more: bool,
     /// Whether any part but the rate and the pause has a verdict of its own (a breaker,
     /// shared limits): the others' verdicts are asked in one question.
@@ -77,6 +81,7 @@ impl<K> Parts<K> {
             breaker: None,
             asks: Asks::new(),
             budget: None,
+            tally: None,
             more: false,
             judges: false,
         }
@@ -101,8 +106,17 @@ impl<K> Parts<K> {
         self.more = true;
     }
 
+    /// Registers the counts a control shows (before the first item).
+    pub(super) fn set_tally(&mut self) {
+        self.tally = Some(Tally::new());
+        self.more = true;
+    }
+
     /// Forgets every key's state in the parts' columns (the scheduler forgot its keys).
     pub(super) fn clear(&mut self) {
+        if let Some(tally) = &mut self.tally {
+            tally.clear();
+        }
         if let Some(adaptation) = &mut self.adaptive {
             adaptation.clear();
         }
@@ -155,6 +169,7 @@ impl<K: Hash + Eq + Clone> Parts<K> {
     pub(super) fn made<T>(&mut self, key: &K, state: &mut KeyState<T>, now: u64) {
         self.adaptive.made(key, state, now);
         self.breaker.made(key, state, now);
+        self.tally.made(key, state, now);
     }
 
     /// When `key` may start its next item at `now`, and how: every part's verdict in one.
@@ -194,6 +209,7 @@ impl<K: Hash + Eq + Clone> Parts<K> {
         self.adaptive.started(key, state, now, first);
         self.asks.started(key, state, now, first);
         self.budget.started(key, state, now, first);
+        self.tally.started(key, state, now, first);
     }
 
     /// An attempt of `key` ended at `now`.
@@ -211,6 +227,7 @@ impl<K: Hash + Eq + Clone> Parts<K> {
         }
         self.adaptive.ended(key, state, ended, now);
         self.breaker.ended(key, state, ended, now);
+        self.tally.ended(key, state, ended, now);
         if self.asks.is_gated()
             && self
                 .breaker
@@ -261,9 +278,12 @@ impl<K: Hash + Eq + Clone> Parts<K> {
             return own;
         }
         // The breaker is asked whatever the others say: it drops a clean core even when
-        // another part keeps the key.
+        // another part keeps the key; so are the counts, which keep a key that just went
+        // quiet in view.
         let breaker = Part::<K, T>::is_idle(&mut self.breaker, state, now, pulled);
+        let tally = Part::<K, T>::is_idle(&mut self.tally, state, now, pulled);
         own && breaker
+            && tally
             && Part::<K, T>::is_idle(&mut self.adaptive, state, now, pulled)
             && Part::<K, T>::is_idle(&mut self.budget, state, now, pulled)
     }
@@ -273,5 +293,6 @@ impl<K: Hash + Eq + Clone> Parts<K> {
         self.rate.show(state, now, progress);
         self.pause.show(state, now, progress);
         self.breaker.show(state, now, progress);
+        self.tally.show(state, now, progress);
     }
 }

@@ -19,6 +19,7 @@
 //! number of items in every key's queues; a key in a line may have been forgotten since
 //! (whoever pops it checks).
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::hash::Hash;
 
@@ -124,6 +125,12 @@ impl<K, T> KeyScheduler<K, T> {
         self.swept_at = 0;
     }
 
+    /// Whether the keys adapt.
+    #[inline(always)]
+    pub(crate) fn is_adaptive(&self) -> bool {
+        self.parts.adaptive.is_some()
+    }
+
     /// Permits of the shared limits in hand, over all keys.
     pub(crate) fn granted(&self) -> usize {
         self.parts.asks.granted()
@@ -158,15 +165,16 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         }
     }
 
-    /// Whether the keys adapt.
-    #[inline(always)]
-    pub(crate) fn is_adaptive(&self) -> bool {
-        self.parts.adaptive.is_some()
-    }
-
     /// Gives every key a circuit breaker (before any item is pushed).
     pub(crate) fn set_breaker(&mut self, breaker: MapBreaker<K>) {
         self.parts.set_breaker(breaker);
+    }
+
+    /// Counts each key's attempts by how they ended, and keeps a key in view 60 s after
+    /// its last attempt ended, for a control (before any item is pushed).
+    pub(crate) fn set_tally(&mut self) {
+        debug_assert!(self.keys.is_empty(), "counts before the first item");
+        self.parts.set_tally();
     }
 
     /// Takes the keys whose breaker refused a start while they held a permit of the
@@ -601,11 +609,25 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         }
     }
 
+    /// Moves an adaptive `key`'s values in force to what `settings` sets (held within its
+    /// floor and ceilings), where its adaptation goes on from. A key the map does not hold
+    /// now (never seen, or forgotten: it starts low when it comes back), or a map whose keys
+    /// do not adapt, is left as it is.
+    pub(crate) fn set_in_force(&mut self, key: &K, settings: KeySettings, now: u64) {
+        let (Some(adaptation), Some(state)) = (&mut self.parts.adaptive, self.keys.get_mut(key))
+        else {
+            return;
+        };
+        adaptation.set_in_force(state, settings, now);
+        self.replace(key, now);
+    }
+
     /// Applies a setting of one key a control asked for.
     pub(crate) fn change_key(&mut self, change: KeyChange<K>, now: u64) {
         match change {
             KeyChange::Set(key, settings) => self.set_own(key, settings, now),
             KeyChange::Clear(key) => self.clear_own(&key, now),
+            KeyChange::InForce(key, settings) => self.set_in_force(&key, settings, now),
         }
     }
 
@@ -631,10 +653,13 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     }
 
     /// How many keys are paused at `now`, how many have a breaker open or half-open, and
-    /// the `n` keys with the most items waiting or running (busiest first), as their
-    /// parts show them.
+    /// the `n` keys first in a control's view, as their parts show them: the keys with the
+    /// most items waiting or running (busiest first), then those whose breaker is open or
+    /// half-open, then, on a map whose control keeps keys in view (`tally.rs`), the idle
+    /// keys still kept, the one whose last attempt ended latest first.
     pub(crate) fn busiest(&self, now: u64, n: usize) -> (usize, usize, Vec<KeyProgress<K>>) {
         let (mut paused, mut open) = (0, 0);
+        let in_view = self.parts.tally.is_some();
         let mut loads = Vec::new();
         for (key, state) in self.keys.iter() {
             paused += usize::from(state.is_paused(now));
@@ -644,35 +669,46 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
                 .as_ref()
                 .is_some_and(|breaker| breaker.state(state, now) != BreakerState::Closed);
             open += usize::from(is_open);
-            if n > 0 && (state.items() + state.running() > 0 || is_open) {
-                loads.push((key, state));
+            let load = state.items() + state.running();
+            // An idle key in view: kept since its last attempt ended, to 60 s after it.
+            let kept = in_view && state.is_quiet() && state.is_kept(now);
+            if n > 0 && (load > 0 || is_open || kept) {
+                let rank = (Reverse(load), Reverse(is_open), Reverse(state.kept_until()));
+                loads.push((rank, key, state));
             }
         }
-        let load =
-            |(_, state): &(&K, &KeyState<T>)| std::cmp::Reverse(state.items() + state.running());
+        let rank = |(rank, _, _): &(_, &K, &KeyState<T>)| *rank;
         if loads.len() > n {
-            loads.select_nth_unstable_by_key(n, load);
+            loads.select_nth_unstable_by_key(n, rank);
             loads.truncate(n);
         }
-        loads.sort_by_key(load);
+        loads.sort_by_key(rank);
         let busiest = loads
             .into_iter()
-            .map(|(key, state)| {
-                let mut progress = KeyProgress {
-                    key: key.clone(),
-                    waiting: state.items(),
-                    in_flight: state.running(),
-                    paused: false,
-                    limit: state.limit(),
-                    rate_interval: 0,
-                    breaker: None,
-                    held_by: self.held_by(key, state, now),
-                };
-                self.parts.show(state, now, &mut progress);
-                progress
-            })
+            .map(|(_, key, state)| self.progress(key, state, now))
             .collect();
         (paused, open, busiest)
+    }
+
+    /// `key`'s figures (of entry `state`) at `now`, as its parts show them.
+    fn progress(&self, key: &K, state: &KeyState<T>, now: u64) -> KeyProgress<K> {
+        let mut progress = KeyProgress {
+            key: key.clone(),
+            waiting: state.items(),
+            in_flight: state.running(),
+            paused: false,
+            limit: state.limit(),
+            rate_interval: 0,
+            breaker: None,
+            held_by: self.held_by(key, state, now),
+            attempts: 0,
+            successes: 0,
+            overloads: 0,
+            outages: 0,
+            failures: 0,
+        };
+        self.parts.show(state, now, &mut progress);
+        progress
     }
 
     /// What keeps `key`'s waiting items (of entry `state`) from starting at `now`: the
@@ -771,7 +807,11 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
     /// [`finish`](Self::finish) or [`retry`](Self::retry)). `None` if it has no item left.
     pub(crate) fn ask_failed(&mut self, key: &K, now: u64) -> Option<T> {
         self.parts.asks.ask_failed(key);
-        let (item, _) = self.keys.get_mut(key)?.take_item(now, &mut self.queues)?;
+        let state = self.keys.get_mut(key)?;
+        let (item, _) = state.take_item(now, &mut self.queues)?;
+        if let Some(tally) = &mut self.parts.tally {
+            tally.count_start(state);
+        }
         self.waiting -= 1;
         self.replace(key, now);
         Some(item)
