@@ -599,10 +599,11 @@ impl<K: Clone> MapControl<K> {
     /// and all, 60 s after its last attempt ended (on the map's clock), and lists such keys
     /// last, after the busy ones and those with an open breaker, the one whose last attempt
     /// ended latest first (to about 17 ms), nothing waiting or in flight. A key seen again
-    /// within the 60 s goes on with its counts; after them the map forgets it, and a key
-    /// seen again counts from 0. The map keeps them for its control only: a map without
-    /// one forgets a key once nothing of it waits or runs (an
-    /// [adaptive](crate::futures::BoundedMap::adaptive) map keeps its keys 60 s anyway).
+    /// within the 60 s goes on with its counts; after them it is out of view, and the map
+    /// may forget it (at its next sweep of idle keys): seen again then, it counts from 0.
+    /// The map keeps them for its control only: a map without one forgets a key once
+    /// nothing of it waits or runs (an [adaptive](crate::futures::BoundedMap::adaptive)
+    /// map keeps its keys 60 s anyway).
     ///
     /// Walking the keys costs the map time in proportion to its active keys, so it
     /// publishes them only when asked: each call asks (and wakes the map), and the map

@@ -369,7 +369,8 @@ impl<K> KeyProgress<K> {
     }
 
     /// Its attempts that ended (first attempts and retries), counted since the map last
-    /// made the key's entry: a key forgotten (idle for 60 s) and seen again counts from 0.
+    /// made the key's entry: a key the map forgot (60 s or more after its last attempt)
+    /// counts from 0 when seen again.
     /// Counted on every keyed map with a control, whether or not it reads outcomes. An
     /// attempt whose ask to the [shared limits](crate::SharedLimits) failed counts (it
     /// ended at once with the error); an item an open
