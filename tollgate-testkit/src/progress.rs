@@ -33,6 +33,8 @@ fn hold(held_by: HeldBy) -> &'static str {
 /// The hosts with most left, each with what holds it: `h3 12 left (its rate), ...`.
 fn slowest<K: Display>(keys: &[KeyProgress<K>]) -> String {
     keys.iter()
+        // (Idle hosts stay in a control's view a while, after the busy ones: none left.)
+        .filter(|key| key.waiting() + key.in_flight() > 0)
         .map(|key| {
             format!(
                 "{} {} left ({})",

@@ -1,6 +1,7 @@
 //! The contract of the scheduler's **parts**: each per-key feature (the key's rate, its
-//! pause, a server's hints, adaptation, a breaker, shared limits, the retry budget) is a part
-//! behind one interface, and the scheduler reads the parts, not the features.
+//! pause, a server's hints, adaptation, a breaker, shared limits, the retry budget, a
+//! control's counts) is a part behind one interface, and the scheduler reads the parts,
+//! not the features.
 //!
 //! A part is a map-level value (its settings: `Adaptive`, a breaker's `Breaker`, the retry
 //! budget's ratio) registered once, in the order of `parts.rs`; its per-key state lives in
