@@ -74,9 +74,7 @@ impl Adaptation {
         state.settings.set_rate(in_force);
         take_values(adapt, state, now);
     }
-}
 
-impl Adaptation {
     /// Moves the values in force of `state`'s key to what `settings` sets, within its floor
     /// and ceilings: its adaptation goes on from them (`KeyAdapt::set_current`).
     pub(super) fn set_in_force<T>(
