@@ -1,7 +1,9 @@
 //! The per-key counts a control shows, as a part: see [`Part`] for the contract. A key's
 //! counts are its [`KeyTally`], in the part's column at the key's slot; the part is
 //! registered only on a keyed map with a control attached, so a map without one pays
-//! nothing per key and no instruction on its starts and ends.
+//! nothing per key; on its starts and ends, a map with no other optional part pays no
+//! instruction (the parts' one question covers it), one with some (adaptation, a breaker)
+//! one test of a part it has not.
 //!
 //! It also keeps a key in view: an idle key stays [`KEPT_IDLE`] after its last attempt
 //! ended (its entry's [`keep_until`](KeyState::keep_until)), counts and all, so that a
