@@ -788,6 +788,43 @@ where
             }
         })
     }
+
+    /// Drives the map while its consumer works on an output (`alongside.rs`): polls the
+    /// woken futures and refills, keeping every output in the buffer (the window counts
+    /// them, so the buffer stays bounded), until nothing moves; registers `cx`.
+    pub(crate) fn poll_work<F, W>(self: Pin<&mut Self>, f: &mut F, cx: &mut Context<'_>, name: &str)
+    where
+        F: FnMut(S::Item) -> W,
+        W: IntoFuture<IntoFuture = Fut>,
+    {
+        let this = self.project();
+        this.engine.check(name);
+        let mut source = this.source;
+        let results = this.results;
+        StopOnUnwind::run(this.engine, |engine| {
+            let mut allowance = YIELD_EVERY;
+            engine.admission.polled();
+            loop {
+                if engine.is_done() {
+                    return;
+                }
+                engine.pool.enter();
+                let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
+                if engine.should_park(cx, allowance) {
+                    if engine.steering.shared.is_some() {
+                        engine.after_poll(false);
+                    }
+                    return;
+                }
+            }
+        });
+    }
+
+    /// The consumer's work ended: the map is not polled until its next `next()`.
+    #[inline]
+    pub(crate) fn work_done(self: Pin<&mut Self>) {
+        self.project().engine.admission.handed_out();
+    }
 }
 
 #[cfg(test)]
