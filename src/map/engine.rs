@@ -353,9 +353,51 @@ impl<Fut: Future, A> Engine<Fut, A> {
             self.set_limit(limit);
         }
         self.admission.apply(&settings);
-        if self.is_drain_asked() {
+        if self.is_stop_asked() {
+            self.begin_stop(results);
+        } else if self.is_drain_asked() {
             self.begin_drain(results);
         }
+    }
+
+    /// Whether a stop was asked and has not taken effect yet.
+    #[inline]
+    fn is_stop_asked(&self) -> bool {
+        self.steering.stopped.is_none()
+            && self
+                .steering
+                .shared
+                .as_ref()
+                .is_some_and(|shared| shared.is_stopping())
+    }
+
+    /// Ends the map's work at once (`MapControl::stop`): nothing more is pulled or
+    /// started, the pulled items that never started are not started, the attempts in
+    /// flight and the items waiting for a retry are cancelled (their futures dropped, their
+    /// permits and shared leases given back), and `results` is told none of their positions
+    /// will come: what finished before is still handed out. The figures are final from
+    /// here.
+    #[cold]
+    #[inline(never)]
+    fn begin_stop<T, R>(&mut self, results: &mut R)
+    where
+        A: Admission<T, Fut::Output>,
+        R: Results<Fut::Output>,
+    {
+        self.begin_drain(results);
+        // What runs or waits for a retry now is cancelled: the figures count it so before
+        // the work goes.
+        let figures = self.figures().at_end();
+        let mut cancelled = self.admission.take_retrying();
+        cancelled.extend(self.pool.cancel_all());
+        self.admission.clear();
+        for &seq in &cancelled {
+            results.skip(seq);
+        }
+        if let Some(shared) = &self.steering.shared {
+            shared.record_cancelled(cancelled);
+        }
+        self.steering.stopped = Some(figures);
     }
 
     /// The running totals for the control.
@@ -363,6 +405,9 @@ impl<Fut: Future, A> Engine<Fut, A> {
     where
         A: Admission<T, Fut::Output>,
     {
+        if let Some(stopped) = self.steering.stopped {
+            return stopped;
+        }
         let mut figures = self.admission.figures(self.next_seq, self.pool.len());
         figures.pulled = self.next_seq as u64;
         figures.not_started = self.steering.not_started as u64;
@@ -828,61 +873,5 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use std::panic::{AssertUnwindSafe, catch_unwind};
-    use std::pin::pin;
-    use std::task::{Context, Waker};
-
-    /// Runs `body` from a destructor while another panic unwinds.
-    fn during_another_panic(body: impl FnOnce() + 'static) {
-        struct OnDrop<B: FnOnce()>(Option<B>);
-        impl<B: FnOnce()> Drop for OnDrop<B> {
-            fn drop(&mut self) {
-                assert!(std::thread::panicking());
-                (self.0.take().unwrap())();
-            }
-        }
-        let outer = catch_unwind(AssertUnwindSafe(|| {
-            let _guard = OnDrop(Some(body));
-            panic!("outer");
-        }));
-        assert!(outer.is_err());
-    }
-
-    /// Before, the unwind guard remembered whether the thread was already panicking when
-    /// the poll began and then did nothing: a map polled from a destructor during another
-    /// panic, whose own future panicked (caught there), was not stopped, and a later poll
-    /// returned `Ready([0])`: partial data as success. Now the guard acts whenever this
-    /// poll unwinds.
-    #[test]
-    fn a_panic_inside_a_map_polled_during_another_panic_still_marks_it() {
-        during_another_panic(|| {
-            let mut map = pin!(crate::map::map_async(0..4u32, 2, |n| async move {
-                assert!(n != 1, "item 1 fails");
-                n
-            }));
-            let mut cx = Context::from_waker(Waker::noop());
-            assert!(catch_unwind(AssertUnwindSafe(|| map.as_mut().poll(&mut cx))).is_err());
-            let again = catch_unwind(AssertUnwindSafe(|| map.as_mut().poll(&mut cx)))
-                .expect_err("polled again after its panic");
-            let message = again.downcast_ref::<String>().unwrap();
-            assert!(message.contains("after a panic it propagated"), "{message}");
-        });
-    }
-
-    /// A map polled to the end from a destructor during another panic works as usual.
-    #[test]
-    fn a_map_polled_during_another_panic_runs_to_the_end() {
-        during_another_panic(|| {
-            let out = futures_lite::future::block_on(crate::map::map_async(
-                0..100u32,
-                4,
-                |n| async move {
-                    futures_lite::future::yield_now().await;
-                    n * 2
-                },
-            ));
-            assert_eq!(out, (0..100).map(|n| n * 2).collect::<Vec<_>>());
-        });
-    }
-}
+#[path = "engine_tests.rs"]
+mod tests;

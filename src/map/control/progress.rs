@@ -172,9 +172,10 @@ impl Progress {
     }
 
     /// Items the map's cancellation cut short: an attempt of theirs was running when the
-    /// map was dropped, stopped by [`try_map_async`](crate::try_map_async)'s first error,
-    /// or went through by a panic (its future was dropped mid-way), or they were waiting
-    /// for a retry after a failed attempt. Unlike the [not started](Self::not_started)
+    /// map was dropped, [stopped](crate::MapControl::stop), stopped by
+    /// [`try_map_async`](crate::try_map_async)'s first error, or went through by a panic
+    /// (its future was dropped mid-way), or they were waiting for a retry after a failed
+    /// attempt. A stop lists their positions: [`MapControl::cancelled`](crate::MapControl::cancelled). Unlike the [not started](Self::not_started)
     /// ones, their work may already have had effects (a request sent, a row written):
     /// check before submitting them again.
     ///
@@ -234,7 +235,7 @@ impl Progress {
         self.keys_warming_up
     }
 
-    /// Whether a drain was asked.
+    /// Whether a drain (or a [stop](crate::MapControl::stop), which is also one) was asked.
     #[must_use]
     pub fn is_draining(&self) -> bool {
         self.draining
