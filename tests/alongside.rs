@@ -28,7 +28,7 @@ use async_io::Async;
 use common::{InFlight, matrix};
 use futures_lite::future::yield_now;
 use futures_lite::{AsyncReadExt, AsyncWriteExt, StreamExt, stream};
-use tollgate::{BoundedStreamExt, Semaphore, amap_iter, sleep, timeout};
+use tollgate::{BoundedStreamExt, MapControl, Semaphore, amap_iter, sleep, timeout};
 
 /// The answer every request gets, whole.
 const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
@@ -230,6 +230,8 @@ matrix! {
         let started = AtomicUsize::new(0);
         let handed_out = AtomicUsize::new(0);
         let ahead = AtomicUsize::new(0);
+        let control = MapControl::new();
+        let mut buffered = 0;
         let mut outputs = pin!(
             stream::iter(0..100u32)
                 .map_bounded(4, |n| {
@@ -243,6 +245,7 @@ matrix! {
                     }
                 })
                 .window(10)
+                .control(&control)
         );
         let mut expected = 0;
         while let Some(n) = outputs.next().await {
@@ -254,6 +257,8 @@ matrix! {
                 .alongside(async {
                     for _ in 0..5 {
                         yield_now().await;
+                        // What the map held for the consumer when it last waited.
+                        buffered = buffered.max(control.progress().buffered());
                     }
                 })
                 .await;
@@ -265,5 +270,7 @@ matrix! {
         // handed out only once `next()` returned: it may read one more.
         assert!(ahead.load(SeqCst) <= 10 + 1, "ran {} ahead", ahead.load(SeqCst));
         assert!(ahead.load(SeqCst) > 4, "the map worked ahead while the consumer worked");
+        assert!(buffered > 0 && buffered <= 10, "outputs held for the consumer: {buffered}");
+        assert_eq!(control.progress().buffered(), 0, "all handed out");
     }
 }

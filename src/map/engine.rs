@@ -326,6 +326,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
         for &seq in &positions {
             results.skip(seq);
         }
+        self.steering.skipped += positions.len();
         self.steering.not_started += positions.len();
         if let Some(shared) = &self.steering.shared {
             shared.record_not_started(positions);
@@ -394,6 +395,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
         for &seq in &cancelled {
             results.skip(seq);
         }
+        self.steering.skipped += cancelled.len();
         if let Some(shared) = &self.steering.shared {
             shared.record_cancelled(cancelled);
         }
@@ -405,16 +407,23 @@ impl<Fut: Future, A> Engine<Fut, A> {
     where
         A: Admission<T, Fut::Output>,
     {
-        if let Some(stopped) = self.steering.stopped {
-            return stopped;
-        }
-        let mut figures = self.admission.figures(self.next_seq, self.pool.len());
-        figures.pulled = self.next_seq as u64;
-        figures.not_started = self.steering.not_started as u64;
-        // A fail-fast collect stops at its first error, which the admission counted only
-        // if it knew the output for an error (a retry policy): it is one failure either
-        // way.
-        figures.failed = figures.failed.max(u64::from(self.steering.broke));
+        let mut figures = match self.steering.stopped {
+            Some(stopped) => stopped,
+            None => {
+                let mut figures = self.admission.figures(self.next_seq, self.pool.len());
+                figures.pulled = self.next_seq as u64;
+                figures.not_started = self.steering.not_started as u64;
+                // A fail-fast collect stops at its first error, which the admission
+                // counted only if it knew the output for an error (a retry policy): it
+                // is one failure either way.
+                figures.failed = figures.failed.max(u64::from(self.steering.broke));
+                figures
+            }
+        };
+        // Finished and not released yet (handed out or collected); the positions a drain
+        // or a stop skipped were released without an output.
+        let handed_out = self.steering.released.saturating_sub(self.steering.skipped);
+        figures.buffered = figures.finished.saturating_sub(handed_out as u64);
         figures
     }
 
@@ -441,10 +450,11 @@ impl<Fut: Future, A> Engine<Fut, A> {
     /// as a ready item).
     #[cold]
     #[inline(never)]
-    fn publish_if_steered<T>(&mut self)
+    fn publish_if_steered<T>(&mut self, released: usize)
     where
         A: Admission<T, Fut::Output>,
     {
+        self.steering.released = released;
         self.publish();
     }
 
@@ -452,11 +462,12 @@ impl<Fut: Future, A> Engine<Fut, A> {
     /// (see [`publish_if_steered`](Self::publish_if_steered)), but keeps the figures for
     /// the end, should it be dropped before its next poll.
     #[inline(always)]
-    fn note_if_steered<T>(&mut self)
+    fn note_if_steered<T>(&mut self, released: usize)
     where
         A: Admission<T, Fut::Output>,
     {
         if self.steering.shared.is_some() {
+            self.steering.released = released;
             self.note();
         }
     }
@@ -485,10 +496,11 @@ impl<Fut: Future, A> Engine<Fut, A> {
     /// end once it is done. Out of line: the plain map's poll keeps its shape.
     #[cold]
     #[inline(never)]
-    fn after_poll<T>(&mut self, done: bool)
+    fn after_poll<T>(&mut self, done: bool, released: usize)
     where
         A: Admission<T, Fut::Output>,
     {
+        self.steering.released = released;
         if done {
             self.end_steering();
         } else {
@@ -634,7 +646,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
             }
         });
         if self.steering.shared.is_some() {
-            self.after_poll(poll.is_ready());
+            self.after_poll(poll.is_ready(), results.released());
         }
         poll
     }
@@ -778,7 +790,7 @@ where
         if *streak >= STREAK {
             // Cooperative: a long run of ready items yields once to the executor.
             *streak = 0;
-            this.engine.publish_if_steered();
+            this.engine.publish_if_steered(results.released());
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
@@ -798,11 +810,11 @@ where
                     AfterYield::Hold => {}
                     AfterYield::Fill => {
                         let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut allowance);
-                        engine.note_if_steered();
+                        engine.note_if_steered(results.released());
                     }
                     AfterYield::Pass => {
                         let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
-                        engine.note_if_steered();
+                        engine.note_if_steered(results.released());
                     }
                 }
                 *streak += 1;
@@ -813,19 +825,20 @@ where
                 let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
                 if let Some(value) = results.pop() {
                     let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut allowance);
-                    engine.note_if_steered();
+                    engine.note_if_steered(results.released());
                     *streak += 1;
                     engine.admission.handed_out();
                     return Poll::Ready(Some(value));
                 }
                 if engine.is_done() {
+                    engine.steering.released = results.released();
                     engine.end_steering();
                     return Poll::Ready(None);
                 }
                 *streak = 0;
                 if engine.should_park(cx, allowance) {
                     if engine.steering.shared.is_some() {
-                        engine.after_poll(false);
+                        engine.after_poll(false, results.released());
                     }
                     return Poll::Pending;
                 }
@@ -857,7 +870,7 @@ where
                 let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
                 if engine.should_park(cx, allowance) {
                     if engine.steering.shared.is_some() {
-                        engine.after_poll(false);
+                        engine.after_poll(false, results.released());
                     }
                     return;
                 }

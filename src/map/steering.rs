@@ -52,6 +52,11 @@ pub(crate) struct Steering {
     pub(crate) broke: bool,
     /// Pulled items a drain (or a stop) dropped unstarted.
     pub(crate) not_started: usize,
+    /// Items that left the map (handed out, collected, or skipped), as of the last
+    /// publication.
+    pub(crate) released: usize,
+    /// Positions a drain or a stop skipped (left the map without an output).
+    pub(crate) skipped: usize,
     /// The figures as of the end of the map's last poll (published, or noted by a stream
     /// before it handed out an output): a map dropped between two polls ends with them.
     pub(crate) last: Figures,

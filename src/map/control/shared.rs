@@ -61,6 +61,7 @@ pub(crate) struct Shared {
     not_started: AtomicU64,
     cancelled_attempts: AtomicU64,
     cancelled_retries: AtomicU64,
+    buffered: AtomicU64,
     paused_keys: AtomicU64,
     /// Keys whose circuit breaker is open or half-open.
     open_keys: AtomicU64,
@@ -126,6 +127,7 @@ impl Shared {
             .store(figures.cancelled_attempts, Ordering::Relaxed);
         self.cancelled_retries
             .store(figures.cancelled_retries, Ordering::Relaxed);
+        self.buffered.store(figures.buffered, Ordering::Relaxed);
         self.ended.store(ended, Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
@@ -147,6 +149,7 @@ impl Shared {
                     not_started: self.not_started.load(Ordering::Relaxed),
                     cancelled_attempts: self.cancelled_attempts.load(Ordering::Relaxed),
                     cancelled_retries: self.cancelled_retries.load(Ordering::Relaxed),
+                    buffered: self.buffered.load(Ordering::Relaxed),
                 };
                 let ended = self.ended.load(Ordering::Relaxed);
                 fence(Ordering::Acquire);
