@@ -16,114 +16,21 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use async_io::Async;
 use common::{InFlight, matrix};
 use futures_lite::future::yield_now;
-use futures_lite::{AsyncReadExt, AsyncWriteExt, StreamExt, stream};
+use futures_lite::{StreamExt, stream};
 use tollgate::{BoundedStreamExt, MapControl, Semaphore, amap_iter, sleep, timeout};
-
-/// The answer every request gets, whole.
-const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+use tollgate_testkit::held_open::{HeldOpenServer, Open, get};
 
 /// How long the server takes to answer a request.
 const SERVER_LATENCY: Duration = Duration::from_millis(10);
 
 /// How long the consumer works on each output.
 const CONSUMER_SLEEP: Duration = Duration::from_millis(200);
-
-/// One connection as the server saw it: accepted, and closed by the client.
-#[derive(Debug, Clone, Copy)]
-struct Open {
-    accepted: Instant,
-    closed: Instant,
-}
-
-/// A loopback server on its own threads that answers `connections` requests after
-/// [`SERVER_LATENCY`] each, and records when each connection was accepted and when the
-/// client closed it (it keeps its end open until then).
-struct Server {
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<Open>>>,
-    accepting: Option<thread::JoinHandle<()>>,
-}
-
-impl Server {
-    fn start(connections: usize) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        let addr = listener.local_addr().expect("a bound address");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let kept = Arc::clone(&log);
-        let accepting = thread::spawn(move || {
-            let mut handlers = Vec::new();
-            for _ in 0..connections {
-                let (socket, _) = listener.accept().expect("accept");
-                let accepted = Instant::now();
-                let log = Arc::clone(&kept);
-                handlers.push(thread::spawn(move || serve(socket, accepted, &log)));
-            }
-            for handler in handlers {
-                handler.join().expect("a connection's thread");
-            }
-        });
-        Self {
-            addr,
-            log,
-            accepting: Some(accepting),
-        }
-    }
-
-    /// Every connection, once all of them were closed.
-    fn finish(mut self) -> Vec<Open> {
-        self.accepting
-            .take()
-            .expect("finished once")
-            .join()
-            .expect("the server's thread");
-        std::mem::take(&mut *self.log.lock().unwrap())
-    }
-}
-
-/// Reads the request's head, answers after [`SERVER_LATENCY`], and waits for the client to
-/// close its end.
-fn serve(mut socket: TcpStream, accepted: Instant, log: &Mutex<Vec<Open>>) {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match socket.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => break,
-        }
-    }
-    thread::sleep(SERVER_LATENCY);
-    let _ = socket.write_all(ANSWER);
-    let mut rest = Vec::new();
-    let _ = socket.read_to_end(&mut rest); // until the client closes
-    log.lock().unwrap().push(Open {
-        accepted,
-        closed: Instant::now(),
-    });
-}
-
-/// One request: connect, send, read the whole answer, close. async-io's sockets work under
-/// every runtime of the matrix.
-async fn get(addr: SocketAddr) -> std::io::Result<usize> {
-    let mut socket = Async::<TcpStream>::connect(addr).await?;
-    socket
-        .write_all(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
-        .await?;
-    let mut answer = vec![0u8; ANSWER.len()];
-    socket.read_exact(&mut answer).await?;
-    assert_eq!(answer, ANSWER);
-    Ok(answer.len())
-}
 
 /// The consumer's work: a sleep, whose start and end it records.
 async fn work(sleeps: &mut Vec<(Instant, Instant)>) {
@@ -136,11 +43,7 @@ async fn work(sleeps: &mut Vec<(Instant, Instant)>) {
 fn spanning(opens: &[Open], sleeps: &[(Instant, Instant)]) -> usize {
     opens
         .iter()
-        .filter(|open| {
-            sleeps
-                .iter()
-                .any(|&(start, end)| open.accepted <= start && open.closed >= end)
-        })
+        .filter(|open| sleeps.iter().any(|&(start, end)| open.spans(start, end)))
         .count()
 }
 
@@ -151,9 +54,9 @@ const LIMIT: usize = 3;
 matrix! {
     async fn no_request_stays_open_through_the_consumers_work() {
         // A plain stream: the loop sleeps between two `next()` calls.
-        let server = Server::start(REQUESTS);
+        let server = HeldOpenServer::start(REQUESTS, SERVER_LATENCY);
         let mut sleeps = Vec::new();
-        let mut pages = pin!(amap_iter(0..REQUESTS, LIMIT, |_| get(server.addr)));
+        let mut pages = pin!(amap_iter(0..REQUESTS, LIMIT, |_| get(server.addr())));
         while let Some(page) = pages.next().await {
             page.expect("an answer");
             work(&mut sleeps).await;
@@ -162,9 +65,9 @@ matrix! {
         let plain_spanning = spanning(&plain, &sleeps);
 
         // The same loop, the work awaited alongside the map.
-        let server = Server::start(REQUESTS);
+        let server = HeldOpenServer::start(REQUESTS, SERVER_LATENCY);
         let mut sleeps = Vec::new();
-        let mut pages = pin!(amap_iter(0..REQUESTS, LIMIT, |_| get(server.addr)));
+        let mut pages = pin!(amap_iter(0..REQUESTS, LIMIT, |_| get(server.addr())));
         while let Some(page) = pages.next().await {
             page.expect("an answer");
             pages.alongside(work(&mut sleeps)).await;
