@@ -176,4 +176,40 @@ matrix! {
         assert!(buffered > 0 && buffered <= 10, "outputs held for the consumer: {buffered}");
         assert_eq!(control.progress().buffered(), 0, "all handed out");
     }
+
+    async fn the_first_error_stops_pulling_and_the_future_is_send() {
+        // A consumer whose work fails at item 30: `?` leaves the loop, and dropping the map
+        // ends it (nothing more pulled, what ran cancelled).
+        let control = MapControl::new();
+        let pulled = AtomicUsize::new(0);
+        let crawl = async {
+            let mut outputs = pin!(
+                amap_iter(0..1_000u32, 4, |n| {
+                    pulled.fetch_add(1, SeqCst);
+                    async move {
+                        yield_now().await;
+                        n
+                    }
+                })
+                .control(&control)
+            );
+            while let Some(n) = outputs.next().await {
+                let stored = outputs.alongside(async move {
+                    yield_now().await;
+                    if n == 30 { Err(n) } else { Ok(()) }
+                });
+                assert_send(&stored);
+                stored.await?;
+            }
+            Ok::<(), u32>(())
+        };
+        assert_eq!(crawl.await, Err(30));
+        let progress = control.progress();
+        assert!(progress.is_ended(), "{progress:?}");
+        // Pulled: 31 outputs handed out, and at most the limit beyond them.
+        assert!(pulled.load(SeqCst) <= 31 + 4, "pulled {}", pulled.load(SeqCst));
+        assert_eq!(progress.pulled(), pulled.load(SeqCst) as u64);
+    }
 }
+
+fn assert_send<T: Send>(_: &T) {}
