@@ -49,7 +49,9 @@
 //! - `map_bounded`, `map_unordered`: the stream forms (`BoundedStreamExt`), folded.
 //! - `amap_iter_while_let`, `amap_iter_alongside`: `amap_iter(0..n, 64, f)` read by a
 //!   `while let` loop; the second awaits a consumer's work on each output (an `async`
-//!   block ready at once) through `.alongside(..)`.
+//!   block ready at once) through `.alongside(..)`; `amap_iter_pend_while_let`,
+//!   `amap_iter_pend_alongside`: the same on `pend_once`, with a consumer whose work on each
+//!   output pends once too.
 //! - `map_control`: `map_async` with a `MapControl` attached (`.control(..)`).
 //! - `map_rate`: `map_async(..).rate(..)`, a whole-map rate that never binds.
 //! - `bulkhead`, `semaphore`: one task acquiring a `Bulkhead` / `Semaphore` permit (limit 64)
@@ -229,6 +231,26 @@ const WORKLOADS: &[(&str, Run)] = &[
             let mut sum = 0;
             while let Some(i) = outputs.next().await {
                 outputs.alongside(async { sum += i }).await;
+            }
+            sum
+        })
+    }),
+    ("amap_iter_pend_while_let", |ex, n| {
+        ex.block_on(async {
+            let mut outputs = pin!(amap_iter(0..n, LIMIT, pend_once));
+            let mut sum = 0;
+            while let Some(i) = outputs.next().await {
+                sum += pend_once(i).await;
+            }
+            sum
+        })
+    }),
+    ("amap_iter_pend_alongside", |ex, n| {
+        ex.block_on(async {
+            let mut outputs = pin!(amap_iter(0..n, LIMIT, pend_once));
+            let mut sum = 0;
+            while let Some(i) = outputs.next().await {
+                sum += outputs.alongside(pend_once(i)).await;
             }
             sum
         })

@@ -115,8 +115,14 @@ virtual_time! {
         let (mut before, mut after) = (None, None);
         let mut seen = 0;
         while let Some(_n) = outputs.next().await {
-            // Let the map poll once more (it publishes when it waits), then read.
-            outputs.alongside(yield_now()).await;
+            // Let the map poll once more (it publishes when it waits), then read: work
+            // that waits twice (`alongside` drives the map from the work's second wait).
+            outputs
+                .alongside(async {
+                    yield_now().await;
+                    yield_now().await;
+                })
+                .await;
             note(seen, read(&control), &mut before, &mut after);
             seen += 1;
         }

@@ -96,6 +96,14 @@ fn check_partition<K>(handed_out: &[usize], control: &MapControl<K>, n: usize) {
 
 const N: usize = 200;
 
+/// Work that returns `Pending` `times` times: the map is driven while it waits (from its
+/// second wait on: `alongside` lets work that pends once finish first).
+async fn pend(times: u32) {
+    for _ in 0..times {
+        yield_now().await;
+    }
+}
+
 matrix! {
     async fn a_stop_keeps_what_finished_and_cancels_what_runs() {
         // Items below 20 finish at once; the others hold a permit and a lease and never
@@ -158,9 +166,9 @@ matrix! {
         // asks for the stop.
         let (position, _) = outputs.next().await.expect("an output");
         handed_out.push(position);
-        outputs.alongside(yield_now()).await;
+        outputs.alongside(pend(3)).await;
         control.stop();
-        outputs.alongside(yield_now()).await;
+        outputs.alongside(pend(3)).await;
         assert_eq!(permits.available_permits(), N, "the stop dropped what ran");
         while let Some((position, n)) = outputs.next().await {
             assert_eq!(n % 2, 0, "only what finished");

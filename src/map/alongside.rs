@@ -33,6 +33,11 @@ pub trait MapStream: Stream + sealed::Sealed {
     #[doc(hidden)]
     fn poll_work(self: Pin<&mut Self>, cx: &mut Context<'_>);
 
+    /// Registers `cx` for the map's next wake-up without polling anything: `true` when
+    /// nothing of the map waits to be polled now, `false` when something does.
+    #[doc(hidden)]
+    fn poll_park(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool;
+
     /// The consumer's work ended: until the map is polled again, its outputs wait unseen
     /// (the time counts as handed out, not as the server's).
     #[doc(hidden)]
@@ -62,6 +67,11 @@ where
     }
 
     #[inline]
+    fn poll_park(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        self.get_mut().as_mut().poll_park(cx)
+    }
+
+    #[inline]
     fn work_done(self: Pin<&mut Self>) {
         self.get_mut().as_mut().work_done();
     }
@@ -73,6 +83,11 @@ impl<M: MapStream + Unpin + ?Sized> MapStream for &mut M {
     #[inline]
     fn poll_work(self: Pin<&mut Self>, cx: &mut Context<'_>) {
         Pin::new(&mut **self.get_mut()).poll_work(cx);
+    }
+
+    #[inline]
+    fn poll_park(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        Pin::new(&mut **self.get_mut()).poll_park(cx)
     }
 
     #[inline]
@@ -95,12 +110,18 @@ pin_project! {
         map: &'a mut M,
         #[pin]
         work: W,
+        // The work returned `Pending` before: from now on every poll drives the map.
+        waited: bool,
     }
 }
 
 impl<'a, M: ?Sized, W> Alongside<'a, M, W> {
     pub(crate) fn new(map: &'a mut M, work: W) -> Self {
-        Self { map, work }
+        Self {
+            map,
+            work,
+            waited: false,
+        }
     }
 }
 
@@ -121,7 +142,20 @@ where
         }
         // The map's wake-ups and the work's reach the same task: whichever comes polls
         // both again.
-        Pin::new(&mut **this.map).poll_work(cx);
+        let map = Pin::new(&mut **this.map);
+        if !*this.waited {
+            // The work's first wait: work that pends once (a channel with room after a
+            // wake-up, a lock handed over) is done by the next poll, and the map's woken
+            // attempts are then polled by `next()` with the others, in one pass. The task
+            // comes back at once for them either way: to drive the map if the work still
+            // waits.
+            *this.waited = true;
+            if !map.poll_park(cx) {
+                cx.waker().wake_by_ref();
+            }
+            return Poll::Pending;
+        }
+        map.poll_work(cx);
         Poll::Pending
     }
 }

@@ -408,6 +408,10 @@ where
         this.core.poll_work(this.f, cx, D::NAME);
     }
 
+    fn poll_park(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        self.project().core.poll_park(cx)
+    }
+
     #[inline]
     fn work_done(self: Pin<&mut Self>) {
         self.project().core.work_done();

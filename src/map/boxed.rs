@@ -104,6 +104,10 @@ impl<T> MapStream for BoxedMap<'_, T> {
         self.map.as_mut().poll_work(cx);
     }
 
+    fn poll_park(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        self.map.as_mut().poll_park(cx)
+    }
+
     #[inline]
     fn work_done(mut self: Pin<&mut Self>) {
         self.map.as_mut().work_done();

@@ -878,6 +878,14 @@ where
         });
     }
 
+    /// Registers `cx` for the map's next wake-up, polling nothing: `true` when nothing
+    /// waits to be polled now (no woken future, no timer due, no setting changed).
+    pub(crate) fn poll_park(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        let this = self.project();
+        let engine = this.engine;
+        engine.is_done() || engine.should_park(cx, YIELD_EVERY)
+    }
+
     /// The consumer's work ended: the map is not polled until its next `next()`.
     #[inline]
     pub(crate) fn work_done(self: Pin<&mut Self>) {

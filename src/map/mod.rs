@@ -170,7 +170,11 @@ pub trait BoundedStreamExt: Stream {
     /// so with the default window of a map in completion order (the limit) nothing new
     /// starts once every slot holds a finished output, and a larger window lets the map
     /// work ahead of a slow consumer by that much, never more. Nothing is spawned; it
-    /// works on every executor.
+    /// works on every executor. (At the work's first wait the map is only registered for
+    /// its wake-ups, and the task asks to be polled again at once if an attempt already
+    /// woke: work that waits once, a channel send after a wake-up, is done by then, and the
+    /// next `next()` polls the map's woken attempts together. From the work's second poll
+    /// on, every poll drives the map.)
     ///
     /// Order, keys, rates, retries and the control's figures are the map's, as with
     /// `next()` alone. An adaptive map times each attempt from its start to its end,
