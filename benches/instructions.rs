@@ -47,6 +47,11 @@
 //! 2 per key, unless said.
 //! - `map_async`, `map_async_pend_once`: `map_async(0..n, 64, f)`, input order, collected.
 //! - `map_bounded`, `map_unordered`: the stream forms (`BoundedStreamExt`), folded.
+//! - `amap_iter_while_let`, `amap_iter_alongside`: `amap_iter(0..n, 64, f)` read by a
+//!   `while let` loop; the second awaits a consumer's work on each output (an `async`
+//!   block ready at once) through `.alongside(..)`; `amap_iter_pend_while_let`,
+//!   `amap_iter_pend_alongside`: the same on `pend_once`, with a consumer whose work on each
+//!   output pends once too.
 //! - `map_control`: `map_async` with a `MapControl` attached (`.control(..)`).
 //! - `map_rate`: `map_async(..).rate(..)`, a whole-map rate that never binds.
 //! - `bulkhead`, `semaphore`: one task acquiring a `Bulkhead` / `Semaphore` permit (limit 64)
@@ -79,6 +84,7 @@
 use std::future::Future;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
+use std::pin::pin;
 use std::process::{Command, ExitCode};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -87,7 +93,8 @@ use futures_lite::StreamExt as _;
 use futures_lite::future::yield_now;
 use tollgate::{
     Adaptive, BoundedStreamExt as _, Breaker, Bulkhead, CircuitBreakerError, KeyedCircuitBreaker,
-    KeyedRateLimiter, MapControl, Outcome, Rate, RetryPolicy, Semaphore, map_async, race,
+    KeyedRateLimiter, MapControl, Outcome, Rate, RetryPolicy, Semaphore, amap_iter, map_async,
+    race,
 };
 
 /// The child's workload (`name/executor`).
@@ -207,6 +214,46 @@ const WORKLOADS: &[(&str, Run)] = &[
     ("map_unordered", |ex, n| {
         let stream = futures_lite::stream::iter(0..n).map_unordered(LIMIT, ready);
         ex.block_on(stream.fold(0, |sum, i| sum + i))
+    }),
+    ("amap_iter_while_let", |ex, n| {
+        ex.block_on(async {
+            let mut outputs = pin!(amap_iter(0..n, LIMIT, ready));
+            let mut sum = 0;
+            while let Some(i) = outputs.next().await {
+                sum += i;
+            }
+            sum
+        })
+    }),
+    ("amap_iter_alongside", |ex, n| {
+        ex.block_on(async {
+            let mut outputs = pin!(amap_iter(0..n, LIMIT, ready));
+            let mut sum = 0;
+            while let Some(i) = outputs.next().await {
+                outputs.alongside(async { sum += i }).await;
+            }
+            sum
+        })
+    }),
+    ("amap_iter_pend_while_let", |ex, n| {
+        ex.block_on(async {
+            let mut outputs = pin!(amap_iter(0..n, LIMIT, pend_once));
+            let mut sum = 0;
+            while let Some(i) = outputs.next().await {
+                sum += pend_once(i).await;
+            }
+            sum
+        })
+    }),
+    ("amap_iter_pend_alongside", |ex, n| {
+        ex.block_on(async {
+            let mut outputs = pin!(amap_iter(0..n, LIMIT, pend_once));
+            let mut sum = 0;
+            while let Some(i) = outputs.next().await {
+                sum += outputs.alongside(pend_once(i)).await;
+            }
+            sum
+        })
     }),
     ("map_control", |ex, n| {
         let control = MapControl::new();

@@ -65,7 +65,8 @@ pub mod futures {
     pub use crate::limit::rate::{UntilKeyReady, UntilReady};
     pub use crate::limit::semaphore::{SemaphoreAcquire, SemaphoreAcquireArc};
     pub use crate::map::{
-        BoundedMap, BoxedMap, GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync,
+        Alongside, BoundedMap, BoxedMap, GatherLimit, MapAsync, MapBounded, MapUnordered,
+        TryMapAsync,
     };
     pub use crate::race::Race;
     pub use crate::retry::Retry;
@@ -102,7 +103,7 @@ pub mod futures {
 pub mod map_type {
     pub use crate::map::{
         Classified, Collected, CompletionOrder, Delivery, FailWhenOpen, Fixed, Gathered, Indexed,
-        InputOrder, NoRetry, NoSharedLimits, OutputForm, PerKey, Plain, TryCollected, Unkeyed,
-        WaitWhenOpen, Window, WithSharedLimits,
+        InputOrder, MapStream, NoRetry, NoSharedLimits, OutputForm, PerKey, Plain, TryCollected,
+        Unkeyed, WaitWhenOpen, Window, WithSharedLimits,
     };
 }

@@ -15,6 +15,7 @@ use futures_lite::Stream;
 use futures_lite::stream::Iter;
 use pin_project_lite::pin_project;
 
+use super::alongside::{MapStream, sealed};
 use super::boxed::BoxedMap;
 use super::delivery::{Collected, CompletionOrder, Delivery, Gathered, InputOrder, TryCollected};
 use super::engine::{Admission, Core, DebugFields, DefaultWindow, Engine};
@@ -197,7 +198,7 @@ impl<S, F, Fut: IntoFuture, A, D: Delivery> BoundedMap<S, F, Fut, A, D> {
     /// ```
     pub fn boxed_map<'a>(self) -> BoxedMap<'a, <Self as Stream>::Item>
     where
-        Self: Stream + fmt::Debug + Send + 'a,
+        Self: MapStream + fmt::Debug + Send + 'a,
     {
         BoxedMap::new(self)
     }
@@ -383,6 +384,37 @@ where
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.core.size_hint()
+    }
+}
+
+impl<S, F, Fut, A, D> sealed::Sealed for BoundedMap<S, F, Fut, A, D>
+where
+    Fut: IntoFuture,
+    D: Delivery,
+{
+}
+
+impl<S, F, Fut, A, D> MapStream for BoundedMap<S, F, Fut, A, D>
+where
+    S: Stream,
+    F: FnMut(S::Item) -> Fut,
+    Fut: IntoFuture,
+    A: Admission<S::Item, Fut::Output>,
+    D: Delivery<Held<Fut::Output> = ()>,
+    D::Buffer<Fut::Output>: Buffer<Fut::Output, Out = <D::Form as OutputForm>::Output<Fut::Output>>,
+{
+    fn poll_work(self: Pin<&mut Self>, cx: &mut Context<'_>) {
+        let this = self.project();
+        this.core.poll_work(this.f, cx, D::NAME);
+    }
+
+    fn poll_park(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        self.project().core.poll_park(cx)
+    }
+
+    #[inline]
+    fn work_done(self: Pin<&mut Self>) {
+        self.project().core.work_done();
     }
 }
 

@@ -7,6 +7,8 @@ use std::task::{Context, Poll};
 
 use futures_lite::Stream;
 
+use super::alongside::{MapStream, sealed};
+
 /// A bounded map stream ([`map_bounded`](super::BoundedStreamExt::map_bounded),
 /// [`map_unordered`](super::BoundedStreamExt::map_unordered),
 /// [`amap_iter`](super::amap_iter), with any of their scheduling methods) behind one
@@ -70,13 +72,13 @@ pub struct BoxedMap<'a, T> {
 }
 
 /// A map stream with its name for `Debug`: what [`BoxedMap`] keeps behind its pointer.
-trait ErasedMap<T>: Stream<Item = T> + fmt::Debug {}
+trait ErasedMap<T>: MapStream<Item = T> + fmt::Debug {}
 
-impl<M: Stream + fmt::Debug> ErasedMap<M::Item> for M {}
+impl<M: MapStream + fmt::Debug> ErasedMap<M::Item> for M {}
 
 impl<'a, T> BoxedMap<'a, T> {
     /// `map`, boxed.
-    pub(crate) fn new(map: impl Stream<Item = T> + fmt::Debug + Send + 'a) -> Self {
+    pub(crate) fn new(map: impl MapStream<Item = T> + fmt::Debug + Send + 'a) -> Self {
         Self { map: Box::pin(map) }
     }
 }
@@ -91,6 +93,24 @@ impl<T> Stream for BoxedMap<'_, T> {
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.map.size_hint()
+    }
+}
+
+impl<T> sealed::Sealed for BoxedMap<'_, T> {}
+
+impl<T> MapStream for BoxedMap<'_, T> {
+    #[inline]
+    fn poll_work(mut self: Pin<&mut Self>, cx: &mut Context<'_>) {
+        self.map.as_mut().poll_work(cx);
+    }
+
+    fn poll_park(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        self.map.as_mut().poll_park(cx)
+    }
+
+    #[inline]
+    fn work_done(mut self: Pin<&mut Self>) {
+        self.map.as_mut().work_done();
     }
 }
 

@@ -326,6 +326,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
         for &seq in &positions {
             results.skip(seq);
         }
+        self.steering.skipped += positions.len();
         self.steering.not_started += positions.len();
         if let Some(shared) = &self.steering.shared {
             shared.record_not_started(positions);
@@ -353,9 +354,52 @@ impl<Fut: Future, A> Engine<Fut, A> {
             self.set_limit(limit);
         }
         self.admission.apply(&settings);
-        if self.is_drain_asked() {
+        if self.is_stop_asked() {
+            self.begin_stop(results);
+        } else if self.is_drain_asked() {
             self.begin_drain(results);
         }
+    }
+
+    /// Whether a stop was asked and has not taken effect yet.
+    #[inline]
+    fn is_stop_asked(&self) -> bool {
+        self.steering.stopped.is_none()
+            && self
+                .steering
+                .shared
+                .as_ref()
+                .is_some_and(|shared| shared.is_stopping())
+    }
+
+    /// Ends the map's work at once (`MapControl::stop`): nothing more is pulled or
+    /// started, the pulled items that never started are not started, the attempts in
+    /// flight and the items waiting for a retry are cancelled (their futures dropped, their
+    /// permits and shared leases given back), and `results` is told none of their positions
+    /// will come: what finished before is still handed out. The figures are final from
+    /// here.
+    #[cold]
+    #[inline(never)]
+    fn begin_stop<T, R>(&mut self, results: &mut R)
+    where
+        A: Admission<T, Fut::Output>,
+        R: Results<Fut::Output>,
+    {
+        self.begin_drain(results);
+        // What runs or waits for a retry now is cancelled: the figures count it so before
+        // the work goes.
+        let figures = self.figures().at_end();
+        let mut cancelled = self.admission.take_retrying();
+        cancelled.extend(self.pool.cancel_all());
+        self.admission.clear();
+        for &seq in &cancelled {
+            results.skip(seq);
+        }
+        self.steering.skipped += cancelled.len();
+        if let Some(shared) = &self.steering.shared {
+            shared.record_cancelled(cancelled);
+        }
+        self.steering.stopped = Some(figures);
     }
 
     /// The running totals for the control.
@@ -363,13 +407,23 @@ impl<Fut: Future, A> Engine<Fut, A> {
     where
         A: Admission<T, Fut::Output>,
     {
-        let mut figures = self.admission.figures(self.next_seq, self.pool.len());
-        figures.pulled = self.next_seq as u64;
-        figures.not_started = self.steering.not_started as u64;
-        // A fail-fast collect stops at its first error, which the admission counted only
-        // if it knew the output for an error (a retry policy): it is one failure either
-        // way.
-        figures.failed = figures.failed.max(u64::from(self.steering.broke));
+        let mut figures = match self.steering.stopped {
+            Some(stopped) => stopped,
+            None => {
+                let mut figures = self.admission.figures(self.next_seq, self.pool.len());
+                figures.pulled = self.next_seq as u64;
+                figures.not_started = self.steering.not_started as u64;
+                // A fail-fast collect stops at its first error, which the admission
+                // counted only if it knew the output for an error (a retry policy): it
+                // is one failure either way.
+                figures.failed = figures.failed.max(u64::from(self.steering.broke));
+                figures
+            }
+        };
+        // Finished and not released yet (handed out or collected); the positions a drain
+        // or a stop skipped were released without an output.
+        let handed_out = self.steering.released.saturating_sub(self.steering.skipped);
+        figures.buffered = figures.finished.saturating_sub(handed_out as u64);
         figures
     }
 
@@ -396,10 +450,11 @@ impl<Fut: Future, A> Engine<Fut, A> {
     /// as a ready item).
     #[cold]
     #[inline(never)]
-    fn publish_if_steered<T>(&mut self)
+    fn publish_if_steered<T>(&mut self, released: usize)
     where
         A: Admission<T, Fut::Output>,
     {
+        self.steering.released = released;
         self.publish();
     }
 
@@ -407,11 +462,12 @@ impl<Fut: Future, A> Engine<Fut, A> {
     /// (see [`publish_if_steered`](Self::publish_if_steered)), but keeps the figures for
     /// the end, should it be dropped before its next poll.
     #[inline(always)]
-    fn note_if_steered<T>(&mut self)
+    fn note_if_steered<T>(&mut self, released: usize)
     where
         A: Admission<T, Fut::Output>,
     {
         if self.steering.shared.is_some() {
+            self.steering.released = released;
             self.note();
         }
     }
@@ -440,10 +496,11 @@ impl<Fut: Future, A> Engine<Fut, A> {
     /// end once it is done. Out of line: the plain map's poll keeps its shape.
     #[cold]
     #[inline(never)]
-    fn after_poll<T>(&mut self, done: bool)
+    fn after_poll<T>(&mut self, done: bool, released: usize)
     where
         A: Admission<T, Fut::Output>,
     {
+        self.steering.released = released;
         if done {
             self.end_steering();
         } else {
@@ -589,7 +646,7 @@ impl<Fut: Future, A> Engine<Fut, A> {
             }
         });
         if self.steering.shared.is_some() {
-            self.after_poll(poll.is_ready());
+            self.after_poll(poll.is_ready(), results.released());
         }
         poll
     }
@@ -733,7 +790,7 @@ where
         if *streak >= STREAK {
             // Cooperative: a long run of ready items yields once to the executor.
             *streak = 0;
-            this.engine.publish_if_steered();
+            this.engine.publish_if_steered(results.released());
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
@@ -753,11 +810,11 @@ where
                     AfterYield::Hold => {}
                     AfterYield::Fill => {
                         let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut allowance);
-                        engine.note_if_steered();
+                        engine.note_if_steered(results.released());
                     }
                     AfterYield::Pass => {
                         let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
-                        engine.note_if_steered();
+                        engine.note_if_steered(results.released());
                     }
                 }
                 *streak += 1;
@@ -768,19 +825,20 @@ where
                 let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
                 if let Some(value) = results.pop() {
                     let _ = A::fill(engine, source.as_mut(), f, results, cx, &mut allowance);
-                    engine.note_if_steered();
+                    engine.note_if_steered(results.released());
                     *streak += 1;
                     engine.admission.handed_out();
                     return Poll::Ready(Some(value));
                 }
                 if engine.is_done() {
+                    engine.steering.released = results.released();
                     engine.end_steering();
                     return Poll::Ready(None);
                 }
                 *streak = 0;
                 if engine.should_park(cx, allowance) {
                     if engine.steering.shared.is_some() {
-                        engine.after_poll(false);
+                        engine.after_poll(false, results.released());
                     }
                     return Poll::Pending;
                 }
@@ -788,64 +846,53 @@ where
             }
         })
     }
+
+    /// Drives the map while its consumer works on an output (`alongside.rs`): polls the
+    /// woken futures and refills, keeping every output in the buffer (the window counts
+    /// them, so the buffer stays bounded), until nothing moves; registers `cx`.
+    pub(crate) fn poll_work<F, W>(self: Pin<&mut Self>, f: &mut F, cx: &mut Context<'_>, name: &str)
+    where
+        F: FnMut(S::Item) -> W,
+        W: IntoFuture<IntoFuture = Fut>,
+    {
+        let this = self.project();
+        this.engine.check(name);
+        let mut source = this.source;
+        let results = this.results;
+        StopOnUnwind::run(this.engine, |engine| {
+            let mut allowance = YIELD_EVERY;
+            engine.admission.polled();
+            loop {
+                if engine.is_done() {
+                    return;
+                }
+                engine.pool.enter();
+                let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
+                if engine.should_park(cx, allowance) {
+                    if engine.steering.shared.is_some() {
+                        engine.after_poll(false, results.released());
+                    }
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Registers `cx` for the map's next wake-up, polling nothing: `true` when nothing
+    /// waits to be polled now (no woken future, no timer due, no setting changed).
+    pub(crate) fn poll_park(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        let this = self.project();
+        let engine = this.engine;
+        engine.is_done() || engine.should_park(cx, YIELD_EVERY)
+    }
+
+    /// The consumer's work ended: the map is not polled until its next `next()`.
+    #[inline]
+    pub(crate) fn work_done(self: Pin<&mut Self>) {
+        self.project().engine.admission.handed_out();
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::panic::{AssertUnwindSafe, catch_unwind};
-    use std::pin::pin;
-    use std::task::{Context, Waker};
-
-    /// Runs `body` from a destructor while another panic unwinds.
-    fn during_another_panic(body: impl FnOnce() + 'static) {
-        struct OnDrop<B: FnOnce()>(Option<B>);
-        impl<B: FnOnce()> Drop for OnDrop<B> {
-            fn drop(&mut self) {
-                assert!(std::thread::panicking());
-                (self.0.take().unwrap())();
-            }
-        }
-        let outer = catch_unwind(AssertUnwindSafe(|| {
-            let _guard = OnDrop(Some(body));
-            panic!("outer");
-        }));
-        assert!(outer.is_err());
-    }
-
-    /// Before, the unwind guard remembered whether the thread was already panicking when
-    /// the poll began and then did nothing: a map polled from a destructor during another
-    /// panic, whose own future panicked (caught there), was not stopped, and a later poll
-    /// returned `Ready([0])`: partial data as success. Now the guard acts whenever this
-    /// poll unwinds.
-    #[test]
-    fn a_panic_inside_a_map_polled_during_another_panic_still_marks_it() {
-        during_another_panic(|| {
-            let mut map = pin!(crate::map::map_async(0..4u32, 2, |n| async move {
-                assert!(n != 1, "item 1 fails");
-                n
-            }));
-            let mut cx = Context::from_waker(Waker::noop());
-            assert!(catch_unwind(AssertUnwindSafe(|| map.as_mut().poll(&mut cx))).is_err());
-            let again = catch_unwind(AssertUnwindSafe(|| map.as_mut().poll(&mut cx)))
-                .expect_err("polled again after its panic");
-            let message = again.downcast_ref::<String>().unwrap();
-            assert!(message.contains("after a panic it propagated"), "{message}");
-        });
-    }
-
-    /// A map polled to the end from a destructor during another panic works as usual.
-    #[test]
-    fn a_map_polled_during_another_panic_runs_to_the_end() {
-        during_another_panic(|| {
-            let out = futures_lite::future::block_on(crate::map::map_async(
-                0..100u32,
-                4,
-                |n| async move {
-                    futures_lite::future::yield_now().await;
-                    n * 2
-                },
-            ));
-            assert_eq!(out, (0..100).map(|n| n * 2).collect::<Vec<_>>());
-        });
-    }
-}
+#[path = "engine_tests.rs"]
+mod tests;

@@ -19,6 +19,7 @@
 //! The collecting futures move each output straight into the result vector when it is
 //! next in line.
 
+mod alongside;
 mod bounded;
 mod boxed;
 mod control;
@@ -37,6 +38,7 @@ use std::future::IntoFuture;
 
 use futures_lite::stream::{self as lite_stream, Iter, Stream};
 
+pub use self::alongside::{Alongside, MapStream};
 pub use self::bounded::{BoundedMap, GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync};
 pub use self::boxed::BoxedMap;
 pub use self::control::{ControlError, HeldBy, KeyProgress, MapControl, Progress};
@@ -151,6 +153,86 @@ pub trait BoundedStreamExt: Stream {
         Fut: IntoFuture,
     {
         BoundedMap::new(self, limit, f)
+    }
+
+    /// Awaits `work` (what the consumer does with an output: store it, send it on) while
+    /// the map's attempts in flight keep being polled: the loop that reads a map keeps its
+    /// shape, its `?`, its `break` and its `&mut` state, and no request the map runs
+    /// waits for the consumer.
+    ///
+    /// A stream works only while it is polled: a loop body that awaits slow work between
+    /// two `next()` calls leaves every attempt in flight unpolled (a server times such
+    /// requests out; futures holding a permit that the work waits for deadlock it).
+    /// Awaited through `alongside`, the work runs on the same task, and whenever it waits,
+    /// the map polls its woken attempts, keeps their outputs for the next `next()` and
+    /// starts new items in the freed slots, as far as its
+    /// [window](MapUnordered::window) allows: finished outputs count against the window,
+    /// so with the default window of a map in completion order (the limit) nothing new
+    /// starts once every slot holds a finished output, and a larger window lets the map
+    /// work ahead of a slow consumer by that much, never more. Nothing is spawned; it
+    /// works on every executor. (At the work's first wait the map is only registered for
+    /// its wake-ups, and the task asks to be polled again at once if an attempt already
+    /// woke: work that waits once, a channel send after a wake-up, is done by then, and the
+    /// next `next()` polls the map's woken attempts together. From the work's second poll
+    /// on, every poll drives the map.)
+    ///
+    /// Order, keys, rates, retries and the control's figures are the map's, as with
+    /// `next()` alone. An adaptive map times each attempt from its start to its end,
+    /// however slow the consumer: the consumer's work is never counted as the server's
+    /// latency (with plain `next()`, an attempt that ends while its stream is not polled
+    /// gives no latency sample).
+    ///
+    /// Callable on a map stream ([`map_bounded`](Self::map_bounded),
+    /// [`map_unordered`](Self::map_unordered), [`amap_iter`], keyed or not, indexed or
+    /// not), a [`BoxedMap`], or one pinned with [`std::pin::pin!`] (a map whose futures
+    /// are not `Unpin`, an `async fn`'s for instance).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// use std::time::Duration;
+    /// use futures_lite::StreamExt;
+    /// use tollgate::{BoundedStreamExt, amap_iter, sleep};
+    ///
+    /// async fn fetch(n: u32) -> String {
+    ///     sleep(Duration::from_millis(1)).await; // the network, simulated
+    ///     format!("page {n}")
+    /// }
+    ///
+    /// async fn store(page: String, stored: &mut Vec<String>) -> Result<(), std::io::Error> {
+    ///     sleep(Duration::from_millis(2)).await; // a slow disk, simulated
+    ///     stored.push(page);
+    ///     Ok(())
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let mut stored = Vec::new();
+    /// let mut pages = pin!(amap_iter(0..20, 4, fetch));
+    /// while let Some(page) = pages.next().await {
+    ///     // The 4 fetches in flight go on while the page is stored.
+    ///     pages.alongside(store(page, &mut stored)).await?;
+    /// }
+    /// assert_eq!(stored.len(), 20);
+    /// # Ok::<(), std::io::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the map's futures, its function or its source panic while the map is driven,
+    /// as `next()` would (the work is dropped with the future).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the returned future drops `work` and leaves the map as it was: outputs
+    /// finished meanwhile wait for the next `next()`.
+    fn alongside<W>(&mut self, work: W) -> Alongside<'_, Self, W::IntoFuture>
+    where
+        Self: MapStream + Unpin,
+        W: IntoFuture,
+    {
+        Alongside::new(self, work.into_future())
     }
 }
 

@@ -138,6 +138,20 @@ impl<Fut> Pool<Fut> {
         Some(tag)
     }
 
+    /// Drops every future in flight and returns their tags.
+    pub(crate) fn cancel_all(&mut self) -> Vec<usize> {
+        let tags = self
+            .slots
+            .iter_mut()
+            .filter_map(|entry| match entry.slot.as_mut().project() {
+                SlotProj::Busy { tag, .. } => Some(*tag),
+                SlotProj::Idle => None,
+            })
+            .collect();
+        self.clear();
+        tags
+    }
+
     /// Drops every future in flight.
     pub(crate) fn clear(&mut self) {
         for entry in &mut self.slots {

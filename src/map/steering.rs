@@ -22,6 +22,10 @@ pub(crate) trait ControlHooks {
     /// positions. Items waiting for a retry stay: they have started.
     fn take_unstarted(&mut self) -> Vec<usize>;
 
+    /// Removes every item waiting for a retry (a stop cancels them) and returns their
+    /// input positions.
+    fn take_retrying(&mut self) -> Vec<usize>;
+
     /// Applies the settings a control asked for (the control let through only those the
     /// admission can take).
     fn apply(&mut self, settings: &Settings);
@@ -41,10 +45,18 @@ pub(crate) struct Steering {
     pub(crate) seen: u64,
     /// A drain took effect.
     pub(crate) drained: bool,
+    /// A stop took effect: the figures then, final (what ran or waited for a retry then
+    /// is cancelled; outputs finished before are still handed out).
+    pub(crate) stopped: Option<Figures>,
     /// The results stopped the map (`try_map_async`'s first error).
     pub(crate) broke: bool,
     /// Pulled items a drain (or a stop) dropped unstarted.
     pub(crate) not_started: usize,
+    /// Items that left the map (handed out, collected, or skipped), as of the last
+    /// publication.
+    pub(crate) released: usize,
+    /// Positions a drain or a stop skipped (left the map without an output).
+    pub(crate) skipped: usize,
     /// The figures as of the end of the map's last poll (published, or noted by a stream
     /// before it handed out an output): a map dropped between two polls ends with them.
     pub(crate) last: Figures,

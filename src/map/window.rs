@@ -114,6 +114,10 @@ impl ControlHooks for Window {
         Vec::new()
     }
 
+    fn take_retrying(&mut self) -> Vec<usize> {
+        Vec::new()
+    }
+
     fn apply(&mut self, _settings: &Settings) {}
 
     fn publish_keys(&mut self, _shared: &Shared) {}

@@ -8,6 +8,8 @@
 //!   [`poll_until_panic`], [`counting_waker`].
 //! - [`http_server`] and [`http_client`]: a loopback HTTP/1.1 server that judges a client's
 //!   politeness, and a one-request-per-connection hyper client for smol and tokio.
+//! - [`held_open`]: a loopback server that records how long a client held each request
+//!   open (a consumer that stalls its stream leaves them open).
 //! - [`simulated_network`]: in-process hosts with latency and their own rate meter.
 //! - [`simulated_internet`]: a seeded internet of hosts with hidden capacities on tokio's
 //!   paused clock, and the figures that judge a crawl against the ideal.
@@ -24,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod held_open;
 pub mod host_model;
 pub mod http_client;
 pub mod http_server;

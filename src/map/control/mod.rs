@@ -271,8 +271,80 @@ impl<K> MapControl<K> {
         self.shared.drain();
     }
 
+    /// Stops the map at once: nothing more is pulled or started, the attempts in flight
+    /// are cancelled (their futures dropped, which gives back every permit and shared
+    /// lease they held), the items waiting for a retry are cancelled without another
+    /// attempt, and the pulled items that never started are [not
+    /// started](Self::not_started). What finished before the stop is still handed out: a
+    /// stream yields its finished outputs and then ends, `map_async` and `try_map_async`
+    /// resolve to them (in input order, without the positions that never finished: those
+    /// are in [`cancelled`](Self::cancelled) and [`not_started`](Self::not_started);
+    /// `.indexed()` pairs each output with its position). The figures add up:
+    /// [`Progress::cancelled`] counts what the stop cut short.
+    ///
+    /// Where a [drain](Self::drain) lets every started item finish, with its retries
+    /// (which may take long: a server's `Retry-After`, a backoff), a stop ends now and
+    /// keeps what is done; dropping the map ends now too, but throws away what
+    /// `map_async` had collected. A stop is also a drain ([`Progress::is_draining`]).
+    ///
+    /// The map stops at its next poll: it is woken for it. Like a drain, a stop is per
+    /// run (asked while no map is attached, it stops the next map attached), and stopping
+    /// twice is stopping once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{MapControl, map_async, sleep};
+    /// # futures_lite::future::block_on(async {
+    /// let control = MapControl::new();
+    /// let stop = control.clone();
+    /// let done = map_async(0..100u32, 4, |n| {
+    ///     let stop = stop.clone();
+    ///     async move {
+    ///         if n == 10 {
+    ///             stop.stop(); // a second Ctrl-C handler would call this
+    ///         }
+    ///         if n >= 10 {
+    ///             sleep(Duration::from_secs(3600)).await; // cut short by the stop
+    ///         }
+    ///         n
+    ///     }
+    /// })
+    /// .control(&control)
+    /// .await;
+    /// assert_eq!(done, (0..10).collect::<Vec<_>>()); // what finished is kept
+    /// let cancelled = control.cancelled(); // 10 and the others in flight then
+    /// assert_eq!(cancelled[0], 10);
+    /// let p = control.progress();
+    /// assert_eq!(p.finished() + p.cancelled(), p.pulled());
+    /// # });
+    /// ```
+    pub fn stop(&self) {
+        self.shared.stop();
+    }
+
+    /// The input positions (0 for the first item) of the items a [stop](Self::stop)
+    /// cancelled: their attempt was in flight, or they were waiting for a retry. Unlike the
+    /// [not started](Self::not_started) ones, their work may have had effects (a request
+    /// sent): check before submitting them again. Ascending; empty until a stop took
+    /// effect, and for a map that was dropped instead (its cancelled items are counted in
+    /// [`Progress::cancelled`] but not listed: the map is gone before it could say which).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::MapControl;
+    ///
+    /// let control: MapControl = MapControl::new();
+    /// assert!(control.cancelled().is_empty()); // nothing stopped yet
+    /// ```
+    pub fn cancelled(&self) -> Vec<usize> {
+        self.shared.cancelled_positions()
+    }
+
     /// The input positions (0 for the first item) of the items the map pulled and never
-    /// started because of a [drain](Self::drain), or because
+    /// started because of a [drain](Self::drain) or a [stop](Self::stop), or because
     /// [`try_map_async`](crate::try_map_async) stopped at its first error, ascending.
     /// Items at positions from [`Progress::pulled`] on were never pulled.
     ///

@@ -29,6 +29,8 @@ pub(crate) struct Figures {
     pub(crate) cancelled_attempts: u64,
     /// Items that were waiting for a retry when the map was cancelled.
     pub(crate) cancelled_retries: u64,
+    /// Finished outputs the map holds and has not handed out yet.
+    pub(crate) buffered: u64,
 }
 
 impl Figures {
@@ -59,6 +61,8 @@ impl Figures {
         self.cancelled_attempts += in_flight;
         self.cancelled_retries += awaiting_retry;
         self.not_started += waiting;
+        // An ended map holds no output: it handed them all out, or they went with it.
+        self.buffered = 0;
         self
     }
 }
@@ -124,6 +128,32 @@ impl Progress {
         self.figures.finished
     }
 
+    /// Of the [finished](Self::finished) items, those whose output the map still holds:
+    /// a stream's outputs waiting for its consumer to take them with `next()`, or an
+    /// output waiting for an earlier item's in input order. A consumer that works on each
+    /// output [alongside](crate::BoundedStreamExt::alongside) the map sees it grow while
+    /// it works (up to the window). As of the map's last publication (when it waits); 0
+    /// once the map [ended](Self::is_ended).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures_lite::StreamExt;
+    /// use tollgate::{BoundedStreamExt, MapControl, amap_iter};
+    /// # futures_lite::future::block_on(async {
+    /// let control = MapControl::new();
+    /// let mut outputs = amap_iter(0..8u32, 4, |n| async move { n }).control(&control);
+    /// while let Some(_n) = outputs.next().await {
+    ///     assert!(control.progress().buffered() <= 4);
+    /// }
+    /// assert_eq!(control.progress().buffered(), 0); // all handed out
+    /// # });
+    /// ```
+    #[must_use]
+    pub fn buffered(&self) -> u64 {
+        self.figures.buffered
+    }
+
     /// Finished items whose final output is an error, counted by the maps that know
     /// their outputs are `Result`s: maps with a retry policy
     /// ([`MapAsync::retry`](crate::futures::MapAsync::retry) and its siblings), and
@@ -172,9 +202,10 @@ impl Progress {
     }
 
     /// Items the map's cancellation cut short: an attempt of theirs was running when the
-    /// map was dropped, stopped by [`try_map_async`](crate::try_map_async)'s first error,
-    /// or went through by a panic (its future was dropped mid-way), or they were waiting
-    /// for a retry after a failed attempt. Unlike the [not started](Self::not_started)
+    /// map was dropped, [stopped](crate::MapControl::stop), stopped by
+    /// [`try_map_async`](crate::try_map_async)'s first error, or went through by a panic
+    /// (its future was dropped mid-way), or they were waiting for a retry after a failed
+    /// attempt. A stop lists their positions: [`MapControl::cancelled`](crate::MapControl::cancelled). Unlike the [not started](Self::not_started)
     /// ones, their work may already have had effects (a request sent, a row written):
     /// check before submitting them again.
     ///
@@ -234,7 +265,7 @@ impl Progress {
         self.keys_warming_up
     }
 
-    /// Whether a drain was asked.
+    /// Whether a drain (or a [stop](crate::MapControl::stop), which is also one) was asked.
     #[must_use]
     pub fn is_draining(&self) -> bool {
         self.draining

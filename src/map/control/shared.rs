@@ -65,6 +65,7 @@ pub(crate) struct Shared {
     not_started: AtomicU64,
     cancelled_attempts: AtomicU64,
     cancelled_retries: AtomicU64,
+    buffered: AtomicU64,
     paused_keys: AtomicU64,
     /// Keys whose circuit breaker is open or half-open.
     open_keys: AtomicU64,
@@ -93,6 +94,10 @@ pub(crate) struct Shared {
     waker: AtomicWaker,
     /// Input positions of the items a drain dropped unstarted, ascending.
     never_started: Mutex<Vec<usize>>,
+    /// A stop was asked (a drain too: it sets `draining`, and is spent with it).
+    stopping: AtomicBool,
+    /// Input positions of the items a stop cancelled, ascending.
+    cancelled: Mutex<Vec<usize>>,
 }
 
 /// Locks one of the control's mutexes (here and in the handle).
@@ -126,6 +131,7 @@ impl Shared {
             .store(figures.cancelled_attempts, Ordering::Relaxed);
         self.cancelled_retries
             .store(figures.cancelled_retries, Ordering::Relaxed);
+        self.buffered.store(figures.buffered, Ordering::Relaxed);
         self.ended.store(ended, Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
@@ -147,6 +153,7 @@ impl Shared {
                     not_started: self.not_started.load(Ordering::Relaxed),
                     cancelled_attempts: self.cancelled_attempts.load(Ordering::Relaxed),
                     cancelled_retries: self.cancelled_retries.load(Ordering::Relaxed),
+                    buffered: self.buffered.load(Ordering::Relaxed),
                 };
                 let ended = self.ended.load(Ordering::Relaxed);
                 fence(Ordering::Acquire);
@@ -226,6 +233,18 @@ impl Shared {
         self.waker.register(waker);
     }
 
+    /// Whether a stop was asked.
+    #[inline]
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Records the input positions of the items a stop cancelled.
+    pub(crate) fn record_cancelled(&self, mut positions: Vec<usize>) {
+        positions.sort_unstable();
+        *lock(&self.cancelled) = positions;
+    }
+
     /// Records the input positions a drain dropped unstarted (ascending).
     pub(crate) fn record_not_started(&self, mut positions: Vec<usize>) {
         positions.sort_unstable();
@@ -258,8 +277,10 @@ impl Shared {
         self.keys_wanted.store(0, Ordering::Relaxed);
         if self.drain_spent.swap(false, Ordering::AcqRel) {
             self.draining.store(false, Ordering::Release);
+            self.stopping.store(false, Ordering::Release);
         }
         lock(&self.never_started).clear();
+        lock(&self.cancelled).clear();
         self.board_stale.store(true, Ordering::Release);
         self.changeable
             .store(changeable | ATTACHED, Ordering::Release);
@@ -335,6 +356,23 @@ impl Shared {
             self.generation.fetch_add(1, Ordering::AcqRel);
             self.waker.wake();
         }
+    }
+
+    /// Sets the stop flag (and the drain flag: nothing more is pulled), and wakes the map
+    /// the first time.
+    pub(super) fn stop(&self) {
+        self.drain_spent.store(false, Ordering::Release);
+        let was_stopping = self.stopping.swap(true, Ordering::AcqRel);
+        let was_draining = self.draining.swap(true, Ordering::AcqRel);
+        if !(was_stopping && was_draining) {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            self.waker.wake();
+        }
+    }
+
+    /// The input positions of the items a stop cancelled, ascending.
+    pub(super) fn cancelled_positions(&self) -> Vec<usize> {
+        lock(&self.cancelled).clone()
     }
 
     /// The input positions a drain dropped unstarted, ascending.

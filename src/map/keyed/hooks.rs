@@ -51,6 +51,14 @@ where
         taken
     }
 
+    fn take_retrying(&mut self) -> Vec<usize> {
+        self.scheduler
+            .take_retrying()
+            .into_iter()
+            .map(|waiting| waiting.seq)
+            .collect()
+    }
+
     fn apply(&mut self, settings: &Settings) {
         if let Some(rate) = settings.rate {
             self.timed = true;

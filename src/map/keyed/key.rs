@@ -304,6 +304,13 @@ impl<T> KeyState<T> {
         queues.drain_into(&mut self.fresh, into);
     }
 
+    /// Takes every item back from a failed attempt into `into` (a stop cancels them).
+    pub(super) fn take_retrying(&mut self, into: &mut Vec<T>) {
+        if let Some(retries) = &mut self.retries {
+            into.extend(retries.due.drain().map(|Reverse(due)| due.value));
+        }
+    }
+
     /// When the key may start its next item by its items and its room alone (its parts
     /// say the rest): `None` without an item or without room.
     #[inline(always)]

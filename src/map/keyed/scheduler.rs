@@ -643,6 +643,16 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         taken
     }
 
+    /// Removes every item waiting for a retry (back from a failed attempt) of every key and
+    /// returns them: a stop cancels them.
+    pub(crate) fn take_retrying(&mut self) -> Vec<T> {
+        let mut taken = Vec::new();
+        self.keys
+            .for_each_mut(|state| state.take_retrying(&mut taken));
+        self.waiting -= taken.len();
+        taken
+    }
+
     /// Takes back the permits granted for items that are gone (a drain took them): how
     /// many each key no longer needs. The map drops that many of the key's permits.
     pub(crate) fn take_surplus(&mut self) -> Vec<(K, usize)> {
