@@ -47,67 +47,10 @@ const READY: u64 = 1_000_000;
 const PEND_ONCE: u64 = 200_000;
 const TIMERS: u64 = 20_000;
 
-/// An executor a user may bring, and a way to run a future to completion on it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Executor {
-    Smol,
-    Futures,
-    RunSync,
-    TokioCurrent,
-    TokioMulti,
-}
+#[path = "common/executors.rs"]
+mod executors;
 
-impl Executor {
-    const ALL: [Executor; 5] = [
-        Executor::Smol,
-        Executor::Futures,
-        Executor::RunSync,
-        Executor::TokioCurrent,
-        Executor::TokioMulti,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            Executor::Smol => "smol",
-            Executor::Futures => "futures-executor",
-            Executor::RunSync => "run_sync",
-            Executor::TokioCurrent => "tokio-current",
-            Executor::TokioMulti => "tokio-multi",
-        }
-    }
-}
-
-/// The executors, built once per workload and reused by every row.
-struct Executors {
-    current: tokio::runtime::Runtime,
-    multi: tokio::runtime::Runtime,
-}
-
-impl Executors {
-    fn new() -> Self {
-        Self {
-            current: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap(),
-            multi: tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap(),
-        }
-    }
-
-    fn block_on<F: Future>(&self, executor: Executor, future: F) -> F::Output {
-        match executor {
-            Executor::Smol => smol::block_on(future),
-            Executor::Futures => futures::executor::block_on(future),
-            Executor::RunSync => tollgate::run_sync(future),
-            Executor::TokioCurrent => self.current.block_on(future),
-            Executor::TokioMulti => self.multi.block_on(future),
-        }
-    }
-}
+use executors::{Executor, Executors};
 
 async fn sequential<F, Fut>(n: u64, mut f: F) -> Vec<u64>
 where
