@@ -40,8 +40,8 @@ pub use crate::limit::outcome::Outcome;
 pub use crate::limit::rate::{KeyedRateLimiter, Rate, RateLimitError, RateLimiter};
 pub use crate::limit::semaphore::{Semaphore, SemaphoreError, SemaphorePermit, SemaphorePermitArc};
 pub use crate::map::{
-    Answer, BoundedStreamExt, ControlError, HeldBy, KeyProgress, LaterReason, MapControl, Progress,
-    SharedLimits, SlotPolicy, amap_iter, gather_limit, map_async, try_map_async,
+    Answer, BoundedStreamExt, ControlError, HeldBy, KeyProgress, LaterReason, MapControl, PausedBy,
+    Progress, SharedLimits, SlotPolicy, amap_iter, gather_limit, map_async, try_map_async,
 };
 pub use crate::race::{IntoContestants, RaceError, race};
 pub use crate::rendezvous::rendezvous_slot;

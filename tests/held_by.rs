@@ -10,7 +10,10 @@ use common::virtual_time;
 use futures_lite::future::{yield_now, zip};
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 
-use tollgate::{HeldBy, KeyProgress, KeySettings, MapControl, Rate, RetryPolicy, map_async, sleep};
+use tollgate::{
+    Adaptive, HeldBy, Hint, KeyProgress, KeySettings, MapControl, Outcome, PausedBy, Rate,
+    RetryPolicy, map_async, sleep,
+};
 
 /// Every key's progress as the map publishes it now: ask, let the map poll, read.
 async fn read(control: &MapControl<&'static str>) -> Vec<KeyProgress<&'static str>> {
@@ -94,5 +97,51 @@ virtual_time! {
         assert_eq!(outputs, [Ok("paused"), Ok("retrying")]);
         assert_eq!(held(&at_one, "paused"), Some(HeldBy::Pause), "{at_one:?}");
         assert_eq!(held(&at_one, "retrying"), Some(HeldBy::Retry), "{at_one:?}");
+        let paused_by = |key: &str| {
+            at_one
+                .iter()
+                .find(|progress| *progress.key() == key)
+                .and_then(KeyProgress::paused_by)
+        };
+        assert_eq!(paused_by("paused"), Some(PausedBy::RetryPolicy), "{at_one:?}");
+        assert_eq!(paused_by("retrying"), None, "{at_one:?}");
+    }
+
+    async fn a_key_shows_who_paused_it_and_when_its_values_were_cut() {
+        // `hinted` answers with a 20 s pause; `cut`'s attempt that ends at 2 s is an
+        // overload (its attempts take 1 s, one at a time); `calm`'s never are. Read at 5 s.
+        let control = MapControl::new();
+        let origin = tollgate::testing::now();
+        let items = ["hinted", "hinted", "cut", "cut", "cut", "cut", "calm", "calm"];
+        let map = map_async(items, 8, |key| async move {
+            sleep(Duration::from_secs(1)).await;
+            key
+        })
+        .per_key(|key| *key, 1)
+        .adaptive(Adaptive::new(1, 4), |key: &&str| {
+            let at = tollgate::testing::now() - origin;
+            match *key {
+                "hinted" => Outcome::success().with_hint(Hint::new().pause(Duration::from_secs(20))),
+                "cut" if at == Duration::from_secs(2) => Outcome::overload(),
+                _ => Outcome::success(),
+            }
+        })
+        .control(&control);
+        let watch = async {
+            sleep(Duration::from_secs(5)).await;
+            read(&control).await
+        };
+        let (_, at_five) = zip(map, watch).await;
+        let find = |key: &str| {
+            at_five
+                .iter()
+                .find(|progress| *progress.key() == key)
+                .unwrap_or_else(|| panic!("{key} in view: {at_five:?}"))
+                .clone()
+        };
+        assert_eq!(find("hinted").paused_by(), Some(PausedBy::Server));
+        assert_eq!(find("calm").paused_by(), None);
+        assert_eq!(find("cut").last_cut(), Some(Duration::from_secs(3)), "cut at 2 s");
+        assert_eq!(find("calm").last_cut(), None);
     }
 }

@@ -41,7 +41,7 @@ use futures_lite::stream::{self as lite_stream, Iter, Stream};
 pub use self::alongside::{Alongside, MapStream};
 pub use self::bounded::{BoundedMap, GatherLimit, MapAsync, MapBounded, MapUnordered, TryMapAsync};
 pub use self::boxed::BoxedMap;
-pub use self::control::{ControlError, HeldBy, KeyProgress, MapControl, Progress};
+pub use self::control::{ControlError, HeldBy, KeyProgress, MapControl, PausedBy, Progress};
 pub use self::delivery::{
     Collected, CompletionOrder, Delivery, Gathered, InputOrder, TryCollected,
 };

@@ -9,24 +9,33 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tollgate::{HeldBy, KeyProgress, MapControl, Progress, sleep};
+use tollgate::{HeldBy, KeyProgress, MapControl, PausedBy, Progress, sleep};
 
 /// How many of the hosts with most left the display names.
 const SLOWEST: usize = 3;
 
-/// What holds a host, in a word or two.
-fn hold(held_by: HeldBy) -> &'static str {
-    match held_by {
-        HeldBy::Nothing => "all started",
-        HeldBy::Limit => "its limit",
-        HeldBy::Pause => "paused",
-        HeldBy::Breaker => "breaker open",
-        HeldBy::SharedLimits => "shared limits",
-        HeldBy::Rate => "its rate",
-        HeldBy::Retry => "retry pause",
-        HeldBy::MapRate => "the map's rate",
-        HeldBy::GlobalLimit => "a global slot",
-        _ => "other",
+/// What holds a host, in a few words: who paused it, and how recent a cut of its limit or
+/// rate is when that is what holds it.
+fn hold<K>(key: &KeyProgress<K>) -> String {
+    let cut = |what: &str| match key.last_cut() {
+        Some(ago) if ago < Duration::from_secs(60) => format!("{what}, cut {}s ago", ago.as_secs()),
+        _ => what.to_owned(),
+    };
+    match key.held_by() {
+        HeldBy::Nothing => "all started".to_owned(),
+        HeldBy::Limit => cut("its limit"),
+        HeldBy::Pause => match key.paused_by() {
+            Some(PausedBy::Server) => "paused by its server".to_owned(),
+            Some(PausedBy::RetryPolicy) => "paused by the retry policy".to_owned(),
+            _ => "paused".to_owned(),
+        },
+        HeldBy::Breaker => "breaker open".to_owned(),
+        HeldBy::SharedLimits => "shared limits".to_owned(),
+        HeldBy::Rate => cut("its rate"),
+        HeldBy::Retry => "retry pause".to_owned(),
+        HeldBy::MapRate => "the map's rate".to_owned(),
+        HeldBy::GlobalLimit => "a global slot".to_owned(),
+        _ => "other".to_owned(),
     }
 }
 
@@ -40,7 +49,7 @@ fn slowest<K: Display>(keys: &[KeyProgress<K>]) -> String {
                 "{} {} left ({})",
                 key.key(),
                 key.waiting() + key.in_flight(),
-                hold(key.held_by())
+                hold(key)
             )
         })
         .collect::<Vec<_>>()

@@ -307,6 +307,11 @@ impl KeyAdapt {
         }
     }
 
+    /// When its limit or rate was last cut (or set by its owner's control), if ever.
+    pub(crate) fn last_cut_at(&self) -> Option<u64> {
+        (self.last_cut > 0).then_some(self.last_cut)
+    }
+
     /// How long the key's successful attempts take, in nanoseconds: the mean of the samples
     /// carried so far, or the baseline latency when that is longer (or there are none);
     /// `None` before the first sample.

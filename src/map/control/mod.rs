@@ -45,7 +45,7 @@ use self::shared::lock;
 
 pub use self::error::ControlError;
 pub(crate) use self::progress::Figures;
-pub use self::progress::{HeldBy, KeyProgress, Progress};
+pub use self::progress::{HeldBy, KeyProgress, PausedBy, Progress};
 pub(crate) use self::shared::{
     CAN_ADAPT, CAN_KEY_SETTINGS, CAN_PER_KEY, CAN_RATE, KeyChange, KeyChanges, Settings, Shared,
 };

@@ -286,6 +286,11 @@ pub struct KeyProgress<K> {
     pub(crate) waiting: usize,
     pub(crate) in_flight: usize,
     pub(crate) paused: bool,
+    /// Who asked for its pause, while it is paused.
+    pub(crate) paused_by: Option<PausedBy>,
+    /// How long before the reading its adapted limit or rate was last cut, in nanoseconds
+    /// (`None`: never, or the map does not adapt).
+    pub(crate) last_cut: Option<u64>,
     pub(crate) limit: usize,
     /// The rate's interval in nanoseconds (0: no rate).
     pub(crate) rate_interval: u64,
@@ -297,6 +302,32 @@ pub struct KeyProgress<K> {
     pub(crate) overloads: u32,
     pub(crate) outages: u32,
     pub(crate) failures: u32,
+}
+
+/// Who asked for a key's pause ([`KeyProgress::paused_by`]).
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{KeyProgress, PausedBy};
+///
+/// fn why_paused(key: &KeyProgress<String>) -> &'static str {
+///     match key.paused_by() {
+///         Some(PausedBy::Server) => "the server said so",
+///         Some(PausedBy::RetryPolicy) => "the retry policy paused the host",
+///         _ => "not paused",
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PausedBy {
+    /// A server's hint, read from an attempt's outcome (`Hint::pause`, a `Retry-After`
+    /// the `http` feature read).
+    Server,
+    /// The retry policy's [`pause_key`](crate::RetryPolicy::pause_key), after a failed
+    /// attempt.
+    RetryPolicy,
 }
 
 /// What keeps a key's waiting items from starting at the moment a control read it
@@ -329,7 +360,7 @@ pub enum HeldBy {
     /// adapted to).
     Limit,
     /// Its pause: a server's word (a hint, a `Retry-After` the retry policy's
-    /// `pause_key` turned into a pause of the key).
+    /// `pause_key` turned into a pause of the key); [`KeyProgress::paused_by`] says which.
     Pause,
     /// Its circuit breaker is open, or its probes are out.
     Breaker,
@@ -369,6 +400,22 @@ impl<K> KeyProgress<K> {
     #[must_use]
     pub fn is_paused(&self) -> bool {
         self.paused
+    }
+
+    /// Who asked for its pause, while it [is paused](Self::is_paused): the server, in a
+    /// hint, or the retry policy (when two pauses overlap, the one that ends later).
+    #[must_use]
+    pub fn paused_by(&self) -> Option<PausedBy> {
+        self.paused_by
+    }
+
+    /// How long before the map published it an overload or a high latency last cut its
+    /// adapted limit or rate: a recent cut is why an adaptive key is held by its
+    /// [limit](HeldBy::Limit) or its [rate](HeldBy::Rate) below what it ran at. `None`
+    /// if it was never cut, or on a map that does not adapt.
+    #[must_use]
+    pub fn last_cut(&self) -> Option<Duration> {
+        self.last_cut.map(Duration::from_nanos)
     }
 
     /// The most of its items that may run at once now: its setting (the default key

@@ -12,6 +12,7 @@ use crate::limit::adaptive::config::Adaptive;
 use crate::limit::adaptive::core::KeyAdapt;
 use crate::limit::key_settings::KeySettings;
 use crate::limit::rate::gcra::Gcra;
+use crate::map::control::KeyProgress;
 
 /// How long a key that adapts is kept after its last attempt, once it has nothing to do:
 /// a host whose items come sparsely keeps what it learned (60 s; the idle-key sweep
@@ -157,5 +158,11 @@ impl<K, T> Part<K, T> for Adaptation {
     #[inline]
     fn is_idle(&mut self, state: &mut KeyState<T>, now: u64, _pulled: u64) -> bool {
         !state.is_kept(now)
+    }
+
+    fn show(&self, state: &KeyState<T>, now: u64, progress: &mut KeyProgress<K>) {
+        progress.last_cut = self.keys[state.slot()]
+            .last_cut_at()
+            .map(|at| now.saturating_sub(at));
     }
 }

@@ -292,6 +292,7 @@ impl<K: Hash + Eq + Clone> Parts<K> {
     pub(super) fn show<T>(&self, state: &KeyState<T>, now: u64, progress: &mut KeyProgress<K>) {
         self.rate.show(state, now, progress);
         self.pause.show(state, now, progress);
+        self.adaptive.show(state, now, progress);
         self.breaker.show(state, now, progress);
         self.tally.show(state, now, progress);
     }

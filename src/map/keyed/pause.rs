@@ -9,16 +9,33 @@ use super::key::KeyState;
 use super::part::{Ended, Part, Verdict};
 use crate::events;
 use crate::limit::hint::Hint;
-use crate::map::control::KeyProgress;
+use crate::map::control::{KeyProgress, PausedBy};
 
 /// Holds each key until the end of its pause.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Pauses;
 
 impl Pauses {
-    /// Pauses the key of `state` until `until` (a later pause already in force stays).
-    pub(super) fn pause<T>(state: &mut KeyState<T>, until: u64) {
+    /// Pauses the key of `state` until `until`, as `by` asked (a later pause already in
+    /// force stays). Who asked is the lowest bit of the end (1: the server): a
+    /// nanosecond later or sooner changes no wait, and the entry keeps its size.
+    pub(super) fn pause<T>(state: &mut KeyState<T>, until: u64, by: PausedBy) {
+        let until = match by {
+            PausedBy::Server => until | 1,
+            _ => until & !1,
+        };
         state.paused_until = state.paused_until.max(until);
+    }
+
+    /// Who asked for the pause of the key of `state` (paused at `now`).
+    fn paused_by<T>(state: &KeyState<T>, now: u64) -> Option<PausedBy> {
+        state
+            .is_paused(now)
+            .then_some(if state.paused_until & 1 == 1 {
+                PausedBy::Server
+            } else {
+                PausedBy::RetryPolicy
+            })
     }
 }
 
@@ -40,7 +57,7 @@ impl<K, T> Part<K, T> for Pauses {
         let pause = pause.min(Hint::MAX_PAUSE);
         events::key_paused(ended.attempt, pause, "hint");
         let nanos = u64::try_from(pause.as_nanos()).unwrap_or(u64::MAX);
-        Self::pause(state, now.saturating_add(nanos));
+        Self::pause(state, now.saturating_add(nanos), PausedBy::Server);
     }
 
     #[inline]
@@ -50,5 +67,6 @@ impl<K, T> Part<K, T> for Pauses {
 
     fn show(&self, state: &KeyState<T>, now: u64, progress: &mut KeyProgress<K>) {
         progress.paused = state.is_paused(now);
+        progress.paused_by = Self::paused_by(state, now);
     }
 }

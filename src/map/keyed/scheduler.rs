@@ -40,7 +40,7 @@ use crate::limit::breaker::core::{BreakerState, Ticket};
 use crate::limit::breaker::error::CircuitBreakerError;
 use crate::limit::key_settings::KeySettings;
 use crate::limit::rate::gcra::Gcra;
-use crate::map::control::{HeldBy, KeyChange, KeyProgress};
+use crate::map::control::{HeldBy, KeyChange, KeyProgress, PausedBy};
 
 /// What [`KeyScheduler::next`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -406,12 +406,12 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
         Self::replace_in(state, key, now, &mut self.parts, &mut self.lines);
     }
 
-    /// Pauses `key`: none of its items starts before `until`.
+    /// Pauses `key` (the retry policy asked): none of its items starts before `until`.
     pub(crate) fn pause(&mut self, key: &K, until: u64, now: u64) {
         let Some(state) = self.keys.get_mut(key) else {
             return;
         };
-        Pauses::pause(state, until);
+        Pauses::pause(state, until, PausedBy::RetryPolicy);
         // A key in `turns` is checked when its turn comes; one asleep wakes, sees the
         // pause and sleeps on.
         self.replace(key, now);
@@ -707,6 +707,8 @@ impl<K: Hash + Eq + Clone, T> KeyScheduler<K, T> {
             waiting: state.items(),
             in_flight: state.running(),
             paused: false,
+            paused_by: None,
+            last_cut: None,
             limit: state.limit(),
             rate_interval: 0,
             breaker: None,
