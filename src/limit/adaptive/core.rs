@@ -193,8 +193,7 @@ impl KeyAdapt {
     /// The current limit, between the floor and the ceiling.
     #[inline]
     pub(crate) fn limit(&self) -> usize {
-        // (`as` truncates and saturates; the value is at least 1.)
-        (self.limit as usize).max(1)
+        limit_of(self.limit)
     }
 
     /// The current rate (`None`: the key has no rate).
@@ -246,6 +245,7 @@ impl KeyAdapt {
     /// when the caller cannot tell, which gives no latency sample and never counts as a
     /// timeout). Only attempts started after the last cut may cut again. Returns whether
     /// [`limit`](Self::limit) or [`rate`](Self::rate) changed.
+    #[inline]
     pub(crate) fn finished(
         &mut self,
         config: &Adaptive,
@@ -254,7 +254,23 @@ impl KeyAdapt {
         started_at: u64,
         latency: Option<u64>,
     ) -> bool {
-        let before = (self.limit(), self.interval());
+        self.finished_as(config, now, &outcome, started_at, latency)
+    }
+
+    /// [`finished`](Self::finished) with the outcome where its owner keeps it (not copied:
+    /// a map's end reads only whether it succeeded).
+    #[inline]
+    pub(crate) fn finished_as(
+        &mut self,
+        config: &Adaptive,
+        now: u64,
+        outcome: &Outcome,
+        started_at: u64,
+        latency: Option<u64>,
+    ) -> bool {
+        // The values themselves, not the limit and interval they give: a round that moves
+        // neither (most ends) then converts nothing.
+        let before = (self.limit, self.rate);
         self.follow_config(config);
         self.ends = self.ends.saturating_add(1);
         let after_cut = started_at >= self.last_cut;
@@ -271,9 +287,56 @@ impl KeyAdapt {
                 // Started after a recent outage answer came, and served.
                 self.round |= SERVED_AFTER_OUTAGE;
             }
-        } else if outcome.is_overload() {
+        } else if outcome.is_overload() || outcome.is_outage() {
+            // (Which of the two, not the outcome: a pointer to it passed out of line has the
+            // whole outcome copied first, on every end.)
+            self.failed(config, now, outcome.is_overload(), after_cut, latency);
+        }
+        let elapsed = now.saturating_sub(self.round_start);
+        let len = self.round_len();
+        // (A key that ends fewer attempts than that, held by a low rate, closes its round
+        // on time alone once it lasted as many round lengths. The ends needed are read only
+        // once the round has lasted long enough.)
+        if elapsed >= len
+            && (u16::from(self.ends) >= self.ends_needed()
+                || (self.ends > 0 && elapsed >= u64::from(ROUND_ENDS) * len))
+        {
+            self.close_round(config, now, elapsed);
+        }
+        self.moved_from(before)
+    }
+
+    /// The attempts a round ends before it may close (with its time): [`ROUND_ENDS`], or
+    /// the limit when lower.
+    fn ends_needed(&self) -> u16 {
+        ROUND_ENDS.min(u16::try_from(self.limit()).unwrap_or(u16::MAX))
+    }
+
+    /// Whether [`limit`](Self::limit) or the rate's [`interval`](Self::interval) differ
+    /// from those of the values `before` (the limit and the rate). A value whose bits did
+    /// not change gives what it gave: only one that moved is converted and compared.
+    #[inline]
+    fn moved_from(&self, (limit, rate): (f32, f32)) -> bool {
+        (self.limit.to_bits() != limit.to_bits() && limit_of(limit) != self.limit())
+            || (self.rate.to_bits() != rate.to_bits() && interval_of(rate) != self.interval())
+    }
+
+    /// An overload (`overload`) or else an outage answer ended at `now` an attempt (started
+    /// after the last cut when `after_cut`, that took `latency`). Out of line:
+    /// [`finished`](Self::finished) is inlined where it is called, and most attempts
+    /// succeed.
+    #[inline(never)]
+    fn failed(
+        &mut self,
+        config: &Adaptive,
+        now: u64,
+        overload: bool,
+        after_cut: bool,
+        latency: Option<u64>,
+    ) {
+        if overload {
             self.overloaded(config, now, after_cut, latency);
-        } else if outcome.is_outage() {
+        } else {
             if self.round & SERVED_AFTER_OUTAGE != 0 {
                 // Refused, served, refused again: the server refuses some requests and
                 // serves others, which is an overload (a server that is out refuses all;
@@ -282,18 +345,6 @@ impl KeyAdapt {
             }
             self.outage_at = self.outage_at.max(now);
         }
-        let elapsed = now.saturating_sub(self.round_start);
-        let ends_needed = ROUND_ENDS.min(u16::try_from(self.limit()).unwrap_or(u16::MAX));
-        let len = self.round_len();
-        // (A key that ends fewer attempts than that, held by a low rate, closes its round
-        // on time alone once it lasted as many round lengths.)
-        if elapsed >= len
-            && (u16::from(self.ends) >= ends_needed
-                || (self.ends > 0 && elapsed >= u64::from(ROUND_ENDS) * len))
-        {
-            self.close_round(config, now, elapsed);
-        }
-        before != (self.limit(), self.interval())
     }
 
     /// An overload (of an attempt started after the last cut when `after_cut`, that took
@@ -385,14 +436,11 @@ impl KeyAdapt {
     /// The rate as a GCRA interval in nanoseconds (0: no rate).
     #[inline]
     fn interval(&self) -> u64 {
-        if self.rate > 0.0 {
-            ((1e9 / f64::from(self.rate)) as u64).max(1)
-        } else {
-            0
-        }
+        interval_of(self.rate)
     }
 
     /// How long a round lasts at least: the baseline latency, [`ROUND_MIN`] at least.
+    #[inline]
     fn round_len(&self) -> u64 {
         (u64::from(self.baseline) * 1_000).max(ROUND_MIN)
     }
@@ -702,6 +750,7 @@ impl KeyAdapt {
     /// one (the same bits, shifted by [`PREVIOUS`]).
     /// Whether an outage answer came within the last [`OUTAGE_RECENT`] round lengths: an
     /// attempt started after it has had the time to come back.
+    #[inline]
     fn is_outage_recent(&self, now: u64) -> bool {
         self.outage_at > 0 && now.saturating_sub(self.outage_at) <= OUTAGE_RECENT * self.round_len()
     }
@@ -771,6 +820,24 @@ fn initial_rate(ceiling: f32) -> f32 {
         INITIAL_RATE.min(ceiling)
     } else {
         0.0
+    }
+}
+
+/// The limit a key's value `limit` gives: its integer part, at least 1.
+#[inline]
+fn limit_of(limit: f32) -> usize {
+    // (`as` truncates and saturates. The value is at most the ceiling, below 2^32: through
+    // `u32` it converts the same, in fewer instructions than straight to `usize`.)
+    (limit as u32 as usize).max(1)
+}
+
+/// The GCRA interval in nanoseconds of a rate of `rate` starts per second (0: no rate).
+#[inline]
+fn interval_of(rate: f32) -> u64 {
+    if rate > 0.0 {
+        ((1e9 / f64::from(rate)) as u64).max(1)
+    } else {
+        0
     }
 }
 

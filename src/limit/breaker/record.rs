@@ -63,6 +63,7 @@ impl Record {
     }
 
     /// Adds one outcome at `now`.
+    #[inline]
     pub(crate) fn record(&mut self, spec: RecordSpec, now: u64, bad: bool) {
         match (self, spec) {
             (Self::Count(record), RecordSpec::Count(size)) => record.record(size, now, bad),
@@ -84,6 +85,7 @@ impl Record {
     }
 
     /// `(attempts, bad)` in the record at `now`.
+    #[inline]
     pub(crate) fn counts(&self, spec: RecordSpec, now: u64) -> (u32, u32) {
         match (self, spec) {
             (Self::Count(record), RecordSpec::Count(size)) => record.counts(size, now),

@@ -232,6 +232,7 @@ impl Gcra {
 
     /// The interval in nanoseconds and the burst (the starts a fresh state allows at
     /// once) of `rate` (`(0, 1)` for none): [`from_parts`](Self::from_parts) makes it again.
+    #[inline]
     pub(crate) fn parts(rate: Option<Self>) -> (u64, u32) {
         rate.map_or((0, 1), |gcra| (gcra.interval.get(), gcra.burst()))
     }

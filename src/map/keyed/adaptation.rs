@@ -140,10 +140,10 @@ impl<K, T> Part<K, T> for Adaptation {
     fn ended(&mut self, _key: &K, state: &mut KeyState<T>, ended: &Ended<'_>, now: u64) {
         let adapt = &mut self.keys[state.slot()];
         let latency = ended.clock.latency(now, ended.unpolled);
-        let moved = adapt.finished(
+        let moved = adapt.finished_as(
             &self.config,
             now,
-            *ended.outcome,
+            ended.outcome,
             ended.clock.started_at,
             latency,
         );

@@ -99,13 +99,14 @@ const MAX_DEPTH: usize = 64;
 /// The most slot time a key keeps to catch up on (the bank), in nanoseconds: one second.
 const BANK: u64 = 1_000_000_000;
 
-/// How many low bits of a [`Turn`]'s order count arrivals (ties of one account go in the
-/// order they came; arrivals wrap after a million, which only reorders keys whose
+/// How many low bits of a [`Turn`]'s order in the heap count arrivals (ties of one account
+/// go in the order they came; arrivals wrap after a million, which only reorders keys whose
 /// accounts are equal to the microsecond).
 const ARRIVAL_BITS: u32 = 20;
 
-/// A key in the slot-time line: its order (its account in units, then its arrival, in
-/// one word: one comparison a step of the heap), itself.
+/// A key in the slot-time line: its order, itself. In the heap the order is its account in
+/// units, then its arrival, in one word (one comparison a step of the heap); in order it
+/// is its account alone (its place keeps its arrival).
 #[derive(Debug)]
 struct Turn<K> {
     order: u64,
@@ -134,14 +135,26 @@ impl<K> Ord for Turn<K> {
     }
 }
 
+/// The bank in units.
+const BANK_UNITS: u64 = BANK >> UNIT_SHIFT;
+/// The most an account runs ahead of the clock, in units: one charge at its deepest.
+const MAX_AHEAD: u64 = (MAX_CHARGE >> UNIT_SHIFT) * MAX_DEPTH as u64;
+/// Where an account may lie, in units above the floor (the clock less the bank): from the
+/// floor to one charge ahead of the clock. Below 2^31: the low bits' distance tells it.
+const SPAN: u32 = (BANK_UNITS + MAX_AHEAD) as u32;
+const _: () = assert!(BANK_UNITS + MAX_AHEAD < 1 << 31);
+
 /// The keys that may start now, in the order of the map's [`SlotPolicy`].
 #[derive(Debug)]
 pub(super) struct Turns<K> {
     /// The line under [`SlotPolicy::Turns`].
     fifo: VecDeque<K>,
-    /// The line under [`SlotPolicy::SlotTime`] (boxed: a map that takes turns pays one
-    /// word for it, and one test of it a step).
-    fair: Option<Box<FairLine<K>>>,
+    /// The line under [`SlotPolicy::SlotTime`] (empty under turns: a map that takes turns
+    /// pays its few empty words, held in place so that a step of slot time follows no
+    /// pointer).
+    fair: FairLine<K>,
+    /// Whether the policy is slot time: which of the two lines is in use.
+    charged: bool,
 }
 
 /// The line of slot time.
@@ -150,30 +163,41 @@ struct FairLine<K> {
     /// The keys that joined in order (each at or after the one before: most do, a key that
     /// just started joins behind the others), first in, first out; the others in a heap.
     /// The next key is the lower of their heads: a step costs O(1) while keys come back
-    /// in order.
+    /// in order. A key in order needs no arrival in its order (its place keeps it), and
+    /// wins a tie with the heap's head: a key goes to the heap only behind a later account
+    /// of the keys in order, so every key in order with its account came before it.
     in_order: VecDeque<Turn<K>>,
     heap: BinaryHeap<Turn<K>>,
+    /// The account of the last key in `in_order` (stale while it is empty): one
+    /// comparison tells whether a key joins in order, without finding the deque's back.
+    last: u64,
     /// The line's clock (slot time, in units of 2^10 ns): the account of the last key
-    /// that started.
+    /// that started. It starts at the bank, so the floor below it never goes under zero.
     clock: u64,
-    /// Arrivals so far, to break ties in order.
+    /// Keys that went to the heap so far, to break its ties in the order they came.
     arrivals: u64,
     /// The account of the key popped last, in full (units).
     popped: u64,
-    /// The account the last charge gave, in its entry's low bits and in full.
-    charged: (u32, u64),
 }
 
 impl<K> Turns<K> {
     pub(super) fn new() -> Self {
         Self {
             fifo: VecDeque::new(),
-            fair: None,
+            fair: FairLine {
+                in_order: VecDeque::new(),
+                heap: BinaryHeap::new(),
+                last: 0,
+                clock: BANK_UNITS,
+                arrivals: 0,
+                popped: BANK_UNITS,
+            },
+            charged: false,
         }
     }
 
     pub(super) fn policy(&self) -> SlotPolicy {
-        if self.fair.is_some() {
+        if self.charged {
             SlotPolicy::SlotTime
         } else {
             SlotPolicy::Turns
@@ -183,7 +207,7 @@ impl<K> Turns<K> {
     /// Whether starts are charged (slot time).
     #[inline(always)]
     pub(super) fn is_charged(&self) -> bool {
-        self.fair.is_some()
+        self.charged
     }
 
     /// Shares the slots by `policy` (before any key is in the line).
@@ -192,126 +216,127 @@ impl<K> Turns<K> {
             self.is_empty(),
             "a slot policy is set before the first item"
         );
-        self.fair = match policy {
-            SlotPolicy::Turns => None,
-            SlotPolicy::SlotTime => Some(Box::new(FairLine {
-                in_order: VecDeque::new(),
-                heap: BinaryHeap::new(),
-                clock: 0,
-                arrivals: 0,
-                popped: 0,
-                charged: (0, 0),
-            })),
-        };
+        self.charged = policy == SlotPolicy::SlotTime;
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.fifo.is_empty()
-            && self
-                .fair
-                .as_ref()
-                .is_none_or(|line| line.in_order.is_empty() && line.heap.is_empty())
+        self.fifo.is_empty() && self.fair.in_order.is_empty() && self.fair.heap.is_empty()
     }
 
     pub(super) fn clear(&mut self) {
         self.fifo.clear();
-        if let Some(line) = &mut self.fair {
-            line.in_order.clear();
-            line.heap.clear();
-        }
+        self.fair.in_order.clear();
+        self.fair.heap.clear();
     }
 
     /// `key`, whose entry keeps `account`, joins the line.
     #[inline]
     pub(super) fn push(&mut self, key: K, account: u32) {
-        match &mut self.fair {
-            None => self.fifo.push_back(key),
-            Some(line) => line.push(key, account),
+        if self.charged {
+            self.fair.push(key, account);
+        } else {
+            self.fifo.push_back(key);
         }
     }
 
     /// The next key in line (checked by the scheduler: it may have moved since).
     #[inline]
     pub(super) fn pop(&mut self) -> Option<K> {
-        match &mut self.fair {
-            None => self.fifo.pop_front(),
-            Some(line) => line.pop(),
+        if self.charged {
+            self.fair.pop()
+        } else {
+            self.fifo.pop_front()
         }
     }
 
-    /// The account of a key made now: at the clock (0 under turns, which read none).
+    /// The account of a key made now: at the clock (turns read none).
     #[inline]
     pub(super) fn fresh(&self) -> u32 {
-        self.fair.as_ref().map_or(0, |line| line.clock as u32)
+        self.fair.clock as u32
     }
 
     /// A key whose entry keeps `account` started an attempt expected to hold a slot for
-    /// `latency` ns (`None`: not known), and has `in_flight` attempts running with it: its
-    /// account after the charge (the latency times the attempts in flight), to keep in its
-    /// entry. Turns charge nothing.
+    /// `latency` ns (`None`: not known), and has `in_flight` attempts running with it (at
+    /// least this one): its account after the charge (the latency times the attempts in
+    /// flight), to keep in its entry. Turns charge nothing.
     #[inline]
     pub(super) fn charge(&mut self, account: u32, latency: Option<u64>, in_flight: usize) -> u32 {
-        match &mut self.fair {
-            None => account,
-            Some(line) => line.charge(account, latency, in_flight),
+        if self.charged {
+            self.fair.charge(account, latency, in_flight)
+        } else {
+            account
         }
     }
 }
 
 impl<K> FairLine<K> {
+    #[inline]
     fn push(&mut self, key: K, account: u32) {
-        self.arrivals += 1;
-        let arrival = self.arrivals & ((1 << ARRIVAL_BITS) - 1);
-        // The account the last charge gave, known in full: the key that just started.
-        let full = match self.charged {
-            (low, full) if low == account => {
-                full.max(self.clock.saturating_sub(BANK >> UNIT_SHIFT))
-            }
-            _ => self.full(account),
-        };
-        let turn = Turn {
-            order: (full << ARRIVAL_BITS) | arrival,
-            key,
-        };
-        if self
-            .in_order
-            .back()
-            .is_none_or(|last| last.order <= turn.order)
-        {
-            self.in_order.push_back(turn);
+        let full = self.full(account);
+        if full >= self.last || self.in_order.is_empty() {
+            self.last = full;
+            self.in_order.push_back(Turn { order: full, key });
         } else {
-            self.heap.push(turn);
+            self.push_heap(key, full);
         }
     }
 
-    fn pop(&mut self) -> Option<K> {
-        let from_heap = match (self.in_order.front(), self.heap.peek()) {
-            (Some(first), Some(top)) => top.order < first.order,
-            (None, Some(_)) => true,
-            (_, None) => false,
-        };
-        let turn = if from_heap {
-            self.heap.pop()?
-        } else {
-            self.in_order.pop_front()?
-        };
-        self.popped = turn.order >> ARRIVAL_BITS;
-        self.clock = self.clock.max(self.popped);
-        Some(turn.key)
+    /// A key whose account (`full`) is below the last key's in order joins the heap (out
+    /// of line: keys mostly come back in order).
+    #[inline(never)]
+    fn push_heap(&mut self, key: K, full: u64) {
+        let arrival = self.arrivals & ((1 << ARRIVAL_BITS) - 1);
+        self.arrivals += 1;
+        self.heap.push(Turn {
+            order: (full << ARRIVAL_BITS) | arrival,
+            key,
+        });
     }
 
-    fn charge(&mut self, account: u32, latency: Option<u64>, in_flight: usize) -> u32 {
-        let per_attempt = latency.unwrap_or(0).clamp(MIN_CHARGE, MAX_CHARGE) >> UNIT_SHIFT;
-        let cost = per_attempt * (in_flight.clamp(1, MAX_DEPTH) as u64);
-        // The key just popped: its account in full is the one it was popped at.
-        let from = if account == self.popped as u32 {
-            self.popped
+    #[inline]
+    fn pop(&mut self) -> Option<K> {
+        let (account, key) = if self.heap.is_empty() {
+            let turn = self.in_order.pop_front()?;
+            (turn.order, turn.key)
         } else {
-            self.full(account)
+            self.pop_either()
         };
-        let charged = from + cost;
-        self.charged = (charged as u32, charged);
-        charged as u32
+        self.popped = account;
+        self.clock = self.clock.max(account);
+        Some(key)
+    }
+
+    /// The lower of the two heads, the heap holding one, and its account (out of line:
+    /// keys mostly come back in order).
+    #[inline(never)]
+    fn pop_either(&mut self) -> (u64, K) {
+        let from_heap = match (self.heap.peek(), self.in_order.front()) {
+            (Some(top), Some(first)) => top.order < first.order << ARRIVAL_BITS,
+            (top, _) => top.is_some(),
+        };
+        if from_heap {
+            let turn = self.heap.pop().expect("the heap holds a key");
+            (turn.order >> ARRIVAL_BITS, turn.key)
+        } else {
+            let turn = self.in_order.pop_front().expect("a key in order");
+            (turn.order, turn.key)
+        }
+    }
+
+    #[inline]
+    fn charge(&mut self, account: u32, latency: Option<u64>, in_flight: usize) -> u32 {
+        debug_assert!(in_flight >= 1, "the attempt charged is in flight");
+        // At most `MAX_AHEAD` (below 2^30): the low bits hold it.
+        let per_attempt = (latency.unwrap_or(0).clamp(MIN_CHARGE, MAX_CHARGE) >> UNIT_SHIFT) as u32;
+        let cost = per_attempt * in_flight.min(MAX_DEPTH) as u32;
+        // The key just popped: its account is the one it was popped at (its low bits
+        // differ only where the floor lifted it, and then reading it again finds the floor).
+        let from = if account == self.popped as u32 {
+            account
+        } else {
+            self.full(account) as u32
+        };
+        from.wrapping_add(cost)
     }
 
     /// The full value (in units) of an account whose low bits are `account`: its distance
@@ -319,16 +344,17 @@ impl<K> FairLine<K> {
     /// share, held by its own limit or rate or out of work, keeps at most that much to
     /// catch up on). The low bits wrap every 2^32 units (about 73 minutes of the clock): an
     /// account away from the line for longer may read up to one charge ahead, never more.
+    #[inline]
     fn full(&self, account: u32) -> u64 {
-        let floor = self.clock.saturating_sub(BANK >> UNIT_SHIFT);
-        // The low bits' distance from the clock's, signed: an account is never more than
-        // one charge (at most `MAX_CHARGE × MAX_DEPTH`) ahead of the clock.
-        let distance = i64::from(account.wrapping_sub(self.clock as u32) as i32);
-        if distance > ((MAX_CHARGE >> UNIT_SHIFT) * MAX_DEPTH as u64) as i64 {
-            floor
-        } else {
-            self.clock.saturating_add_signed(distance).max(floor)
-        }
+        // The low bits' distance above the floor (the clock less the bank), unsigned: an
+        // account more than the bank behind the clock wraps far above `SPAN`, as does one
+        // further ahead than one charge (`MAX_AHEAD`: never, but for one away past a wrap);
+        // both read as the floor. One comparison where a signed distance takes two.
+        let above = account
+            .wrapping_sub(self.clock as u32)
+            .wrapping_add(BANK_UNITS as u32);
+        let above = if above > SPAN { 0 } else { above };
+        self.clock - BANK_UNITS + u64::from(above)
     }
 }
 
@@ -344,7 +370,8 @@ mod tests {
 
     impl<K> Turns<K> {
         fn line(&mut self) -> &mut FairLine<K> {
-            self.fair.as_mut().expect("slot time")
+            assert!(self.charged, "slot time");
+            &mut self.fair
         }
     }
 
@@ -457,5 +484,134 @@ mod tests {
         turns.push("before", turns.fresh());
         assert_eq!(turns.pop(), Some("before"));
         assert_eq!(turns.pop(), Some("wrapped"));
+    }
+
+    #[test]
+    fn an_account_reads_in_full_from_the_floor_to_one_charge_ahead() {
+        let mut turns = fair();
+        // At its start the clock is the bank: the floor is zero, nothing reads below it.
+        assert_eq!(turns.line().clock, units(BANK));
+        assert_eq!(turns.line().full(0), 0);
+        assert_eq!(turns.line().full(u32::MAX), 0);
+        // Both sides of each edge, with the clock's low bits away from a wrap and across one.
+        for clock in [
+            7 * units(BANK) + 12_345,
+            u64::from(u32::MAX) + 3 * units(BANK) / 2,
+        ] {
+            let line = turns.line();
+            line.clock = clock;
+            let floor = clock - units(BANK);
+            assert_eq!(line.full(clock as u32), clock);
+            assert_eq!(line.full(floor as u32), floor, "the bank's edge is kept");
+            assert_eq!(
+                line.full((floor - 1) as u32),
+                floor,
+                "past the bank: the floor"
+            );
+            assert_eq!(line.full((clock - 1_000) as u32), clock - 1_000);
+            assert_eq!(line.full((clock + MAX_AHEAD) as u32), clock + MAX_AHEAD);
+            // Further ahead than one charge: only an account away past a wrap reads so.
+            assert_eq!(line.full((clock + MAX_AHEAD + 1) as u32), floor);
+        }
+    }
+
+    #[test]
+    fn keys_out_of_order_go_by_account_and_ties_in_the_order_they_came() {
+        let mut turns = fair();
+        let at = |turns: &mut Turns<&'static str>, ahead: u64| (turns.line().clock + ahead) as u32;
+        for (key, ahead) in [("a", 100), ("b", 50), ("c", 50), ("d", 100), ("e", 75)] {
+            let account = at(&mut turns, ahead);
+            turns.push(key, account);
+        }
+        // a and d joined in order; b, c and e behind a later account, in the heap.
+        assert_eq!(turns.line().in_order.len(), 2);
+        assert_eq!(turns.line().heap.len(), 3);
+        let order: Vec<_> = std::iter::from_fn(|| turns.pop()).collect();
+        assert_eq!(order, ["b", "c", "e", "a", "d"]);
+        // A tie between a key in order and the heap's head: the one in order came first.
+        for (key, ahead) in [("x", 10), ("y", 20), ("z", 10)] {
+            let account = at(&mut turns, ahead);
+            turns.push(key, account);
+        }
+        assert_eq!(turns.line().heap.len(), 1, "z went to the heap");
+        let order: Vec<_> = std::iter::from_fn(|| turns.pop()).collect();
+        assert_eq!(order, ["x", "z", "y"]);
+    }
+
+    #[test]
+    fn a_key_joins_in_order_once_the_line_has_emptied() {
+        let mut turns = fair();
+        let clock = turns.line().clock;
+        turns.push("a", (clock + 100) as u32);
+        assert_eq!(turns.pop(), Some("a"));
+        // The last key in order left: a lower account joins in order, not the heap.
+        turns.push("b", (clock + 50) as u32);
+        turns.push("c", (clock + 60) as u32);
+        assert!(turns.line().heap.is_empty());
+        assert_eq!(turns.pop(), Some("b"));
+        assert_eq!(turns.pop(), Some("c"));
+        assert_eq!(turns.pop(), None);
+    }
+
+    #[test]
+    fn a_charge_counts_the_attempts_in_flight_from_the_account_it_was_popped_at() {
+        let mut turns = fair();
+        turns.line().clock = 10 * units(BANK);
+        let clock = turns.line().clock;
+        let at = clock as u32;
+        assert_eq!(
+            turns.charge(at, Some(10_000_000), 3),
+            (clock + 3 * units(10_000_000)) as u32
+        );
+        // Deeper than the deepest counts as the deepest; a latency past the most, the most.
+        assert_eq!(
+            turns.charge(at, Some(2 * MAX_CHARGE), 1_000),
+            (clock + MAX_AHEAD) as u32
+        );
+        // A key far behind is popped at the floor, and charged from there.
+        turns.push("behind", (clock - 3 * units(BANK)) as u32);
+        assert_eq!(turns.pop(), Some("behind"));
+        let floor = clock - units(BANK);
+        assert_eq!(
+            turns.charge((clock - 3 * units(BANK)) as u32, None, 1),
+            (floor + units(MIN_CHARGE)) as u32
+        );
+        assert_eq!(turns.line().clock, clock, "a key behind leaves the clock");
+    }
+
+    #[test]
+    fn the_one_comparison_reads_an_account_as_its_signed_distance_does() {
+        // The reading by signed distance from the clock, clamped to the floor: what the
+        // unsigned distance above the floor replaces.
+        let signed = |clock: u64, account: u32| {
+            let floor = clock.saturating_sub(units(BANK));
+            let distance = i64::from(account.wrapping_sub(clock as u32) as i32);
+            if distance > MAX_AHEAD as i64 {
+                floor
+            } else {
+                clock.saturating_add_signed(distance).max(floor)
+            }
+        };
+        let mut turns = fair();
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..2_000 {
+            let clock = units(BANK) + next() % (1 << 40);
+            turns.line().clock = clock;
+            let near = [0, 1, units(BANK), units(BANK) + 1, MAX_AHEAD, MAX_AHEAD + 1];
+            for offset in near {
+                for account in [clock + offset, clock.wrapping_sub(offset)] {
+                    let account = account as u32;
+                    assert_eq!(turns.line().full(account), signed(clock, account));
+                }
+            }
+            let account = next() as u32;
+            assert_eq!(turns.line().full(account), signed(clock, account));
+        }
     }
 }
