@@ -111,6 +111,9 @@ pub(super) struct Retries<T> {
     /// The items, earliest first (due when they may start; ties in input order).
     pub(super) due: BinaryHeap<Reverse<Due<T>>>,
     pub(super) spent: Spent,
+    /// The end of the latest pause the retry policy asked for the key (`pause_key`; 0:
+    /// none): a pause of the key that ends then is the policy's, any other a server's.
+    pub(super) policy_pause: u64,
 }
 
 impl<T> KeyState<T> {
@@ -206,6 +209,7 @@ impl<T> KeyState<T> {
             Box::new(Retries {
                 due: BinaryHeap::new(),
                 spent: Spent::default(),
+                policy_pause: 0,
             })
         })
     }
@@ -219,14 +223,17 @@ impl<T> KeyState<T> {
 
     /// The key finished an attempt and has nothing running or waiting (`quiet`), the map
     /// having pulled `pulled` items: its spending starts to lapse, and its retries keep
-    /// no heap (nor their box, with nothing spent), kept as the key may be for long.
+    /// no heap (nor their box, with nothing spent and no pause of the retry policy's in
+    /// force to tell apart), kept as the key may be for long.
     pub(super) fn settle_retries(&mut self, pulled: u64, quiet: bool) {
         let Some(retries) = &mut self.retries else {
             return;
         };
         retries.spent.quiet_from(pulled);
         if quiet {
-            if retries.spent.is_owed() {
+            let policy_paused =
+                retries.policy_pause != 0 && retries.policy_pause == self.paused_until;
+            if retries.spent.is_owed() || policy_paused {
                 retries.due = BinaryHeap::new();
             } else {
                 self.retries = None;

@@ -414,6 +414,9 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
             clock,
             ticket,
         } = running;
+        // The attempt's end, read once: its outcome, its finish or its retry all happen at
+        // this instant (nothing between them waits).
+        let mut ended_at = None;
         if C::CLASSIFIES {
             if let Some(outcome) = self.classify.classify(&output) {
                 // A hint is kept on the map's clock (a pause, a rate, how long the key is
@@ -421,6 +424,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
                 let hinted = !outcome.hint_ref().is_empty();
                 self.timed |= hinted;
                 let now = self.now();
+                ended_at = Some(now);
                 let ended = Ended {
                     outcome: &outcome,
                     hinted,
@@ -434,7 +438,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
             }
         }
         let Some(item) = kept else {
-            let now = self.now();
+            let now = ended_at.unwrap_or_else(|| self.now());
             self.scheduler.finish(&key, now);
             self.counts.finished += 1;
             return Some(output);
@@ -443,7 +447,7 @@ impl<T, K: Hash + Eq + Clone, KF, P, G, C> PerKey<T, K, KF, P, G, C> {
             .policy
             .plan(attempt, &output)
             .filter(|_| self.scheduler.take_retry(&key));
-        let now = self.now();
+        let now = ended_at.unwrap_or_else(|| self.now());
         let Some(plan) = plan else {
             self.scheduler.finish(&key, now);
             self.counts.finished += 1;

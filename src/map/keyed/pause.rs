@@ -17,25 +17,28 @@ pub(super) struct Pauses;
 
 impl Pauses {
     /// Pauses the key of `state` until `until`, as `by` asked (a later pause already in
-    /// force stays). Who asked is the lowest bit of the end (1: the server): a
-    /// nanosecond later or sooner changes no wait, and the entry keeps its size.
+    /// force stays). The retry policy's pauses are noted beside its retries (a key it
+    /// pauses has one waiting), so that who asked for the pause in force can be told.
     pub(super) fn pause<T>(state: &mut KeyState<T>, until: u64, by: PausedBy) {
-        let until = match by {
-            PausedBy::Server => until | 1,
-            _ => until & !1,
-        };
+        if by == PausedBy::RetryPolicy {
+            let retries = state.retries_mut();
+            retries.policy_pause = retries.policy_pause.max(until);
+        }
         state.paused_until = state.paused_until.max(until);
     }
 
-    /// Who asked for the pause of the key of `state` (paused at `now`).
+    /// Who asked for the pause of the key of `state` (paused at `now`): the retry policy
+    /// if its latest pause is the one in force, else a server.
     fn paused_by<T>(state: &KeyState<T>, now: u64) -> Option<PausedBy> {
-        state
-            .is_paused(now)
-            .then_some(if state.paused_until & 1 == 1 {
-                PausedBy::Server
-            } else {
-                PausedBy::RetryPolicy
-            })
+        let policy = state
+            .retries
+            .as_ref()
+            .is_some_and(|retries| retries.policy_pause == state.paused_until);
+        state.is_paused(now).then_some(if policy {
+            PausedBy::RetryPolicy
+        } else {
+            PausedBy::Server
+        })
     }
 }
 
