@@ -410,9 +410,10 @@ impl<K> KeyProgress<K> {
     }
 
     /// How long before the map published it an overload or a high latency last cut its
-    /// adapted limit or rate: a recent cut is why an adaptive key is held by its
-    /// [limit](HeldBy::Limit) or its [rate](HeldBy::Rate) below what it ran at. `None`
-    /// if it was never cut, or on a map that does not adapt.
+    /// adapted limit or rate (or a control set them:
+    /// [`set_key_in_force`](crate::MapControl::set_key_in_force)): a recent cut is why an
+    /// adaptive key is held by its [limit](HeldBy::Limit) or its [rate](HeldBy::Rate) below
+    /// what it ran at. `None` if it was never cut, or on a map that does not adapt.
     #[must_use]
     pub fn last_cut(&self) -> Option<Duration> {
         self.last_cut.map(Duration::from_nanos)
