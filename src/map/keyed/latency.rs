@@ -14,9 +14,12 @@ pub(super) struct Unpolled {
 }
 
 impl Unpolled {
-    /// The stream returned an output at `now`.
+    /// The stream returned an output at `now`, or a consumer's work beside it ended: not
+    /// polled from then, unless it has not been polled since it was last handed out (a
+    /// consumer's work that was done before the map was driven: the time counts from the
+    /// output's return).
     pub(super) fn handed_out(&mut self, now: u64) {
-        self.since = Some(now);
+        self.since.get_or_insert(now);
     }
 
     /// The stream is polled again at `now`.
@@ -58,5 +61,30 @@ impl AttemptClock {
         let ran = now.saturating_sub(self.started_at);
         let handed_out = unpolled.total() - self.unpolled_at_start;
         (handed_out.saturating_mul(4) <= ran).then(|| ran - handed_out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{AttemptClock, Unpolled};
+
+    #[test]
+    fn handed_out_again_before_a_poll_counts_from_the_first() {
+        // An output returned at 10, the consumer's work beside the map done at 30 without
+        // the map driven, the next poll at 40: 30 handed out, not 10.
+        let mut unpolled = Unpolled::default();
+        let clock = AttemptClock::start(0, &unpolled);
+        unpolled.handed_out(10);
+        unpolled.handed_out(30);
+        unpolled.polled(40);
+        assert_eq!(unpolled.total(), 30);
+        // Driven in between: only the time after the work counts again.
+        unpolled.handed_out(50);
+        unpolled.polled(60);
+        unpolled.handed_out(70);
+        unpolled.polled(75);
+        assert_eq!(unpolled.total(), 45);
+        // An attempt that ran 200 with 45 of it handed out: its latency is 155.
+        assert_eq!(clock.latency(200, &unpolled), Some(155));
     }
 }
