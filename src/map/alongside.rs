@@ -38,8 +38,9 @@ pub trait MapStream: Stream + sealed::Sealed {
     #[doc(hidden)]
     fn poll_park(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool;
 
-    /// The consumer's work ended: until the map is polled again, its outputs wait unseen
-    /// (the time counts as handed out, not as the server's).
+    /// The consumer's work ended after the map was driven beside it: until the map is
+    /// polled again, its outputs wait unseen (the time counts as handed out, not as the
+    /// server's).
     #[doc(hidden)]
     fn work_done(self: Pin<&mut Self>);
 }
@@ -110,9 +111,19 @@ pin_project! {
         map: &'a mut M,
         #[pin]
         work: W,
-        // The work returned `Pending` before: from now on every poll drives the map.
-        waited: bool,
+        stage: Stage,
     }
+}
+
+/// How far an [`Alongside`] went with its map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// The work has not waited yet.
+    Fresh,
+    /// The work waited once: the map was registered for its wake-ups, not polled.
+    Parked,
+    /// The map was driven: from now on every poll drives it.
+    Driven,
 }
 
 impl<'a, M: ?Sized, W> Alongside<'a, M, W> {
@@ -120,7 +131,7 @@ impl<'a, M: ?Sized, W> Alongside<'a, M, W> {
         Self {
             map,
             work,
-            waited: false,
+            stage: Stage::Fresh,
         }
     }
 }
@@ -137,24 +148,29 @@ where
         let this = self.project();
         // The work first: a consumer that is ready at once costs one poll of it.
         if let Poll::Ready(output) = this.work.poll(cx) {
-            Pin::new(&mut **this.map).work_done();
+            if *this.stage == Stage::Driven {
+                // (A map not driven since `next()` handed out its output is still handed
+                // out from then: nothing to tell it.)
+                Pin::new(&mut **this.map).work_done();
+            }
             return Poll::Ready(output);
         }
         // The map's wake-ups and the work's reach the same task: whichever comes polls
         // both again.
         let map = Pin::new(&mut **this.map);
-        if !*this.waited {
+        if *this.stage == Stage::Fresh {
             // The work's first wait: work that pends once (a channel with room after a
             // wake-up, a lock handed over) is done by the next poll, and the map's woken
             // attempts are then polled by `next()` with the others, in one pass. The task
             // comes back at once for them either way: to drive the map if the work still
             // waits.
-            *this.waited = true;
+            *this.stage = Stage::Parked;
             if !map.poll_park(cx) {
                 cx.waker().wake_by_ref();
             }
             return Poll::Pending;
         }
+        *this.stage = Stage::Driven;
         map.poll_work(cx);
         Poll::Pending
     }

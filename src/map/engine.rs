@@ -537,6 +537,20 @@ impl<Fut: Future, A> Engine<Fut, A> {
         !self.pool.has_woken()
     }
 
+    /// [`should_park`](Self::should_park) for a stream, which publishes to its control
+    /// when it parks (`released`: the items that left it so far).
+    #[inline(always)]
+    fn park_stream<T>(&mut self, cx: &mut Context<'_>, allowance: usize, released: usize) -> bool
+    where
+        A: Admission<T, Fut::Output>,
+    {
+        let park = self.should_park(cx, allowance);
+        if park && self.steering.shared.is_some() {
+            self.after_poll(false, released);
+        }
+        park
+    }
+
     fn is_done<T>(&self) -> bool
     where
         A: Admission<T, Fut::Output>,
@@ -836,10 +850,7 @@ where
                     return Poll::Ready(None);
                 }
                 *streak = 0;
-                if engine.should_park(cx, allowance) {
-                    if engine.steering.shared.is_some() {
-                        engine.after_poll(false, results.released());
-                    }
+                if engine.park_stream(cx, allowance, results.released()) {
                     return Poll::Pending;
                 }
                 engine.pool.enter();
@@ -868,10 +879,7 @@ where
                 }
                 engine.pool.enter();
                 let _ = engine.pass(source.as_mut(), f, results, cx, &mut allowance);
-                if engine.should_park(cx, allowance) {
-                    if engine.steering.shared.is_some() {
-                        engine.after_poll(false, results.released());
-                    }
+                if engine.park_stream(cx, allowance, results.released()) {
                     return;
                 }
             }
