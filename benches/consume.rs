@@ -108,6 +108,17 @@ where
     sum
 }
 
+/// The anchor's map: futures-buffered over `n` items, completion order.
+fn buffered<W, Fut>(n: u64, work: W) -> impl futures::Stream<Item = u64>
+where
+    W: Fn(u64) -> Fut,
+    Fut: Future<Output = u64>,
+{
+    futures::stream::iter(0..n)
+        .map(work)
+        .buffered_unordered(LIMIT)
+}
+
 /// futures-buffered feeding a channel from one future, the consumer in another, joined.
 async fn joined<W, Fut, C, CF>(n: u64, work: W, consume: C) -> u64
 where
@@ -118,11 +129,7 @@ where
 {
     let (mut tx, mut rx) = futures::channel::mpsc::channel(LIMIT);
     let driver = async move {
-        let mut outputs = pin!(
-            futures::stream::iter(0..n)
-                .map(work)
-                .buffered_unordered(LIMIT)
-        );
+        let mut outputs = pin!(buffered(n, work));
         while let Some(i) = outputs.next().await {
             tx.send(i).await.expect("the consumer reads to the end");
         }
@@ -147,11 +154,7 @@ where
 {
     let (tx, rx) = smol::channel::bounded(LIMIT);
     let driver = smol::spawn(async move {
-        let mut outputs = pin!(
-            futures::stream::iter(0..n)
-                .map(work)
-                .buffered_unordered(LIMIT)
-        );
+        let mut outputs = pin!(buffered(n, work));
         while let Some(i) = outputs.next().await {
             tx.send(i).await.expect("the consumer reads to the end");
         }
@@ -174,11 +177,7 @@ where
 {
     let (tx, mut rx) = tokio::sync::mpsc::channel(LIMIT);
     let driver = tokio::spawn(async move {
-        let mut outputs = pin!(
-            futures::stream::iter(0..n)
-                .map(work)
-                .buffered_unordered(LIMIT)
-        );
+        let mut outputs = pin!(buffered(n, work));
         while let Some(i) = outputs.next().await {
             tx.send(i).await.expect("the consumer reads to the end");
         }
